@@ -1,0 +1,505 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bounds on waiting for redis-server processes.
+const (
+	startTimeout   = 30 * time.Second // until a started server answers PING (AOF replay included)
+	stopTimeout    = 30 * time.Second // until a SIGTERMed server exits
+	killTimeout    = 10 * time.Second // until a SIGKILLed server exits
+	clusterTimeout = 60 * time.Second // until a created cluster reports cluster_state:ok everywhere
+	pollInterval   = 10 * time.Millisecond
+	startAttempts  = 5 // fresh ports tried when another process took the chosen one
+)
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{} // ports FreePort handed out in this process
+)
+
+// FreePort returns a free TCP port on 127.0.0.1. It never returns the same
+// port twice in one test binary, so parallel tests do not race for one port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort(false)
+	if err != nil {
+		t.Fatalf("testenv: FreePort: %v", err)
+	}
+	return port
+}
+
+// freePort finds a port that can be bound on 127.0.0.1 and that FreePort
+// has not handed out before. With bus set, port+10000 (the Redis Cluster bus
+// port of a node on port) must be free as well.
+func freePort(bus bool) (int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	var lastErr error
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		ok := !portsGiven[port]
+		if ok && bus {
+			ok = port+10000 <= 65535 && !portsGiven[port+10000] && canBind(port+10000)
+		}
+		_ = l.Close()
+		if !ok {
+			continue
+		}
+		portsGiven[port] = true
+		if bus {
+			portsGiven[port+10000] = true
+		}
+		return port, nil
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no unused port found in 100 tries")
+	}
+	return 0, lastErr
+}
+
+// canBind reports whether port can be listened on at 127.0.0.1 right now.
+func canBind(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+// RedisOptions configures a redis-server a test starts itself.
+type RedisOptions struct {
+	// AOF turns on the append-only file (appendonly yes).
+	AOF bool
+	// Fsync is the appendfsync policy when AOF is on: "always", "everysec"
+	// (the default when empty) or "no".
+	Fsync string
+	// Cluster starts the node in cluster mode (cluster-enabled yes); it
+	// serves nothing until it is part of a cluster (see StartCluster).
+	Cluster bool
+	// Args are extra command-line arguments passed after the config file,
+	// e.g. []string{"--maxmemory", "64mb"}.
+	Args []string
+}
+
+// RedisServer is a redis-server process a test started itself on a free
+// loopback port. Its methods must be called from the test's goroutine (they
+// may call t.Fatal).
+type RedisServer struct {
+	// Addr is the server's address, 127.0.0.1:<port>; it stays the same
+	// across Restart.
+	Addr string
+	// Dir is the server's working directory, a t.TempDir() of its own: it
+	// holds redis.conf, redis.log (stdout and stderr), the AOF and, in
+	// cluster mode, nodes.conf.
+	Dir string
+
+	bin  string
+	conf string
+	args []string
+
+	mu   sync.Mutex
+	proc *redisProc // the latest process; nil before the first start
+}
+
+// redisProc is one run of redis-server.
+type redisProc struct {
+	cmd    *exec.Cmd
+	logOff int64         // size of redis.log when this run started
+	done   chan struct{} // closed once the process has exited and been reaped
+	err    error         // what Wait returned; read only after done is closed
+}
+
+// exited reports whether the process has exited and been reaped.
+func (p *redisProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// StartRedis starts redis-server on a free 127.0.0.1 port in its own
+// t.TempDir() directory, with no RDB snapshots (save "") and the AOF as opts
+// say, waits (bounded) until it answers PING, and kills it (SIGKILL by pid,
+// then reaps it) on cleanup. The server runs in a process group of its own,
+// so signals sent to the test's group do not reach it.
+//
+// It skips the test when the redis-server binary is not installed.
+func StartRedis(t testing.TB, opts RedisOptions) *RedisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skipf("testenv: redis-server is not installed (%v); scripts/test-services.sh installs it", err)
+	}
+	fsync := opts.Fsync
+	switch fsync {
+	case "":
+		fsync = "everysec"
+	case "always", "everysec", "no":
+	default:
+		t.Fatalf("testenv: StartRedis: Fsync %q is not one of always, everysec, no", opts.Fsync)
+	}
+
+	s := &RedisServer{Dir: t.TempDir(), bin: bin, args: append([]string(nil), opts.Args...)}
+	s.conf = filepath.Join(s.Dir, "redis.conf")
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err := s.kill(s.proc, syscall.SIGKILL, killTimeout); err != nil {
+			t.Errorf("testenv: cleanup of redis-server %s: %v", s.Addr, err)
+		}
+		if t.Failed() {
+			t.Logf("testenv: redis-server %s log (tail):\n%s", s.Addr, s.logTail())
+		}
+	})
+
+	var lastErr error
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		port, err := freePort(opts.Cluster)
+		if err != nil {
+			t.Fatalf("testenv: StartRedis: free port: %v", err)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if err := s.writeConf(port, opts, fsync); err != nil {
+			t.Fatalf("testenv: StartRedis: %v", err)
+		}
+		s.mu.Lock()
+		lastErr = s.start()
+		s.mu.Unlock()
+		if lastErr == nil {
+			return s
+		}
+		if !errors.Is(lastErr, errAddrInUse) {
+			break
+		}
+	}
+	t.Fatalf("testenv: StartRedis: %v\nlog (tail):\n%s", lastErr, s.logTail())
+	return nil
+}
+
+// writeConf writes the server's redis.conf.
+func (s *RedisServer) writeConf(port int, opts RedisOptions, fsync string) error {
+	yesno := map[bool]string{true: "yes", false: "no"}
+	lines := []string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"protected-mode no",
+		"daemonize no",
+		`logfile ""`,
+		"dir " + strconv.Quote(s.Dir),
+		`save ""`,
+		"appendonly " + yesno[opts.AOF],
+		"appendfsync " + fsync,
+	}
+	if opts.Cluster {
+		lines = append(lines,
+			"cluster-enabled yes",
+			"cluster-config-file nodes.conf",
+			"cluster-node-timeout 5000",
+		)
+	}
+	return os.WriteFile(s.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// errAddrInUse means the chosen port was taken by another process.
+var errAddrInUse = errors.New("port already in use")
+
+// start starts a new process with the server's config and waits until it
+// answers PING. s.mu is held.
+func (s *RedisServer) start() error {
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	var logOff int64
+	if fi, err := logf.Stat(); err == nil {
+		logOff = fi.Size()
+	}
+	cmd := exec.Command(s.bin, append([]string{s.conf}, s.args...)...)
+	cmd.Dir = s.Dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = sysProcAttr()
+	err = startCmd(cmd)
+	_ = logf.Close() // the child holds its own copy
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	p := &redisProc{cmd: cmd, logOff: logOff, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	s.proc = p
+
+	if err := s.waitReady(p); err != nil {
+		if !p.exited() {
+			_ = s.kill(p, syscall.SIGKILL, killTimeout)
+		}
+		return err
+	}
+	return nil
+}
+
+// waitReady polls until the process p answers PING at s.Addr and INFO shows
+// it is p (not some other server that holds the port), or p exits, or
+// startTimeout passes.
+func (s *RedisServer) waitReady(p *redisProc) error {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:          s.Addr,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		DialTimeout:   500 * time.Millisecond,
+		ReadTimeout:   2 * time.Second,
+		PoolSize:      1,
+	})
+	defer rdb.Close()
+	pid := strconv.Itoa(p.cmd.Process.Pid)
+	deadline := time.Now().Add(startTimeout)
+	var lastErr error
+	for {
+		if p.exited() {
+			if strings.Contains(s.logSince(p.logOff), "Address already in use") {
+				return fmt.Errorf("redis-server on %s exited: %w", s.Addr, errAddrInUse)
+			}
+			return fmt.Errorf("redis-server on %s exited during start-up (%v)", s.Addr, p.err)
+		}
+		// Probe with a plain dial first: go-redis retries and logs every
+		// refused dial, which would flood the test log while the server boots.
+		var info string
+		c, err := net.DialTimeout("tcp", s.Addr, 500*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			info, err = rdb.Info(ctx, "server").Result()
+			cancel()
+		}
+		if err == nil {
+			if strings.Contains(info, "\nprocess_id:"+pid+"\r") {
+				return nil
+			}
+			err = errors.New("another redis-server answers on this port")
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s (pid %s) did not answer within %v: %v", s.Addr, pid, startTimeout, lastErr)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// kill sends sig to the process p and waits (at most timeout) until it has
+// exited and been reaped; then it SIGKILLs what is left of its process
+// group (a fork child such as an AOF rewrite). s.mu is held.
+func (s *RedisServer) kill(p *redisProc, sig syscall.Signal, timeout time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	pid := p.cmd.Process.Pid
+	if !p.exited() {
+		// os.Process.Signal uses a pidfd where it can, so it never hits a
+		// reused pid.
+		if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("signal %v to pid %d: %w", sig, pid, err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(timeout):
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return fmt.Errorf("pid %d did not exit within %v of %v; killed", pid, timeout, sig)
+		}
+	}
+	// The group's id is the leader's pid (Setpgid); ESRCH when it is empty.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	return nil
+}
+
+// Pid returns the process id of the server's latest process (which may have
+// exited).
+func (s *RedisServer) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// Kill sends SIGKILL to the server's pid and waits until it has exited: no
+// shutdown, no final fsync. It does nothing when the server is not running.
+func (s *RedisServer) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.kill(s.proc, syscall.SIGKILL, killTimeout); err != nil {
+		t.Fatalf("testenv: Kill redis-server %s: %v", s.Addr, err)
+	}
+}
+
+// Stop sends SIGTERM to the server's pid and waits (bounded) until it has
+// exited: a clean shutdown, which fsyncs the AOF (and writes no RDB, since
+// snapshots are off). It does nothing when the server is not running.
+func (s *RedisServer) Stop(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.kill(s.proc, syscall.SIGTERM, stopTimeout); err != nil {
+		t.Fatalf("testenv: Stop redis-server %s: %v", s.Addr, err)
+	}
+}
+
+// Restart starts the server again on the same port and directory (so an
+// AOF is replayed) and waits until it answers PING. A server still running
+// is stopped first (SIGTERM); call Kill first to simulate a crash.
+func (s *RedisServer) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.kill(s.proc, syscall.SIGTERM, stopTimeout); err != nil {
+		t.Fatalf("testenv: Restart redis-server %s: stopping it: %v", s.Addr, err)
+	}
+	// Another process may grab the port in the moment it is free; there is
+	// nowhere else to go, so try a few times.
+	var err error
+	for attempt := 0; attempt < startAttempts; attempt++ {
+		if err = s.start(); err == nil || !errors.Is(err, errAddrInUse) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("testenv: Restart redis-server: %v\nlog (tail):\n%s", err, s.logTail())
+	}
+}
+
+// Client returns a new client to the server; it is closed on cleanup.
+func (s *RedisServer) Client(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// logSince returns what redis.log holds past offset off.
+func (s *RedisServer) logSince(off int64) string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if err != nil || off > int64(len(b)) {
+		return ""
+	}
+	return string(b[off:])
+}
+
+// logTail returns the last few KB of the server's redis.log.
+func (s *RedisServer) logTail() string {
+	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	const max = 4096
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// StartCluster starts n (at least 3) redis-server nodes in cluster mode on
+// free ports (each with its own directory, see StartRedis), joins them with
+// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes` (the
+// slots spread evenly over n masters), waits until CLUSTER INFO reports
+// cluster_state:ok, all 16384 slots and n known nodes on every node, and
+// returns the nodes' addresses. The nodes are killed by pid on cleanup.
+//
+// It skips the test when redis-server (or redis-cli, which ships with it) is
+// not installed.
+func StartCluster(t testing.TB, n int) []string {
+	t.Helper()
+	if n < 3 {
+		t.Fatalf("testenv: StartCluster: n = %d; a Redis Cluster needs at least 3 masters", n)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		if _, serr := exec.LookPath("redis-server"); serr != nil {
+			t.Skipf("testenv: redis-server is not installed (%v); scripts/test-services.sh installs it", serr)
+		}
+		t.Skipf("testenv: redis-cli is not installed (%v); scripts/test-services.sh installs it", err)
+	}
+	addrs := make([]string, n)
+	for i := range addrs {
+		addrs[i] = StartRedis(t, RedisOptions{Cluster: true}).Addr
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	cmd := exec.CommandContext(ctx, cli, args...)
+	cmd.SysProcAttr = sysProcAttr()
+	var buf bytes.Buffer
+	cmd.Stdout = &buf
+	cmd.Stderr = &buf
+	err = startCmd(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	out := buf.Bytes()
+	if err != nil {
+		t.Fatalf("testenv: StartCluster: redis-cli --cluster create: %v\n%s", err, out)
+	}
+
+	var pending []string
+	for {
+		pending = pending[:0]
+		for _, addr := range addrs {
+			if !clusterReady(ctx, addr, n) {
+				pending = append(pending, addr)
+			}
+		}
+		if len(pending) == 0 {
+			return addrs
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("testenv: StartCluster: nodes %v did not report cluster_state:ok within %v; redis-cli said:\n%s", pending, clusterTimeout, out)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// clusterReady reports whether the node at addr says the cluster is ok,
+// with every slot assigned and n nodes known.
+func clusterReady(ctx context.Context, addr string, n int) bool {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+	defer rdb.Close()
+	info, err := rdb.ClusterInfo(ctx).Result()
+	if err != nil {
+		return false
+	}
+	return strings.Contains(info, "cluster_state:ok\r\n") &&
+		strings.Contains(info, "cluster_slots_ok:16384\r\n") &&
+		strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(n)+"\r\n")
+}

@@ -1,0 +1,98 @@
+package queue_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// The data-plane benchmarks run against the shared real Redis. Each reports
+// jobs/s; the targets (on the 2-core reference machine) are in the README.
+
+var benchPayload = []byte(`{"order_no":"202611300001","user":42}`)
+
+func benchClient(b *testing.B) *queue.Client {
+	rdb, ns := testenv.Redis(b)
+	c, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+func reportJobs(b *testing.B, jobs int) {
+	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// One goroutine, one job per round trip.
+func BenchmarkEnqueue(b *testing.B) {
+	c := benchClient(b)
+	ctx := ctxT(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Enqueue(ctx, "bench", queue.NewJob{ID: "o:" + strconv.Itoa(i), Payload: benchPayload, Delay: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N)
+}
+
+// One goroutine, batches of 100 jobs.
+func BenchmarkEnqueueBatch100(b *testing.B) {
+	c := benchClient(b)
+	ctx := ctxT(b)
+	batch := make([]queue.NewJob, 100)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range batch {
+			batch[k] = queue.NewJob{ID: fmt.Sprintf("o:%d:%d", i, k), Payload: benchPayload, Delay: time.Minute}
+		}
+		if _, err := c.EnqueueBatch(ctx, "bench", batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, 100*b.N)
+}
+
+// One goroutine: claim 100 due jobs, ack them, repeat.
+func BenchmarkClaimAck100(b *testing.B) {
+	c := benchClient(b)
+	ctx := ctxT(b)
+	total := 100 * b.N
+	batch := make([]queue.NewJob, 0, 1000)
+	for i := 0; i < total; i++ {
+		batch = append(batch, queue.NewJob{ID: "o:" + strconv.Itoa(i), Payload: benchPayload})
+		if len(batch) == cap(batch) || i == total-1 {
+			if _, err := c.EnqueueBatch(ctx, "bench", batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	refs := make([]queue.Ref, 0, 100)
+	b.ResetTimer()
+	done := 0
+	for done < total {
+		cl, err := c.Claim(ctx, "bench", 100, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(cl.Jobs) == 0 {
+			b.Fatalf("ran dry after %d of %d jobs", done, total)
+		}
+		refs = refs[:0]
+		for _, j := range cl.Jobs {
+			refs = append(refs, j.Ref())
+		}
+		n, err := c.Ack(ctx, refs)
+		if err != nil || n != len(refs) {
+			b.Fatalf("ack %d of %d: %v", n, len(refs), err)
+		}
+		done += n
+	}
+	reportJobs(b, total)
+}

@@ -1,0 +1,188 @@
+package queue_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/queue"
+)
+
+func TestClaimTakesDueJobsInOrder(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		base := redisNow(t, e)
+		for i, id := range []string{"c", "a", "b"} {
+			mustEnqueue(t, e, "t", queue.NewJob{ID: id, RunAt: base + 5 + int64(i)})
+		}
+		later := mustEnqueue(t, e, "t", queue.NewJob{ID: "later", Delay: time.Hour})
+		waitRedisPast(t, e, base+8)
+		c := mustClaim(t, e, "t", 2, 30*time.Second)
+		if got := ids(c.Jobs); !slices.Equal(got, []string{"c", "a"}) {
+			t.Fatalf("claimed %v, want the two earliest", got)
+		}
+		for _, j := range c.Jobs {
+			if j.Attempt != 1 {
+				t.Fatalf("%s attempt %d, want 1", j.ID, j.Attempt)
+			}
+			if j.LeaseUntil != c.Now+30_000 {
+				t.Fatalf("%s lease until %d, want now %d + 30 s", j.ID, j.LeaseUntil, c.Now)
+			}
+			if info := mustGet(t, e, "t", j.ID); info.State != queue.StateInFlight || info.Score != j.LeaseUntil || info.Job.Attempt != 1 {
+				t.Fatalf("%s after claim: %+v", j.ID, info)
+			}
+		}
+		if c.NextDue > c.Now {
+			t.Fatalf("next due %d is in the future but job b is due", c.NextDue)
+		}
+		if c.NextLease != c.Now+30_000 {
+			t.Fatalf("next lease %d", c.NextLease)
+		}
+		c = mustClaim(t, e, "t", 10, time.Minute)
+		if got := ids(c.Jobs); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("second claim %v, want [b]", got)
+		}
+		if c.NextDue != later.RunAt {
+			t.Fatalf("next due %d, want %d", c.NextDue, later.RunAt)
+		}
+		if c = mustClaim(t, e, "t", 10, time.Minute); len(c.Jobs) != 0 {
+			t.Fatalf("claimed %v though nothing is due", ids(c.Jobs))
+		}
+	})
+}
+
+// A job due 50 ms ahead is never handed out before Redis's clock reaches
+// its due time, however often it is asked for.
+func TestClaimNeverEarly(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		r := mustEnqueue(t, e, "t", queue.NewJob{ID: "soon", Delay: 50 * time.Millisecond})
+		deadline := time.Now().Add(10 * time.Second)
+		polls := 0
+		for time.Now().Before(deadline) {
+			c := mustClaim(t, e, "t", 1, time.Minute)
+			polls++
+			if len(c.Jobs) == 0 {
+				if c.Now >= r.RunAt {
+					t.Fatalf("Redis clock %d reached due time %d but the job was not claimed", c.Now, r.RunAt)
+				}
+				continue
+			}
+			if c.Now < r.RunAt {
+				t.Fatalf("claimed at Redis time %d, %d ms before its due time %d", c.Now, r.RunAt-c.Now, r.RunAt)
+			}
+			if polls < 2 {
+				t.Fatalf("claimed on the first poll: the 50 ms delay had no effect")
+			}
+			return
+		}
+		t.Fatal("the job never became claimable")
+	})
+}
+
+// A worker host whose clock runs ahead cannot make a job due early: due
+// times given as RunAt are compared with Redis's clock only.
+func TestClaimIgnoresClientClock(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		probe := mustEnqueue(t, e, "t", queue.NewJob{ID: "probe"}) // RunAt = Redis now
+		r := mustEnqueue(t, e, "t", queue.NewJob{ID: "ahead", RunAt: probe.RunAt + 60_000})
+		c := mustClaim(t, e, "t", 10, time.Minute)
+		if got := ids(c.Jobs); !slices.Equal(got, []string{"probe"}) {
+			t.Fatalf("claimed %v; the job due a minute ahead (%d) must wait", got, r.RunAt)
+		}
+	})
+}
+
+func TestClaimPutsExpiredLeasesBackFirst(t *testing.T) {
+	forEachBackend(t, queue.Config{ExpiredPerClaim: 2}, func(t *testing.T, e env) {
+		for i := 0; i < 3; i++ {
+			mustEnqueue(t, e, "t", queue.NewJob{ID: fmt.Sprintf("j%d", i), MaxAttempts: 3})
+		}
+		first := mustClaim(t, e, "t", 3, time.Millisecond) // expires at once
+		waitRedisPast(t, e, first.Now+1)
+		mustEnqueue(t, e, "t", queue.NewJob{ID: "fresh"})
+		// At most two expired leases go back per call, before "fresh".
+		c := mustClaim(t, e, "t", 10, time.Minute)
+		if len(c.Jobs) != 3 {
+			t.Fatalf("claimed %v, want 2 expired + fresh", ids(c.Jobs))
+		}
+		for _, j := range c.Jobs[:2] {
+			if !strings.HasPrefix(j.ID, "j") || j.Attempt != 2 {
+				t.Fatalf("expired job %s came back with attempt %d, want 2 (claimed twice)", j.ID, j.Attempt)
+			}
+		}
+		c = mustClaim(t, e, "t", 10, time.Minute)
+		if len(c.Jobs) != 1 || c.Jobs[0].Attempt != 2 {
+			t.Fatalf("third expired job: %v", ids(c.Jobs))
+		}
+	})
+}
+
+// A poison job that kills its worker every time goes dead once it has been
+// claimed max-attempts times, instead of looping forever.
+func TestClaimBuriesJobOutOfAttempts(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		mustEnqueue(t, e, "t", queue.NewJob{ID: "poison", Payload: []byte("p"), MaxAttempts: 2})
+		for attempt := 1; attempt <= 2; attempt++ {
+			c := mustClaim(t, e, "t", 1, time.Millisecond)
+			if len(c.Jobs) != 1 || c.Jobs[0].Attempt != attempt {
+				t.Fatalf("claim %d: %v", attempt, c.Jobs)
+			}
+			waitRedisPast(t, e, c.Now+1)
+		}
+		c := mustClaim(t, e, "t", 1, time.Minute)
+		if len(c.Jobs) != 0 || len(c.Buried) != 1 || c.Buried[0].ID != "poison" {
+			t.Fatalf("third claim handed out %v, buried %v; want it buried", ids(c.Jobs), ids(c.Buried))
+		}
+		b := c.Buried[0]
+		if string(b.Payload) != "p" || !strings.Contains(b.LastError, "lease expired 2 times") {
+			t.Fatalf("buried envelope %+v", b)
+		}
+		if info := mustGet(t, e, "t", "poison"); info.State != queue.StateDead {
+			t.Fatalf("state %s, want dead", info.State)
+		}
+	})
+}
+
+func TestClaimDropsDueEntryWithoutEnvelope(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		mustEnqueue(t, e, "t", queue.NewJob{ID: "ok"})
+		if err := e.rdb.ZAdd(ctxT(t), e.ns+":{t}:due", redisZ(1, "debris")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c := mustClaim(t, e, "t", 10, time.Minute)
+		if got := ids(c.Jobs); !slices.Equal(got, []string{"ok"}) {
+			t.Fatalf("claimed %v", got)
+		}
+		if st, _ := e.c.Stats(ctxT(t), "t"); st.Due != 0 {
+			t.Fatalf("debris left in due: %+v", st)
+		}
+	})
+}
+
+// waitRedisPast polls Redis's clock (through Stats) until it passes ms.
+func waitRedisPast(t *testing.T, e env, ms int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := e.c.Stats(ctxT(t), "clock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Now > ms {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("Redis clock did not pass %d", ms)
+}
+
+// redisNow returns Redis's clock, Unix ms.
+func redisNow(t *testing.T, e env) int64 {
+	t.Helper()
+	st, err := e.c.Stats(ctxT(t), "clock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Now
+}

@@ -1,0 +1,84 @@
+// Package queue is delayq's Redis data plane and worker runtime: jobs wait in
+// a sorted set until their due time (Unix ms, Redis's clock), are claimed
+// atomically into a lease set, and are acked, retried or buried by the
+// worker. Every Redis operation is one Lua script over the keys of one topic.
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client runs the data-plane scripts against one Redis (single node,
+// Sentinel or Cluster, through go-redis's UniversalClient). It is safe for
+// concurrent use.
+type Client struct {
+	rdb     redis.UniversalClient
+	cfg     Config
+	scripts scripts
+
+	keys      sync.Map // topic -> keys
+	topicSeen sync.Map // topic -> time.Time of the last SADD to the topics set
+}
+
+// New returns a Client over rdb. The caller owns rdb and closes it.
+func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts()}, nil
+}
+
+// Config returns the client's configuration with defaults filled in.
+func (c *Client) Config() Config { return c.cfg }
+
+// Redis returns the underlying Redis client.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// keysFor returns the keys of a topic, building them once.
+func (c *Client) keysFor(topic string) keys {
+	if k, ok := c.keys.Load(topic); ok {
+		return k.(keys)
+	}
+	k := newKeys(c.cfg.Namespace, topic)
+	c.keys.Store(topic, k)
+	return k
+}
+
+// WakeChannel is the pub/sub channel on which a topic announces jobs that
+// became due earlier than its previous head.
+func (c *Client) WakeChannel(topic string) string { return c.keysFor(topic).wake }
+
+// topicRefresh is how often a client re-adds a topic it enqueues to to the
+// topics set: the set has no hash tag, so no script can maintain it, and
+// once per client per topic would never restore it after a Redis data loss.
+const topicRefresh = 10 * time.Second
+
+// noteTopic records topic in the topics set, at most once per topicRefresh.
+func (c *Client) noteTopic(ctx context.Context, topic string) error {
+	now := time.Now()
+	if t, ok := c.topicSeen.Load(topic); ok && now.Sub(t.(time.Time)) < topicRefresh {
+		return nil
+	}
+	if err := c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), topic).Err(); err != nil {
+		return fmt.Errorf("queue: register topic %s: %w", topic, err)
+	}
+	c.topicSeen.Store(topic, now)
+	return nil
+}
+
+// Topics lists the topics jobs were enqueued to, sorted.
+func (c *Client) Topics(ctx context.Context) ([]string, error) {
+	ts, err := c.rdb.SMembers(ctx, topicsKey(c.cfg.Namespace)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: topics: %w", err)
+	}
+	slices.Sort(ts)
+	return ts, nil
+}

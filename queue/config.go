@@ -1,0 +1,72 @@
+package queue
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config sets the data plane's limits. The zero value of each field means
+// its default, written next to it.
+type Config struct {
+	// Namespace prefixes every key, so tenants and tests can share one
+	// Redis. Default "dq". Same character set as topics.
+	Namespace string
+	// MaxPayloadBytes is the largest payload accepted. Default 1 MiB.
+	MaxPayloadBytes int
+	// MaxDelay is how far ahead a job may be scheduled. Default 365 days.
+	MaxDelay time.Duration
+	// DefaultMaxAttempts is used when a job does not set one. Default 25.
+	DefaultMaxAttempts int
+	// MaxBatch is the most jobs one EnqueueBatch call takes. Default 1,000.
+	MaxBatch int
+	// ExpiredPerClaim bounds how many expired leases one Claim call puts
+	// back, so a mass worker death cannot make one script call long.
+	// Default 1,000.
+	ExpiredPerClaim int
+}
+
+// Limits that no config can widen: they guard the envelope format and the
+// classic seconds-for-milliseconds mistake.
+const (
+	maxAttemptsLimit = 100
+	// earliestRunAt is 2001-01-01T00:00:00Z in Unix ms: a due time before it
+	// is almost surely seconds passed as milliseconds.
+	earliestRunAt = 978307200000
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Namespace == "" {
+		c.Namespace = "dq"
+	}
+	if !validName(c.Namespace, 64, false) {
+		return c, fmt.Errorf("queue: namespace %q: want 1-64 of [A-Za-z0-9_.-]", c.Namespace)
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = 1 << 20
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = 365 * 24 * time.Hour
+	}
+	if c.DefaultMaxAttempts == 0 {
+		c.DefaultMaxAttempts = 25
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 1000
+	}
+	if c.ExpiredPerClaim == 0 {
+		c.ExpiredPerClaim = 1000
+	}
+	switch {
+	case c.MaxPayloadBytes < 0:
+		return c, fmt.Errorf("queue: MaxPayloadBytes %d: must be positive", c.MaxPayloadBytes)
+	case c.MaxDelay < 0:
+		return c, fmt.Errorf("queue: MaxDelay %s: must be positive", c.MaxDelay)
+	case c.DefaultMaxAttempts < 1 || c.DefaultMaxAttempts > maxAttemptsLimit:
+		return c, fmt.Errorf("queue: DefaultMaxAttempts %d: want 1-%d", c.DefaultMaxAttempts, maxAttemptsLimit)
+	case c.MaxBatch < 1:
+		return c, fmt.Errorf("queue: MaxBatch %d: must be positive", c.MaxBatch)
+	case c.ExpiredPerClaim < 1:
+		return c, fmt.Errorf("queue: ExpiredPerClaim %d: must be positive", c.ExpiredPerClaim)
+	}
+	return c, nil
+}

@@ -1,0 +1,135 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// NewJob is a job to enqueue. Give a Delay (from Redis's clock) or a RunAt
+// (Unix ms), or neither for "due now".
+type NewJob struct {
+	ID          string // idempotency key, e.g. "order_close:123"
+	Payload     []byte
+	Delay       time.Duration
+	RunAt       int64 // Unix ms; a time in the past means due now
+	MaxAttempts int   // 0 means Config.DefaultMaxAttempts
+}
+
+// EnqueueResult says what became of one enqueued job.
+type EnqueueResult struct {
+	ID        string
+	Duplicate bool  // the id was already known (due, in flight or dead); nothing was written
+	RunAt     int64 // Unix ms due time; for a duplicate, the waiting job's own (0 if it is not waiting)
+}
+
+// Enqueue adds one job to topic. An id already known is not written again:
+// the result says Duplicate. Bad input returns a *ValidationError and writes
+// nothing.
+func (c *Client) Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueResult, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return EnqueueResult{}, err
+	}
+	if err := c.validate(&j, time.Now()); err != nil {
+		return EnqueueResult{}, err
+	}
+	out, err := c.runEnqueue(ctx, topic, []NewJob{j})
+	if err != nil {
+		return EnqueueResult{}, err
+	}
+	return out[0], nil
+}
+
+// BatchStatus is the outcome of one job of a batch.
+type BatchStatus string
+
+// The outcomes of EnqueueBatch, per job.
+const (
+	BatchCreated   BatchStatus = "created"
+	BatchDuplicate BatchStatus = "duplicate"
+	BatchInvalid   BatchStatus = "invalid"
+)
+
+// BatchResult is one job's outcome in EnqueueBatch, in input order.
+type BatchResult struct {
+	ID     string
+	Status BatchStatus
+	RunAt  int64 // as in EnqueueResult
+	Err    error // the *ValidationError of an invalid job
+}
+
+// EnqueueBatch adds up to Config.MaxBatch jobs to one topic in one round
+// trip. Invalid jobs are reported as such and skipped; the others are
+// created or reported as duplicates (a second job with the same id in the
+// same batch is a duplicate too). A bad topic or an oversized batch fails
+// the whole call before anything is written.
+func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) ([]BatchResult, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if len(jobs) > c.cfg.MaxBatch {
+		return nil, &ValidationError{Field: "jobs", Kind: ErrBatchTooLarge,
+			Reason: fmt.Sprintf("%d jobs: limit is %d", len(jobs), c.cfg.MaxBatch)}
+	}
+	results := make([]BatchResult, len(jobs))
+	valid := make([]NewJob, 0, len(jobs))
+	at := make([]int, 0, len(jobs)) // index in jobs of each valid job
+	now := time.Now()
+	for i, j := range jobs {
+		results[i].ID = j.ID
+		if err := c.validate(&j, now); err != nil {
+			results[i].Status, results[i].Err = BatchInvalid, err
+			continue
+		}
+		valid = append(valid, j)
+		at = append(at, i)
+	}
+	if len(valid) == 0 {
+		return results, nil
+	}
+	out, err := c.runEnqueue(ctx, topic, valid)
+	if err != nil {
+		return nil, err
+	}
+	for k, r := range out {
+		res := &results[at[k]]
+		res.RunAt = r.RunAt
+		res.Status = BatchCreated
+		if r.Duplicate {
+			res.Status = BatchDuplicate
+		}
+	}
+	return results, nil
+}
+
+// runEnqueue runs enqueue.lua over validated jobs.
+func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	if err := c.noteTopic(ctx, topic); err != nil {
+		return nil, err
+	}
+	k := c.keysFor(topic)
+	args := make([]any, 0, 5*len(jobs))
+	for _, j := range jobs {
+		mode, v := "d", j.Delay.Milliseconds()
+		if j.RunAt != 0 {
+			mode, v = "a", j.RunAt
+		}
+		args = append(args, j.ID, mode, v, j.MaxAttempts, j.Payload)
+	}
+	reply, err := c.scripts.enqueue.Run(ctx, c.rdb, []string{k.due, k.job, k.wake}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+	}
+	if len(reply) != 1+2*len(jobs) {
+		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), len(jobs))
+	}
+	out := make([]EnqueueResult, len(jobs))
+	for i, j := range jobs {
+		created, due := reply[1+2*i], reply[2+2*i]
+		out[i] = EnqueueResult{ID: j.ID, Duplicate: created == 0}
+		if due > 0 {
+			out[i].RunAt = due
+		}
+	}
+	return out, nil
+}

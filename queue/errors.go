@@ -1,0 +1,44 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalid is wrapped by every ValidationError.
+	ErrInvalid = errors.New("invalid input")
+
+	// The kinds of invalid input; each ValidationError wraps one of them.
+	ErrInvalidTopic       = errors.New("invalid topic")
+	ErrInvalidID          = errors.New("invalid job id")
+	ErrPayloadTooLarge    = errors.New("payload too large")
+	ErrInvalidRunAt       = errors.New("due time out of range")
+	ErrInvalidMaxAttempts = errors.New("max attempts out of range")
+	ErrBatchTooLarge      = errors.New("batch too large")
+
+	// ErrInFlight is returned by Cancel for a job whose handler may be running.
+	ErrInFlight = errors.New("job is in flight")
+	// ErrDead is returned by Cancel for a dead job (requeue or purge it instead).
+	ErrDead = errors.New("job is dead")
+	// ErrNotFound is returned when a job id is not known to Redis.
+	ErrNotFound = errors.New("job not found")
+	// ErrBadEnvelope means a stored envelope could not be decoded.
+	ErrBadEnvelope = errors.New("malformed job envelope")
+)
+
+// ValidationError is bad input, refused before anything was written. It names
+// the field and the limit it broke; errors.Is matches both ErrInvalid and the
+// specific kind (ErrInvalidTopic, ErrPayloadTooLarge, ...).
+type ValidationError struct {
+	Field  string // "topic", "id", "payload", "run_at", "delay", "max_attempts", "jobs"
+	Reason string // what is wrong, with the limit
+	Kind   error
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.Kind, e.Field, e.Reason)
+}
+
+// Unwrap lets errors.Is match the kind and ErrInvalid.
+func (e *ValidationError) Unwrap() []error { return []error{e.Kind, ErrInvalid} }

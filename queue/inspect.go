@@ -1,0 +1,87 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// JobInfo is one job's state as Get reports it.
+type JobInfo struct {
+	State State
+	// Score is the due time (scheduled), lease deadline (in flight) or time
+	// of death (dead), Unix ms; 0 when unknown.
+	Score int64
+	Job   *Job // nil when unknown
+}
+
+// Get returns a job's state and envelope. An unknown id is not an error: its
+// state is StateUnknown.
+func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	k := c.keysFor(topic)
+	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead}, id).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
+	}
+	state, _ := reply[0].(string)
+	info := &JobInfo{State: State(state)}
+	if info.State == StateUnknown || len(reply) != 3 {
+		return &JobInfo{State: StateUnknown}, nil
+	}
+	score, _ := reply[1].(string)
+	f, err := strconv.ParseFloat(score, 64)
+	if err != nil {
+		return nil, fmt.Errorf("queue: get %s/%s: score %q: %w", topic, id, score, err)
+	}
+	info.Score = int64(f)
+	env, _ := reply[2].(string)
+	info.Job = &Job{Topic: topic, ID: id}
+	if err := decodeEnvelope([]byte(env), info.Job); err != nil {
+		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
+	}
+	if info.State == StateInFlight {
+		info.Job.LeaseUntil = info.Score
+	}
+	return info, nil
+}
+
+// Stats are the counts of one topic at one instant of Redis's clock.
+type Stats struct {
+	Topic    string
+	Now      int64 // Redis's clock, Unix ms
+	Due      int64 // waiting, due or not
+	DueNow   int64 // waiting and already due: the overdue backlog
+	InFlight int64 // leased to workers
+	Dead     int64
+	// OldestOverdueMs is how long the earliest overdue job has waited past
+	// its due time (0 when nothing is overdue).
+	OldestOverdueMs int64
+	// NextDue is the earliest due time waiting, Unix ms (0 if none).
+	NextDue int64
+}
+
+// Stats returns topic's counts without scanning any set.
+func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return Stats{}, err
+	}
+	k := c.keysFor(topic)
+	r, err := c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead}).Int64Slice()
+	if err != nil {
+		return Stats{}, fmt.Errorf("queue: stats of %s: %w", topic, err)
+	}
+	if len(r) != 6 {
+		return Stats{}, fmt.Errorf("queue: stats of %s: reply of %d values", topic, len(r))
+	}
+	s := Stats{Topic: topic, Now: r[0], Due: r[1], DueNow: r[2], InFlight: r[3], Dead: r[4], NextDue: max(r[5], 0)}
+	if s.NextDue > 0 && s.NextDue <= s.Now {
+		s.OldestOverdueMs = s.Now - s.NextDue
+	}
+	return s, nil
+}

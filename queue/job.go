@@ -1,0 +1,47 @@
+package queue
+
+import "time"
+
+// Job is one delayed job as Redis holds it: its identity, its payload and the
+// bookkeeping of its envelope. Times are Unix milliseconds, as everywhere in
+// delayq.
+type Job struct {
+	Topic       string
+	ID          string
+	Payload     []byte
+	Attempt     int    // claims so far; 1 while the first run is in flight
+	MaxAttempts int    // claims allowed before the job goes dead
+	EnqueuedAt  int64  // Unix ms, Redis clock
+	RunAt       int64  // Unix ms the job is (or was) due, Redis clock
+	LastError   string // error of the previous failed attempt, if any
+
+	// LeaseUntil is set on jobs returned by Claim: the lease deadline (Unix
+	// ms, Redis clock) after which another worker may take the job over.
+	LeaseUntil int64
+}
+
+// Ref names one claim of a job. The attempt acts as a fencing token: an
+// operation on a claim that was since taken over by another worker (lease
+// expired, job claimed again) does nothing.
+type Ref struct {
+	Topic   string
+	ID      string
+	Attempt int
+}
+
+// Ref returns the reference of this claim of j.
+func (j *Job) Ref() Ref { return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attempt} }
+
+// RunTime returns RunAt as a time.Time.
+func (j *Job) RunTime() time.Time { return time.UnixMilli(j.RunAt) }
+
+// State is where a job is in its lifecycle.
+type State string
+
+// The states a job can be in, as Get reports them.
+const (
+	StateUnknown   State = "unknown"   // no trace in Redis: never enqueued, done, cancelled or purged
+	StateScheduled State = "scheduled" // waiting in the due set (first run or retry backoff)
+	StateInFlight  State = "in_flight" // claimed, leased to a worker
+	StateDead      State = "dead"      // out of attempts or permanently failed
+)

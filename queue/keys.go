@@ -1,0 +1,28 @@
+package queue
+
+// keys are the Redis keys of one topic. Every one carries the hash tag
+// {topic}, so all keys a script touches live in one Redis Cluster slot.
+type keys struct {
+	due   string // ZSET id -> due time, Unix ms
+	job   string // HASH id -> envelope
+	lease string // ZSET id -> lease deadline, Unix ms
+	dead  string // ZSET id -> time of death, Unix ms
+	epoch string // STRING written by the recoverer; gone means Redis lost data
+	wake  string // pub/sub channel: a job became due earlier than the head
+}
+
+func newKeys(namespace, topic string) keys {
+	p := namespace + ":{" + topic + "}:"
+	return keys{
+		due:   p + "due",
+		job:   p + "job",
+		lease: p + "lease",
+		dead:  p + "dead",
+		epoch: p + "epoch",
+		wake:  p + "wake",
+	}
+}
+
+// topicsKey is the SET of known topics. It has no hash tag (it spans
+// topics), so no script touches it.
+func topicsKey(namespace string) string { return namespace + ":topics" }

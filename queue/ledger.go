@@ -1,0 +1,43 @@
+package queue
+
+import "context"
+
+// Ledger is the durable record of claimed jobs that the worker keeps in SQL
+// (package ledger implements it). The worker writes a job's row before its
+// handler runs and deletes it only after the handler succeeded, so whatever a
+// crash or a Redis data loss drops, the recoverer can put back.
+//
+// Every method is one statement (or one transaction) per call, however many
+// jobs it carries. Methods that take a Ref are fenced by its attempt: a row
+// rewritten by a later claim of the same job is left alone.
+type Ledger interface {
+	// Record upserts one row per job (keyed by topic and id) in one
+	// statement: attempt, payload, run at, lease until, worker. The jobs are
+	// ones Claim returned, so LeaseUntil is set.
+	Record(ctx context.Context, jobs []*Job, worker string) error
+	// Complete deletes the rows of finished jobs.
+	Complete(ctx context.Context, refs []Ref) error
+	// Extend moves lease_until of the given rows to leaseUntil (Unix ms).
+	Extend(ctx context.Context, refs []Ref, leaseUntil int64) error
+	// MarkRetrying marks rows as waiting for a retry at RunAt, leased until
+	// LeaseUntil, so a Redis loss during the backoff loses nothing.
+	MarkRetrying(ctx context.Context, marks []RetryMark) error
+	// Bury archives dead jobs with their last error and deletes their rows,
+	// in one transaction.
+	Bury(ctx context.Context, dead []DeadJob) error
+}
+
+// RetryMark is a failed claim going back to due for another attempt.
+type RetryMark struct {
+	Ref
+	RunAt      int64 // Unix ms of the next attempt
+	LeaseUntil int64 // RunAt plus a lease: when the recoverer may step in
+	Error      string
+}
+
+// DeadJob is a job that died: out of attempts, or failed permanently.
+type DeadJob struct {
+	Job    *Job
+	Error  string
+	DiedAt int64 // Unix ms
+}

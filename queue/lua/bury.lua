@@ -1,0 +1,29 @@
+-- bury.lua: move failed claims to the dead set, keeping envelope and reason.
+--
+-- KEYS[1]  lease ZSET
+-- KEYS[2]  due ZSET
+-- KEYS[3]  job HASH
+-- KEYS[4]  dead ZSET
+-- ARGV     triples: id, attempt, reason
+--
+-- Returns  {now, n}: the time of death and how many jobs were buried.
+--
+-- Fenced by attempt: a claim that no longer owns the job buries nothing.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = 0
+for i = 1, #ARGV, 3 do
+  local id = ARGV[i]
+  local env = redis.call('HGET', KEYS[3], id)
+  if env then
+    local attempt, max, enq, run, elen, p = string.match(env, '^1|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()')
+    if attempt == ARGV[i + 1] and redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id) > 0 then
+      local err = ARGV[i + 2]
+      redis.call('HSET', KEYS[3], id, '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' ..
+        #err .. '|' .. err .. '|' .. string.sub(env, p + tonumber(elen) + 1))
+      redis.call('ZADD', KEYS[4], now, id)
+      n = n + 1
+    end
+  end
+end
+return {now, n}

@@ -1,0 +1,21 @@
+-- get.lua: one job's state and envelope.
+--
+-- KEYS[1]  due ZSET
+-- KEYS[2]  lease ZSET
+-- KEYS[3]  job HASH
+-- KEYS[4]  dead ZSET
+-- ARGV[1]  job id
+--
+-- Returns  {state, score, envelope}: state "scheduled" (score = due time),
+--          "in_flight" (score = lease deadline), "dead" (score = time of
+--          death) or "unknown" ({"unknown"} alone).
+local id = ARGV[1]
+local env = redis.call('HGET', KEYS[3], id)
+if not env then return {'unknown'} end
+local s = redis.call('ZSCORE', KEYS[2], id)
+if s then return {'in_flight', s, env} end
+s = redis.call('ZSCORE', KEYS[1], id)
+if s then return {'scheduled', s, env} end
+s = redis.call('ZSCORE', KEYS[4], id)
+if s then return {'dead', s, env} end
+return {'unknown'}

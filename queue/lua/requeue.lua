@@ -1,0 +1,33 @@
+-- requeue.lua: give dead jobs a fresh set of attempts, due now.
+--
+-- KEYS[1]  dead ZSET
+-- KEYS[2]  due ZSET
+-- KEYS[3]  job HASH
+-- KEYS[4]  wake channel
+-- ARGV[1]  "one" or "all"
+-- ARGV[2]  with "one": the job id; with "all": the most jobs to move
+--
+-- Returns  how many jobs were moved. The last error stays in the envelope
+--          for the record; the attempt count starts again from zero.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ids
+if ARGV[1] == 'one' then
+  ids = {ARGV[2]}
+else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+local n = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    local env = redis.call('HGET', KEYS[3], id)
+    if env then
+      local max, enq, rest = string.match(env, '^1|%d+|(%d+)|(%d+)|%d+|()')
+      redis.call('HSET', KEYS[3], id, '1|0|' .. max .. '|' .. enq .. '|' .. now .. '|' .. string.sub(env, rest))
+      redis.call('ZADD', KEYS[2], now, id)
+      n = n + 1
+    end
+  end
+end
+if n > 0 then redis.call('PUBLISH', KEYS[4], now) end
+return n

@@ -1,0 +1,18 @@
+-- stats.lua: counts of one topic, cheap enough for every scrape (no scans).
+--
+-- KEYS[1]  due ZSET
+-- KEYS[2]  lease ZSET
+-- KEYS[3]  dead ZSET
+--
+-- Returns  {now, due total, due now, in flight, dead, earliest due (-1 if none)}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local first = -1
+if head[2] then first = tonumber(head[2]) end
+return {now,
+  redis.call('ZCARD', KEYS[1]),
+  redis.call('ZCOUNT', KEYS[1], '-inf', now),
+  redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]),
+  first}

@@ -1,0 +1,157 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Ack forgets jobs whose handlers succeeded, one script call per topic. It
+// returns how many were removed; a claim that no longer owns its job (lease
+// expired and claimed again) removes nothing.
+func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
+	n := 0
+	for topic, rs := range byTopic(refs) {
+		k := c.keysFor(topic)
+		args := make([]any, 0, 2*len(rs))
+		for _, r := range rs {
+			args = append(args, r.ID, r.Attempt)
+		}
+		m, err := c.scripts.ack.Run(ctx, c.rdb, []string{k.lease, k.due, k.job}, args...).Int()
+		if err != nil {
+			return n, fmt.Errorf("queue: ack on %s: %w", topic, err)
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// Release hands claimed jobs back to due without spending an attempt, at
+// their own due time. It returns how many went back.
+func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
+	n := 0
+	for topic, rs := range byTopic(refs) {
+		k := c.keysFor(topic)
+		args := make([]any, 0, 2*len(rs))
+		for _, r := range rs {
+			args = append(args, r.ID, r.Attempt)
+		}
+		m, err := c.scripts.release.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake}, args...).Int()
+		if err != nil {
+			return n, fmt.Errorf("queue: release on %s: %w", topic, err)
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// RetryRequest puts one failed claim back for another attempt, after Delay
+// (from Redis's clock) or at RunAt (Unix ms) when that is set.
+type RetryRequest struct {
+	Ref
+	Delay time.Duration
+	RunAt int64
+	Error string
+}
+
+// Retry puts failed claims back in due, recording their error. It returns
+// the new due time of each request, in order, or 0 where the claim no longer
+// owned its job and nothing changed.
+func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error) {
+	out := make([]int64, len(reqs))
+	idx := make(map[string][]int)
+	for i, r := range reqs {
+		idx[r.Topic] = append(idx[r.Topic], i)
+	}
+	for topic, is := range idx {
+		k := c.keysFor(topic)
+		args := make([]any, 0, 5*len(is))
+		for _, i := range is {
+			r := reqs[i]
+			mode, v := "d", r.Delay.Milliseconds()
+			if r.RunAt != 0 {
+				mode, v = "a", r.RunAt
+			}
+			args = append(args, r.ID, r.Attempt, mode, v, r.Error)
+		}
+		reply, err := c.scripts.retry.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake}, args...).Int64Slice()
+		if err != nil {
+			return out, fmt.Errorf("queue: retry on %s: %w", topic, err)
+		}
+		if len(reply) != 1+len(is) {
+			return out, fmt.Errorf("queue: retry on %s: reply of %d values for %d jobs", topic, len(reply), len(is))
+		}
+		for n, i := range is {
+			out[i] = max(reply[1+n], 0)
+		}
+	}
+	return out, nil
+}
+
+// BuryRequest moves one failed claim to the dead set.
+type BuryRequest struct {
+	Ref
+	Reason string
+}
+
+// Bury moves failed claims to the dead set with their reason as last error.
+// It returns how many were buried and Redis's time of death (Unix ms).
+func (c *Client) Bury(ctx context.Context, reqs []BuryRequest) (int, int64, error) {
+	groups := make(map[string][]BuryRequest)
+	for _, r := range reqs {
+		groups[r.Topic] = append(groups[r.Topic], r)
+	}
+	n, at := 0, int64(0)
+	for topic, rs := range groups {
+		k := c.keysFor(topic)
+		args := make([]any, 0, 3*len(rs))
+		for _, r := range rs {
+			args = append(args, r.ID, r.Attempt, r.Reason)
+		}
+		reply, err := c.scripts.bury.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.dead}, args...).Int64Slice()
+		if err != nil {
+			return n, at, fmt.Errorf("queue: bury on %s: %w", topic, err)
+		}
+		if len(reply) != 2 {
+			return n, at, fmt.Errorf("queue: bury on %s: reply of %d values", topic, len(reply))
+		}
+		at = reply[0]
+		n += int(reply[1])
+	}
+	return n, at, nil
+}
+
+// Extend moves the lease deadline of jobs still leased to Redis now + lease,
+// never earlier than it was. It returns how many leases moved and the new
+// deadline (Unix ms; 0 if refs is empty).
+func (c *Client) Extend(ctx context.Context, refs []Ref, lease time.Duration) (int, int64, error) {
+	n, deadline := 0, int64(0)
+	for topic, rs := range byTopic(refs) {
+		k := c.keysFor(topic)
+		args := make([]any, 0, 1+len(rs))
+		args = append(args, lease.Milliseconds())
+		for _, r := range rs {
+			args = append(args, r.ID)
+		}
+		reply, err := c.scripts.extend.Run(ctx, c.rdb, []string{k.lease}, args...).Int64Slice()
+		if err != nil {
+			return n, deadline, fmt.Errorf("queue: extend on %s: %w", topic, err)
+		}
+		if len(reply) != 2 {
+			return n, deadline, fmt.Errorf("queue: extend on %s: reply of %d values", topic, len(reply))
+		}
+		deadline = reply[0]
+		n += int(reply[1])
+	}
+	return n, deadline, nil
+}
+
+// byTopic groups refs by topic: one script call per topic keeps every call
+// inside one Cluster slot.
+func byTopic(refs []Ref) map[string][]Ref {
+	m := make(map[string][]Ref, 1)
+	for _, r := range refs {
+		m[r.Topic] = append(m[r.Topic], r)
+	}
+	return m
+}

@@ -1,0 +1,132 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Complete deletes the rows of finished jobs in one statement. It is fenced
+// by attempt: a row rewritten by a later claim of the same job (this worker's
+// lease expired and another worker took the job over) is left alone, since
+// that claim has not finished. Rows already gone (a transactional handler
+// deleted its own) are skipped silently.
+func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	refs = sortedRefs(refs)
+	err := l.inBatches(ctx, len(refs), 3, 0, func(db *gorm.DB, lo, hi int) error {
+		return db.Table(l.ledgerTable).
+			Where(l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt"), refVars(refs[lo:hi], true)...).
+			Delete(&Entry{}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: complete %d jobs: %w", len(refs), err)
+	}
+	return nil
+}
+
+// Extend raises lease_until of the given rows to leaseUntil, in one
+// statement per heartbeat. It never lowers it: a late heartbeat, or one
+// racing with MarkRetrying (which sets a later deadline), must not make a
+// row look stale earlier than it is. It is not fenced by attempt: a longer
+// lease on a row that changed hands only delays the recoverer, never causes
+// a duplicate.
+func (l *Ledger) Extend(ctx context.Context, refs []queue.Ref, leaseUntil int64) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	refs = sortedRefs(refs)
+	now := l.nowMs()
+	err := l.inBatches(ctx, len(refs), 2, 2, func(db *gorm.DB, lo, hi int) error {
+		return db.Table(l.ledgerTable).
+			Where(l.dialect.tupleIn(hi-lo, "topic", "job_id"), refVars(refs[lo:hi], false)...).
+			Updates(map[string]any{
+				"lease_until": gorm.Expr(l.dialect.greatest+"(lease_until, ?)", leaseUntil),
+				"updated_at":  now,
+			}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: extend %d jobs: %w", len(refs), err)
+	}
+	return nil
+}
+
+// MarkRetrying marks rows as waiting in Redis for another attempt: state
+// retrying, the next run time, a lease deadline after it, and the error. The
+// row stays so that a Redis loss during the backoff loses nothing. Fenced by
+// attempt like Complete. The values differ per job, so the one UPDATE joins
+// the rows with the list of new values (see dialect.markRetrying); when a
+// job appears twice the last wins. A row already gone is not recreated.
+func (l *Ledger) MarkRetrying(ctx context.Context, marks []queue.RetryMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	marks = lastMarks(marks) // a copy: sorting it leaves the caller's slice alone
+	sortMarks(marks)
+	now := l.nowMs()
+	err := l.inBatches(ctx, len(marks), 6, 2, func(db *gorm.DB, lo, hi int) error {
+		rows := make([][]any, 0, hi-lo)
+		for _, m := range marks[lo:hi] {
+			rows = append(rows, []any{m.Topic, m.ID, m.Attempt, m.RunAt, m.LeaseUntil, cleanError(m.Error)})
+		}
+		q, vars := l.dialect.markRetrying(l.ledgerTable, StateRetrying, now, rows)
+		return db.Exec(q, vars...).Error
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: mark %d jobs retrying: %w", len(marks), err)
+	}
+	return nil
+}
+
+// Delete removes a job's row whatever its attempt: the job was cancelled,
+// so no claim of it is worth keeping. A missing row is not an error.
+func (l *Ledger) Delete(ctx context.Context, topic, id string) error {
+	err := retryDeadlocks(ctx, func() error {
+		return l.conn(ctx).Table(l.ledgerTable).
+			Where("topic = ? AND job_id = ?", topic, id).
+			Delete(&Entry{}).Error
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: delete %s/%s: %w", topic, id, err)
+	}
+	return nil
+}
+
+// refVars flattens refs into the bind variables of tupleIn: topic, id and,
+// when fenced, attempt.
+func refVars(refs []queue.Ref, fenced bool) []any {
+	per := 2
+	if fenced {
+		per = 3
+	}
+	vars := make([]any, 0, per*len(refs))
+	for _, r := range refs {
+		vars = append(vars, r.Topic, r.ID)
+		if fenced {
+			vars = append(vars, r.Attempt)
+		}
+	}
+	return vars
+}
+
+// lastMarks drops all but the last mark of each job, so that "last one wins"
+// does not depend on the order the database applies the joined values in.
+func lastMarks(marks []queue.RetryMark) []queue.RetryMark {
+	at := make(map[refKey]int, len(marks))
+	out := make([]queue.RetryMark, 0, len(marks))
+	for _, m := range marks {
+		k := refKey{m.Topic, m.ID}
+		if i, dup := at[k]; dup {
+			out[i] = m
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// BenchmarkRecordComplete measures the ledger's ceiling: each op records a
+// batch of 100 fresh jobs (one multi-row INSERT) and completes them (one
+// DELETE), as a worker does for every claimed batch. jobs/s counts jobs
+// through both steps. "parallel" runs 4×GOMAXPROCS goroutines at once on
+// one pool, each with its own batches, like several workers sharing the
+// database.
+//
+//	go test -run '^$' -bench RecordComplete -benchtime 3s ./ledger/
+func BenchmarkRecordComplete(b *testing.B) {
+	const batch = 100
+	for _, be := range backends {
+		for _, parallel := range []bool{false, true} {
+			name := be.name + "/serial"
+			if parallel {
+				name = be.name + "/parallel"
+			}
+			b.Run(name, func(b *testing.B) {
+				db := be.open(b)
+				l, err := New(db, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Migrate(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				var seq atomic.Int64
+				step := func(ctx context.Context) {
+					n := seq.Add(1)
+					js := make([]*queue.Job, batch)
+					for i := range js {
+						js[i] = job("bench", fmt.Sprintf("order_close:%d-%d", n, i), 1)
+						js[i].Payload = []byte(fmt.Sprintf(`{"order_no":"%d-%d","reason":"unpaid"}`, n, i))
+					}
+					if err := l.Record(ctx, js, "bench:1"); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := l.Complete(ctx, refsOf(js)); err != nil {
+						b.Error(err)
+					}
+				}
+				ctx := context.Background()
+				b.ResetTimer()
+				if parallel {
+					b.SetParallelism(4)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							step(ctx)
+						}
+					})
+				} else {
+					for i := 0; i < b.N; i++ {
+						step(ctx)
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// dialect holds the SQL that differs between MySQL/MariaDB and SQLite. Every
+// other statement of the package is plain SQL both accept.
+type dialect struct {
+	name string
+	// maxVars is the most bind variables one statement may carry: MySQL's
+	// prepared-statement protocol counts them in 16 bits; SQLite's
+	// SQLITE_MAX_VARIABLE_NUMBER defaults to 32,766 since 3.32.
+	maxVars int
+	// greatest is the two-argument maximum: GREATEST on MySQL; SQLite's
+	// scalar MAX(a, b) (MAX with one argument is the aggregate).
+	greatest string
+	// valuesList opens the right-hand side of a row-value IN. MySQL and
+	// MariaDB take a plain list ((?,?),(?,?)) (their VALUES forms differ:
+	// MySQL needs ROW(...), MariaDB refuses it). SQLite documents only a
+	// subquery there; a VALUES clause is one, works since row values came
+	// in (3.15), and is what SQLite 3.41 turns a plain list into anyway
+	// (same plan: a search of the unique index per tuple).
+	valuesList string
+	// tableOptions goes after CREATE TABLE; SQLite has no equivalent. The
+	// binary collation makes ids compare byte-wise, as Redis does.
+	tableOptions string
+}
+
+func dialectOf(db *gorm.DB) (dialect, error) {
+	switch name := db.Dialector.Name(); name {
+	case "mysql":
+		return dialect{
+			name:         name,
+			maxVars:      65535,
+			greatest:     "GREATEST",
+			valuesList:   "",
+			tableOptions: "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+		}, nil
+	case "sqlite":
+		return dialect{
+			name:     name,
+			maxVars:  32766,
+			greatest: "MAX",
+			// SQLite also caps expression depth at 1000, so a long
+			// OR-of-ANDs, the other portable form, fails on big batches.
+			valuesList: "VALUES ",
+		}, nil
+	default:
+		return dialect{}, fmt.Errorf("ledger: unsupported gorm dialect %q (want mysql or sqlite)", name)
+	}
+}
+
+// tupleIn returns "(c1,c2) IN ((?,?),(?,?),...)" for n tuples, in the form
+// the dialect accepts, for use with the tuples' values flattened in order.
+// The columns must be plain, fixed identifiers (they are not quoted).
+func (d dialect) tupleIn(n int, cols ...string) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
+	var b strings.Builder
+	b.Grow(len(cols)*8 + 16 + n*(len(one)+1))
+	b.WriteString("(")
+	b.WriteString(strings.Join(cols, ","))
+	b.WriteString(") IN (")
+	b.WriteString(d.valuesList)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(one)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// markRetrying returns MarkRetrying's statement and its bind variables: an
+// UPDATE joined with the list of new values (one []any of topic, job_id,
+// attempt, run_at, lease_until, last_error per job), matched on (topic,
+// job_id, attempt) through the unique key, setting state and updatedAt on
+// every matched row.
+//
+// A CASE per column is the portable alternative, but it compares every row
+// with every job: 250 ms for 1,000 jobs on MariaDB, against a few ms for the
+// join. The join is spelled differently per dialect: MySQL/MariaDB
+// UPDATE ... JOIN over a UNION ALL of SELECTs (MySQL's VALUES needs ROW(),
+// MariaDB's refuses it), SQLite UPDATE ... FROM (VALUES ...) (3.33+), whose
+// columns are named column1, column2, ... The table name is quoted by hand:
+// Options restricts it to letters, digits and underscores.
+func (d dialect) markRetrying(table, state string, updatedAt int64, rows [][]any) (string, []any) {
+	var b strings.Builder
+	b.Grow(256 + len(rows)*40)
+	vars := make([]any, 0, 2+len(rows)*6)
+	if d.name == "mysql" {
+		b.WriteString("UPDATE `" + table + "` AS l JOIN (")
+		for i, r := range rows {
+			if i == 0 {
+				b.WriteString("SELECT ? AS topic, ? AS job_id, ? AS attempt, ? AS run_at, ? AS lease_until, ? AS last_error")
+			} else {
+				b.WriteString(" UNION ALL SELECT ?,?,?,?,?,?")
+			}
+			vars = append(vars, r...)
+		}
+		b.WriteString(") AS v ON l.topic = v.topic AND l.job_id = v.job_id AND l.attempt = v.attempt" +
+			" SET l.state = ?, l.updated_at = ?, l.run_at = v.run_at, l.lease_until = v.lease_until, l.last_error = v.last_error")
+		return b.String(), append(vars, state, updatedAt)
+	}
+	b.WriteString("UPDATE `" + table + "` SET state = ?, updated_at = ?," +
+		" run_at = v.column4, lease_until = v.column5, last_error = v.column6 FROM (VALUES ")
+	vars = append(vars, state, updatedAt)
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?)")
+		vars = append(vars, r...)
+	}
+	b.WriteString(") AS v WHERE `" + table + "`.topic = v.column1 AND `" + table + "`.job_id = v.column2 AND `" +
+		table + "`.attempt = v.column3")
+	return b.String(), vars
+}

@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// The worker's view of the ledger is queue.Ledger; Ledger must stay one.
+var _ queue.Ledger = (*Ledger)(nil)
+
+// Ledger is the SQL ledger on one database. It is safe for concurrent use; it
+// holds no state besides its configuration.
+type Ledger struct {
+	db          *gorm.DB
+	dialect     dialect
+	opts        Options
+	ledgerTable string
+	deadTable   string
+}
+
+// New returns a Ledger on db (MySQL/MariaDB or SQLite). It does not touch the
+// database; call Migrate, or apply deployments/mysql/schema.sql, first.
+func New(db *gorm.DB, opts Options) (*Ledger, error) {
+	if db == nil {
+		return nil, fmt.Errorf("ledger: nil *gorm.DB")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d, err := dialectOf(db)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxPlaceholders == 0 {
+		opts.MaxPlaceholders = d.maxVars
+	}
+	return &Ledger{
+		// Each write is one statement, atomic on its own: gorm's default
+		// BEGIN/COMMIT around it would only triple the round trips.
+		db:          db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
+		dialect:     d,
+		opts:        opts,
+		ledgerTable: opts.TablePrefix + "ledger",
+		deadTable:   opts.TablePrefix + "dead_letter",
+	}, nil
+}
+
+// LedgerTable returns the name of the in-flight table (dq_ledger by default),
+// for callers that join it or inspect it directly.
+func (l *Ledger) LedgerTable() string { return l.ledgerTable }
+
+// DeadLetterTable returns the name of the dead-letter table (dq_dead_letter
+// by default).
+func (l *Ledger) DeadLetterTable() string { return l.deadTable }
+
+// DB returns the *gorm.DB the ledger uses, for callers that run their own
+// transactions around DeleteInTx.
+func (l *Ledger) DB() *gorm.DB { return l.db }
+
+func (l *Ledger) nowMs() int64 { return l.opts.Now().UnixMilli() }
+
+func (l *Ledger) conn(ctx context.Context) *gorm.DB { return l.db.WithContext(ctx) }
+
+// batchSize is how many items fit in one statement that binds perItem
+// variables per item plus fixed others.
+func (l *Ledger) batchSize(perItem, fixed int) int {
+	n := (l.opts.MaxPlaceholders - fixed) / perItem
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// inBatches runs stmt over items [lo, hi) so that no statement exceeds the
+// placeholder limit. The usual batch fits in one statement and runs alone; a
+// larger one is split, and the parts run in one transaction so the call
+// still succeeds or fails as a whole. Either way a deadlock victim is run
+// again (see retryDeadlocks).
+func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func(db *gorm.DB, lo, hi int) error) error {
+	size := l.batchSize(perItem, fixed)
+	if n <= size {
+		return retryDeadlocks(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
+	}
+	return l.transaction(ctx, func(tx *gorm.DB) error {
+		return forSpans(n, size, func(lo, hi int) error { return stmt(tx, lo, hi) })
+	})
+}
+
+// transaction runs fn in a transaction, run again as a whole if it was
+// rolled back as a deadlock victim.
+func (l *Ledger) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return retryDeadlocks(ctx, func() error { return l.conn(ctx).Transaction(fn) })
+}
+
+// forSpans calls fn on consecutive spans [lo, hi) of at most size items.
+func forSpans(n, size int, fn func(lo, hi int) error) error {
+	for lo := 0; lo < n; lo += size {
+		if err := fn(lo, min(lo+size, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+)
+
+// Migrate creates the ledger's two tables, or brings existing ones up to the
+// models, with gorm's AutoMigrate. On MySQL the tables are InnoDB, utf8mb4
+// with a binary collation, exactly as deployments/mysql/schema.sql creates
+// them (a test keeps the two in agreement), so either way of creating them
+// gives the same schema and Migrate over schema.sql changes nothing.
+func (l *Ledger) Migrate(ctx context.Context) error {
+	db := l.conn(ctx)
+	if l.dialect.tableOptions != "" {
+		db = db.Set("gorm:table_options", l.dialect.tableOptions)
+	}
+	// Table() makes gorm parse the model under that name, so the index
+	// names (idx_<table>_...) follow the prefix: SQLite's index names are
+	// per database, not per table, and would collide across prefixes.
+	if err := db.Table(l.ledgerTable).AutoMigrate(&Entry{}); err != nil {
+		return fmt.Errorf("ledger: migrate %s: %w", l.ledgerTable, err)
+	}
+	if err := db.Table(l.deadTable).AutoMigrate(&DeadLetter{}); err != nil {
+		return fmt.Errorf("ledger: migrate %s: %w", l.deadTable, err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package ledger
+
+// Row states. A row is in_progress while a handler runs the job and retrying
+// while the job waits in Redis for its next attempt; either way the job is not
+// finished and the recoverer must be able to put it back.
+const (
+	StateInProgress = "in_progress"
+	StateRetrying   = "retrying"
+)
+
+// Entry is one row of the in-flight ledger: a job some worker claimed and that
+// has not finished for good. All times are Unix milliseconds.
+//
+// The column types are spelled out so that MySQL and SQLite get the same
+// schema as deployments/mysql/schema.sql. Raw types in a `type:` tag go to the
+// database verbatim on both dialects (SQLite derives the column affinity from
+// the name: varchar → TEXT, bigint/int → INTEGER, longblob → BLOB). The id is
+// the exception: only gorm's generic integer type becomes SQLite's rowid alias
+// "integer PRIMARY KEY AUTOINCREMENT" (a raw "bigint" primary key would not
+// auto-increment there), and MySQL makes it "bigint AUTO_INCREMENT".
+// Attempt counters use the generic int type with size 32 (INT on MySQL,
+// integer on SQLite): a raw "int" tag is read by gorm as its generic int type
+// and would become BIGINT for a Go int.
+//
+// An empty payload is stored as zero bytes, never NULL; it reads back as an
+// empty slice on MySQL and as nil on SQLite (its driver's choice).
+//
+// Topic, job id and worker compare byte-wise (the MySQL tables use
+// utf8mb4_bin, SQLite's default collation is binary): job ids are Redis keys,
+// and "Order:1" and "order:1" are different jobs. (utf8mb4_bin still ignores
+// trailing spaces; queue.ValidateID admits no spaces, so no two ids collide.)
+type Entry struct {
+	ID          int64  `gorm:"column:id;primaryKey;autoIncrement"`
+	Topic       string `gorm:"column:topic;type:varchar(64);not null;uniqueIndex:,composite:topic_job,priority:1"`
+	JobID       string `gorm:"column:job_id;type:varchar(200);not null;uniqueIndex:,composite:topic_job,priority:2"`
+	Payload     []byte `gorm:"column:payload;type:longblob;not null"`
+	Attempt     int    `gorm:"column:attempt;type:int;size:32;not null"`
+	MaxAttempts int    `gorm:"column:max_attempts;type:int;size:32;not null"`
+	RunAt       int64  `gorm:"column:run_at;type:bigint;not null"`
+	ClaimedAt   int64  `gorm:"column:claimed_at;type:bigint;not null"`
+	LeaseUntil  int64  `gorm:"column:lease_until;type:bigint;not null;index"`
+	Worker      string `gorm:"column:worker;type:varchar(255);not null"`
+	State       string `gorm:"column:state;type:varchar(16);not null"`
+	LastError   string `gorm:"column:last_error;type:text;not null"`
+	// UpdatedAt is written by the ledger itself from its clock; gorm's
+	// automatic time tracking is off because it would write seconds.
+	UpdatedAt int64 `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+}
+
+// DeadLetter is one row of the dead-letter archive: a job that ran out of
+// attempts or failed permanently, kept with its payload and last error so it
+// can be inspected and, if wanted, re-enqueued by hand. A job id may appear
+// more than once (the id can be enqueued again after it died).
+type DeadLetter struct {
+	ID        int64  `gorm:"column:id;primaryKey;autoIncrement"`
+	Topic     string `gorm:"column:topic;type:varchar(64);not null;index:,composite:topic_died,priority:1"`
+	JobID     string `gorm:"column:job_id;type:varchar(200);not null"`
+	Payload   []byte `gorm:"column:payload;type:longblob;not null"`
+	Attempts  int    `gorm:"column:attempts;type:int;size:32;not null"`
+	LastError string `gorm:"column:last_error;type:text;not null"`
+	DiedAt    int64  `gorm:"column:died_at;type:bigint;not null;index:,composite:topic_died,priority:2"`
+}
+
+// Column sizes, checked before writing so that MySQL (which rejects overlong
+// values in strict mode) and SQLite (which stores anything) behave alike.
+const (
+	maxTopicLen  = 64
+	maxJobIDLen  = 200
+	maxWorkerLen = 255
+	// maxErrorBytes bounds last_error well below TEXT's 65,535 bytes: an
+	// error message longer than this is noise, and an overlong one must never
+	// make a whole batch fail.
+	maxErrorBytes = 16 << 10
+)

@@ -1,0 +1,48 @@
+package ledger
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// DefaultTablePrefix is the prefix of the ledger's tables when Options leaves
+// it empty: dq_ledger and dq_dead_letter.
+const DefaultTablePrefix = "dq_"
+
+// Options tune a Ledger. The zero value is ready to use.
+type Options struct {
+	// TablePrefix lets several deployments (tenants, tests) share one
+	// database; "" means DefaultTablePrefix. Letters, digits and underscores
+	// only, at most 32 characters, so every table and index name stays within
+	// MySQL's 64-character identifier limit.
+	TablePrefix string
+	// Now is the clock for claimed_at and updated_at; nil means time.Now.
+	// Lease deadlines come from the caller (Redis's clock), never from here.
+	Now func() time.Time
+	// MaxPlaceholders caps the bind variables of one statement; 0 means the
+	// dialect's limit (65,535 on MySQL, 32,766 on SQLite). A batch that would
+	// exceed it is split into several statements in one transaction. Tests
+	// lower it to exercise the split.
+	MaxPlaceholders int
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
+
+// withDefaults returns o with its zero fields filled in, or an error naming
+// the bad field.
+func (o Options) withDefaults() (Options, error) {
+	if o.TablePrefix == "" {
+		o.TablePrefix = DefaultTablePrefix
+	}
+	if !prefixRE.MatchString(o.TablePrefix) {
+		return o, fmt.Errorf("ledger: Options.TablePrefix %q: want 1-32 letters, digits or underscores", o.TablePrefix)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxPlaceholders < 0 {
+		return o, fmt.Errorf("ledger: Options.MaxPlaceholders %d: must not be negative", o.MaxPlaceholders)
+	}
+	return o, nil
+}

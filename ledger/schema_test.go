@@ -1,0 +1,192 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// TestSchemaSQLMatchesAutoMigrate proves deployments/mysql/schema.sql and
+// Migrate create the same tables on MariaDB: one fresh database gets the SQL
+// file, another gets AutoMigrate, and their columns (name, position, type,
+// nullability, default, collation, extra), indexes, engine and collation
+// must agree, as must SHOW CREATE TABLE. Then Migrate runs over the SQL
+// file's tables and must not alter anything.
+func TestSchemaSQLMatchesAutoMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sqlFile, err := os.ReadFile("../deployments/mysql/schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fromFile := testenv.MySQL(t)
+	for _, stmt := range splitSQL(string(sqlFile)) {
+		if err := fromFile.Exec(stmt).Error; err != nil {
+			t.Fatalf("schema.sql: %v\n%s", err, stmt)
+		}
+	}
+	fromGorm := testenv.MySQL(t)
+	newLedger(t, fromGorm, Options{})
+
+	for _, table := range []string{"dq_ledger", "dq_dead_letter"} {
+		want, got := describe(t, fromFile, table), describe(t, fromGorm, table)
+		if len(want) == 0 {
+			t.Fatalf("schema.sql did not create %s", table)
+		}
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("%s differs.\nschema.sql:\n  %s\nAutoMigrate:\n  %s", table,
+				strings.Join(want, "\n  "), strings.Join(got, "\n  "))
+		}
+		if a, b := showCreate(t, fromFile, table), showCreate(t, fromGorm, table); a != b {
+			t.Errorf("SHOW CREATE TABLE %s differs.\nschema.sql:\n%s\nAutoMigrate:\n%s", table, a, b)
+		}
+	}
+
+	// Migrate over the SQL file's tables: nothing to change.
+	log := &stmtLog{}
+	l, err := New(fromFile.Session(&gorm.Session{Logger: log}), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate over schema.sql: %v", err)
+	}
+	for _, q := range log.take() {
+		if v := verbs([]string{q})[0]; v == "ALTER" || v == "CREATE" || v == "DROP" {
+			t.Errorf("Migrate over schema.sql changed the schema: %s", q)
+		}
+	}
+}
+
+// TestMigrateIsIdempotent checks that a second Migrate changes nothing, and
+// that two prefixes live side by side in one database (SQLite's index names
+// are global to the database, so they must carry the prefix).
+func TestMigrateIsIdempotent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, log := newLedger(t, db, Options{})
+		if err := l.Migrate(ctx); err != nil {
+			t.Fatalf("second Migrate: %v", err)
+		}
+		for _, q := range log.take() {
+			if v := verbs([]string{q})[0]; v == "ALTER" || v == "CREATE" || v == "DROP" || v == "INSERT" {
+				t.Errorf("second Migrate changed the schema: %s", q)
+			}
+		}
+
+		other, _ := newLedger(t, db, Options{TablePrefix: "tenant2_"})
+		if other.LedgerTable() != "tenant2_ledger" || other.DeadLetterTable() != "tenant2_dead_letter" {
+			t.Fatalf("tables %s, %s", other.LedgerTable(), other.DeadLetterTable())
+		}
+		mustRecord(t, l, "h:1", job("t", "a", 1))
+		mustRecord(t, other, "h:2", job("t", "a", 1), job("t", "b", 1))
+		if n, m := count(t, l), count(t, other); n != 1 || m != 2 {
+			t.Fatalf("rows: dq_ %d (want 1), tenant2_ %d (want 2)", n, m)
+		}
+	})
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	db := testenv.SQLite(t)
+	for _, p := range []string{"dq-", "a b", "x;DROP", strings.Repeat("p", 33)} {
+		if _, err := New(db, Options{TablePrefix: p}); err == nil {
+			t.Errorf("prefix %q accepted", p)
+		}
+	}
+	if _, err := New(db, Options{MaxPlaceholders: -1}); err == nil {
+		t.Error("negative MaxPlaceholders accepted")
+	}
+	if _, err := New(nil, Options{}); err == nil {
+		t.Error("nil db accepted")
+	}
+}
+
+// splitSQL splits a file of ;-terminated statements, after dropping its "--"
+// comment lines (schema.sql has no semicolons inside statements).
+func splitSQL(s string) []string {
+	var kept []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			kept = append(kept, line)
+		}
+	}
+	var out []string
+	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
+		if strings.TrimSpace(stmt) != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// describe returns one line per column, index column and table property of
+// table in db's current database, from information_schema.
+func describe(t *testing.T, db *gorm.DB, table string) []string {
+	t.Helper()
+	var out []string
+	rows, err := db.Raw(`SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE,
+			COALESCE(COLUMN_DEFAULT, '<none>'), COALESCE(CHARACTER_SET_NAME, '-'),
+			COALESCE(COLLATION_NAME, '-'), EXTRA
+		FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
+		ORDER BY ORDINAL_POSITION`, table).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, typ, null, def, cs, coll, extra string
+		var pos int
+		if err := rows.Scan(&name, &pos, &typ, &null, &def, &cs, &coll, &extra); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("column %d %s %s null=%s default=%s charset=%s collation=%s extra=%s",
+			pos, name, typ, null, def, cs, coll, extra))
+	}
+	rows.Close()
+
+	rows, err = db.Raw(`SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, COALESCE(SUB_PART, 0), INDEX_TYPE
+		FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
+		ORDER BY INDEX_NAME, SEQ_IN_INDEX`, table).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, col, typ string
+		var nonUnique, seq, sub int
+		if err := rows.Scan(&name, &nonUnique, &seq, &col, &sub, &typ); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("index %s non_unique=%d %d:%s sub_part=%d %s", name, nonUnique, seq, col, sub, typ))
+	}
+	rows.Close()
+
+	var engine, collation string
+	err = db.Raw(`SELECT ENGINE, TABLE_COLLATION FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table).Row().Scan(&engine, &collation)
+	if err == nil {
+		out = append(out, "table engine="+engine+" collation="+collation)
+	}
+	return out
+}
+
+var autoIncRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// showCreate returns SHOW CREATE TABLE without the AUTO_INCREMENT counter.
+func showCreate(t *testing.T, db *gorm.DB, table string) string {
+	t.Helper()
+	var name, ddl string
+	if err := db.Raw("SHOW CREATE TABLE `"+table+"`").Row().Scan(&name, &ddl); err != nil {
+		t.Fatal(err)
+	}
+	return autoIncRE.ReplaceAllString(ddl, "")
+}

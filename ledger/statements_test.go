@@ -1,0 +1,121 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// TestOneStatementPerBatch counts the SQL statements each call sends for a
+// batch of 500 jobs: one, and two (in one transaction) for Bury, never one
+// per job. Then it checks each call did its work on all 500 rows.
+func TestOneStatementPerBatch(t *testing.T) {
+	for _, n := range []int{500, 1000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, db *gorm.DB) {
+				ctx := context.Background()
+				l, log := newLedger(t, db, Options{})
+				js := jobs("big", "j", n)
+				refs := refsOf(js)
+				now := fixedNow.UnixMilli()
+
+				expect := func(op string, want ...string) {
+					t.Helper()
+					got := verbs(log.take())
+					if fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("%s of %d jobs ran %v, want %v", op, n, got, want)
+					}
+				}
+
+				mustRecord(t, l, "h:1", js...)
+				expect("Record", "INSERT")
+				if c := count(t, l); c != int64(n) {
+					t.Fatalf("Record: %d rows, want %d", c, n)
+				}
+				log.take()
+
+				if err := l.Extend(ctx, refs, now+99_000); err != nil {
+					t.Fatal(err)
+				}
+				expect("Extend", "UPDATE")
+				if c, _ := l.CountStale(ctx, now+99_000); c != 0 {
+					t.Errorf("Extend: %d rows not extended", c)
+				}
+				log.take()
+
+				marks := make([]queue.RetryMark, n)
+				for i, r := range refs {
+					marks[i] = queue.RetryMark{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
+				}
+				if err := l.MarkRetrying(ctx, marks); err != nil {
+					t.Fatal(err)
+				}
+				expect("MarkRetrying", "UPDATE")
+				for _, i := range []int{0, n / 2, n - 1} {
+					r := mustRow(t, l, "big", js[i].ID)
+					if r.State != StateRetrying || r.RunAt != now+int64(i) || r.LeaseUntil != now+100+int64(i) || r.LastError != fmt.Sprint("err ", i) {
+						t.Errorf("MarkRetrying: row %d = %+v", i, r)
+					}
+				}
+				log.take()
+
+				half := n / 2
+				if err := l.Complete(ctx, refs[:half]); err != nil {
+					t.Fatal(err)
+				}
+				expect("Complete", "DELETE")
+				if c := count(t, l); c != int64(n-half) {
+					t.Errorf("Complete: %d rows left, want %d", c, n-half)
+				}
+				log.take()
+
+				dead := make([]queue.DeadJob, 0, n-half)
+				for _, j := range js[half:] {
+					dead = append(dead, queue.DeadJob{Job: j, Error: "dead", DiedAt: now})
+				}
+				if err := l.Bury(ctx, dead); err != nil {
+					t.Fatal(err)
+				}
+				expect("Bury", "INSERT", "DELETE")
+				if c := count(t, l); c != 0 {
+					t.Errorf("Bury: %d rows left", c)
+				}
+				if dl, err := l.DeadLetters(ctx, "big", now, now+1, n); err != nil || len(dl) != n-half {
+					t.Errorf("Bury: %d dead letters (%v), want %d", len(dl), err, n-half)
+				}
+			})
+		})
+	}
+}
+
+// TestSplitAtPlaceholderLimit lowers the placeholder limit so that batches
+// must be split, and checks the split statements cover every job once.
+func TestSplitAtPlaceholderLimit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		// 12 columns per row: 60 placeholders hold 5 rows, so 23 jobs take
+		// 5 INSERTs; Complete binds 3 per job: 20 per DELETE, 2 DELETEs.
+		l, log := newLedger(t, db, Options{MaxPlaceholders: 60})
+		js := jobs("t", "j", 23)
+		mustRecord(t, l, "h:1", js...)
+		if got := verbs(log.take()); len(got) != 5 {
+			t.Errorf("split Record ran %v, want 5 INSERTs", got)
+		}
+		if c := count(t, l); c != 23 {
+			t.Fatalf("split Record wrote %d rows, want 23", c)
+		}
+		if err := l.Complete(ctx, refsOf(js)); err != nil {
+			t.Fatal(err)
+		}
+		if got := verbs(log.take()); len(got) != 3 { // 2 DELETEs + the Count above
+			t.Errorf("split Complete ran %v", got)
+		}
+		if c := count(t, l); c != 0 {
+			t.Fatalf("split Complete left %d rows", c)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package queue_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Shutdown with handlers that finish in time: they are acked; the jobs never
+// started stay due; nothing is left leased or in the ledger; a second worker
+// handles the rest. Every job is handled exactly once.
+func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
+	e := newWEnv(t)
+	enqueueMany(t, e.c, "t", "j", 20, nil)
+	started := make(chan string, 20)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		started <- j.ID
+		<-release
+		mu.Lock()
+		handled[j.ID]++
+		mu.Unlock()
+		return nil
+	})
+	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: time.Minute})
+	if err := w.Handle("t", h, queue.TopicConfig{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	stop := startWorker(t, w)
+	for i := 0; i < 4; i++ {
+		<-started
+	}
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- stop() }()
+	// Shutdown is waiting on the four running handlers; let them finish.
+	waitFor(t, 10*time.Second, "no further claims", func() bool {
+		st, _ := e.c.Stats(ctxT(t), "t")
+		return st.InFlight == 4 && st.Due == 16
+	})
+	close(release)
+	if err := <-stopErr; err != nil {
+		t.Fatal(err)
+	}
+	st, _ := e.c.Stats(ctxT(t), "t")
+	if st.InFlight != 0 || st.Due != 16 {
+		t.Fatalf("after shutdown: %+v; want the 4 running acked and 16 due", st)
+	}
+	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+		t.Fatalf("ledger holds %d rows after shutdown", n)
+	}
+
+	w2 := newWorker(t, e, queue.WorkerConfig{})
+	if err := w2.Handle("t", h, queue.TopicConfig{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w2)
+	waitFor(t, 30*time.Second, "the rest handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == 20
+	})
+	for id, n := range handled {
+		if n != 1 {
+			t.Fatalf("%s handled %d times", id, n)
+		}
+	}
+}
+
+// Shutdown whose timeout runs out: the handlers' contexts end with
+// ErrShutdown, and their jobs go back to due without spending an attempt.
+func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
+	e := newWEnv(t)
+	enqueueMany(t, e.c, "t", "j", 6, func(j *queue.NewJob) { j.MaxAttempts = 1 })
+	var running atomic.Int64
+	var causes sync.Map
+	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: 50 * time.Millisecond})
+	err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		running.Add(1)
+		<-ctx.Done()
+		causes.Store(j.ID, context.Cause(ctx))
+		return ctx.Err()
+	}), queue.TopicConfig{Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startWorker(t, w)
+	waitFor(t, 10*time.Second, "3 handlers running", func() bool { return running.Load() == 3 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	causes.Range(func(k, v any) bool {
+		n++
+		if v != queue.ErrShutdown {
+			t.Errorf("%s: handler context ended by %v, want ErrShutdown", k, v)
+		}
+		return true
+	})
+	if n != 3 {
+		t.Fatalf("%d handlers saw their context end", n)
+	}
+	st, _ := e.c.Stats(ctxT(t), "t")
+	if st.InFlight != 0 || st.Dead != 0 || st.DueNow != 6 {
+		t.Fatalf("after shutdown: %+v; want all 6 due again, none dead (max attempts 1)", st)
+	}
+	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+		t.Fatalf("ledger holds %d rows", n)
+	}
+	for i := 0; i < 6; i++ {
+		info := mustGet(t, e.env, "t", "j"+string(rune('0'+i)))
+		if info.Job.Attempt != 0 {
+			t.Fatalf("%s attempt %d after shutdown, want 0", info.Job.ID, info.Job.Attempt)
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// topicRunner is one topic's part of a worker: a fetcher that claims and
+// records jobs, and a pool of handler goroutines fed through work.
+type topicRunner struct {
+	w     *Worker
+	topic string
+	h     Handler
+	cfg   TopicConfig
+	log   logrus.FieldLogger
+
+	work  chan *Job     // claimed and recorded, not started; cap = concurrency
+	busy  atomic.Int64  // jobs in work or running: never above concurrency
+	freed chan struct{} // a handler slot came free (cap 1, never blocks)
+	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
+
+	tokens    chan struct{} // one per batch being claimed or recorded
+	recordErr chan error    // the last ledger failure, for the fetcher's backoff
+
+	mu     sync.Mutex
+	active map[Ref]*activeJob // running handlers, for the heartbeat
+}
+
+// activeJob is a running handler: its lease timer ends its context when the
+// lease runs out, and the heartbeat moves it on.
+type activeJob struct {
+	timer *time.Timer
+}
+
+func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicRunner {
+	return &topicRunner{
+		w: w, topic: topic, h: h, cfg: cfg,
+		log:       w.log.WithField("topic", topic),
+		work:      make(chan *Job, cfg.Concurrency),
+		freed:     make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+		tokens:    make(chan struct{}, recordPipeline),
+		recordErr: make(chan error, 1),
+		active:    make(map[Ref]*activeJob),
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop claims jobs until stop ends. It never polls at a fixed rate: it
+// sleeps until the earliest due time or lease deadline that the last claim
+// reported, a wake message, a freed slot, or MaxIdle, whichever comes first.
+//
+// Recording a batch in the ledger (a durable commit) takes longer than
+// claiming it, so the fetcher does not wait for it: up to recordPipeline
+// batches are being recorded while it claims the next one.
+func (tr *topicRunner) fetchLoop(stop, io context.Context) {
+	defer func() { // every batch recorded or released before shutdown goes on
+		for i := 0; i < cap(tr.tokens); i++ {
+			tr.tokens <- struct{}{}
+		}
+	}()
+	errPause := time.Duration(0)
+	for stop.Err() == nil {
+		free := tr.cfg.Concurrency - int(tr.busy.Load())
+		if free <= 0 {
+			select {
+			case <-tr.freed:
+			case <-stop.Done():
+			}
+			continue
+		}
+		select {
+		case tr.tokens <- struct{}{}:
+		case <-stop.Done():
+			continue
+		}
+		wait, err := tr.fetch(io, min(free, tr.cfg.BatchSize))
+		if err == nil {
+			select {
+			case err = <-tr.recordErr:
+			default:
+			}
+		}
+		if err != nil {
+			errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
+			tr.log.WithError(err).WithField("retry_in", errPause).Warn("fetch failed")
+			sleep(stop, errPause)
+			continue
+		}
+		errPause = 0
+		if wait < 0 {
+			continue // took a full batch: more may be due
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-tr.wake:
+		case <-tr.freed:
+		case <-stop.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// recordPipeline is how many claimed batches may be in the ledger at once.
+const recordPipeline = 2
+
+// fetch claims up to n jobs and starts recording them; the recording
+// goroutine queues them for the handlers, or hands them back if the ledger
+// fails. It holds one token of tr.tokens and gives it back. It returns how
+// long to wait before the next claim, or -1 to claim again at once.
+func (tr *topicRunner) fetch(io context.Context, n int) (time.Duration, error) {
+	ctx, cancel := withOpTimeout(io)
+	defer cancel()
+	cl, err := tr.w.c.Claim(ctx, tr.topic, n, tr.cfg.Lease)
+	if err != nil {
+		<-tr.tokens
+		return 0, err
+	}
+	tr.w.clockOffset.Store(cl.Now - time.Now().UnixMilli())
+	if len(cl.Buried) > 0 {
+		tr.w.completer.buriedByClaim(cl.Buried, cl.Now)
+	}
+	if len(cl.Jobs) == 0 {
+		<-tr.tokens
+	} else {
+		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
+		go tr.record(io, cl.Jobs)
+		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
+			return -1, nil
+		}
+	}
+	wait := tr.w.cfg.MaxIdle
+	if cl.NextDue > 0 {
+		if cl.NextDue <= cl.Now {
+			// Due jobs are left but every slot is taken: a freed slot wakes us.
+			return wait, nil
+		}
+		wait = min(wait, time.Duration(cl.NextDue-cl.Now)*time.Millisecond)
+	}
+	if cl.NextLease > 0 {
+		// An expired lease (a dead worker) is put back by the next claim.
+		wait = min(wait, time.Duration(cl.NextLease-cl.Now+1)*time.Millisecond)
+	}
+	return max(wait, 0), nil
+}
+
+// record writes claimed jobs to the ledger, then queues them for the
+// handlers. No handler runs unrecorded: if the ledger fails, the jobs go
+// back to due with their attempt unspent and the fetcher backs off.
+func (tr *topicRunner) record(io context.Context, jobs []*Job) {
+	defer func() { <-tr.tokens }()
+	ctx, cancel := withOpTimeout(io)
+	defer cancel()
+	err := tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
+	if err == nil {
+		for _, j := range jobs {
+			tr.work <- j // never blocks: busy <= concurrency = cap(work)
+		}
+		return
+	}
+	if _, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
+		err = errors.Join(err, rerr) // their leases expire and they run later
+	}
+	tr.busy.Add(-int64(len(jobs)))
+	signal(tr.freed)
+	select {
+	case tr.recordErr <- fmt.Errorf("ledger record of %d jobs: %w", len(jobs), err):
+	default:
+	}
+}
+
+// releaseQueued hands back every job claimed but not started (shutdown).
+func (tr *topicRunner) releaseQueued(io context.Context) {
+	var jobs []*Job
+	for {
+		select {
+		case j := <-tr.work:
+			jobs = append(jobs, j)
+			continue
+		default:
+		}
+		break
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	tr.busy.Add(-int64(len(jobs)))
+	ctx, cancel := withOpTimeout(io)
+	defer cancel()
+	refs := refsOf(jobs)
+	n, err := tr.w.c.Release(ctx, refs)
+	if err == nil {
+		// The rows go too (fenced: a later claim's row stays): these jobs
+		// are plain due jobs again, not ones some worker started.
+		err = tr.w.cfg.Ledger.Complete(ctx, refs)
+	}
+	if err != nil {
+		tr.log.WithError(err).WithField("jobs", len(jobs)).Error("shutdown: release failed; the jobs run again after their lease")
+		return
+	}
+	tr.log.WithField("jobs", n).Info("shutdown: released jobs not started")
+}
+
+// handleLoop runs queued jobs until work is closed.
+func (tr *topicRunner) handleLoop(base, io context.Context) {
+	for j := range tr.work {
+		tr.run(base, j)
+	}
+}
+
+// run runs one job's handler and passes the outcome to the completer.
+func (tr *topicRunner) run(base context.Context, j *Job) {
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	if tr.cfg.Timeout > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, tr.cfg.Timeout)
+		defer c()
+	}
+	ref := j.Ref()
+	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) })}
+	tr.mu.Lock()
+	tr.active[ref] = a
+	tr.mu.Unlock()
+
+	err := runHandler(ctx, tr.h, j)
+
+	a.timer.Stop()
+	tr.mu.Lock()
+	delete(tr.active, ref)
+	tr.mu.Unlock()
+	tr.busy.Add(-1)
+	signal(tr.freed)
+	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		// Cut off by shutdown, not failed: back to due, attempt unspent.
+		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
+		tr.w.completer.release(j.Ref())
+		return
+	}
+	tr.settle(j, err)
+}
+
+// settle decides what a handler's result means and queues it for the
+// completer.
+func (tr *topicRunner) settle(j *Job, err error) {
+	if err == nil {
+		tr.w.completer.done(j.Ref())
+		return
+	}
+	log := tr.w.jobLog(j).WithError(err)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		log = log.WithField("stack", string(pe.Stack))
+	}
+	maxAttempts := j.MaxAttempts
+	if tr.cfg.MaxAttempts > 0 {
+		maxAttempts = min(maxAttempts, tr.cfg.MaxAttempts)
+	}
+	if errors.Is(err, ErrSkipRetry) || j.Attempt >= maxAttempts {
+		log.Error("job failed for good: dead")
+		tr.w.completer.bury(j, err)
+		return
+	}
+	runAt := tr.w.redisNow() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
+	var ra *retryAt
+	if errors.As(err, &ra) {
+		if ra.at.IsZero() {
+			runAt = tr.w.redisNow() + ra.delay.Milliseconds()
+		} else {
+			runAt = ra.at.UnixMilli()
+		}
+	}
+	log.WithField("retry_at", time.UnixMilli(runAt).UTC().Format(time.RFC3339Nano)).Warn("job failed: retrying")
+	tr.w.completer.retry(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds())
+}
+
+// activeRefs lists the running jobs.
+func (tr *topicRunner) activeRefs() []Ref {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	refs := make([]Ref, 0, len(tr.active))
+	for r := range tr.active {
+		refs = append(refs, r)
+	}
+	return refs
+}
+
+// extended moves the lease timers of refs to deadline (Redis ms).
+func (tr *topicRunner) extended(refs []Ref, deadline int64) {
+	d := tr.w.untilRedis(deadline)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, r := range refs {
+		if a, ok := tr.active[r]; ok {
+			a.timer.Reset(d)
+		}
+	}
+}
+
+func refsOf(jobs []*Job) []Ref {
+	refs := make([]Ref, len(jobs))
+	for i, j := range jobs {
+		refs[i] = j.Ref()
+	}
+	return refs
+}

@@ -1,0 +1,85 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// With the idle safety net set to an hour, only a wake message or the due
+// time the last claim reported can start a claim: jobs enqueued to an idle
+// worker still run, so the fetcher is not polling.
+func TestWorkerWakesOnEnqueueNotPolling(t *testing.T) {
+	e := newWEnv(t)
+	var ran atomic.Int64
+	w := newWorker(t, e, queue.WorkerConfig{MaxIdle: time.Hour})
+	if err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		ran.Add(1)
+		return nil
+	}), queue.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	waitSubscribed(t, e.rdb, e.c.WakeChannel("t"))
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "now"})
+	waitFor(t, 20*time.Second, "the job enqueued to an idle worker", func() bool { return ran.Load() == 1 })
+	// Due in 200 ms: the wake makes the fetcher claim (too early), learn the
+	// due time, and sleep exactly until then.
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "soon", Delay: 200 * time.Millisecond})
+	waitFor(t, 20*time.Second, "the delayed job", func() bool { return ran.Load() == 2 })
+}
+
+// waitSubscribed waits until channel has a subscriber.
+func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the worker's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(ctxT(t), channel).Result()
+		return err == nil && n[channel] > 0
+	})
+}
+
+// Redis restarted under a running worker: it reconnects, re-subscribes and
+// goes on by itself; a job enqueued after the restart runs even though the
+// idle safety net is an hour.
+func TestWorkerReconnectsAfterRedisRestart(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisOptions{AOF: true, Fsync: "always"})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	c, err := queue.New(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newWEnv(t)
+	var ran atomic.Int64
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: quietLogger(), MaxIdle: time.Hour,
+		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		ran.Add(1)
+		return nil
+	}), queue.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	waitSubscribed(t, rdb, c.WakeChannel("t"))
+	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the first job", func() bool { return ran.Load() == 1 })
+
+	srv.Kill(t)
+	srv.Restart(t)
+	waitSubscribed(t, rdb, c.WakeChannel("t"))
+	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the job enqueued after the restart", func() bool { return ran.Load() == 2 })
+}

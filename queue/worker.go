@@ -1,0 +1,174 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// ErrLeaseExpired is the cause of a handler context that ended because the
+// job's lease ran out (the heartbeat could not renew it): another worker may
+// be running the job by now.
+var ErrLeaseExpired = errors.New("lease expired")
+
+// ErrShutdown is the cause of a handler context that ended because the
+// worker's shutdown timeout ran out.
+var ErrShutdown = errors.New("worker shutting down")
+
+// Worker claims jobs of its registered topics, records them in the ledger,
+// runs their handlers and settles the outcome. See DESIGN.md section 3 for
+// the lifecycle it implements.
+type Worker struct {
+	c   *Client
+	cfg WorkerConfig
+	log logrus.FieldLogger
+
+	topics map[string]*topicRunner
+	// clockOffset is Redis's clock minus the local clock, in ms, as last
+	// seen by a claim: due times and leases are Redis times.
+	clockOffset atomic.Int64
+	completer   *completer
+	ran         atomic.Bool
+}
+
+// NewWorker returns a worker over c. Register handlers with Handle, then
+// call Run.
+func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		c:      c,
+		cfg:    cfg,
+		log:    cfg.Logger.WithField("worker", cfg.ID),
+		topics: make(map[string]*topicRunner),
+	}
+	w.completer = newCompleter(w)
+	return w, nil
+}
+
+// Handle registers h for topic with tc (zero fields take the worker's
+// defaults). It must be called before Run.
+func (w *Worker) Handle(topic string, h Handler, tc TopicConfig) error {
+	if w.ran.Load() {
+		return fmt.Errorf("queue: worker: Handle(%s) after Run", topic)
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if _, dup := w.topics[topic]; dup {
+		return fmt.Errorf("queue: worker: topic %s registered twice", topic)
+	}
+	tc = tc.merged(w.cfg.Topic)
+	if err := tc.validate(); err != nil {
+		return fmt.Errorf("queue: worker: topic %s: %w", topic, err)
+	}
+	w.topics[topic] = newTopicRunner(w, topic, h, tc)
+	return nil
+}
+
+// ID is the worker's name in the ledger and logs.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run works until ctx ends, then shuts down gracefully: it stops claiming,
+// hands jobs claimed but not started back at once, waits for running
+// handlers up to the shutdown timeout (then cancels their contexts), and
+// flushes the completer. It returns nil after a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("queue: worker: Run called twice")
+	}
+	if len(w.topics) == 0 {
+		return errors.New("queue: worker: no topic registered")
+	}
+	// I/O outlives ctx: a claim or ledger write cut off half way would leave
+	// jobs leased for nothing. Every call has its own timeout instead.
+	io := context.WithoutCancel(ctx)
+	handlerCtx, stopHandlers := context.WithCancelCause(io)
+	defer stopHandlers(ErrShutdown)
+
+	completerDone := make(chan struct{})
+	go func() { defer close(completerDone); w.completer.run(io) }()
+
+	// Heartbeats go on until the last handler returned.
+	bg, stopBG := context.WithCancel(io)
+	defer stopBG()
+	var bgWG sync.WaitGroup
+	bgWG.Add(2)
+	go func() { defer bgWG.Done(); w.listenWake(bg) }()
+	go func() { defer bgWG.Done(); w.heartbeat(bg, io) }()
+
+	var fetchers, handlers sync.WaitGroup
+	for _, tr := range w.topics {
+		for i := 0; i < tr.cfg.Concurrency; i++ {
+			handlers.Add(1)
+			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx, io) }()
+		}
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, io) }()
+	}
+	w.log.WithField("topics", len(w.topics)).Info("worker started")
+
+	<-ctx.Done()
+	w.log.Info("worker stopping: no more claims")
+	fetchers.Wait()
+	for _, tr := range w.topics {
+		tr.releaseQueued(io)
+		close(tr.work)
+	}
+	handlersDone := make(chan struct{})
+	go func() { handlers.Wait(); close(handlersDone) }()
+	timer := time.NewTimer(w.cfg.ShutdownTimeout)
+	select {
+	case <-handlersDone:
+		timer.Stop()
+	case <-timer.C:
+		w.log.Warn("shutdown timeout: cancelling running handlers")
+		stopHandlers(ErrShutdown)
+		<-handlersDone
+	}
+	stopBG()
+	bgWG.Wait()
+	w.completer.close()
+	<-completerDone
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// redisNow estimates Redis's clock in Unix ms.
+func (w *Worker) redisNow() int64 { return time.Now().UnixMilli() + w.clockOffset.Load() }
+
+// untilRedis is how long from now until Redis time ms, on the local clock.
+func (w *Worker) untilRedis(ms int64) time.Duration {
+	return time.Duration(ms-w.redisNow()) * time.Millisecond
+}
+
+// opTimeout bounds one Redis or ledger call of the runtime.
+const opTimeout = 10 * time.Second
+
+func withOpTimeout(io context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(io, opTimeout)
+}
+
+// jobLog returns a logger with the job's fields.
+func (w *Worker) jobLog(j *Job) logrus.FieldLogger {
+	return w.log.WithFields(logrus.Fields{"topic": j.Topic, "job": j.ID, "attempt": j.Attempt})
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,144 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// WorkerConfig configures a Worker. The zero value of each field means the
+// default written next to it.
+type WorkerConfig struct {
+	// Ledger records every claimed job before its handler runs. Required.
+	Ledger Ledger
+	// ID names this worker in the ledger and in logs. Default "host:pid".
+	ID string
+	// Defaults for every topic; a topic's own TopicConfig overrides them
+	// field by field.
+	Topic TopicConfig
+	// ShutdownTimeout is how long shutdown waits for running handlers before
+	// cancelling their contexts. Default 30s.
+	ShutdownTimeout time.Duration
+	// CompleteEvery and CompleteBatch: the completer flushes finished jobs
+	// (ledger delete, then Redis ack) every CompleteEvery or every
+	// CompleteBatch jobs, whichever comes first. Defaults 2ms and 500.
+	CompleteEvery time.Duration
+	CompleteBatch int
+	// MaxIdle is the longest a fetcher sleeps without claiming: the safety
+	// net if a wake message is lost. Default 1s.
+	MaxIdle time.Duration
+	// ErrorBackoff bounds the pause after a failed Redis or ledger call,
+	// which doubles from ErrorBackoffMin up to ErrorBackoffMax. Defaults
+	// 50ms and 5s.
+	ErrorBackoffMin, ErrorBackoffMax time.Duration
+	// OnDead, if set, is called for each job that dies, with its last error.
+	OnDead func(ctx context.Context, job *Job, err error)
+	// Logger receives the worker's logs. Default logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+// TopicConfig is the per-topic part of the worker configuration.
+type TopicConfig struct {
+	// Concurrency is how many handlers of the topic run at once. Default 10.
+	Concurrency int
+	// BatchSize is the most jobs one claim takes (never more than the free
+	// handler slots). Default 100.
+	BatchSize int
+	// Lease is how long a claim holds a job before another worker may take
+	// it over; the heartbeat renews it while the handler runs. Default 30s.
+	Lease time.Duration
+	// Heartbeat is how often running jobs' leases are renewed. Default
+	// Lease/3.
+	Heartbeat time.Duration
+	// Timeout, if set, bounds one handler run, heartbeats or not. Default
+	// none.
+	Timeout time.Duration
+	// MaxAttempts, if set, lowers the attempts of the topic's jobs below
+	// what each job was enqueued with. Default: the job's own.
+	MaxAttempts int
+	// Backoff spaces retries.
+	Backoff Backoff
+}
+
+func (c TopicConfig) merged(def TopicConfig) TopicConfig {
+	pick := func(v, d time.Duration) time.Duration {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	pickInt := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	c.Concurrency = pickInt(pickInt(c.Concurrency, def.Concurrency), 10)
+	c.BatchSize = pickInt(pickInt(c.BatchSize, def.BatchSize), 100)
+	c.Lease = pick(pick(c.Lease, def.Lease), 30*time.Second)
+	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), c.Lease/3)
+	c.Timeout = pick(c.Timeout, def.Timeout)
+	c.MaxAttempts = pickInt(c.MaxAttempts, def.MaxAttempts)
+	if c.Backoff == (Backoff{}) {
+		c.Backoff = def.Backoff
+	}
+	c.Backoff = c.Backoff.withDefaults()
+	return c
+}
+
+func (c TopicConfig) validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("concurrency %d: must be positive", c.Concurrency)
+	case c.BatchSize < 1:
+		return fmt.Errorf("batch size %d: must be positive", c.BatchSize)
+	case c.Lease < 100*time.Millisecond:
+		return fmt.Errorf("lease %s: must be at least 100ms", c.Lease)
+	case c.Heartbeat <= 0 || c.Heartbeat >= c.Lease:
+		return fmt.Errorf("heartbeat %s: must be positive and shorter than the lease %s", c.Heartbeat, c.Lease)
+	case c.Timeout < 0:
+		return fmt.Errorf("timeout %s: must not be negative", c.Timeout)
+	case c.MaxAttempts < 0 || c.MaxAttempts > maxAttemptsLimit:
+		return fmt.Errorf("max attempts %d: want 0-%d", c.MaxAttempts, maxAttemptsLimit)
+	}
+	return nil
+}
+
+func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
+	if c.Ledger == nil {
+		return c, fmt.Errorf("queue: worker: a Ledger is required")
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.CompleteEvery == 0 {
+		c.CompleteEvery = 2 * time.Millisecond
+	}
+	if c.CompleteBatch == 0 {
+		c.CompleteBatch = 500
+	}
+	if c.MaxIdle == 0 {
+		c.MaxIdle = time.Second
+	}
+	if c.ErrorBackoffMin == 0 {
+		c.ErrorBackoffMin = 50 * time.Millisecond
+	}
+	if c.ErrorBackoffMax == 0 {
+		c.ErrorBackoffMax = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	if c.ShutdownTimeout < 0 || c.CompleteEvery < 0 || c.CompleteBatch < 1 || c.MaxIdle <= 0 ||
+		c.ErrorBackoffMin <= 0 || c.ErrorBackoffMax < c.ErrorBackoffMin {
+		return c, fmt.Errorf("queue: worker: invalid timing config %+v", c)
+	}
+	return c, nil
+}

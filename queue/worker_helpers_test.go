@@ -1,0 +1,131 @@
+package queue_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// wenv is a worker test's world: its own Redis namespace and its own
+// MariaDB database with a migrated ledger.
+type wenv struct {
+	env
+	db  *gorm.DB
+	led *ledger.Ledger
+}
+
+func newWEnv(t *testing.T) wenv {
+	t.Helper()
+	rdb, ns := testenv.Redis(t)
+	c, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.MySQL(t)
+	return wenv{env: env{c: c, rdb: rdb, ns: ns}, db: db, led: migratedLedger(t, db)}
+}
+
+func migratedLedger(t *testing.T, db *gorm.DB) *ledger.Ledger {
+	t.Helper()
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Migrate(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return led
+}
+
+// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	return l
+}
+
+// startWorker runs w until the returned stop is called; stop returns Run's
+// error and fails the test if Run does not return within a minute.
+func startWorker(t *testing.T, w *queue.Worker) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatal("worker did not stop within a minute")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {
+	t.Helper()
+	if cfg.Ledger == nil {
+		cfg.Ledger = e.led
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	w, err := queue.NewWorker(e.c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// enqueueMany enqueues n jobs id-prefix0..n-1 due now, in batches.
+func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod func(*queue.NewJob)) {
+	t.Helper()
+	for start := 0; start < n; start += 1000 {
+		batch := make([]queue.NewJob, 0, 1000)
+		for i := start; i < min(n, start+1000); i++ {
+			j := queue.NewJob{ID: fmt.Sprintf("%s%d", prefix, i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+			if mod != nil {
+				mod(&j)
+			}
+			batch = append(batch, j)
+		}
+		res, err := c.EnqueueBatch(ctxT(t), topic, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Status != queue.BatchCreated {
+				t.Fatalf("enqueue %s: %s %v", r.ID, r.Status, r.Err)
+			}
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

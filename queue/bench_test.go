@@ -3,6 +3,7 @@ package queue_test
 import (
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,4 +96,47 @@ func BenchmarkClaimAck100(b *testing.B) {
 		done += n
 	}
 	reportJobs(b, total)
+}
+
+// Batches of 100 from 4 x GOMAXPROCS goroutines: client
+// encoding overlaps Redis's work, as in a producer service.
+func BenchmarkEnqueueBatch100Parallel(b *testing.B) {
+	c := benchClient(b)
+	ctx := ctxT(b)
+	var seq atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		batch := make([]queue.NewJob, 100)
+		for pb.Next() {
+			n := seq.Add(1)
+			for k := range batch {
+				batch[k] = queue.NewJob{ID: fmt.Sprintf("o:%d:%d", n, k), Payload: benchPayload, Delay: time.Minute}
+			}
+			if _, err := c.EnqueueBatch(ctx, "bench", batch); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportJobs(b, 100*b.N)
+}
+
+// Single jobs from 50 goroutines: one round trip each, many in flight.
+func BenchmarkEnqueueParallel50(b *testing.B) {
+	c := benchClient(b)
+	ctx := ctxT(b)
+	var seq atomic.Int64
+	b.SetParallelism(25) // x GOMAXPROCS 2 = 50 goroutines
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := "o:" + strconv.FormatInt(seq.Add(1), 10)
+			if _, err := c.Enqueue(ctx, "bench", queue.NewJob{ID: id, Payload: benchPayload, Delay: time.Minute}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	reportJobs(b, b.N)
 }

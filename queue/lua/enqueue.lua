@@ -10,7 +10,7 @@
 --          time) or 0 duplicate (t = its due time if it is waiting, else -1).
 --
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
--- its envelope in the job hash, so one HEXISTS decides. Due times come from
+-- its envelope in the job hash, so one HSETNX decides and writes. Due times come from
 -- Redis's clock, so no client clock can make a job due early; a time in the
 -- past means due now.
 local t = redis.call('TIME')
@@ -22,28 +22,36 @@ if head[2] then headScore = tonumber(head[2]) end
 local earliest = nil
 
 local out = {now}
+local zargs = {}   -- one ZADD for the whole batch
+local pending = {} -- id -> due, for duplicates inside this batch
 for i = 1, #ARGV, 5 do
   local id = ARGV[i]
-  if redis.call('HEXISTS', KEYS[2], id) == 1 then
-    local s = redis.call('ZSCORE', KEYS[1], id)
-    out[#out + 1] = 0
-    out[#out + 1] = s and tonumber(s) or -1
+  local due
+  if ARGV[i + 1] == 'd' then
+    due = now + tonumber(ARGV[i + 2])
   else
-    local due
-    if ARGV[i + 1] == 'd' then
-      due = now + tonumber(ARGV[i + 2])
-    else
-      due = tonumber(ARGV[i + 2])
-      if due < now then due = now end
-    end
-    -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
-    redis.call('HSET', KEYS[2], id,
-      '1|0|' .. ARGV[i + 3] .. '|' .. now .. '|' .. due .. '|0||' .. ARGV[i + 4])
-    redis.call('ZADD', KEYS[1], due, id)
+    due = tonumber(ARGV[i + 2])
+    if due < now then due = now end
+  end
+  -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
+  if redis.call('HSETNX', KEYS[2], id,
+      '1|0|' .. ARGV[i + 3] .. '|' .. now .. '|' .. due .. '|0||' .. ARGV[i + 4]) == 1 then
+    zargs[#zargs + 1] = due
+    zargs[#zargs + 1] = id
+    pending[id] = due
     if earliest == nil or due < earliest then earliest = due end
     out[#out + 1] = 1
     out[#out + 1] = due
+  else
+    local s = pending[id] or redis.call('ZSCORE', KEYS[1], id)
+    out[#out + 1] = 0
+    out[#out + 1] = s and tonumber(s) or -1
   end
+end
+-- ZADD takes at most a few thousand arguments through unpack; batches are
+-- at most 1,000 jobs (2,000 arguments), chunked here all the same.
+for i = 1, #zargs, 1000 do
+  redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 999, #zargs)))
 end
 
 if earliest ~= nil and (headScore == nil or earliest < headScore) then

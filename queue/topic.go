@@ -223,6 +223,15 @@ func (tr *topicRunner) handleLoop(base, io context.Context) {
 
 // run runs one job's handler and passes the outcome to the completer.
 func (tr *topicRunner) run(base context.Context, j *Job) {
+	if tr.w.untilRedis(j.LeaseUntil) <= 0 {
+		// The lease ran out before the handler could start (a stalled
+		// process): another worker may own the job now. Leave it to the
+		// lease expiry; its ledger row is rewritten by the next claim.
+		tr.w.jobLog(j).Warn("lease expired before the handler started: not running it")
+		tr.busy.Add(-1)
+		signal(tr.freed)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	if tr.cfg.Timeout > 0 {

@@ -21,6 +21,8 @@ type Client struct {
 	rdb     redis.UniversalClient
 	cfg     Config
 	scripts scripts
+	// listScript pages through a state's set (list.go).
+	listScript *redis.Script
 
 	keys      sync.Map // topic -> keys
 	topicSeen sync.Map // topic -> time.Time of the last SADD to the topics set
@@ -32,7 +34,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts()}, nil
+	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua)}, nil
 }
 
 // Config returns the client's configuration with defaults filled in.

@@ -1,0 +1,151 @@
+// Package config is the delayq program's configuration: every key with its
+// default, loaded from a YAML file, then DELAYQ_* environment variables,
+// then command-line flags (each overriding the one before), and validated
+// before anything starts. configs/delayq.yaml writes out every default.
+package config
+
+import "time"
+
+// Config is the whole configuration. The koanf tags are the YAML keys; the
+// environment variable of a key is DELAYQ_<SECTION>_<KEY> in upper case
+// (DELAYQ_REDIS_ADDRS, DELAYQ_HTTP_TOKEN, DELAYQ_WORKER_CONCURRENCY).
+type Config struct {
+	Log      Log      `koanf:"log"`
+	Redis    Redis    `koanf:"redis"`
+	SQL      SQL      `koanf:"sql"`
+	Queue    Queue    `koanf:"queue"`
+	HTTP     HTTP     `koanf:"http"`
+	Worker   Worker   `koanf:"worker"`
+	Recovery Recovery `koanf:"recovery"`
+	Orders   Orders   `koanf:"orders"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `koanf:"level"`  // debug, info, warn, error. Default info.
+	Format string `koanf:"format"` // auto (text on a terminal, else JSON), json or text. Default auto.
+}
+
+// Redis selects the Redis deployment.
+type Redis struct {
+	// Mode is embedded (an in-process Redis for trying delayq out: loses
+	// everything on exit, not for production), single, sentinel or
+	// cluster. Default embedded.
+	Mode       string   `koanf:"mode"`
+	Addrs      []string `koanf:"addrs"`       // host:port of the node, the sentinels or the cluster seeds
+	MasterName string   `koanf:"master_name"` // sentinel only
+	Username   string   `koanf:"username"`
+	Password   string   `koanf:"password"`
+	DB         int      `koanf:"db"`        // single and sentinel only. Default 0.
+	TLS        bool     `koanf:"tls"`       // connect with TLS (system roots). Default false.
+	PoolSize   int      `koanf:"pool_size"` // 0 = go-redis's default (10 per CPU)
+	// Namespace prefixes every key, so several deployments can share one
+	// Redis. Default dq.
+	Namespace string `koanf:"namespace"`
+}
+
+// SQL selects the ledger's database.
+type SQL struct {
+	// Driver is sqlite (a local file: for trying delayq out) or mysql
+	// (production; MariaDB and TiDB too). Default sqlite.
+	Driver string `koanf:"driver"`
+	// DSN is the go-sql-driver/mysql DSN. Use interpolateParams=true and
+	// READ COMMITTED isolation (see deployments/README.md).
+	DSN string `koanf:"dsn"`
+	// SQLitePath is the SQLite file. Default delayq.db.
+	SQLitePath      string        `koanf:"sqlite_path"`
+	MaxOpenConns    int           `koanf:"max_open_conns"`    // Default 20.
+	MaxIdleConns    int           `koanf:"max_idle_conns"`    // Default 10.
+	ConnMaxLifetime time.Duration `koanf:"conn_max_lifetime"` // Default 30m.
+	TablePrefix     string        `koanf:"table_prefix"`      // Default dq_.
+	// AutoMigrate creates or updates the ledger tables at start. Default
+	// true; production may prefer `delayq migrate` or schema.sql.
+	AutoMigrate bool `koanf:"auto_migrate"`
+}
+
+// Queue sets the data plane's limits.
+type Queue struct {
+	MaxPayloadBytes    int           `koanf:"max_payload_bytes"`    // Default 1 MiB.
+	MaxDelay           time.Duration `koanf:"max_delay"`            // Default 8760h (a year).
+	DefaultMaxAttempts int           `koanf:"default_max_attempts"` // Default 25.
+}
+
+// HTTP configures the API server.
+type HTTP struct {
+	Enabled bool   `koanf:"enabled"` // Default true.
+	Listen  string `koanf:"listen"`  // Default 127.0.0.1:8080.
+	// Token, if set, is the bearer token every /v1 route requires.
+	Token             string        `koanf:"token"`
+	ReadOnly          bool          `koanf:"read_only"`           // refuse requeue, purge and recovery runs. Default false.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"` // Default 5s.
+	ReadTimeout       time.Duration `koanf:"read_timeout"`        // Default 15s.
+	WriteTimeout      time.Duration `koanf:"write_timeout"`       // Default 30s.
+	IdleTimeout       time.Duration `koanf:"idle_timeout"`        // Default 2m.
+	MaxConcurrent     int           `koanf:"max_concurrent"`      // requests in flight before 503. Default 1024.
+	MaxBodyBytes      int64         `koanf:"max_body_bytes"`      // Default 2 MiB.
+}
+
+// Worker configures the job workers.
+type Worker struct {
+	Enabled         bool          `koanf:"enabled"`          // Default true.
+	ID              string        `koanf:"id"`               // Default host:pid.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"` // Default 30s.
+	// Defaults of every topic; Topics overrides them per topic.
+	Concurrency int              `koanf:"concurrency"`  // Default 10.
+	BatchSize   int              `koanf:"batch_size"`   // Default 100.
+	Lease       time.Duration    `koanf:"lease"`        // Default 30s.
+	Heartbeat   time.Duration    `koanf:"heartbeat"`    // Default lease/3.
+	MaxIdle     time.Duration    `koanf:"max_idle"`     // Default 1s.
+	BackoffBase time.Duration    `koanf:"backoff_base"` // Default 1s.
+	BackoffCap  time.Duration    `koanf:"backoff_cap"`  // Default 1h.
+	MaxAttempts int              `koanf:"max_attempts"` // 0 = each job's own.
+	Topics      map[string]Topic `koanf:"topics"`
+}
+
+// Topic overrides the worker defaults for one topic; zero fields inherit.
+type Topic struct {
+	Concurrency int           `koanf:"concurrency"`
+	BatchSize   int           `koanf:"batch_size"`
+	Lease       time.Duration `koanf:"lease"`
+	Timeout     time.Duration `koanf:"timeout"`
+	BackoffBase time.Duration `koanf:"backoff_base"`
+	BackoffCap  time.Duration `koanf:"backoff_cap"`
+	MaxAttempts int           `koanf:"max_attempts"`
+}
+
+// Recovery configures the recoverer.
+type Recovery struct {
+	Enabled bool   `koanf:"enabled"` // Default true.
+	Spec    string `koanf:"spec"`    // cron spec. Default @every 30s.
+	// Grace is how long past its lease a ledger row must be before it
+	// counts as stale; more than the heartbeat. Default 1m.
+	Grace  time.Duration `koanf:"grace"`
+	DryRun bool          `koanf:"dry_run"` // report, change nothing. Default false.
+}
+
+// Orders configures the order auto-close module.
+type Orders struct {
+	Enabled       bool          `koanf:"enabled"`        // HTTP routes, close handler and sweeper. Default true.
+	PaymentWindow time.Duration `koanf:"payment_window"` // Default 30m.
+	SweeperSpec   string        `koanf:"sweeper_spec"`   // Default @every 1m.
+	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
+}
+
+// Defaults returns the configuration with every default filled in.
+func Defaults() Config {
+	return Config{
+		Log:   Log{Level: "info", Format: "auto"},
+		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
+		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
+			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true},
+		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25},
+		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
+		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
+			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
+			Topics: map[string]Topic{}},
+		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute},
+		Orders:   Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
+	}
+}

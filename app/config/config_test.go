@@ -1,0 +1,129 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/delayq/delayq/app/config"
+)
+
+// configs/delayq.yaml writes out every default: loading it must give
+// exactly Defaults().
+func TestShippedFileHoldsTheDefaults(t *testing.T) {
+	got, err := config.Load("../../configs/delayq.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := config.Defaults(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("configs/delayq.yaml differs from the defaults:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestProductionExampleLoads(t *testing.T) {
+	t.Setenv("DELAYQ_SQL_DSN", "u:p@tcp(db:3306)/delayq?parseTime=true")
+	t.Setenv("DELAYQ_HTTP_TOKEN", "secret")
+	c, err := config.Load("../../configs/production.example.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.Mode != "single" || c.SQL.Driver != "mysql" || c.Worker.Topics["order_close"].Concurrency != 50 {
+		t.Fatalf("production example: %+v", c)
+	}
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "delayq.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// File < environment < flags, key by key.
+func TestPrecedence(t *testing.T) {
+	path := writeFile(t, "redis:\n  mode: single\n  addrs: [file:6379]\nworker:\n  concurrency: 7\n  lease: 2m\nhttp:\n  listen: 127.0.0.1:9000\n")
+	t.Setenv("DELAYQ_WORKER_CONCURRENCY", "8")
+	t.Setenv("DELAYQ_HTTP_LISTEN", "127.0.0.1:9001")
+	t.Setenv("DELAYQ_TEST_REDIS_ADDR", "not configuration") // other DELAYQ_ variables are ignored
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	config.AddFlags(fs)
+	if err := fs.Parse([]string{"--listen", "127.0.0.1:9002"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(path, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.Addrs[0] != "file:6379" || c.Worker.Lease != 2*time.Minute {
+		t.Errorf("file values lost: %+v %+v", c.Redis, c.Worker)
+	}
+	if c.Worker.Concurrency != 8 {
+		t.Errorf("env did not override the file: concurrency %d", c.Worker.Concurrency)
+	}
+	if c.HTTP.Listen != "127.0.0.1:9002" {
+		t.Errorf("flag did not override env: listen %s", c.HTTP.Listen)
+	}
+	if c.Worker.BatchSize != 100 {
+		t.Errorf("default lost: batch size %d", c.Worker.BatchSize)
+	}
+}
+
+func TestEnvListAndFlagsSwitchBackends(t *testing.T) {
+	t.Setenv("DELAYQ_REDIS_ADDRS", "a:1,b:2")
+	t.Setenv("DELAYQ_REDIS_MODE", "cluster")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	config.AddFlags(fs)
+	if err := fs.Parse([]string{"--sql-dsn", "u:p@tcp(x:3306)/d"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load("", fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Redis.Addrs, []string{"a:1", "b:2"}) || c.Redis.Mode != "cluster" || c.SQL.Driver != "mysql" {
+		t.Fatalf("got %+v %+v", c.Redis, c.SQL)
+	}
+}
+
+// Invalid config is refused with the key, the value and why.
+func TestInvalidConfigNamesTheKey(t *testing.T) {
+	cases := []struct{ yaml, key string }{
+		{"redis:\n  mode: clustr\n", "redis.mode"},
+		{"redis:\n  mode: single\n", "redis.addrs"},
+		{"redis:\n  mode: single\n  addrs: [nohostport]\n", "redis.addrs"},
+		{"sql:\n  driver: mysql\n", "sql.dsn"},
+		{"worker:\n  lease: 10ms\n", "worker.lease"},
+		{"worker:\n  heartbeat: 40s\n", "worker.heartbeat"},
+		{"recovery:\n  grace: 5s\n", "recovery.grace"},
+		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
+		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
+		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
+	}
+	for _, tc := range cases {
+		_, err := config.Load(writeFile(t, tc.yaml), nil)
+		var ce *config.Error
+		if !errors.As(err, &ce) || !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%q: err = %v, want a config.Error naming %s", tc.yaml, err, tc.key)
+		}
+	}
+}
+
+func TestUnknownKeysAndBadTypesAreRefused(t *testing.T) {
+	for _, body := range []string{"redis:\n  adrs: [a:1]\n", "worker:\n  concurrency: many\n", "nosuchsection: 1\n"} {
+		if _, err := config.Load(writeFile(t, body), nil); err == nil {
+			t.Errorf("%q accepted", body)
+		}
+	}
+	t.Setenv("DELAYQ_REDIS_ADRS", "a:1")
+	if _, err := config.Load("", nil); err == nil || !strings.Contains(err.Error(), "adrs") {
+		t.Errorf("unknown env key: %v", err)
+	}
+}

@@ -54,3 +54,65 @@ CREATE TABLE IF NOT EXISTS `dq_dead_letter` (
   PRIMARY KEY (`id`),
   KEY `idx_dq_dead_letter_topic_died` (`topic`, `died_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- ---------------------------------------------------------------------------
+-- Order auto-close, the reference job (package jobs/orderclose).
+--
+-- The same tables as `orderclose.Migrate` (gorm AutoMigrate) creates;
+-- orderclose's TestSchemaSQLMatchesMigrate keeps the two in agreement. They
+-- must live in the ledger's database: the close handler's business writes and
+-- the deletion of its ledger row commit in one transaction. Times are Unix
+-- milliseconds; money is integer cents.
+
+-- Stock-keeping units: what new orders may take. The CHECK (MySQL 8.0.16+,
+-- MariaDB 10.2+) backs the conditional updates that never let stock go
+-- negative.
+CREATE TABLE IF NOT EXISTS `skus` (
+  `id`          BIGINT      NOT NULL AUTO_INCREMENT,
+  `sku`         VARCHAR(64) NOT NULL,
+  `stock`       BIGINT      NOT NULL,
+  `price_cents` BIGINT      NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `idx_skus_sku` (`sku`),
+  CONSTRAINT `chk_skus_stock` CHECK (`stock` >= 0)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Orders: pending_payment until paid or closed (both moves are conditional
+-- updates from pending_payment). The sweeper scans (status, pay_deadline).
+CREATE TABLE IF NOT EXISTS `orders` (
+  `id`           BIGINT      NOT NULL AUTO_INCREMENT,
+  `order_no`     VARCHAR(64) NOT NULL,
+  `user_id`      VARCHAR(64) NOT NULL,
+  `amount_cents` BIGINT      NOT NULL,
+  `status`       VARCHAR(16) NOT NULL,
+  `created_at`   BIGINT      NOT NULL,
+  `pay_deadline` BIGINT      NOT NULL,
+  `paid_at`      BIGINT      DEFAULT NULL,
+  `closed_at`    BIGINT      DEFAULT NULL,
+  `close_reason` VARCHAR(32) NOT NULL,
+  `version`      INT         NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `idx_orders_order_no` (`order_no`),
+  KEY `idx_orders_status_deadline` (`status`, `pay_deadline`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Order lines: the stock each order holds, one row per SKU.
+CREATE TABLE IF NOT EXISTS `order_items` (
+  `id`       BIGINT      NOT NULL AUTO_INCREMENT,
+  `order_no` VARCHAR(64) NOT NULL,
+  `sku`      VARCHAR(64) NOT NULL,
+  `quantity` BIGINT      NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `idx_order_items_order_sku` (`order_no`, `sku`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Close log: one row per closed order. Its unique key is what makes a second
+-- close a no-op (no second stock release).
+CREATE TABLE IF NOT EXISTS `order_close_log` (
+  `id`          BIGINT      NOT NULL AUTO_INCREMENT,
+  `order_no`    VARCHAR(64) NOT NULL,
+  `closed_at`   BIGINT      NOT NULL,
+  `job_attempt` INT         NOT NULL,
+  PRIMARY KEY (`id`),
+  UNIQUE KEY `idx_order_close_log_order_no` (`order_no`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

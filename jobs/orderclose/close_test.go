@@ -1,0 +1,211 @@
+package orderclose_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// claim does what a worker does before it runs a handler: it claims the
+// order's close job from Redis (waiting until it is due) and records the
+// claim in the ledger.
+func (w *world) claim(no string, lease time.Duration) *queue.Job {
+	w.t.Helper()
+	var job *queue.Job
+	waitFor(w.t, 10*time.Second, "the close job of "+no+" to be claimable", func() bool {
+		cl, err := w.q.Claim(ctxT(w.t), orderclose.Topic, 1, lease)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if len(cl.Jobs) == 0 {
+			return false
+		}
+		if cl.Jobs[0].ID != orderclose.JobID(no) {
+			w.t.Fatalf("claimed %s, want the close job of %s", cl.Jobs[0].ID, no)
+		}
+		job = cl.Jobs[0]
+		return true
+	})
+	if err := w.led.Record(ctxT(w.t), []*queue.Job{job}, "test:1"); err != nil {
+		w.t.Fatal(err)
+	}
+	return job
+}
+
+// recordedJob records a close job in the ledger without Redis, as a claim
+// of the given attempt.
+func (w *world) recordedJob(no string, attempt int) *queue.Job {
+	w.t.Helper()
+	now := time.Now().UnixMilli()
+	job := &queue.Job{Topic: orderclose.Topic, ID: orderclose.JobID(no), Payload: []byte(`{}`), Attempt: attempt,
+		MaxAttempts: 25, EnqueuedAt: now, RunAt: now, LeaseUntil: now + 30_000}
+	if err := w.led.Record(ctxT(w.t), []*queue.Job{job}, "test:1"); err != nil {
+		w.t.Fatal(err)
+	}
+	return job
+}
+
+func (w *world) assertNoLedgerRow(no string) {
+	w.t.Helper()
+	if _, err := w.led.Row(ctxT(w.t), orderclose.Topic, orderclose.JobID(no)); !errors.Is(err, ledger.ErrNotFound) {
+		w.t.Fatalf("ledger row of %s: %v, want ErrNotFound", no, err)
+	}
+}
+
+// The close handler run twice for one order, as after a crash between the
+// commit and the Redis ack: the lease expires, the job is claimed again and
+// runs again. The second run changes nothing.
+func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	w.seed(map[string]int64{"A": 10, "B": 10})
+	c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}, {SKU: "B", Quantity: 1}}, PaymentWindow: 50 * time.Millisecond})
+	no := c.Order.OrderNo
+	h := w.svc.CloseHandler()
+
+	first := w.claim(no, 300*time.Millisecond)
+	if err := h.Handle(ctxT(t), first); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	closed := w.order(no)
+	if closed.Status != orderclose.StatusClosed || closed.ClosedAt == nil || closed.CloseReason != orderclose.CloseReasonTimeout || closed.Version != 2 {
+		t.Fatalf("after the first run: %+v", closed)
+	}
+	if got := w.stock(); got["A"] != 10 || got["B"] != 10 {
+		t.Fatalf("stock after the close %v, want all of it back", got)
+	}
+	if n := w.closeLogs(no); n != 1 {
+		t.Fatalf("close-log rows %d, want 1", n)
+	}
+	w.assertNoLedgerRow(no) // deleted in the handler's transaction
+	before := w.snapshot()
+
+	// No ack: the process "crashed" after the commit. The lease runs out
+	// and the job is handed out again.
+	second := w.claim(no, time.Minute)
+	if second.Attempt != 2 {
+		t.Fatalf("redelivered attempt %d, want 2", second.Attempt)
+	}
+	if err := h.Handle(ctxT(t), second); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if again := w.order(no); !reflect.DeepEqual(again, closed) {
+		t.Fatalf("second run changed the order:\n%+v\n%+v", closed, again)
+	}
+	w.assertUnchanged(before, "the second run")
+	var cl orderclose.CloseLog
+	if err := w.db.Where("order_no = ?", no).Take(&cl).Error; err != nil || cl.JobAttempt != 1 {
+		t.Fatalf("close log %+v (%v): want the first attempt's", cl, err)
+	}
+	w.assertNoLedgerRow(no)
+
+	d, err := w.svc.Get(ctxT(t), no)
+	if err != nil || d.Close == nil || d.Close.ClosedAt != *closed.ClosedAt {
+		t.Fatalf("Get: %+v, %v", d, err)
+	}
+	if _, err := w.svc.Pay(ctxT(t), no); !errors.Is(err, orderclose.ErrOrderClosed) {
+		t.Fatalf("Pay of a closed order: %v, want ErrOrderClosed", err)
+	}
+	if o := w.order(no); !reflect.DeepEqual(o, closed) {
+		t.Fatalf("refused payment changed the order: %+v", o)
+	}
+}
+
+// A paid order's close job (in flight when the payment came, so not
+// cancelled) succeeds without touching anything but its ledger row.
+func TestCloseHandlerLeavesPaidOrder(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	w.seed(map[string]int64{"A": 10})
+	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: 20 * time.Millisecond}).Order.OrderNo
+	job := w.claim(no, time.Minute)
+	paid, err := w.svc.Pay(ctxT(t), no) // the cancel finds the job in flight
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.svc.CloseHandler().Handle(ctxT(t), job); err != nil {
+		t.Fatalf("close of a paid order: %v", err)
+	}
+	if o := w.order(no); !reflect.DeepEqual(o, *paid) {
+		t.Fatalf("order %+v, want it paid as it was: %+v", o, *paid)
+	}
+	if w.stock()["A"] != 6 || w.closeLogs(no) != 0 {
+		t.Fatalf("stock %v, close logs %d: the paid order keeps its stock", w.stock(), w.closeLogs(no))
+	}
+	w.assertNoLedgerRow(no)
+}
+
+// A close-log row that exists already means the close was done: the order
+// is closed without a second stock release.
+func TestCloseHandlerDuplicateCloseLog(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	w.seed(map[string]int64{"A": 10})
+	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: time.Millisecond}).Order.OrderNo
+	if err := w.db.Create(&orderclose.CloseLog{OrderNo: no, ClosedAt: 1, JobAttempt: 1}).Error; err != nil {
+		t.Fatal(err)
+	}
+	job := w.recordedJob(no, 1)
+	waitFor(t, 5*time.Second, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
+	if err := w.svc.CloseHandler().Handle(ctxT(t), job); err != nil {
+		t.Fatalf("close with a close-log row present: %v", err)
+	}
+	if o := w.order(no); o.Status != orderclose.StatusClosed {
+		t.Fatalf("order %+v, want closed", o)
+	}
+	if w.stock()["A"] != 6 || w.closeLogs(no) != 1 {
+		t.Fatalf("stock %v, close logs %d: want no second release and one row", w.stock(), w.closeLogs(no))
+	}
+	w.assertNoLedgerRow(no)
+}
+
+// A close job that runs before the deadline closes nothing and asks to run
+// again after it; a job id that names no order is buried at once.
+func TestCloseHandlerRefusals(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	w.seed(map[string]int64{"A": 10})
+	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: time.Hour}).Order.OrderNo
+	h := w.svc.CloseHandler()
+	before := w.snapshot()
+
+	early := w.recordedJob(no, 1)
+	if err := h.Handle(ctxT(t), early); err == nil || errors.Is(err, queue.ErrSkipRetry) {
+		t.Fatalf("close before the deadline: %v, want a retry", err)
+	}
+	if _, err := w.led.Row(ctxT(t), orderclose.Topic, early.ID); err != nil {
+		t.Fatalf("ledger row after the early run: %v, want it kept", err)
+	}
+
+	bad := &queue.Job{Topic: orderclose.Topic, ID: "something_else:1", Attempt: 1}
+	if err := h.Handle(ctxT(t), bad); !errors.Is(err, queue.ErrSkipRetry) {
+		t.Fatalf("job with a foreign id: %v, want SkipRetry", err)
+	}
+	w.assertUnchanged(before, "refused close runs")
+}
+
+// A run whose claim was taken over by another worker (its ledger row now
+// belongs to a later attempt) rolls its close back: the current owner
+// closes the order.
+func TestCloseHandlerLostClaimCommitsNothing(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	w.seed(map[string]int64{"A": 10})
+	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: time.Millisecond}).Order.OrderNo
+	waitFor(t, 5*time.Second, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
+	stale := w.recordedJob(no, 1)
+	w.recordedJob(no, 2) // the takeover
+	before := w.snapshot()
+	if err := w.svc.CloseHandler().Handle(ctxT(t), stale); !errors.Is(err, ledger.ErrClaimLost) {
+		t.Fatalf("run of a lost claim: %v, want ErrClaimLost", err)
+	}
+	w.assertUnchanged(before, "a run of a lost claim")
+	if o := w.order(no); o.Status != orderclose.StatusPending {
+		t.Fatalf("order %+v, want it still pending", o)
+	}
+}

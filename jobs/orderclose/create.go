@@ -1,0 +1,251 @@
+package orderclose
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Item is one line of a new order.
+type Item struct {
+	SKU      string
+	Quantity int64
+}
+
+// NewOrder is an order to create.
+type NewOrder struct {
+	// User is who placed the order; optional, at most 64 bytes of UTF-8.
+	User  string
+	Items []Item
+	// PaymentWindow is how long the order waits for its payment; 0 means
+	// Config.PaymentWindow.
+	PaymentWindow time.Duration
+}
+
+// Created is a new order, and whether its close job was scheduled.
+type Created struct {
+	OrderDetails
+	// CloseScheduled is false when the close job could not be enqueued
+	// (Redis down): the order stands, the failure was logged and counted,
+	// and the Sweeper closes the order after its deadline plus the grace
+	// period.
+	CloseScheduled bool
+}
+
+// line is a validated item with its position in the request.
+type line struct {
+	Item
+	idx int
+}
+
+func (l line) field(name string) string { return fmt.Sprintf("items[%d].%s", l.idx, name) }
+
+// CreateOrder creates an order pending payment: in one transaction it takes
+// the stock of every line (a conditional update that never lets stock go
+// below zero) and inserts the order and its lines; then it enqueues the
+// order's close job, due at the pay deadline.
+//
+// Bad input returns an *InputError (errors.Is ErrInvalid; an unknown SKU
+// also ErrUnknownSKU), short stock a *StockError (ErrInsufficientStock);
+// either way nothing was written. A failed enqueue is not an error: see
+// Created.CloseScheduled.
+func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error) {
+	lines, window, err := s.validate(in)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	var order Order
+	var items []OrderItem
+	// An order number is 40 random bits per second: a collision is
+	// improbable, but would only cost another try.
+	for try := 1; ; try++ {
+		no, err := newOrderNo(now)
+		if err != nil {
+			return nil, err
+		}
+		order = Order{
+			OrderNo:     no,
+			UserID:      in.User,
+			Status:      StatusPending,
+			CreatedAt:   now.UnixMilli(),
+			PayDeadline: now.Add(window).UnixMilli(),
+			Version:     1,
+		}
+		items = make([]OrderItem, len(lines))
+		for i, l := range lines {
+			items[i] = OrderItem{OrderNo: no, SKU: l.SKU, Quantity: l.Quantity}
+		}
+		err = retryDeadlocks(ctx, func() error {
+			return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				return s.insertOrder(tx, &order, lines, items)
+			})
+		})
+		if err == nil {
+			break
+		}
+		if try < 3 && isDuplicate(s.db, err) {
+			continue
+		}
+		return nil, err
+	}
+	s.orderLog(order.OrderNo).WithFields(logrus.Fields{
+		"amount_cents": order.AmountCents, "pay_deadline": order.PayDeadline,
+	}).Debug("order created")
+	return &Created{
+		OrderDetails:   OrderDetails{Order: order, Items: items},
+		CloseScheduled: s.scheduleClose(ctx, &order),
+	}, nil
+}
+
+// validate checks a new order before anything is read or written. It
+// returns its lines sorted by SKU (the order every transaction of the
+// package takes SKU rows in, so two of them never deadlock on each other)
+// and its payment window.
+func (s *Service) validate(in NewOrder) ([]line, time.Duration, error) {
+	if len(in.User) > maxUserLen || !utf8.ValidString(in.User) {
+		return nil, 0, &InputError{Field: "user", Reason: fmt.Sprintf("want at most %d bytes of UTF-8", maxUserLen)}
+	}
+	window := in.PaymentWindow
+	if window == 0 {
+		window = s.cfg.PaymentWindow
+	}
+	if window < time.Millisecond || window > s.cfg.MaxPaymentWindow {
+		return nil, 0, &InputError{Field: "payment_window_ms",
+			Reason: fmt.Sprintf("%d: want 1 to %d milliseconds", in.PaymentWindow.Milliseconds(), s.cfg.MaxPaymentWindow.Milliseconds())}
+	}
+	if len(in.Items) == 0 {
+		return nil, 0, &InputError{Field: "items", Reason: "an order needs at least one item"}
+	}
+	if len(in.Items) > s.cfg.MaxItems {
+		return nil, 0, &InputError{Field: "items", Reason: fmt.Sprintf("%d items: limit is %d", len(in.Items), s.cfg.MaxItems)}
+	}
+	lines := make([]line, len(in.Items))
+	seen := make(map[string]int, len(in.Items))
+	for i, it := range in.Items {
+		l := line{Item: it, idx: i}
+		if it.SKU == "" || len(it.SKU) > maxSKULen || !utf8.ValidString(it.SKU) {
+			return nil, 0, &InputError{Field: l.field("sku"), Reason: fmt.Sprintf("want 1-%d bytes of UTF-8", maxSKULen)}
+		}
+		if j, dup := seen[it.SKU]; dup {
+			return nil, 0, &InputError{Field: l.field("sku"), Reason: fmt.Sprintf("%q is already items[%d]: give each SKU once", it.SKU, j)}
+		}
+		seen[it.SKU] = i
+		if it.Quantity < 1 || it.Quantity > s.cfg.MaxQuantity {
+			return nil, 0, &InputError{Field: l.field("quantity"), Reason: fmt.Sprintf("%d: want 1 to %d", it.Quantity, s.cfg.MaxQuantity)}
+		}
+		lines[i] = l
+	}
+	slices.SortFunc(lines, func(a, b line) int { return strings.Compare(a.SKU, b.SKU) })
+	return lines, window, nil
+}
+
+// insertOrder is CreateOrder's transaction: it prices the lines, takes
+// their stock in SKU order, and inserts the order and its items.
+func (s *Service) insertOrder(tx *gorm.DB, order *Order, lines []line, items []OrderItem) error {
+	skus := make([]string, len(lines))
+	for i, l := range lines {
+		skus[i] = l.SKU
+	}
+	var rows []SKU
+	if err := tx.Where("sku IN ?", skus).Find(&rows).Error; err != nil {
+		return fmt.Errorf("orderclose: create order: read skus: %w", err)
+	}
+	price := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		price[r.SKU] = r.PriceCents
+	}
+	var amount int64
+	for _, l := range byRequest(lines) {
+		p, ok := price[l.SKU]
+		if !ok {
+			return &InputError{Field: l.field("sku"), Kind: ErrUnknownSKU, Reason: fmt.Sprintf("%q: no such SKU", l.SKU)}
+		}
+		if p > 0 && l.Quantity > (math.MaxInt64-amount)/p {
+			return &InputError{Field: l.field("quantity"), Reason: "the order's amount overflows"}
+		}
+		amount += l.Quantity * p
+	}
+	order.AmountCents = amount
+
+	for _, l := range lines {
+		res := tx.Model(&SKU{}).Where("sku = ? AND stock >= ?", l.SKU, l.Quantity).
+			Update("stock", gorm.Expr("stock - ?", l.Quantity))
+		if res.Error != nil {
+			return fmt.Errorf("orderclose: create order: take stock of %s: %w", l.SKU, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			var left SKU
+			if err := tx.Select("stock").Where("sku = ?", l.SKU).Take(&left).Error; err != nil {
+				return fmt.Errorf("orderclose: create order: read stock of %s: %w", l.SKU, err)
+			}
+			return &StockError{Field: l.field("quantity"), SKU: l.SKU, Requested: l.Quantity, Available: left.Stock}
+		}
+	}
+	if err := tx.Create(order).Error; err != nil {
+		return fmt.Errorf("orderclose: create order %s: %w", order.OrderNo, err)
+	}
+	if err := tx.Create(&items).Error; err != nil {
+		return fmt.Errorf("orderclose: create order %s: items: %w", order.OrderNo, err)
+	}
+	return nil
+}
+
+// byRequest returns lines in the order the request gave them, so that the
+// first bad line is the one reported.
+func byRequest(lines []line) []line {
+	out := slices.Clone(lines)
+	slices.SortFunc(out, func(a, b line) int { return a.idx - b.idx })
+	return out
+}
+
+// closePayload is the close job's payload: the job id already names the
+// order; the payload makes the job readable in redis-cli and the ledger.
+type closePayload struct {
+	OrderNo     string `json:"order_no"`
+	PayDeadline int64  `json:"pay_deadline"`
+}
+
+// scheduleClose enqueues the order's close job, due at its pay deadline,
+// and reports whether it did. The order is committed already: a failure is
+// logged, counted and passed to Config.OnEnqueueError, never returned. The
+// enqueue outlives a cancelled ctx (a client that hung up after the commit
+// still gets its order closed) but not Config.EnqueueTimeout.
+func (s *Service) scheduleClose(ctx context.Context, o *Order) bool {
+	log := s.orderLog(o.OrderNo)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
+	defer cancel()
+	payload, err := json.Marshal(closePayload{OrderNo: o.OrderNo, PayDeadline: o.PayDeadline})
+	if err == nil {
+		var res queue.EnqueueResult
+		res, err = s.q.Enqueue(ectx, Topic, queue.NewJob{
+			ID:          JobID(o.OrderNo),
+			Payload:     payload,
+			RunAt:       o.PayDeadline,
+			MaxAttempts: s.cfg.MaxAttempts,
+		})
+		if err == nil {
+			if res.Duplicate {
+				log.Warn("close job already enqueued")
+			}
+			return true
+		}
+	}
+	n := s.enqueueFailures.Add(1)
+	log.WithError(err).WithField("enqueue_failures", n).
+		Error("order created but its close job could not be enqueued: the sweeper will close it after its deadline")
+	if s.cfg.OnEnqueueError != nil {
+		s.cfg.OnEnqueueError(ctx, o.OrderNo, fmt.Errorf("orderclose: enqueue close job of %s: %w", o.OrderNo, err))
+	}
+	return false
+}

@@ -1,0 +1,31 @@
+// Package orderclose is delayq's reference job: an order not paid within its
+// payment window is closed and its reserved stock released, exactly once in
+// effect, whatever fails.
+//
+// The pieces:
+//
+//   - Service.CreateOrder takes the stock and inserts the order and its items
+//     in one transaction, then enqueues the close job "order_close:<order_no>"
+//     on topic "order_close", due at the pay deadline. An enqueue that fails
+//     (Redis down) leaves the order standing; the failure is logged and
+//     counted (Service.EnqueueFailures, Config.OnEnqueueError), and the
+//     Sweeper closes the order later.
+//   - Service.Pay moves pending_payment to paid with a conditional update and
+//     then cancels the close job, best effort.
+//   - The close handler (Register attaches it to a queue.Worker) runs under
+//     ledger.Transactional: pending_payment to closed, the close-log row and
+//     the stock given back commit together with the deletion of the job's
+//     ledger row. The conditional update and the unique key of
+//     order_close_log make a second run a no-op.
+//   - The Sweeper, a cron job that one process at a time runs, re-enqueues
+//     the close job of every pending order past its deadline plus a grace
+//     period: the safety net for the dual write between MySQL and Redis and
+//     for jobs Redis lost before any worker claimed them.
+//   - NewHTTPHandler serves POST /v1/orders, POST /v1/orders/{no}/pay and
+//     GET /v1/orders/{no}, for the program to mount (or not).
+//
+// The orders tables must live in the ledger's database: the close handler's
+// business writes and the ledger row's deletion are one transaction. Migrate
+// creates them; deployments/mysql/schema.sql holds the same tables (a test
+// keeps the two in agreement).
+package orderclose

@@ -1,0 +1,206 @@
+package orderclose_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// world is one test's services: a Redis namespace (or a Redis of its own),
+// a MariaDB database with the ledger and the orders tables, and a Service.
+type world struct {
+	t   *testing.T
+	rdb redis.UniversalClient
+	ns  string
+	db  *gorm.DB
+	led *ledger.Ledger
+	q   *queue.Client
+	svc *orderclose.Service
+}
+
+// newWorld builds a world on the shared Redis (rdb nil) or on rdb, with
+// cfg's zero fields left to the defaults except a quiet logger.
+func newWorld(t *testing.T, rdb redis.UniversalClient, cfg orderclose.Config) *world {
+	t.Helper()
+	ns := "dq" // a Redis of the test's own
+	if rdb == nil {
+		rdb, ns = testenv.Redis(t)
+	}
+	return newWorldOn(t, rdb, ns, testenv.MySQL(t), cfg)
+}
+
+func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB, cfg orderclose.Config) *world {
+	t.Helper()
+	// Parallel tests share one MariaDB (max_connections 151 by default).
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(24)
+	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Migrate(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := orderclose.Migrate(ctxT(t), db); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	svc, err := orderclose.New(led, q, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc}
+}
+
+// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
+func quietLogger() *logrus.Logger {
+	l := logrus.New()
+	if os.Getenv("DELAYQ_TEST_LOG") == "" {
+		l.SetOutput(io.Discard)
+	} else {
+		l.SetLevel(logrus.DebugLevel)
+	}
+	return l
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// seed creates SKUs with the given stock, price 100 cents each.
+func (w *world) seed(stock map[string]int64) {
+	w.t.Helper()
+	var skus []orderclose.SKU
+	for sku, n := range stock {
+		skus = append(skus, orderclose.SKU{SKU: sku, Stock: n, PriceCents: 100})
+	}
+	if err := orderclose.SeedSKUs(ctxT(w.t), w.db, skus...); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// stock returns every SKU's available stock.
+func (w *world) stock() map[string]int64 {
+	w.t.Helper()
+	var rows []orderclose.SKU
+	if err := w.db.Find(&rows).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.SKU] = r.Stock
+	}
+	return out
+}
+
+// count returns the number of rows of model's table.
+func (w *world) count(model any) int64 {
+	w.t.Helper()
+	var n int64
+	if err := w.db.Model(model).Count(&n).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+func (w *world) mustCreate(in orderclose.NewOrder) *orderclose.Created {
+	w.t.Helper()
+	c, err := w.svc.CreateOrder(ctxT(w.t), in)
+	if err != nil {
+		w.t.Fatalf("CreateOrder: %v", err)
+	}
+	return c
+}
+
+func (w *world) order(no string) orderclose.Order {
+	w.t.Helper()
+	var o orderclose.Order
+	if err := w.db.Where("order_no = ?", no).Take(&o).Error; err != nil {
+		w.t.Fatalf("order %s: %v", no, err)
+	}
+	return o
+}
+
+// closeLogs returns how many close-log rows an order has.
+func (w *world) closeLogs(no string) int64 {
+	w.t.Helper()
+	var n int64
+	if err := w.db.Model(&orderclose.CloseLog{}).Where("order_no = ?", no).Count(&n).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// newWorker returns a worker on the world's queue and ledger with the close
+// handler registered.
+func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
+	w.t.Helper()
+	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: quietLogger(), MaxIdle: 200 * time.Millisecond})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := orderclose.Register(wk, w.svc, tc); err != nil {
+		w.t.Fatal(err)
+	}
+	return wk
+}
+
+// startWorker runs wk until the test ends (or the returned stop is called).
+func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- wk.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("worker: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("worker did not stop within a minute")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,100 @@
+package orderclose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// Service creates, pays, reads and closes orders. It is safe for concurrent
+// use.
+type Service struct {
+	led *ledger.Ledger
+	db  *gorm.DB // the ledger's database
+	q   *queue.Client
+	cfg Config
+	log logrus.FieldLogger
+
+	enqueueFailures atomic.Int64
+}
+
+// New returns a Service whose orders live in the ledger's database (see
+// Migrate) and whose close jobs go through q. The caller owns both.
+func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
+	if led == nil || q == nil {
+		return nil, errors.New("orderclose: New needs a ledger and a queue client")
+	}
+	qc := q.Config()
+	cfg, err := cfg.withDefaults(qc.Namespace, qc.MaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxPaymentWindow > qc.MaxDelay {
+		return nil, fmt.Errorf("orderclose: Config.MaxPaymentWindow %s is beyond the queue's MaxDelay %s: close jobs could not be enqueued", cfg.MaxPaymentWindow, qc.MaxDelay)
+	}
+	return &Service{
+		led: led,
+		db:  led.DB(),
+		q:   q,
+		cfg: cfg,
+		log: cfg.Logger,
+	}, nil
+}
+
+// Config returns the service's configuration with defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// EnqueueFailures is how many orders were created whose close job could not
+// be enqueued (since the Service was made). Each such order is closed by the
+// Sweeper after its deadline plus the grace period.
+func (s *Service) EnqueueFailures() int64 { return s.enqueueFailures.Load() }
+
+// OrderDetails is an order with its lines and, once closed, its close-log
+// row.
+type OrderDetails struct {
+	Order Order
+	Items []OrderItem // by SKU
+	Close *CloseLog   // nil unless the order was closed
+}
+
+// Get returns an order with its lines, or an error wrapping
+// ErrOrderNotFound, or an *InputError for a malformed order number.
+func (s *Service) Get(ctx context.Context, orderNo string) (*OrderDetails, error) {
+	if err := validOrderNo(orderNo); err != nil {
+		return nil, err
+	}
+	db := s.db.WithContext(ctx)
+	d := &OrderDetails{}
+	if err := db.Where("order_no = ?", orderNo).Take(&d.Order).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, fmt.Errorf("orderclose: get %s: %w", orderNo, ErrOrderNotFound)
+		}
+		return nil, fmt.Errorf("orderclose: get %s: %w", orderNo, err)
+	}
+	if err := db.Where("order_no = ?", orderNo).Order("sku").Find(&d.Items).Error; err != nil {
+		return nil, fmt.Errorf("orderclose: get %s: items: %w", orderNo, err)
+	}
+	if d.Order.Status == StatusClosed {
+		var cl CloseLog
+		err := db.Where("order_no = ?", orderNo).Take(&cl).Error
+		switch {
+		case err == nil:
+			d.Close = &cl
+		case !errors.Is(err, gorm.ErrRecordNotFound):
+			return nil, fmt.Errorf("orderclose: get %s: close log: %w", orderNo, err)
+		}
+	}
+	return d, nil
+}
+
+// orderLog returns a logger with the order's fields.
+func (s *Service) orderLog(orderNo string) logrus.FieldLogger {
+	return s.log.WithFields(logrus.Fields{"topic": Topic, "job": JobID(orderNo), "order": orderNo})
+}

@@ -1,0 +1,256 @@
+package orderclose_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/redislock"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/queue"
+)
+
+// runSweeper runs a Sweeper of w's service until the test ends.
+func runSweeper(t *testing.T, sw *orderclose.Sweeper) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sw.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("sweeper: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Error("sweeper did not stop within a minute")
+		}
+	})
+}
+
+// waitClosed waits until every order in nos is closed, then checks that
+// each has one close-log row and that all the stock is back.
+func (w *world) waitClosed(nos []string, initial map[string]int64, limit time.Duration) {
+	w.t.Helper()
+	waitFor(w.t, limit, "the sweeper to get every order closed", func() bool {
+		var n int64
+		if err := w.db.Model(&orderclose.Order{}).Where("order_no IN ? AND status = ?", nos, orderclose.StatusClosed).Count(&n).Error; err != nil {
+			w.t.Fatal(err)
+		}
+		return n == int64(len(nos))
+	})
+	for _, no := range nos {
+		if n := w.closeLogs(no); n != 1 {
+			w.t.Errorf("order %s: %d close-log rows, want 1", no, n)
+		}
+	}
+	if got := w.stock(); len(got) != len(initial) {
+		w.t.Errorf("stock %v, want %v", got, initial)
+	} else {
+		for sku, n := range initial {
+			if got[sku] != n {
+				w.t.Errorf("stock of %s %d, want %d (all of it back, once)", sku, got[sku], n)
+			}
+		}
+	}
+}
+
+// Orders created while Redis is down still stand; the failed enqueue is
+// logged and counted; once Redis is back, the sweeper closes every one of
+// them after its deadline.
+func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t, testenv.RedisOptions{})
+	// No retries: a refused connection fails the enqueue at once.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var reported sync.Map
+	var reports atomic.Int64
+	w := newWorld(t, rdb, orderclose.Config{
+		SweepSpec:  "@every 1s",
+		SweepGrace: 100 * time.Millisecond,
+		OnEnqueueError: func(_ context.Context, no string, err error) {
+			reported.Store(no, err)
+			reports.Add(1)
+		},
+	})
+	initial := map[string]int64{"A": 100, "B": 100}
+	w.seed(initial)
+
+	srv.Kill(t)
+	const n = 20
+	var nos []string
+	for i := 0; i < n; i++ {
+		c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}, PaymentWindow: 200 * time.Millisecond})
+		if c.CloseScheduled {
+			t.Fatalf("order %s: close job scheduled with Redis down", c.Order.OrderNo)
+		}
+		if _, ok := reported.Load(c.Order.OrderNo); !ok {
+			t.Fatalf("order %s: enqueue failure not reported", c.Order.OrderNo)
+		}
+		nos = append(nos, c.Order.OrderNo)
+	}
+	if w.svc.EnqueueFailures() != n || reports.Load() != n {
+		t.Fatalf("enqueue failures %d, reported %d; want %d", w.svc.EnqueueFailures(), reports.Load(), n)
+	}
+	if got := w.stock(); got["A"] != 100-2*n || got["B"] != 100-n {
+		t.Fatalf("stock %v: the orders must stand and hold their stock", got)
+	}
+	sw := orderclose.NewSweeper(w.svc)
+	if _, ran, err := sw.RunOnce(ctxT(t)); ran || err == nil {
+		t.Fatalf("sweep with Redis down: ran %v, err %v; want an error", ran, err)
+	}
+
+	// Redis is back, empty (no persistence): nothing knows of the orders
+	// but MySQL.
+	srv.Restart(t)
+	startWorker(t, w.newWorker(queue.TopicConfig{}))
+	runSweeper(t, sw)
+	w.waitClosed(nos, initial, 20*time.Second)
+	if sw.Enqueued() < n {
+		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
+	}
+}
+
+// Close jobs lost by Redis before any worker claimed them (their keys
+// deleted, as by a FLUSHALL of this test's namespace): the sweeper closes
+// every order.
+func TestSweeperClosesOrdersWhoseJobsRedisLost(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{SweepSpec: "@every 1s", SweepGrace: 100 * time.Millisecond})
+	initial := map[string]int64{"A": 100}
+	w.seed(initial)
+	const n = 30
+	var nos []string
+	for i := 0; i < n; i++ {
+		nos = append(nos, w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond}).Order.OrderNo)
+	}
+	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != n {
+		t.Fatalf("close jobs waiting: %+v, %v; want %d", st, err, n)
+	}
+	deleteNamespace(t, w.rdb, w.ns)
+	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != 0 {
+		t.Fatalf("close jobs after the flush: %+v, %v; want none", st, err)
+	}
+
+	sw := orderclose.NewSweeper(w.svc)
+	startWorker(t, w.newWorker(queue.TopicConfig{}))
+	runSweeper(t, sw)
+	w.waitClosed(nos, initial, 20*time.Second)
+	if sw.Enqueued() < n {
+		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
+	}
+}
+
+// deleteNamespace deletes every key of the test's namespace (and only
+// those: the Redis is shared).
+func deleteNamespace(t *testing.T, rdb redis.UniversalClient, ns string) {
+	t.Helper()
+	var cursor uint64
+	for {
+		keys, next, err := rdb.Scan(ctxT(t), cursor, ns+":*", 500).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) > 0 {
+			if err := rdb.Del(ctxT(t), keys...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if next == 0 {
+			return
+		}
+		cursor = next
+	}
+}
+
+// The sweeper looks only at pending orders past deadline plus grace, in
+// pages, in a stable order (orders with one deadline are ordered by id),
+// and a second sweep finds every job there already.
+func TestSweeperPages(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Now().Add(-time.Hour).UnixMilli())
+	w := newWorld(t, nil, orderclose.Config{
+		SweepPageSize: 4,
+		SweepGrace:    time.Minute,
+		Now:           func() time.Time { return time.UnixMilli(clock.Load()) },
+	})
+	w.seed(map[string]int64{"A": 1000})
+	item := []orderclose.Item{{SKU: "A", Quantity: 1}}
+
+	// An hour ago: 25 orders with one deadline, one of them paid since.
+	var overdue []string
+	for i := 0; i < 25; i++ {
+		overdue = append(overdue, w.mustCreate(orderclose.NewOrder{Items: item, PaymentWindow: time.Second}).Order.OrderNo)
+	}
+	// Now: orders within their window, or past it by less than the grace.
+	clock.Store(time.Now().UnixMilli())
+	w.mustCreate(orderclose.NewOrder{Items: item, PaymentWindow: time.Hour})
+	w.mustCreate(orderclose.NewOrder{Items: item, PaymentWindow: time.Millisecond})
+	if _, err := w.svc.Pay(ctxT(t), overdue[7]); err != nil {
+		t.Fatal(err)
+	}
+	overdue = append(overdue[:7], overdue[8:]...)
+	deleteNamespace(t, w.rdb, w.ns) // every close job lost
+
+	sw := orderclose.NewSweeper(w.svc)
+	clock.Store(time.Now().UnixMilli() + 100) // the 1 ms order is past its deadline, not its grace
+	rep, ran, err := sw.RunOnce(ctxT(t))
+	if err != nil || !ran {
+		t.Fatalf("sweep: ran %v, %v", ran, err)
+	}
+	if rep.Overdue != 24 || rep.Enqueued != 24 || rep.Duplicates != 0 || rep.Pages != 6 {
+		t.Fatalf("first sweep %+v: want 24 overdue orders in 6 pages, all enqueued", rep)
+	}
+	for _, no := range overdue {
+		if info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateScheduled {
+			t.Fatalf("close job of %s: %+v, %v", no, info, err)
+		}
+	}
+	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != 24 {
+		t.Fatalf("stats %+v, %v: want exactly the 24 overdue orders' jobs", st, err)
+	}
+	// One close job fails for good.
+	cl, err := w.q.Claim(ctxT(t), orderclose.Topic, 1, time.Minute)
+	if err != nil || len(cl.Jobs) != 1 {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	if n, _, err := w.q.Bury(ctxT(t), []queue.BuryRequest{{Ref: cl.Jobs[0].Ref(), Reason: "test"}}); n != 1 || err != nil {
+		t.Fatalf("bury: %d, %v", n, err)
+	}
+	rep, _, err = sw.RunOnce(ctxT(t))
+	if err != nil || rep.Overdue != 24 || rep.Enqueued != 0 || rep.Duplicates != 24 || rep.Dead != 1 {
+		t.Fatalf("second sweep %+v, %v: want 24 duplicates, one of them dead", rep, err)
+	}
+	if sw.Runs() != 2 || sw.Enqueued() != 24 {
+		t.Fatalf("runs %d enqueued %d", sw.Runs(), sw.Enqueued())
+	}
+}
+
+// One sweeper at a time: while another process holds the lock, a sweep is
+// skipped.
+func TestSweeperOneAtATime(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{})
+	sw := orderclose.NewSweeper(w.svc)
+	other := redislock.New(w.rdb, w.svc.Config().SweepLockKey, time.Minute)
+	if ok, err := other.TryAcquire(ctxT(t)); !ok || err != nil {
+		t.Fatalf("lock: %v, %v", ok, err)
+	}
+	if _, ran, err := sw.RunOnce(ctxT(t)); ran || err != nil {
+		t.Fatalf("sweep while another holds the lock: ran %v, %v", ran, err)
+	}
+	if err := other.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ran, err := sw.RunOnce(ctxT(t)); !ran || err != nil {
+		t.Fatalf("sweep with the lock free: ran %v, %v", ran, err)
+	}
+}

@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// The error codes of the API. They are part of its contract: clients and the
+// CLI branch on them, so a code is never renamed or reused for another
+// meaning; new ones may be added.
+const (
+	// 400: bad input. Field names the JSON field or query parameter.
+	CodeMalformedJSON      = "malformed_json"       // not JSON, truncated, trailing data, not an object
+	CodeUnknownField       = "unknown_field"        // a JSON field the endpoint does not take
+	CodeInvalidValue       = "invalid_value"        // wrong JSON type, or a value out of range (query parameters too)
+	CodeMissingField       = "missing_field"        // a required field is absent
+	CodeConflictingFields  = "conflicting_fields"   // two fields that exclude each other (payload and payload_base64, delay_ms and run_at, id and all)
+	CodeInvalidTopic       = "invalid_topic"        // queue.ErrInvalidTopic
+	CodeInvalidID          = "invalid_id"           // queue.ErrInvalidID
+	CodeInvalidPayload     = "invalid_payload"      // payload_base64 is not base64
+	CodePayloadTooLarge    = "payload_too_large"    // queue.ErrPayloadTooLarge
+	CodeInvalidRunAt       = "invalid_run_at"       // queue.ErrInvalidRunAt: delay_ms or run_at out of range
+	CodeInvalidMaxAttempts = "invalid_max_attempts" // queue.ErrInvalidMaxAttempts
+	CodeBatchTooLarge      = "batch_too_large"      // queue.ErrBatchTooLarge: more jobs than Config.MaxBatch
+
+	CodeUnauthorized         = "unauthorized"           // 401: missing or wrong bearer token
+	CodeReadOnly             = "read_only"              // 403: the API runs read-only
+	CodeNotFound             = "not_found"              // 404: no such job, dead job or route
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeJobInFlight          = "job_in_flight"          // 409: a worker holds the job; its handler may be running
+	CodeJobDead              = "job_dead"               // 409: the job is dead; requeue or purge it instead
+	CodeBodyTooLarge         = "body_too_large"         // 413: body over Deps.MaxBodyBytes
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not application/json
+	CodeInternal             = "internal"               // 500
+	CodeBackendUnavailable   = "backend_unavailable"    // 503: Redis or SQL did not answer
+	CodeNotConfigured        = "not_configured"         // 503: the feature (recovery) is not wired in
+	CodeNotReady             = "not_ready"              // 503 from /readyz
+	CodeOverloaded           = "overloaded"             // 503: over ServerConfig.MaxConcurrent requests in flight
+)
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable code, a message for humans and,
+// for bad input, the field or query parameter at fault.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// apiError is an error a handler has already classified: it goes out as is.
+type apiError struct {
+	status int
+	ErrorDetail
+	// cause is logged (and unwrapped), never sent.
+	cause error
+}
+
+func (e *apiError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.cause)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *apiError) Unwrap() error { return e.cause }
+
+func newError(status int, code, field, msg string) *apiError {
+	return &apiError{status: status, ErrorDetail: ErrorDetail{Code: code, Message: msg, Field: field}}
+}
+
+func badRequest(code, field, format string, args ...any) *apiError {
+	return newError(http.StatusBadRequest, code, field, fmt.Sprintf(format, args...))
+}
+
+// backendError tags an error with the backend it came from, so a 503 can say
+// which one to look at ("redis", "sql", "recovery").
+type backendError struct {
+	backend string
+	err     error
+}
+
+func (e *backendError) Error() string { return e.backend + ": " + e.err.Error() }
+func (e *backendError) Unwrap() error { return e.err }
+
+func fromRedis(err error) error { return &backendError{backend: "redis", err: err} }
+func fromSQL(err error) error   { return &backendError{backend: "sql", err: err} }
+
+// classify turns any error a handler returned into the answer to send. The
+// order matters: validation and "not found" first (they are the caller's
+// business), then the backend's health, and only what is left is a 500.
+func classify(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ve *queue.ValidationError
+	if errors.As(err, &ve) {
+		code, field := validationCode(ve)
+		return &apiError{status: http.StatusBadRequest, ErrorDetail: ErrorDetail{Code: code, Field: field, Message: ve.Error()}, cause: err}
+	}
+	switch {
+	case errors.Is(err, queue.ErrNotFound), errors.Is(err, ledger.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, ErrorDetail: ErrorDetail{Code: CodeNotFound, Message: "not found"}, cause: err}
+	case errors.Is(err, queue.ErrInFlight):
+		return &apiError{status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobInFlight,
+			Message: "the job is in flight: a worker holds it and its handler may be running"}, cause: err}
+	case errors.Is(err, queue.ErrDead):
+		return &apiError{status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobDead,
+			Message: "the job is dead: requeue or purge it instead"}, cause: err}
+	}
+	if isUnavailable(err) {
+		backend := "a backend"
+		var be *backendError
+		if errors.As(err, &be) {
+			backend = be.backend
+		}
+		return &apiError{status: http.StatusServiceUnavailable, ErrorDetail: ErrorDetail{Code: CodeBackendUnavailable,
+			Message: backend + " is unavailable; retry later"}, cause: err}
+	}
+	return &apiError{status: http.StatusInternalServerError, ErrorDetail: ErrorDetail{Code: CodeInternal,
+		Message: "internal error; the server log has the details"}, cause: err}
+}
+
+// validationCode maps a queue validation error to its code and to the name
+// the API gives its field (the queue says "delay", the API "delay_ms").
+func validationCode(ve *queue.ValidationError) (code, field string) {
+	field = ve.Field
+	if field == "delay" {
+		field = "delay_ms"
+	}
+	switch {
+	case errors.Is(ve, queue.ErrInvalidTopic):
+		return CodeInvalidTopic, field
+	case errors.Is(ve, queue.ErrInvalidID):
+		return CodeInvalidID, field
+	case errors.Is(ve, queue.ErrPayloadTooLarge):
+		return CodePayloadTooLarge, field
+	case errors.Is(ve, queue.ErrInvalidRunAt):
+		return CodeInvalidRunAt, field
+	case errors.Is(ve, queue.ErrInvalidMaxAttempts):
+		return CodeInvalidMaxAttempts, field
+	case errors.Is(ve, queue.ErrBatchTooLarge):
+		return CodeBatchTooLarge, field
+	}
+	return CodeInvalidValue, field
+}
+
+// isUnavailable reports whether err means a backend could not be reached or
+// did not answer in time, as opposed to a bug or bad data: the caller should
+// retry later (503), and an operator should look at Redis or SQL, not at us.
+func isUnavailable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return true
+	// go-redis: a closed client or an exhausted pool, and the replies of a
+	// server that is up but cannot serve: loading its AOF, a replica after a
+	// failover, a cluster re-sharding or down, out of memory (noeviction).
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, redis.ErrPoolExhausted),
+		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
+		redis.IsTryAgainError(err), redis.IsMasterDownError(err), redis.IsMaxClientsError(err),
+		redis.IsOOMError(err), redis.IsNoReplicasError(err):
+		return true
+	// database/sql and the MySQL driver: a dead or closed connection.
+	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, mysql.ErrInvalidConn):
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1040, // too many connections
+			1053,                   // server shutdown in progress
+			1205,                   // lock wait timeout
+			1213,                   // deadlock (the ledger retries these; one that survives is load)
+			2002, 2003, 2006, 2013: // cannot connect, server gone away, lost connection
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// EnqueueRequest is the body of POST /v1/topics/{topic}/jobs and one
+// element of a batch. Pointers tell "absent" from zero, so that "both given"
+// can be refused and an explicit 0 is not mistaken for "use the default".
+type EnqueueRequest struct {
+	// ID is the idempotency key, e.g. "order_close:123".
+	ID string `json:"id"`
+	// Payload is any JSON value, stored as its exact bytes.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// PayloadBase64 is a binary payload, standard base64 with padding.
+	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	// DelayMs is how long from now (Redis's clock) the job waits.
+	DelayMs *int64 `json:"delay_ms,omitempty"`
+	// RunAt is the due time, Unix milliseconds.
+	RunAt *int64 `json:"run_at,omitempty"`
+	// MaxAttempts bounds the claims; absent means the queue's default.
+	MaxAttempts *int `json:"max_attempts,omitempty"`
+}
+
+// EnqueueResponse answers an enqueue: 202 when the job was created, 200
+// with Duplicate when the id was already known (nothing was written).
+type EnqueueResponse struct {
+	ID    string `json:"id"`
+	Topic string `json:"topic"`
+	// RunAt is the due time, Unix ms; for a duplicate, the waiting job's
+	// own, absent when it is not waiting (in flight or dead).
+	RunAt     int64 `json:"run_at,omitempty"`
+	Duplicate bool  `json:"duplicate"`
+}
+
+// JobView is a job as GET and DELETE show it. Times are Unix milliseconds.
+type JobView struct {
+	Topic string `json:"topic"`
+	ID    string `json:"id"`
+	// State is scheduled, in_flight or dead; "cancelled" in a DELETE's
+	// answer.
+	State string `json:"state"`
+	// RunAt is when the job is due (scheduled: first run or next retry) or
+	// was due.
+	RunAt      int64 `json:"run_at"`
+	LeaseUntil int64 `json:"lease_until,omitempty"` // in flight: when the lease ends
+	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
+	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
+	// Attempt counts the claims so far (1 while the first run is in
+	// flight); MaxAttempts is how many are allowed.
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	LastError   string `json:"last_error,omitempty"`
+	PayloadSize int    `json:"payload_size"`
+	// The payload is Payload when it is valid UTF-8 JSON, else
+	// PayloadBase64; neither when it is empty or left out (listings).
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+}
+
+// newJob turns a request into the queue's NewJob. It refuses what the queue
+// cannot tell from its zero values (two payload forms, delay and run_at
+// both given, an explicit 0) and leaves range checks to the queue, which
+// owns the limits.
+func newJob(req *EnqueueRequest) (queue.NewJob, error) {
+	j := queue.NewJob{ID: req.ID}
+	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
+	switch {
+	case hasJSON && req.PayloadBase64 != nil:
+		return j, badRequest(CodeConflictingFields, "payload_base64", "give payload or payload_base64, not both")
+	case hasJSON:
+		j.Payload = req.Payload
+	case req.PayloadBase64 != nil:
+		p, err := base64.StdEncoding.DecodeString(*req.PayloadBase64)
+		if err != nil {
+			return j, badRequest(CodeInvalidPayload, "payload_base64", "not standard base64: %v", err)
+		}
+		j.Payload = p
+	}
+	if req.DelayMs != nil && req.RunAt != nil {
+		return j, badRequest(CodeConflictingFields, "run_at", "give delay_ms or run_at, not both")
+	}
+	if req.DelayMs != nil {
+		ms := *req.DelayMs
+		// Saturate rather than overflow: a wrapped product could land in
+		// range and schedule the job at a time nobody asked for.
+		if ms > math.MaxInt64/int64(time.Millisecond) {
+			ms = math.MaxInt64 / int64(time.Millisecond)
+		}
+		j.Delay = time.Duration(ms) * time.Millisecond
+	}
+	if req.RunAt != nil {
+		if *req.RunAt == 0 { // the queue reads 0 as "due now"
+			return j, badRequest(CodeInvalidRunAt, "run_at", "run_at 0: want Unix milliseconds")
+		}
+		j.RunAt = *req.RunAt
+	}
+	if req.MaxAttempts != nil {
+		if *req.MaxAttempts == 0 { // the queue reads 0 as "the default"
+			return j, badRequest(CodeInvalidMaxAttempts, "max_attempts", "max_attempts 0: want at least 1 (leave it out for the default)")
+		}
+		j.MaxAttempts = *req.MaxAttempts
+	}
+	return j, nil
+}
+
+// enqueue handles POST /v1/topics/{topic}/jobs.
+func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
+	topic := r.PathValue("topic")
+	if err := queue.ValidateTopic(topic); err != nil {
+		return err
+	}
+	var req EnqueueRequest
+	if err := a.decodeBody(w, r, &req, false); err != nil {
+		return err
+	}
+	j, err := newJob(&req)
+	if err != nil {
+		return err
+	}
+	res, err := a.q.Enqueue(r.Context(), topic, j)
+	if err != nil {
+		return fromRedis(err)
+	}
+	a.log.WithFields(logrus.Fields{
+		"topic": topic, "id": res.ID, "run_at": res.RunAt,
+		"duplicate": res.Duplicate, "payload_bytes": len(j.Payload),
+	}).Debug("httpapi: enqueued")
+	status := http.StatusAccepted
+	if res.Duplicate {
+		status = http.StatusOK
+	} else {
+		w.Header().Set("Location", jobPath(topic, res.ID))
+	}
+	writeJSON(w, status, EnqueueResponse{ID: res.ID, Topic: topic, RunAt: res.RunAt, Duplicate: res.Duplicate})
+	return nil
+}
+
+// jobPath is a job's URL path. The id's slashes are escaped too: an id
+// such as "a//b" would otherwise be "cleaned" into another job's path.
+func jobPath(topic, id string) string {
+	return "/v1/topics/" + url.PathEscape(topic) + "/jobs/" + url.PathEscape(id)
+}
+
+// getJob handles GET /v1/topics/{topic}/jobs/{id...}.
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
+	topic, id := r.PathValue("topic"), r.PathValue("id")
+	info, err := a.q.Get(r.Context(), topic, id)
+	if err != nil {
+		return fromRedis(err)
+	}
+	if info.State == queue.StateUnknown || info.Job == nil {
+		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
+	}
+	writeJSON(w, http.StatusOK, jobView(info, true))
+	return nil
+}
+
+// cancelJob handles DELETE /v1/topics/{topic}/jobs/{id...}: a waiting job
+// is removed; one a worker holds (409 job_in_flight) or a dead one (409
+// job_dead) is not.
+//
+// A job waiting for a retry still has its ledger row, and the recoverer
+// would bring the job back from it once its lease time passes, so cancel
+// deletes the row too. Redis goes first: deleting the row of a job that
+// turns out to be in flight would leave a running job untracked. If the row
+// cannot be deleted, the answer is 503 and the DELETE is safe to repeat:
+// when Redis no longer knows the job, a row of a job waiting for a retry is
+// deleted then (that also cancels a job whose Redis data was lost).
+// A recoverer re-creating the job in the instant between the two steps can
+// still win; the job then runs once more, as if cancelled a moment too late.
+func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	topic, id := r.PathValue("topic"), r.PathValue("id")
+	job, err := a.q.Cancel(ctx, topic, id)
+	switch {
+	case err == nil:
+		if job.Attempt > 0 {
+			if err := a.l.Delete(ctx, topic, id); err != nil {
+				return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
+			}
+		}
+		a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
+		v := jobView(&queue.JobInfo{State: queue.StateScheduled, Score: job.RunAt, Job: job}, true)
+		v.State = "cancelled"
+		writeJSON(w, http.StatusOK, v)
+		return nil
+	case !errors.Is(err, queue.ErrNotFound):
+		return fromRedis(err)
+	}
+	row, err := a.l.Row(ctx, topic, id)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
+	case err != nil:
+		return fromSQL(err)
+	case row.State != ledger.StateRetrying:
+		return fmt.Errorf("the ledger says a worker holds it: %w", queue.ErrInFlight)
+	}
+	if err := a.l.Delete(ctx, topic, id); err != nil {
+		return fromSQL(err)
+	}
+	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": row.Attempt}).
+		Info("httpapi: job cancelled (its ledger row only: Redis no longer had it)")
+	writeJSON(w, http.StatusOK, JobView{
+		Topic: topic, ID: id, State: "cancelled", RunAt: row.RunAt,
+		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, LastError: row.LastError,
+		PayloadSize: len(row.Payload), Payload: jsonPayload(row.Payload), PayloadBase64: binaryPayload(row.Payload),
+	})
+	return nil
+}
+
+// jobView renders a job; withPayload false leaves the payload out (its size
+// stays), for listings that could otherwise reach gigabytes.
+func jobView(info *queue.JobInfo, withPayload bool) JobView {
+	j := info.Job
+	v := JobView{
+		Topic: j.Topic, ID: j.ID, State: string(info.State),
+		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: j.LastError,
+		PayloadSize: len(j.Payload),
+	}
+	switch info.State {
+	case queue.StateInFlight:
+		v.LeaseUntil = info.Score
+	case queue.StateDead:
+		v.DiedAt = info.Score
+	case queue.StateScheduled:
+		v.RunAt = info.Score
+	}
+	if withPayload {
+		v.Payload, v.PayloadBase64 = jsonPayload(j.Payload), binaryPayload(j.Payload)
+	}
+	return v
+}
+
+// isJSON reports whether a payload can be shown as JSON as it is. The UTF-8
+// check matters: encoding/json passes invalid UTF-8 inside strings, and the
+// answer would then not be valid JSON.
+func isJSON(p []byte) bool { return len(p) > 0 && utf8.Valid(p) && json.Valid(p) }
+
+// jsonPayload returns p as a JSON value when it is one, else nil.
+func jsonPayload(p []byte) json.RawMessage {
+	if isJSON(p) {
+		return p
+	}
+	return nil
+}
+
+// binaryPayload returns p in base64 when it is not JSON, else "".
+func binaryPayload(p []byte) string {
+	if len(p) == 0 || isJSON(p) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(p)
+}

@@ -51,7 +51,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	cronSpec := func(key, spec string) {
-		if _, err := cron.ParseStandard(spec); err != nil {
+		// The parser the recoverer and the sweeper use: five fields, six
+		// with seconds, or a descriptor such as @every 30s.
+		p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+		if _, err := p.Parse(spec); err != nil {
 			bad(key, spec, "not a cron spec: %v", err)
 		}
 	}

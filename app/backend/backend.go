@@ -1,0 +1,93 @@
+// Package backend opens what the configuration names: Redis (a real one or
+// the embedded miniredis) and the ledger's SQL database (MySQL or a SQLite
+// file), and builds the queue client and the ledger on them.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// Backends are the opened stores and the clients over them.
+type Backends struct {
+	Redis  redis.UniversalClient
+	DB     *gorm.DB
+	Queue  *queue.Client
+	Ledger *ledger.Ledger
+	// Embedded is set when Redis or SQL is an embedded, not-for-production
+	// backend.
+	Embedded bool
+
+	closers []func() error
+}
+
+// Open opens the configured backends. On error, whatever was opened is
+// closed again.
+func Open(ctx context.Context, cfg config.Config, log logrus.FieldLogger) (b *Backends, err error) {
+	b = &Backends{}
+	defer func() {
+		if err != nil {
+			_ = b.Close()
+			b = nil
+		}
+	}()
+	if b.Redis, err = b.openRedis(cfg.Redis, log); err != nil {
+		return nil, err
+	}
+	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
+		return nil, err
+	}
+	if b.Queue, err = queue.New(b.Redis, queue.Config{
+		Namespace:          cfg.Redis.Namespace,
+		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
+		MaxDelay:           cfg.Queue.MaxDelay,
+		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
+	}); err != nil {
+		return nil, err
+	}
+	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix}); err != nil {
+		return nil, err
+	}
+	if cfg.SQL.AutoMigrate {
+		if err := b.Ledger.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("backend: migrate the ledger: %w", err)
+		}
+	}
+	if b.Embedded {
+		log.Warn("EMBEDDED BACKENDS: an in-process Redis and/or a SQLite ledger. Jobs are lost when the process exits. NOT FOR PRODUCTION: configure redis.mode and sql.driver (see configs/production.example.yaml)")
+	}
+	return b, nil
+}
+
+// Ready checks that Redis and SQL answer.
+func (b *Backends) Ready(ctx context.Context) error {
+	var errs []error
+	if err := b.Redis.Ping(ctx).Err(); err != nil {
+		errs = append(errs, fmt.Errorf("redis: %w", err))
+	}
+	if sqlDB, err := b.DB.DB(); err != nil {
+		errs = append(errs, fmt.Errorf("sql: %w", err))
+	} else if err := sqlDB.PingContext(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("sql: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Close closes everything Open opened, in reverse order.
+func (b *Backends) Close() error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i]())
+	}
+	b.closers = nil
+	return errors.Join(errs...)
+}

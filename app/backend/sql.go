@@ -1,0 +1,52 @@
+package backend
+
+import (
+	"fmt"
+
+	"github.com/glebarez/sqlite"
+	"github.com/sirupsen/logrus"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/delayq/delayq/app/config"
+)
+
+// sqlitePragmas make the SQLite ledger safe for concurrent writers: WAL,
+// a busy timeout instead of "database is locked", write transactions that
+// take the lock up front.
+const sqlitePragmas = "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+
+// openSQL opens the ledger's database.
+func (b *Backends) openSQL(c config.SQL, log logrus.FieldLogger) (*gorm.DB, error) {
+	gcfg := &gorm.Config{Logger: logger.Discard}
+	var db *gorm.DB
+	var err error
+	switch c.Driver {
+	case "mysql":
+		db, err = gorm.Open(mysql.Open(c.DSN), gcfg)
+	case "sqlite":
+		b.Embedded = true
+		log.WithField("path", c.SQLitePath).Warn("SQLite ledger: for trying delayq out, not for production")
+		db, err = gorm.Open(sqlite.Open(c.SQLitePath+sqlitePragmas), gcfg)
+	default:
+		return nil, fmt.Errorf("backend: sql.driver %q", c.Driver)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backend: open %s: %w", c.Driver, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("backend: %s pool: %w", c.Driver, err)
+	}
+	b.closers = append(b.closers, sqlDB.Close)
+	sqlDB.SetMaxOpenConns(c.MaxOpenConns)
+	sqlDB.SetMaxIdleConns(c.MaxIdleConns)
+	sqlDB.SetConnMaxLifetime(c.ConnMaxLifetime)
+	if c.Driver == "sqlite" {
+		// One writer at a time is all SQLite has; a small pool keeps
+		// writers queueing in Go instead of spinning on the busy timeout.
+		sqlDB.SetMaxOpenConns(min(c.MaxOpenConns, 4))
+	}
+	return db, nil
+}

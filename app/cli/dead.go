@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/queue"
+)
+
+func (a *app) deadCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dead", Short: "Dead jobs: list, requeue, purge"}
+	var offset, limit int
+	list := &cobra.Command{
+		Use:   "list TOPIC",
+		Short: "List dead jobs, newest first, with their last error",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			_, b, _, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			p, err := b.Queue.List(cmd.Context(), argv[0], queue.StateDead, offset, limit)
+			if err != nil {
+				return err
+			}
+			out := make([]map[string]any, 0, len(p.Jobs))
+			for _, j := range p.Jobs {
+				out = append(out, jobJSON(j.Job, j.State, j.Score))
+			}
+			return a.emit(map[string]any{"total": p.Total, "jobs": out}, func(w io.Writer) {
+				row(w, "ID", "DIED", "ATTEMPTS", "LAST ERROR")
+				for _, j := range p.Jobs {
+					row(w, j.Job.ID, ms(j.Score), j.Job.Attempt, j.Job.LastError)
+				}
+				fmt.Fprintf(w, "(%d of %d dead)\n", len(p.Jobs), p.Total)
+			})
+		},
+	}
+	list.Flags().IntVar(&offset, "offset", 0, "skip this many")
+	list.Flags().IntVar(&limit, "limit", 50, "show at most this many (1-1000)")
+
+	var all bool
+	requeue := &cobra.Command{
+		Use:   "requeue TOPIC [ID] [--all]",
+		Short: "Give dead jobs a fresh set of attempts, due now",
+		Args:  args(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if all == (len(argv) == 2) {
+				return usageError{fmt.Errorf("give a job id or --all, not both")}
+			}
+			_, b, _, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			n := 1
+			if all {
+				n, err = b.Queue.RequeueAllDead(cmd.Context(), argv[0])
+			} else {
+				err = b.Queue.RequeueDead(cmd.Context(), argv[0], argv[1])
+			}
+			if err != nil {
+				return err
+			}
+			return a.emit(map[string]any{"requeued": n}, func(w io.Writer) { fmt.Fprintf(w, "requeued %d\n", n) })
+		},
+	}
+	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job of the topic")
+
+	var olderThan time.Duration
+	purge := &cobra.Command{
+		Use:   "purge TOPIC",
+		Short: "Delete dead jobs that died more than --older-than ago",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			_, b, _, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			n, err := b.Queue.PurgeDead(cmd.Context(), argv[0], time.Now().Add(-olderThan).UnixMilli())
+			if err != nil {
+				return err
+			}
+			return a.emit(map[string]any{"purged": n}, func(w io.Writer) { fmt.Fprintf(w, "purged %d\n", n) })
+		},
+	}
+	purge.Flags().DurationVar(&olderThan, "older-than", 0, "keep jobs that died more recently than this")
+	cmd.AddCommand(list, requeue, purge)
+	return cmd
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/ledger"
+)
+
+func (a *app) ledgerCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "ledger", Short: "Audit the ledger: jobs in flight, stale jobs"}
+	var topic string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Jobs some worker started and that have not finished for good",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, b, _, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			rows, err := b.Ledger.InFlight(cmd.Context(), topic, limit)
+			if err != nil {
+				return err
+			}
+			return a.emitEntries(rows)
+		},
+	}
+	list.Flags().StringVar(&topic, "topic", "", "only this topic")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many rows")
+
+	var grace time.Duration
+	var staleLimit int
+	stale := &cobra.Command{
+		Use:   "stale",
+		Short: "Jobs whose lease passed more than --grace ago: stuck, and since when",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, b, _, err := a.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			rows, err := b.Ledger.Stale(cmd.Context(), time.Now().Add(-grace).UnixMilli(), 0, staleLimit)
+			if err != nil {
+				return err
+			}
+			return a.emitEntries(rows)
+		},
+	}
+	stale.Flags().DurationVar(&grace, "grace", 0, "how long past its lease a row must be")
+	stale.Flags().IntVar(&staleLimit, "limit", 100, "at most this many rows")
+	cmd.AddCommand(list, stale)
+	return cmd
+}
+
+// entryJSON leaves the payload out: it may hold personal data, and the
+// audit is about where jobs are.
+type entryJSON struct {
+	Topic       string `json:"topic"`
+	ID          string `json:"id"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	RunAt       int64  `json:"run_at"`
+	ClaimedAt   int64  `json:"claimed_at"`
+	LeaseUntil  int64  `json:"lease_until"`
+	Worker      string `json:"worker"`
+	LastError   string `json:"last_error"`
+}
+
+func (a *app) emitEntries(rows []ledger.Entry) error {
+	out := make([]entryJSON, len(rows))
+	for i, r := range rows {
+		out[i] = entryJSON{r.Topic, r.JobID, r.State, r.Attempt, r.MaxAttempts, r.RunAt, r.ClaimedAt, r.LeaseUntil, r.Worker, r.LastError}
+	}
+	return a.emit(out, func(w io.Writer) {
+		row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
+		for _, r := range out {
+			row(w, r.Topic, r.ID, r.State, r.Attempt, ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
+		}
+	})
+}

@@ -1,0 +1,142 @@
+// Package cli is the delayq command line: serve, worker, demo, and the
+// operator's commands (enqueue, cancel, get, stats, dead, ledger, recover,
+// migrate, smoke, version). Output is a table for people and JSON (--json)
+// for scripts; exit codes are stable (see the Exit constants).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/queue"
+)
+
+// Exit codes that scripts can rely on.
+const (
+	ExitOK       = 0 // done
+	ExitFailure  = 1 // the command failed (backend down, handler failed, ...)
+	ExitUsage    = 2 // bad flags, arguments or configuration
+	ExitNotFound = 3 // the job (or dead job) does not exist
+	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled
+)
+
+// exitError carries an exit code up to Main.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error { return &exitError{code: code, err: err} }
+
+// app is what every command shares: the streams, the flags, and the
+// configuration once loaded.
+type app struct {
+	out, errOut io.Writer
+	version     string
+	json        bool
+	cfgPath     string
+	root        *cobra.Command
+}
+
+// Main runs the command line with args (without the program name) and
+// returns the process's exit code.
+func Main(ctx context.Context, args []string, out, errOut io.Writer, version string) int {
+	a := &app{out: out, errOut: errOut, version: version}
+	root := a.newRoot()
+	root.SetArgs(args)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(errOut, "delayq:", err)
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, config.ErrInvalid), errors.Is(err, queue.ErrInvalid), isUsage(err):
+		return ExitUsage
+	case errors.Is(err, queue.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, queue.ErrInFlight), errors.Is(err, queue.ErrDead):
+		return ExitConflict
+	}
+	return ExitFailure
+}
+
+// usageError marks cobra's own argument and flag errors.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+func isUsage(err error) bool {
+	var u usageError
+	return errors.As(err, &u)
+}
+
+func (a *app) newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "delayq",
+		Short:         "delayq: a durable delayed-job queue on Redis with a SQL ledger",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	a.root = root
+	pf := root.PersistentFlags()
+	config.AddFlags(pf)
+	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		a.serveCmd(), a.workerCmd(), a.demoCmd(),
+		a.enqueueCmd(), a.cancelCmd(), a.getCmd(), a.statsCmd(),
+		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.migrateCmd(),
+		a.smokeCmd(), a.versionCmd(),
+	)
+	return root
+}
+
+// args wraps a cobra positional-argument check so its error is a usage error.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// loadConfig reads the configuration from --config, the environment and
+// the flags.
+func (a *app) loadConfig(cmd *cobra.Command) (config.Config, error) {
+	path, _ := cmd.Flags().GetString("config")
+	return config.Load(path, cmd.Flags())
+}
+
+// open loads the configuration and opens the backends, for the commands
+// that work on them directly.
+func (a *app) open(cmd *cobra.Command) (config.Config, *backend.Backends, logrus.FieldLogger, error) {
+	cfg, err := a.loadConfig(cmd)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	log := newLogger(cfg.Log, a.errOut)
+	// Operator commands read and write jobs; creating tables is for serve,
+	// worker and migrate.
+	cfg.SQL.AutoMigrate = false
+	b, err := backend.Open(cmd.Context(), cfg, log)
+	if err != nil {
+		return cfg, nil, nil, err
+	}
+	return cfg, b, log, nil
+}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func (a *app) serveCmd() *cobra.Command {
+	var noAPI, noWorkers, noRecovery, noSweeper bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the API, the workers, the recoverer and the order sweeper (each can be switched off)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			p := parts{
+				api:      cfg.HTTP.Enabled && !noAPI,
+				workers:  cfg.Worker.Enabled && !noWorkers,
+				recovery: cfg.Recovery.Enabled && !noRecovery,
+				sweeper:  cfg.Orders.Enabled && !noSweeper,
+			}
+			log := newLogger(cfg.Log, a.errOut)
+			s, err := assemble(cmd.Context(), cfg, log, p)
+			if err != nil {
+				return err
+			}
+			return s.run(cmd.Context(), p)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&noAPI, "no-api", false, "do not serve the HTTP API")
+	f.BoolVar(&noWorkers, "no-workers", false, "do not run workers")
+	f.BoolVar(&noRecovery, "no-recovery", false, "do not run the recoverer's schedule")
+	f.BoolVar(&noSweeper, "no-sweeper", false, "do not run the order sweeper")
+	return cmd
+}
+
+func (a *app) workerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run workers only (no API: many worker processes can share a host)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			p := parts{workers: true}
+			s, err := assemble(cmd.Context(), cfg, newLogger(cfg.Log, a.errOut), p)
+			if err != nil {
+				return err
+			}
+			return s.run(cmd.Context(), p)
+		},
+	}
+}

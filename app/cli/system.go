@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
+)
+
+// parts says which parts of the system a command runs.
+type parts struct {
+	api, workers, recovery, sweeper bool
+}
+
+// system is the assembled program: backends, workers, recoverer, order
+// sweeper and API server, each there only if its part is on.
+type system struct {
+	cfg    config.Config
+	log    logrus.FieldLogger
+	b      *backend.Backends
+	orders *orderclose.Service // nil when orders are off
+	rec    *recovery.Recoverer
+	dryRec *recovery.Recoverer // the same with DryRun, for the API's dry runs
+	worker *queue.Worker
+	sweep  *orderclose.Sweeper
+	server *http.Server
+	ln     net.Listener
+}
+
+// assemble builds the parts p of the configured system; nothing runs yet.
+func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts) (s *system, err error) {
+	s = &system{cfg: cfg, log: log}
+	if s.b, err = backend.Open(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if cfg.Orders.Enabled {
+		if cfg.SQL.AutoMigrate {
+			if err := orderclose.Migrate(ctx, s.b.DB); err != nil {
+				return nil, err
+			}
+		}
+		s.orders, err = orderclose.New(s.b.Ledger, s.b.Queue, orderclose.Config{
+			PaymentWindow: cfg.Orders.PaymentWindow,
+			SweepSpec:     cfg.Orders.SweeperSpec,
+			SweepGrace:    cfg.Orders.SweeperGrace,
+			MaxAttempts:   cfg.Queue.DefaultMaxAttempts,
+			Logger:        log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if p.sweeper {
+			s.sweep = orderclose.NewSweeper(s.orders)
+		}
+	}
+	heartbeat := cfg.Worker.Heartbeat
+	if heartbeat == 0 {
+		heartbeat = cfg.Worker.Lease / 3
+	}
+	rcfg := recovery.Config{
+		Schedule:          cfg.Recovery.Spec,
+		Grace:             cfg.Recovery.Grace,
+		HeartbeatInterval: heartbeat,
+		DryRun:            cfg.Recovery.DryRun,
+		Logger:            log,
+	}
+	if s.rec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
+		return nil, err
+	}
+	rcfg.DryRun = true
+	if s.dryRec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
+		return nil, err
+	}
+	if p.workers {
+		handlers := map[string]queue.Handler{SmokeTopic: smokeHandler(s.b.Redis, cfg.Redis.Namespace)}
+		if s.orders != nil {
+			handlers[orderclose.Topic] = s.orders.CloseHandler()
+		}
+		hooks := queue.WorkerConfig{}
+		if p.recovery {
+			hooks.OnRedisReconnect = s.rec.RedisReconnected
+		}
+		if s.worker, err = newWorker(cfg, s.b, log, handlers, hooks); err != nil {
+			return nil, err
+		}
+	}
+	if p.api {
+		if err := s.buildAPI(p); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *system) buildAPI(p parts) error {
+	c := s.cfg.HTTP
+	var modules []httpapi.Module
+	if s.orders != nil {
+		h := orderclose.NewHTTPHandler(s.orders)
+		for _, pattern := range h.Patterns() {
+			modules = append(modules, httpapi.Module{Pattern: pattern, Handler: h})
+		}
+	}
+	h, err := httpapi.New(httpapi.Deps{
+		Queue:        s.b.Queue,
+		Ledger:       s.b.Ledger,
+		Recovery:     recoveryAPI{s.rec, s.dryRec},
+		Modules:      modules,
+		Token:        strings.TrimSpace(c.Token),
+		ReadOnly:     c.ReadOnly,
+		MaxBodyBytes: c.MaxBodyBytes,
+		Ready:        s.b.Ready,
+		Logger:       s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.server = httpapi.NewServer(httpapi.ServerConfig{
+		Addr:              c.Listen,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxConcurrent:     c.MaxConcurrent,
+	}, h)
+	// Listen now, so a taken port fails the start, and the address is
+	// known (port 0 picks one).
+	if s.ln, err = net.Listen("tcp", c.Listen); err != nil {
+		return fmt.Errorf("http.listen %s: %w", c.Listen, err)
+	}
+	return nil
+}
+
+// apiURL is the API's base URL, or "" without an API.
+func (s *system) apiURL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return "http://" + s.ln.Addr().String()
+}
+
+// run runs every assembled part until ctx ends, then shuts them down: the
+// API first (no new work), then the sweeper and recoverer, then the workers
+// (their graceful shutdown), then the backends. A part that fails stops the
+// others.
+func (s *system) run(ctx context.Context, p parts) error {
+	defer s.close()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	fail := func(name string, err error) {
+		if err == nil {
+			return
+		}
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		mu.Unlock()
+		cancel(err)
+	}
+	start := func(name string, f func() error) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fail(name, f()) }()
+	}
+	if s.worker != nil {
+		start("worker", func() error { return s.worker.Run(ctx) })
+	}
+	if p.recovery && s.rec != nil {
+		start("recoverer", func() error { return s.rec.Run(ctx) })
+	}
+	if s.sweep != nil {
+		start("sweeper", func() error { return s.sweep.Run(ctx) })
+	}
+	if s.server != nil {
+		start("api", func() error {
+			if err := s.server.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer c()
+			fail("api shutdown", s.server.Shutdown(sctx))
+		}()
+		s.log.WithField("url", s.apiURL()).Info("API listening")
+	}
+	<-ctx.Done()
+	s.log.Info("shutting down")
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *system) close() {
+	if s.b != nil {
+		if err := s.b.Close(); err != nil {
+			s.log.WithError(err).Warn("closing the backends")
+		}
+	}
+}
+
+// recoveryAPI adapts the recoverer to the API: a dry run on request goes to
+// a second recoverer with DryRun set (both take the same lock).
+type recoveryAPI struct{ r, dry *recovery.Recoverer }
+
+func (a recoveryAPI) Run(ctx context.Context, dryRun bool) (any, error) {
+	if dryRun {
+		return a.dry.RunOnce(ctx)
+	}
+	return a.r.RunOnce(ctx)
+}
+
+// Reports lists the runs of both, newest first.
+func (a recoveryAPI) Reports() any {
+	all := append(a.r.Reports(), a.dry.Reports()...)
+	slices.SortFunc(all, func(x, y recovery.Report) int { return y.Start.Compare(x.Start) })
+	return all
+}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/queue"
+)
+
+// newWorker builds the worker of the configuration with a handler per
+// topic; worker.topics overrides the defaults per topic.
+func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, handlers map[string]queue.Handler, hooks queue.WorkerConfig) (*queue.Worker, error) {
+	wc := cfg.Worker
+	hooks.Ledger = b.Ledger
+	hooks.ID = wc.ID
+	hooks.ShutdownTimeout = wc.ShutdownTimeout
+	hooks.MaxIdle = wc.MaxIdle
+	hooks.Logger = log
+	hooks.Topic = queue.TopicConfig{
+		Concurrency: wc.Concurrency,
+		BatchSize:   wc.BatchSize,
+		Lease:       wc.Lease,
+		Heartbeat:   wc.Heartbeat,
+		MaxAttempts: wc.MaxAttempts,
+		Backoff:     queue.Backoff{Base: wc.BackoffBase, Cap: wc.BackoffCap},
+	}
+	w, err := queue.NewWorker(b.Queue, hooks)
+	if err != nil {
+		return nil, err
+	}
+	for topic, h := range handlers {
+		t := wc.Topics[topic]
+		tc := queue.TopicConfig{
+			Concurrency: t.Concurrency,
+			BatchSize:   t.BatchSize,
+			Lease:       t.Lease,
+			Timeout:     t.Timeout,
+			MaxAttempts: t.MaxAttempts,
+			Backoff:     queue.Backoff{Base: t.BackoffBase, Cap: t.BackoffCap},
+		}
+		if tc.Backoff.Base == 0 {
+			tc.Backoff.Base = wc.BackoffBase
+		}
+		if tc.Backoff.Cap == 0 {
+			tc.Backoff.Cap = wc.BackoffCap
+		}
+		if err := w.Handle(topic, h, tc); err != nil {
+			return nil, err
+		}
+	}
+	for topic := range wc.Topics {
+		if _, ok := handlers[topic]; !ok {
+			log.WithField("topic", topic).Warn("worker.topics names a topic this program has no handler for: ignored")
+		}
+	}
+	return w, nil
+}

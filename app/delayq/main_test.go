@@ -1,0 +1,282 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// buildBinary compiles the delayq program once per test binary run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "delayq")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is a delayq process a test started; it is killed on cleanup if the
+// test did not stop it.
+type proc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    bytes.Buffer
+	done   chan struct{}
+	waitEr error
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+func start(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env = env
+	p.cmd.Stdout = lockedWriter{p}
+	p.cmd.Stderr = lockedWriter{p}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.waitEr = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of %v:\n%s", args, p.output())
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *proc) stop(t *testing.T) int {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatal("process did not stop within a minute of SIGTERM")
+	}
+	var ee *exec.ExitError
+	if errors.As(p.waitEr, &ee) {
+		return ee.ExitCode()
+	}
+	if p.waitEr != nil {
+		t.Fatal(p.waitEr)
+	}
+	return 0
+}
+
+func waitHTTP(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer 200 within 30 s (last error %v)", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run runs one CLI command to completion and returns its stdout and exit
+// code.
+func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	err := cmd.Run()
+	t.Logf("%v took %s", args, time.Since(began).Round(time.Millisecond))
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	if code != 0 {
+		t.Logf("%v exited %d: %s", args, code, stderr.String())
+	}
+	return stdout.String(), code
+}
+
+// The CLI as a built binary against a running `serve` on real Redis and
+// MariaDB: every operator command, its output and its exit code; then
+// serve stops on SIGTERM with exit code 0.
+func TestCLIAgainstServe(t *testing.T) {
+	bin := buildBinary(t)
+	_, ns := testenv.Redis(t) // a namespace of this test's own on the shared Redis
+	dsn := testenv.MySQLDSN(t)
+	port := testenv.FreePort(t)
+	env := append(os.Environ(),
+		"DELAYQ_REDIS_MODE=single",
+		"DELAYQ_REDIS_ADDRS="+redisAddr(),
+		"DELAYQ_REDIS_NAMESPACE="+ns,
+		"DELAYQ_SQL_DRIVER=mysql",
+		"DELAYQ_SQL_DSN="+dsn,
+		fmt.Sprintf("DELAYQ_HTTP_LISTEN=127.0.0.1:%d", port),
+		"DELAYQ_LOG_FORMAT=json",
+	)
+	serve := start(t, bin, env, "serve")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(t, base+"/readyz")
+
+	out, code := run(t, bin, env, "enqueue", "mail", "welcome:1", "--payload", `{"to":"a@example.com"}`, "--delay", "1h", "--json")
+	var enq struct {
+		ID        string `json:"id"`
+		RunAt     int64  `json:"run_at"`
+		Duplicate bool   `json:"duplicate"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &enq) != nil || enq.ID != "welcome:1" || enq.Duplicate || enq.RunAt == 0 {
+		t.Fatalf("enqueue: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "enqueue", "mail", "welcome:1", "--json"); code != 0 || !strings.Contains(out, `"duplicate": true`) {
+		t.Fatalf("second enqueue: exit %d, %q", code, out)
+	}
+	// The API sees what the CLI wrote: the same backends.
+	resp, err := http.Get(base + "/v1/topics/mail/jobs/welcome:1")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("API get: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if out, code = run(t, bin, env, "get", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "scheduled") || !strings.Contains(out, "a@example.com") {
+		t.Fatalf("get: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"Due": 1`) {
+		t.Fatalf("stats: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "cancel", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "yes") {
+		t.Fatalf("cancel: exit %d, %q", code, out)
+	}
+	if _, code = run(t, bin, env, "get", "mail", "welcome:1"); code != 3 {
+		t.Fatalf("get of a cancelled job: exit %d, want 3", code)
+	}
+	if _, code = run(t, bin, env, "cancel", "mail", "welcome:1"); code != 3 {
+		t.Fatalf("cancel of an unknown job: exit %d, want 3", code)
+	}
+	if _, code = run(t, bin, env, "enqueue", "bad topic", "x"); code != 2 {
+		t.Fatalf("enqueue to a bad topic: exit %d, want 2", code)
+	}
+	if _, code = run(t, bin, env, "get", "mail"); code != 2 {
+		t.Fatalf("missing argument: exit %d, want 2", code)
+	}
+	// The deploy self-check: serve's workers run the smoke job on time.
+	if out, code = run(t, bin, env, "smoke"); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("smoke: exit %d, %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"dead", "list", "mail"}, {"dead", "purge", "mail"}, {"ledger", "list"}, {"ledger", "stale"},
+		{"recover", "--dry-run"}, {"migrate"}, {"version"},
+	} {
+		if out, code = run(t, bin, env, append(args, "--json")...); code != 0 || !json.Valid([]byte(out)) {
+			t.Fatalf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	if code := serve.stop(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM", code)
+	}
+}
+
+// The smoke check fails, with its exit code, when no worker runs.
+func TestSmokeFailsWithoutWorkers(t *testing.T) {
+	bin := buildBinary(t)
+	_, ns := testenv.Redis(t)
+	env := append(os.Environ(), "DELAYQ_REDIS_MODE=single", "DELAYQ_REDIS_ADDRS="+redisAddr(),
+		"DELAYQ_REDIS_NAMESPACE="+ns, "DELAYQ_SQL_SQLITE_PATH="+filepath.Join(t.TempDir(), "l.db"))
+	if _, code := run(t, bin, env, "smoke", "--delay", "100ms", "--within", "500ms"); code != 1 {
+		t.Fatalf("smoke without workers: exit %d, want 1", code)
+	}
+}
+
+// `delayq demo` on a machine with nothing installed: embedded backends,
+// orders created, paid and closed, reachable over HTTP, and a clean exit
+// on SIGTERM.
+func TestDemo(t *testing.T) {
+	bin := buildBinary(t)
+	port := testenv.FreePort(t)
+	env := append(os.Environ(), "DELAYQ_LOG_LEVEL=warn")
+	demo := start(t, bin, env, "demo", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--every", "50ms", "--payment-window", "1s")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(t, base+"/healthz")
+	// Wait until an order closed on its own (the close job ran).
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(demo.output(), "orders:") || closedCount(demo.output()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no order closed within a minute:\n%s", demo.output())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp, err := http.Get(base + "/v1/topics/order_close")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET order_close stats: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code := demo.stop(t); code != 0 {
+		t.Fatalf("demo exited %d after SIGTERM", code)
+	}
+}
+
+// closedCount reads the last summary line's closed count.
+func closedCount(out string) int {
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if i := strings.Index(line, " paid, "); i >= 0 && strings.Contains(line, "orders:") {
+			fmt.Sscanf(line[i+len(" paid, "):], "%d closed", &n)
+		}
+	}
+	return n
+}
+
+func redisAddr() string {
+	if a := os.Getenv(testenv.EnvRedisAddr); a != "" {
+		return a
+	}
+	return testenv.DefaultRedisAddr
+}

@@ -90,6 +90,11 @@ func demoConfig(cfg *config.Config, dir string, o demoOptions) {
 	cfg.Worker.Lease = 5 * time.Second
 	cfg.Worker.Heartbeat = 0
 	cfg.Recovery.Grace = 5 * time.Second
+	if cfg.Log.Level == "info" {
+		// The demo prints its own story; the logs speak up only when
+		// something is wrong (--log-level info shows them all).
+		cfg.Log.Level = "warn"
+	}
 }
 
 func demoSKUs() []orderclose.SKU {
@@ -113,6 +118,9 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 	defer tick.Stop()
 	report := time.NewTicker(5 * time.Second)
 	defer report.Stop()
+	closes := time.NewTicker(250 * time.Millisecond)
+	defer closes.Stop()
+	var lastClose int64
 	var payments sync.WaitGroup
 	defer payments.Wait()
 	for {
@@ -121,6 +129,8 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 			return
 		case <-report.C:
 			a.demoSummary(ctx, s, created, paid)
+		case <-closes.C:
+			lastClose = a.demoCloses(ctx, s, lastClose)
 		case <-tick.C:
 			sku := skus[rand.IntN(len(skus))].SKU
 			c, err := s.orders.CreateOrder(ctx, orderclose.NewOrder{
@@ -128,6 +138,9 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 				Items: []orderclose.Item{{SKU: sku, Quantity: int64(1 + rand.IntN(3))}},
 			})
 			if err != nil {
+				if ctx.Err() != nil {
+					return // shutting down
+				}
 				log.WithError(err).Warn("demo: create order failed")
 				continue
 			}
@@ -146,6 +159,9 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 					case <-time.After(payIn):
 					}
 					if _, err := s.orders.Pay(ctx, no); err != nil {
+						if ctx.Err() != nil {
+							return
+						}
 						log.WithError(err).WithField("order", no).Warn("demo: pay failed")
 						return
 					}
@@ -154,6 +170,23 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 			}
 		}
 	}
+}
+
+// demoCloses prints the orders closed since the close time after, and
+// returns the latest close time seen.
+func (a *app) demoCloses(ctx context.Context, s *system, after int64) int64 {
+	var orders []orderclose.Order
+	err := s.b.DB.WithContext(ctx).Where("status = ? AND closed_at > ?", orderclose.StatusClosed, after).
+		Order("closed_at").Limit(1000).Find(&orders).Error
+	if err != nil {
+		return after
+	}
+	for _, o := range orders {
+		fmt.Fprintf(a.out, "%s  closed  %s, %d ms after its deadline: stock given back\n",
+			clock(), o.OrderNo, *o.ClosedAt-o.PayDeadline)
+		after = max(after, *o.ClosedAt)
+	}
+	return after
 }
 
 // demoSummary prints the orders by status, and how late the closes were.

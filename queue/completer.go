@@ -177,6 +177,8 @@ func (c *completer) flush(io context.Context) error {
 			// again with a fresh row. At least once.
 			note(err)
 			failed.done = o.done
+		} else {
+			countRefs(o.done, c.w.cfg.Observer.Completed)
 		}
 	}
 	if len(o.release) > 0 {
@@ -185,8 +187,11 @@ func (c *completer) flush(io context.Context) error {
 		if _, err := c.w.c.Release(ctx, o.release); err != nil {
 			note(err)
 			failed.release = o.release
-		} else if err := c.w.cfg.Ledger.Complete(ctx, o.release); err != nil {
-			c.w.log.WithError(err).Warn("completer: released jobs' ledger rows stay until they are claimed again")
+		} else {
+			countRefs(o.release, c.w.cfg.Observer.Released)
+			if err := c.w.cfg.Ledger.Complete(ctx, o.release); err != nil {
+				c.w.log.WithError(err).Warn("completer: released jobs' ledger rows stay until they are claimed again")
+			}
 		}
 	}
 	if len(o.retries) > 0 {
@@ -202,6 +207,8 @@ func (c *completer) flush(io context.Context) error {
 		} else if _, err := c.w.c.Retry(ctx, reqs); err != nil {
 			note(err)
 			failed.retries = o.retries
+		} else {
+			countJobs(o.retries, func(r retryOutcome) *Job { return r.job }, c.w.cfg.Observer.Retried)
 		}
 	}
 	if len(o.dead) > 0 {
@@ -225,6 +232,7 @@ func (c *completer) flush(io context.Context) error {
 				failed.dead = append(failed.dead, d)
 			}
 		} else {
+			countJobs(o.dead, deadJob, c.w.cfg.Observer.Dead)
 			c.onDead(ctx, o.dead)
 		}
 	}
@@ -237,6 +245,7 @@ func (c *completer) flush(io context.Context) error {
 			note(err)
 			failed.buried = o.buried
 		} else {
+			countJobs(o.buried, deadJob, c.w.cfg.Observer.Dead)
 			c.onDead(ctx, o.buried)
 		}
 	}
@@ -251,6 +260,8 @@ func (c *completer) flush(io context.Context) error {
 	}
 	return firstErr
 }
+
+func deadJob(d deadOutcome) *Job { return d.job }
 
 func (c *completer) onDead(ctx context.Context, dead []deadOutcome) {
 	if c.w.cfg.OnDead == nil {

@@ -23,6 +23,9 @@ type Config struct {
 	// back, so a mass worker death cannot make one script call long.
 	// Default 1,000.
 	ExpiredPerClaim int
+	// Observer, if set, is told how many new jobs each enqueue wrote, for
+	// metrics. Default none.
+	Observer EnqueueObserver
 }
 
 // Limits that no config can widen: they guard the envelope format and the
@@ -55,6 +58,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ExpiredPerClaim == 0 {
 		c.ExpiredPerClaim = 1000
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	switch {
 	case c.MaxPayloadBytes < 0:

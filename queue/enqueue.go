@@ -124,12 +124,19 @@ func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([
 		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), len(jobs))
 	}
 	out := make([]EnqueueResult, len(jobs))
+	created := 0
 	for i, j := range jobs {
-		created, due := reply[1+2*i], reply[2+2*i]
-		out[i] = EnqueueResult{ID: j.ID, Duplicate: created == 0}
+		isNew, due := reply[1+2*i], reply[2+2*i]
+		out[i] = EnqueueResult{ID: j.ID, Duplicate: isNew == 0}
+		if !out[i].Duplicate {
+			created++
+		}
 		if due > 0 {
 			out[i].RunAt = due
 		}
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ func (w *Worker) heartbeat(ctx, io context.Context) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	w.cfg.Observer.Heartbeat(w.cfg.ID, time.Now())
 	for {
 		select {
 		case <-t.C:
@@ -24,6 +25,7 @@ func (w *Worker) heartbeat(ctx, io context.Context) {
 			return
 		}
 		w.beat(io)
+		w.cfg.Observer.Heartbeat(w.cfg.ID, time.Now())
 	}
 }
 

@@ -34,12 +34,15 @@ var (
 	getLua string
 	//go:embed lua/stats.lua
 	statsLua string
+	//go:embed lua/restore.lua
+	restoreLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
 type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
+	restore                                           *redis.Script
 }
 
 func newScripts() scripts {
@@ -56,5 +59,6 @@ func newScripts() scripts {
 		purge:   redis.NewScript(purgeLua),
 		get:     redis.NewScript(getLua),
 		stats:   redis.NewScript(statsLua),
+		restore: redis.NewScript(restoreLua),
 	}
 }

@@ -136,6 +136,7 @@ func (tr *topicRunner) fetch(io context.Context, n int) (time.Duration, error) {
 	if len(cl.Jobs) == 0 {
 		<-tr.tokens
 	} else {
+		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
 		go tr.record(io, cl.Jobs)
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
@@ -171,8 +172,10 @@ func (tr *topicRunner) record(io context.Context, jobs []*Job) {
 		}
 		return
 	}
-	if _, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
+	if n, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
 		err = errors.Join(err, rerr) // their leases expire and they run later
+	} else if n > 0 {
+		tr.w.cfg.Observer.Released(tr.topic, n)
 	}
 	tr.busy.Add(-int64(len(jobs)))
 	signal(tr.freed)
@@ -203,6 +206,9 @@ func (tr *topicRunner) releaseQueued(io context.Context) {
 	refs := refsOf(jobs)
 	n, err := tr.w.c.Release(ctx, refs)
 	if err == nil {
+		if n > 0 {
+			tr.w.cfg.Observer.Released(tr.topic, n)
+		}
 		// The rows go too (fenced: a later claim's row stays): these jobs
 		// are plain due jobs again, not ones some worker started.
 		err = tr.w.cfg.Ledger.Complete(ctx, refs)
@@ -245,7 +251,11 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.active[ref] = a
 	tr.mu.Unlock()
 
+	late := time.Duration(tr.w.redisNow()-j.RunAt) * time.Millisecond
+	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
+	began := time.Now()
 	err := runHandler(ctx, tr.h, j)
+	tr.w.cfg.Observer.Handled(tr.topic, time.Since(began), err)
 
 	a.timer.Stop()
 	tr.mu.Lock()

@@ -36,6 +36,18 @@ type WorkerConfig struct {
 	ErrorBackoffMin, ErrorBackoffMax time.Duration
 	// OnDead, if set, is called for each job that dies, with its last error.
 	OnDead func(ctx context.Context, job *Job, err error)
+	// OnRedisReconnect, if set, is called each time the worker's link to
+	// Redis came back after a disconnect (its wake channels were
+	// re-subscribed; the first subscription does not count), with a context
+	// that ends at shutdown. Redis may have lost data meanwhile (a restart
+	// without persistence): the app checks the topics' epoch markers here
+	// and runs recovery at once if one is gone (recovery's
+	// Recoverer.RedisReconnected does both). Calls never overlap;
+	// reconnects during a call lead to one more call. Default none.
+	OnRedisReconnect func(ctx context.Context)
+	// Observer, if set, is told about claims, handler runs, outcomes and
+	// heartbeats, for metrics (see Observer). Default none.
+	Observer Observer
 	// Logger receives the worker's logs. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
@@ -135,6 +147,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.Observer == nil {
+		c.Observer = NopObserver{}
 	}
 	if c.ShutdownTimeout < 0 || c.CompleteEvery < 0 || c.CompleteBatch < 1 || c.MaxIdle <= 0 ||
 		c.ErrorBackoffMin <= 0 || c.ErrorBackoffMax < c.ErrorBackoffMin {

@@ -1,0 +1,97 @@
+package queue
+
+import "time"
+
+// Observer is told what a worker does, for metrics: the program's
+// Prometheus collectors implement it (queue itself knows nothing of
+// Prometheus). A worker calls it from many goroutines at once, so an
+// Observer must be safe for concurrent use, quick, and must never block;
+// the counting methods are called once per topic per batch.
+//
+// An outcome is reported once it is settled in both the ledger and Redis,
+// so the counts match what an operator then sees in the API.
+type Observer interface {
+	// Claimed: this worker leased n jobs of topic.
+	Claimed(topic string, n int)
+	// Started: a handler of topic starts, lateness after the job's due time
+	// (Redis's clock; never negative).
+	Started(topic string, lateness time.Duration)
+	// Handled: a handler of topic returned err (nil: success) after took.
+	Handled(topic string, took time.Duration, err error)
+	// Completed: n jobs of topic succeeded; their ledger rows and Redis
+	// entries are gone.
+	Completed(topic string, n int)
+	// Retried: n failed jobs of topic went back to due for another attempt.
+	Retried(topic string, n int)
+	// Dead: n jobs of topic died (out of attempts or failed permanently) and
+	// were archived.
+	Dead(topic string, n int)
+	// Released: n jobs of topic were handed back to due unstarted, their
+	// attempt unspent (the ledger could not record them, or shutdown).
+	Released(topic string, n int)
+	// Heartbeat: the worker named worker is alive at at: called when Run
+	// starts and after every heartbeat (every TopicConfig.Heartbeat, the
+	// shortest of the topics'), whether or not a job was running.
+	Heartbeat(worker string, at time.Time)
+}
+
+// EnqueueObserver is told about enqueues, for metrics (Config.Observer).
+// It must be safe for concurrent use and quick.
+type EnqueueObserver interface {
+	// Enqueued: n new jobs were written to topic (duplicates not counted).
+	Enqueued(topic string, n int)
+}
+
+// NopObserver ignores every event. Embed it in an Observer that cares
+// about some events only.
+type NopObserver struct{}
+
+// Claimed does nothing.
+func (NopObserver) Claimed(string, int) {}
+
+// Started does nothing.
+func (NopObserver) Started(string, time.Duration) {}
+
+// Handled does nothing.
+func (NopObserver) Handled(string, time.Duration, error) {}
+
+// Completed does nothing.
+func (NopObserver) Completed(string, int) {}
+
+// Retried does nothing.
+func (NopObserver) Retried(string, int) {}
+
+// Dead does nothing.
+func (NopObserver) Dead(string, int) {}
+
+// Released does nothing.
+func (NopObserver) Released(string, int) {}
+
+// Heartbeat does nothing.
+func (NopObserver) Heartbeat(string, time.Time) {}
+
+// Enqueued does nothing.
+func (NopObserver) Enqueued(string, int) {}
+
+var (
+	_ Observer        = NopObserver{}
+	_ EnqueueObserver = NopObserver{}
+)
+
+// countRefs calls f once per topic of refs with how many refs it has.
+func countRefs(refs []Ref, f func(topic string, n int)) {
+	for topic, rs := range byTopic(refs) {
+		f(topic, len(rs))
+	}
+}
+
+// countJobs calls f once per topic of the jobs with how many it has.
+func countJobs[T any](items []T, job func(T) *Job, f func(topic string, n int)) {
+	n := make(map[string]int, 1)
+	for _, it := range items {
+		n[job(it).Topic]++
+	}
+	for topic, k := range n {
+		f(topic, k)
+	}
+}

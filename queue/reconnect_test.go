@@ -1,0 +1,57 @@
+package queue_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// OnRedisReconnect is not called for the first subscription, and once for
+// each time Redis came back, however many topics the worker subscribes to.
+func TestWorkerCallsReconnectHook(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisOptions{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	c, err := queue.New(rdb, queue.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newWEnv(t)
+	var calls atomic.Int64
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: quietLogger(),
+		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond,
+		OnRedisReconnect: func(ctx context.Context) { calls.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error { return nil })
+	for _, topic := range []string{"a", "b", "c"} {
+		if err := w.Handle(topic, h, queue.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startWorker(t, w)
+	for _, topic := range []string{"a", "b", "c"} {
+		waitSubscribed(t, rdb, c.WakeChannel(topic))
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("hook called %d times before any reconnect", n)
+	}
+	for round := int64(1); round <= 2; round++ {
+		srv.Kill(t)
+		srv.Restart(t)
+		waitFor(t, 30*time.Second, "the reconnect hook", func() bool { return calls.Load() >= round })
+		for _, topic := range []string{"a", "b", "c"} {
+			waitSubscribed(t, rdb, c.WakeChannel(topic))
+		}
+		if n := calls.Load(); n != round {
+			t.Fatalf("after %d reconnects the hook ran %d times", round, n)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RestoreRow is one job the ledger holds, to be put back if Redis has no
+// trace of it (the recoverer builds these from stale ledger rows).
+type RestoreRow struct {
+	Topic string
+	ID    string
+	// Retrying says the job was waiting for a retry at RunAt: it goes back
+	// due at RunAt. Otherwise it was in progress (its worker died) and goes
+	// back due at once.
+	Retrying    bool
+	RunAt       int64 // Unix ms
+	Attempt     int   // claims so far, kept: the next claim bumps it
+	MaxAttempts int
+	LastError   string
+	Payload     []byte
+}
+
+// RestoreOutcome is what Restore did with one row.
+type RestoreOutcome uint8
+
+// The outcomes of Restore, per row.
+const (
+	// RestoreFailed: the script call carrying the row failed (see the
+	// error Restore returned); nothing is known about the job.
+	RestoreFailed RestoreOutcome = iota
+	// RestoreTracked: Redis still tracks the job (due, leased, dead);
+	// nothing was written.
+	RestoreTracked
+	// RestoreCreated: Redis had no trace of the job; its envelope and due
+	// entry were re-created (in a dry run: would have been).
+	RestoreCreated
+)
+
+func (o RestoreOutcome) String() string {
+	switch o {
+	case RestoreTracked:
+		return "tracked"
+	case RestoreCreated:
+		return "created"
+	}
+	return "failed"
+}
+
+// RestoreOptions tune one Restore call.
+type RestoreOptions struct {
+	// DryRun decides every row but writes nothing.
+	DryRun bool
+	// Chunk is the most rows one script call carries. Default 500.
+	Chunk int
+	// ChunkBytes closes a chunk early once its payloads and error texts
+	// reach this many bytes, so big payloads never make one huge call.
+	// Default 4 MiB.
+	ChunkBytes int
+}
+
+// Restore puts back the jobs of rows that Redis has no trace of, each at
+// once (in progress) or at its run time (retrying), and leaves alone those it
+// still tracks: per row, the check and the write are one atomic step, so
+// concurrent Restores of the same rows re-create each job once. Rows are
+// grouped by topic into chunks, one restore.lua call each, and all the calls
+// go in one pipeline: one round trip (two after Redis forgot its scripts) for
+// the whole slice. It returns one outcome per row, in order; rows of a
+// failed call are RestoreFailed and the error says why.
+func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOptions) ([]RestoreOutcome, error) {
+	if opts.Chunk <= 0 {
+		opts.Chunk = 500
+	}
+	if opts.ChunkBytes <= 0 {
+		opts.ChunkBytes = 4 << 20
+	}
+	out := make([]RestoreOutcome, len(rows))
+	var bad error
+	calls := c.restoreCalls(rows, opts, func(err error) { bad = errors.Join(bad, err) })
+	if len(calls) == 0 {
+		return out, bad
+	}
+	mode := "write"
+	if opts.DryRun {
+		mode = "check"
+	}
+
+	cmds := c.runRestoreCalls(ctx, calls, mode, false)
+	var retry []int // calls Redis had no script for (it restarted): sent again with EVAL
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		again := make([]restoreCall, len(retry))
+		for k, i := range retry {
+			again[k] = calls[i]
+		}
+		for k, cmd := range c.runRestoreCalls(ctx, again, mode, true) {
+			cmds[retry[k]] = cmd
+		}
+	}
+
+	var errs []error
+	if bad != nil {
+		errs = append(errs, bad)
+	}
+	for i, cmd := range cmds {
+		call := calls[i]
+		reply, err := cmd.Int64Slice()
+		if err == nil && len(reply) != 1+len(call.rows) {
+			err = fmt.Errorf("reply of %d values for %d rows", len(reply), len(call.rows))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue: restore %d jobs of %s: %w", len(call.rows), call.topic, err))
+			continue
+		}
+		for k, at := range call.rows {
+			if reply[1+k] == 1 {
+				out[at] = RestoreCreated
+			} else {
+				out[at] = RestoreTracked
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// restoreCall is one restore.lua call: rows (indexes into the caller's
+// slice) of one topic.
+type restoreCall struct {
+	topic string
+	rows  []int
+	args  []any // without the mode, which goes first
+}
+
+// restoreCalls groups valid rows by topic into chunks; invalid rows are
+// reported to bad and left out.
+func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(err error)) []restoreCall {
+	var calls []restoreCall
+	open := make(map[string]int) // topic -> index in calls of its open chunk
+	size := make(map[string]int) // topic -> bytes in its open chunk
+	for i, r := range rows {
+		if err := ValidateTopic(r.Topic); err != nil {
+			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
+			continue
+		}
+		if err := ValidateID(r.ID); err != nil {
+			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
+			continue
+		}
+		at, ok := open[r.Topic]
+		if !ok || len(calls[at].rows) >= opts.Chunk || size[r.Topic] >= opts.ChunkBytes {
+			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 7*min(opts.Chunk, len(rows)-i))})
+			at = len(calls) - 1
+			open[r.Topic] = at
+			size[r.Topic] = 0
+		}
+		mode := "p"
+		if r.Retrying {
+			mode = "r"
+		}
+		call := &calls[at]
+		call.rows = append(call.rows, i)
+		if opts.DryRun { // a check reads ids only: the bulky fields stay home
+			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, "", "")
+			continue
+		}
+		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.LastError, r.Payload)
+		size[r.Topic] += len(r.Payload) + len(r.LastError)
+	}
+	return calls
+}
+
+// runRestoreCalls sends calls in one pipeline, with EVALSHA, or with EVAL
+// when eval is set, and returns their commands in order. Per-call errors
+// are in the commands.
+func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, mode string, eval bool) []*redis.Cmd {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		k := c.keysFor(call.topic)
+		keys := []string{k.due, k.lease, k.job, k.wake}
+		args := make([]any, 0, 1+len(call.args))
+		args = append(args, mode)
+		args = append(args, call.args...)
+		if eval {
+			cmds[i] = c.scripts.restore.Eval(ctx, pipe, keys, args...)
+		} else {
+			cmds[i] = c.scripts.restore.EvalSha(ctx, pipe, keys, args...)
+		}
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	return cmds
+}

@@ -42,8 +42,10 @@ type system struct {
 }
 
 // assemble builds the parts p of the configured system; nothing runs yet.
-func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts) (s *system, err error) {
-	s = &system{cfg: cfg, log: log}
+func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts) (_ *system, err error) {
+	// s is not the named result: "return nil, err" must not hide it from
+	// the deferred close of what was opened.
+	s := &system{cfg: cfg, log: log}
 	if s.b, err = backend.Open(ctx, cfg, log); err != nil {
 		return nil, err
 	}

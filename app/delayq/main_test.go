@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -279,4 +280,23 @@ func redisAddr() string {
 		return a
 	}
 	return testenv.DefaultRedisAddr
+}
+
+// A start that fails (the port is taken) says why and exits 1, without a
+// panic, leaving nothing behind.
+func TestServeFailsCleanlyWhenPortTaken(t *testing.T) {
+	bin := buildBinary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	env := append(os.Environ(), "DELAYQ_SQL_SQLITE_PATH="+filepath.Join(t.TempDir(), "l.db"))
+	cmd := exec.Command(bin, "serve", "--listen", ln.Addr().String())
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "http.listen") || strings.Contains(string(out), "panic") {
+		t.Fatalf("serve on a taken port: %v\n%s", err, out)
+	}
 }

@@ -86,7 +86,7 @@ func (l *Ledger) MarkRetrying(ctx context.Context, marks []queue.RetryMark) erro
 // Delete removes a job's row whatever its attempt: the job was cancelled,
 // so no claim of it is worth keeping. A missing row is not an error.
 func (l *Ledger) Delete(ctx context.Context, topic, id string) error {
-	err := retryDeadlocks(ctx, func() error {
+	err := RetryDeadlocks(ctx, func() error {
 		return l.conn(ctx).Table(l.ledgerTable).
 			Where("topic = ? AND job_id = ?", topic, id).
 			Delete(&Entry{}).Error

@@ -68,7 +68,7 @@ func TestRetryDeadlocks(t *testing.T) {
 	deadlock := fmt.Errorf("wrapped: %w", &mysqldriver.MySQLError{Number: erDeadlock, Message: "Deadlock found"})
 
 	calls := 0
-	err := retryDeadlocks(ctx, func() error {
+	err := RetryDeadlocks(ctx, func() error {
 		calls++
 		if calls < 3 {
 			return deadlock
@@ -80,20 +80,20 @@ func TestRetryDeadlocks(t *testing.T) {
 	}
 
 	calls = 0
-	if err := retryDeadlocks(ctx, func() error { calls++; return deadlock }); !errors.Is(err, deadlock) || calls != deadlockAttempts {
+	if err := RetryDeadlocks(ctx, func() error { calls++; return deadlock }); !errors.Is(err, deadlock) || calls != deadlockAttempts {
 		t.Errorf("endless deadlocks: err %v after %d calls, want %d", err, calls, deadlockAttempts)
 	}
 
 	calls = 0
 	other := &mysqldriver.MySQLError{Number: 1062, Message: "Duplicate entry"}
-	if err := retryDeadlocks(ctx, func() error { calls++; return other }); !errors.Is(err, other) || calls != 1 {
+	if err := RetryDeadlocks(ctx, func() error { calls++; return other }); !errors.Is(err, other) || calls != 1 {
 		t.Errorf("other error: err %v after %d calls, want 1", err, calls)
 	}
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	calls = 0
-	if err := retryDeadlocks(cancelled, func() error { calls++; return deadlock }); err == nil || calls != 1 {
+	if err := RetryDeadlocks(cancelled, func() error { calls++; return deadlock }); err == nil || calls != 1 {
 		t.Errorf("cancelled context: err %v after %d calls, want 1", err, calls)
 	}
 }

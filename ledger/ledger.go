@@ -80,11 +80,11 @@ func (l *Ledger) batchSize(perItem, fixed int) int {
 // placeholder limit. The usual batch fits in one statement and runs alone; a
 // larger one is split, and the parts run in one transaction so the call
 // still succeeds or fails as a whole. Either way a deadlock victim is run
-// again (see retryDeadlocks).
+// again (see RetryDeadlocks).
 func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func(db *gorm.DB, lo, hi int) error) error {
 	size := l.batchSize(perItem, fixed)
 	if n <= size {
-		return retryDeadlocks(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
+		return RetryDeadlocks(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
 	}
 	return l.transaction(ctx, func(tx *gorm.DB) error {
 		return forSpans(n, size, func(lo, hi int) error { return stmt(tx, lo, hi) })
@@ -94,7 +94,7 @@ func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func
 // transaction runs fn in a transaction, run again as a whole if it was
 // rolled back as a deadlock victim.
 func (l *Ledger) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return retryDeadlocks(ctx, func() error { return l.conn(ctx).Transaction(fn) })
+	return RetryDeadlocks(ctx, func() error { return l.conn(ctx).Transaction(fn) })
 }
 
 // forSpans calls fn on consecutive spans [lo, hi) of at most size items.

@@ -16,8 +16,11 @@ const deadlockAttempts = 5
 // erDeadlock is MySQL/MariaDB's ER_LOCK_DEADLOCK.
 const erDeadlock = 1213
 
-// retryDeadlocks runs op, and runs it again (a few times, after a short
-// random pause) when InnoDB rolled it back as a deadlock victim.
+// RetryDeadlocks runs op, and runs it again (up to 5 times in all, after a
+// short random pause) when MySQL/MariaDB rolled it back as a deadlock victim
+// (error 1213). op must be safe to run again: a whole transaction, or a
+// statement that is one on its own. Handlers with transactions of their own
+// (see Transactional) use it too.
 //
 // Concurrent batches deadlock even on disjoint jobs: under REPEATABLE READ
 // the range scan of a batched DELETE/UPDATE takes next-key locks on the
@@ -31,7 +34,7 @@ const erDeadlock = 1213
 // Batches are also sorted by key so that statements lock in the same order,
 // which makes deadlocks rarer; READ COMMITTED isolation on the ledger's
 // connections removes the gap locks altogether.
-func retryDeadlocks(ctx context.Context, op func() error) error {
+func RetryDeadlocks(ctx context.Context, op func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := op()
 		if err == nil || attempt == deadlockAttempts || !isDeadlock(err) {

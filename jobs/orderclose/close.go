@@ -50,7 +50,7 @@ func (s *Service) CloseHandler() queue.Handler {
 		if _, err := orderNoOf(job); err != nil {
 			return queue.SkipRetry(err)
 		}
-		return retryDeadlocks(ctx, func() error { return inTx(ctx, job) })
+		return ledger.RetryDeadlocks(ctx, func() error { return inTx(ctx, job) })
 	})
 }
 

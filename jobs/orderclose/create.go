@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -86,7 +87,7 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 		for i, l := range lines {
 			items[i] = OrderItem{OrderNo: no, SKU: l.SKU, Quantity: l.Quantity}
 		}
-		err = retryDeadlocks(ctx, func() error {
+		err = ledger.RetryDeadlocks(ctx, func() error {
 			return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 				return s.insertOrder(tx, &order, lines, items)
 			})

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -26,7 +27,7 @@ func (s *Service) Pay(ctx context.Context, orderNo string) (*Order, error) {
 	}
 	now := s.cfg.Now().UnixMilli()
 	var changed int64
-	err := retryDeadlocks(ctx, func() error {
+	err := ledger.RetryDeadlocks(ctx, func() error {
 		res := s.db.WithContext(ctx).Model(&Order{}).
 			Where("order_no = ? AND status = ?", orderNo, StatusPending).
 			Updates(map[string]any{

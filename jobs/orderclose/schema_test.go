@@ -2,10 +2,8 @@ package orderclose_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"reflect"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +34,7 @@ func TestSchemaSQLMatchesMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromFile := testenv.MySQL(t)
-	for _, stmt := range splitSQL(string(sqlFile)) {
+	for _, stmt := range testenv.SplitSQL(string(sqlFile)) {
 		if err := fromFile.Exec(stmt).Error; err != nil {
 			t.Fatalf("schema.sql: %v\n%s", err, stmt)
 		}
@@ -47,7 +45,7 @@ func TestSchemaSQLMatchesMigrate(t *testing.T) {
 	}
 
 	for _, table := range orderTables {
-		want, got := describe(t, fromFile, table), describe(t, fromGorm, table)
+		want, got := testenv.DescribeTable(t, fromFile, table), testenv.DescribeTable(t, fromGorm, table)
 		if len(want) == 0 {
 			t.Fatalf("schema.sql did not create %s", table)
 		}
@@ -55,7 +53,7 @@ func TestSchemaSQLMatchesMigrate(t *testing.T) {
 			t.Errorf("%s differs.\nschema.sql:\n  %s\nMigrate:\n  %s", table,
 				strings.Join(want, "\n  "), strings.Join(got, "\n  "))
 		}
-		if a, b := showCreate(t, fromFile, table), showCreate(t, fromGorm, table); a != b {
+		if a, b := testenv.ShowCreateTable(t, fromFile, table), testenv.ShowCreateTable(t, fromGorm, table); a != b {
 			t.Errorf("SHOW CREATE TABLE %s differs.\nschema.sql:\n%s\nMigrate:\n%s", table, a, b)
 		}
 	}
@@ -117,100 +115,4 @@ func (s *stmtLog) take() []string {
 	out := s.sql
 	s.sql = nil
 	return out
-}
-
-// splitSQL splits a file of ;-terminated statements, after dropping its "--"
-// comment lines (schema.sql has no semicolons inside statements).
-func splitSQL(s string) []string {
-	var kept []string
-	for _, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			kept = append(kept, line)
-		}
-	}
-	var out []string
-	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
-		if strings.TrimSpace(stmt) != "" {
-			out = append(out, stmt)
-		}
-	}
-	return out
-}
-
-// describe returns one line per column, index column, check constraint and
-// table property of table in db's current database, from
-// information_schema.
-func describe(t *testing.T, db *gorm.DB, table string) []string {
-	t.Helper()
-	var out []string
-	rows, err := db.Raw(`SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE,
-			COALESCE(COLUMN_DEFAULT, '<none>'), COALESCE(CHARACTER_SET_NAME, '-'),
-			COALESCE(COLLATION_NAME, '-'), EXTRA
-		FROM information_schema.COLUMNS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
-		ORDER BY ORDINAL_POSITION`, table).Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name, typ, null, def, cs, coll, extra string
-		var pos int
-		if err := rows.Scan(&name, &pos, &typ, &null, &def, &cs, &coll, &extra); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("column %d %s %s null=%s default=%s charset=%s collation=%s extra=%s",
-			pos, name, typ, null, def, cs, coll, extra))
-	}
-	rows.Close()
-
-	rows, err = db.Raw(`SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, COALESCE(SUB_PART, 0), INDEX_TYPE
-		FROM information_schema.STATISTICS
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
-		ORDER BY INDEX_NAME, SEQ_IN_INDEX`, table).Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name, col, typ string
-		var nonUnique, seq, sub int
-		if err := rows.Scan(&name, &nonUnique, &seq, &col, &sub, &typ); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("index %s non_unique=%d %d:%s sub_part=%d %s", name, nonUnique, seq, col, sub, typ))
-	}
-	rows.Close()
-
-	rows, err = db.Raw(`SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
-		WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY CONSTRAINT_NAME`, table).Rows()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name, clause string
-		if err := rows.Scan(&name, &clause); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("check %s %s", name, clause))
-	}
-	rows.Close()
-
-	var engine, collation string
-	err = db.Raw(`SELECT ENGINE, TABLE_COLLATION FROM information_schema.TABLES
-		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table).Row().Scan(&engine, &collation)
-	if err == nil {
-		out = append(out, "table engine="+engine+" collation="+collation)
-	}
-	return out
-}
-
-var autoIncRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
-
-// showCreate returns SHOW CREATE TABLE without the AUTO_INCREMENT counter.
-func showCreate(t *testing.T, db *gorm.DB, table string) string {
-	t.Helper()
-	var name, ddl string
-	if err := db.Raw("SHOW CREATE TABLE `"+table+"`").Row().Scan(&name, &ddl); err != nil {
-		t.Fatal(err)
-	}
-	return autoIncRE.ReplaceAllString(ddl, "")
 }

@@ -1,0 +1,95 @@
+package testenv
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+)
+
+// These helpers let a package prove that its gorm models and
+// deployments/mysql/schema.sql create the same tables on MariaDB.
+
+// SplitSQL splits a file of ;-terminated statements, after dropping its "--"
+// comment lines (schema.sql has no semicolons inside statements).
+func SplitSQL(s string) []string {
+	var kept []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			kept = append(kept, line)
+		}
+	}
+	var out []string
+	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
+		if strings.TrimSpace(stmt) != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// DescribeTable returns one line per column, index column and table property of
+// table in db's current database, from information_schema.
+func DescribeTable(t testing.TB, db *gorm.DB, table string) []string {
+	t.Helper()
+	var out []string
+	rows, err := db.Raw(`SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE,
+			COALESCE(COLUMN_DEFAULT, '<none>'), COALESCE(CHARACTER_SET_NAME, '-'),
+			COALESCE(COLLATION_NAME, '-'), EXTRA
+		FROM information_schema.COLUMNS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
+		ORDER BY ORDINAL_POSITION`, table).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, typ, null, def, cs, coll, extra string
+		var pos int
+		if err := rows.Scan(&name, &pos, &typ, &null, &def, &cs, &coll, &extra); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("column %d %s %s null=%s default=%s charset=%s collation=%s extra=%s",
+			pos, name, typ, null, def, cs, coll, extra))
+	}
+	rows.Close()
+
+	rows, err = db.Raw(`SELECT INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME, COALESCE(SUB_PART, 0), INDEX_TYPE
+		FROM information_schema.STATISTICS
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?
+		ORDER BY INDEX_NAME, SEQ_IN_INDEX`, table).Rows()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name, col, typ string
+		var nonUnique, seq, sub int
+		if err := rows.Scan(&name, &nonUnique, &seq, &col, &sub, &typ); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("index %s non_unique=%d %d:%s sub_part=%d %s", name, nonUnique, seq, col, sub, typ))
+	}
+	rows.Close()
+
+	var engine, collation string
+	err = db.Raw(`SELECT ENGINE, TABLE_COLLATION FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table).Row().Scan(&engine, &collation)
+	if err == nil {
+		out = append(out, "table engine="+engine+" collation="+collation)
+	}
+	return out
+}
+
+// autoIncRE matches the AUTO_INCREMENT counter of SHOW CREATE TABLE.
+var autoIncRE = regexp.MustCompile(` AUTO_INCREMENT=\d+`)
+
+// ShowCreateTable returns SHOW CREATE TABLE without the AUTO_INCREMENT counter.
+func ShowCreateTable(t testing.TB, db *gorm.DB, table string) string {
+	t.Helper()
+	var name, ddl string
+	if err := db.Raw("SHOW CREATE TABLE `"+table+"`").Row().Scan(&name, &ddl); err != nil {
+		t.Fatal(err)
+	}
+	return autoIncRE.ReplaceAllString(ddl, "")
+}

@@ -14,7 +14,10 @@
 # the test database if it is missing, and make sure the MySQL user can log in
 # over TCP (a fresh MariaDB lets root in only through the unix socket).
 # The redis-server and redis-cli binaries must exist too: tests start their
-# own servers (crash tests, clusters).
+# own servers (crash tests, clusters). So must promtool (Debian's prometheus
+# package: the alert rules' tests) and Chromium at /usr/bin/chromium (the
+# dashboard's browser test); they are installed without starting the
+# Prometheus server the package ships.
 #
 # Every failure exits non-zero with a message naming the service and why.
 # Servers this script starts keep running; it prints how to stop them.
@@ -371,6 +374,35 @@ ensure_mysql_login() {
 		die "MariaDB: root still cannot log in over TCP at $MYSQL_HOST:$MYSQL_PORT: $err"
 }
 
+# ---- tools the tests drive --------------------------------------------------
+
+CHROMIUM=/usr/bin/chromium
+
+# apt_install_quiet SERVICE PACKAGE...: apt_install, with services kept from
+# starting (a policy-rc.d that says no, for the time of the install).
+apt_install_quiet() {
+	local policy=/usr/sbin/policy-rc.d
+	if is_root && [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\n# test-services.sh: no service starts during its install\nexit 101\n' >"$policy"
+		chmod 0755 "$policy"
+		trap 'rm -f '"$policy" EXIT
+	fi
+	apt_install "$@"
+}
+
+ensure_tools() {
+	local missing=()
+	have promtool || missing+=(prometheus)
+	[[ -x $CHROMIUM ]] || missing+=(chromium)
+	if ((${#missing[@]})); then
+		apt_install_quiet "test tools (promtool, Chromium)" "${missing[@]}"
+		have promtool || die "promtool: still missing after installing prometheus (the alert rules' tests need it)"
+		[[ -x $CHROMIUM ]] || die "Chromium: $CHROMIUM still missing after installing chromium (the dashboard's browser test needs it)"
+	fi
+	log "tools: $(command -v promtool), $CHROMIUM"
+}
+
 ensure_redis
 ensure_mysql
+ensure_tools
 log "ready: Redis $REDIS_HOST:$REDIS_PORT, MariaDB $MYSQL_USER@$MYSQL_HOST:$MYSQL_PORT/$MYSQL_DB"

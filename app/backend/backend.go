@@ -32,7 +32,19 @@ type Backends struct {
 
 // Open opens the configured backends. On error, whatever was opened is
 // closed again.
-func Open(ctx context.Context, cfg config.Config, log logrus.FieldLogger) (b *Backends, err error) {
+func Open(ctx context.Context, cfg config.Config, log logrus.FieldLogger) (*Backends, error) {
+	return OpenWith(ctx, cfg, log, Options{})
+}
+
+// Options are what a program adds to the configured backends.
+type Options struct {
+	// QueueObserver, if set, is the queue client's queue.Config.Observer
+	// (the program's metrics).
+	QueueObserver queue.EnqueueObserver
+}
+
+// OpenWith is Open with opts.
+func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, opts Options) (b *Backends, err error) {
 	b = &Backends{}
 	defer func() {
 		if err != nil {
@@ -51,6 +63,7 @@ func Open(ctx context.Context, cfg config.Config, log logrus.FieldLogger) (b *Ba
 		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
 		MaxDelay:           cfg.Queue.MaxDelay,
 		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
+		Observer:           opts.QueueObserver,
 	}); err != nil {
 		return nil, err
 	}

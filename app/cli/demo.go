@@ -57,6 +57,9 @@ func (a *app) demoCmd() *cobra.Command {
 				defer cancel()
 			}
 			fmt.Fprintf(a.out, "delayq demo: API at %s (try: curl %s/v1/topics)\n", s.apiURL(), s.apiURL())
+			if s.obs.dash != nil {
+				fmt.Fprintf(a.out, "dashboard: open %s/ in a browser; Prometheus metrics at %s/metrics\n", s.apiURL(), s.apiURL())
+			}
 			fmt.Fprintf(a.out, "one order every %s, paid within its %s window with probability %.0f%%; the rest close when the window ends\n",
 				o.every, o.paymentWindow, 100*o.payRatio)
 			var wg sync.WaitGroup

@@ -16,6 +16,7 @@ import (
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -39,6 +40,7 @@ type system struct {
 	sweep  *orderclose.Sweeper
 	server *http.Server
 	ln     net.Listener
+	obs    observability // metrics, dashboard and the metrics listener
 }
 
 // assemble builds the parts p of the configured system; nothing runs yet.
@@ -46,7 +48,8 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	// s is not the named result: "return nil, err" must not hide it from
 	// the deferred close of what was opened.
 	s := &system{cfg: cfg, log: log}
-	if s.b, err = backend.Open(ctx, cfg, log); err != nil {
+	s.obs.metrics = metrics.New(log)
+	if s.b, err = backend.OpenWith(ctx, cfg, log, backend.Options{QueueObserver: s.obs.metrics}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -83,12 +86,14 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		Grace:             cfg.Recovery.Grace,
 		HeartbeatInterval: heartbeat,
 		DryRun:            cfg.Recovery.DryRun,
+		OnReport:          s.obs.metrics.RecoveryReport,
 		Logger:            log,
 	}
 	if s.rec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
 		return nil, err
 	}
 	rcfg.DryRun = true
+	rcfg.OnReport = nil // the API's dry runs change nothing worth a metric
 	if s.dryRec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
 		return nil, err
 	}
@@ -97,13 +102,19 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		if s.orders != nil {
 			handlers[orderclose.Topic] = s.orders.CloseHandler()
 		}
-		hooks := queue.WorkerConfig{}
+		hooks := queue.WorkerConfig{Observer: s.obs.metrics}
+		for topic := range handlers {
+			s.obs.metrics.InitTopic(topic)
+		}
 		if p.recovery {
 			hooks.OnRedisReconnect = s.rec.RedisReconnected
 		}
 		if s.worker, err = newWorker(cfg, s.b, log, handlers, hooks); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.buildObservability(p); err != nil {
+		return nil, err
 	}
 	if p.api {
 		if err := s.buildAPI(p); err != nil {
@@ -122,6 +133,7 @@ func (s *system) buildAPI(p parts) error {
 			modules = append(modules, httpapi.Module{Pattern: pattern, Handler: h})
 		}
 	}
+	modules = append(modules, s.obs.apiModules()...)
 	h, err := httpapi.New(httpapi.Deps{
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
@@ -132,6 +144,8 @@ func (s *system) buildAPI(p parts) error {
 		MaxBodyBytes: c.MaxBodyBytes,
 		Ready:        s.b.Ready,
 		Logger:       s.log,
+		Metrics:      s.obs.apiMetrics(),
+		Dashboard:    s.obs.apiDashboard(),
 	})
 	if err != nil {
 		return err
@@ -194,29 +208,37 @@ func (s *system) run(ctx context.Context, p parts) error {
 		start("sweeper", func() error { return s.sweep.Run(ctx) })
 	}
 	if s.server != nil {
-		start("api", func() error {
-			if err := s.server.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-ctx.Done()
-			sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer c()
-			fail("api shutdown", s.server.Shutdown(sctx))
-		}()
+		serveHTTP(ctx, "api", s.server, s.ln, start, fail, &wg)
 		s.log.WithField("url", s.apiURL()).Info("API listening")
 	}
+	s.obs.run(ctx, start, fail, &wg, s.log)
 	<-ctx.Done()
 	s.log.Info("shutting down")
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
+// serveHTTP serves srv on ln as part name until ctx ends, then shuts it
+// down (10 s at most).
+func serveHTTP(ctx context.Context, name string, srv *http.Server, ln net.Listener, start func(string, func() error), fail func(string, error), wg *sync.WaitGroup) {
+	start(name, func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, c := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer c()
+		fail(name+" shutdown", srv.Shutdown(sctx))
+	}()
+}
+
 func (s *system) close() {
+	s.obs.close()
 	if s.b != nil {
 		if err := s.b.Close(); err != nil {
 			s.log.WithError(err).Warn("closing the backends")

@@ -10,14 +10,16 @@ import "time"
 // environment variable of a key is DELAYQ_<SECTION>_<KEY> in upper case
 // (DELAYQ_REDIS_ADDRS, DELAYQ_HTTP_TOKEN, DELAYQ_WORKER_CONCURRENCY).
 type Config struct {
-	Log      Log      `koanf:"log"`
-	Redis    Redis    `koanf:"redis"`
-	SQL      SQL      `koanf:"sql"`
-	Queue    Queue    `koanf:"queue"`
-	HTTP     HTTP     `koanf:"http"`
-	Worker   Worker   `koanf:"worker"`
-	Recovery Recovery `koanf:"recovery"`
-	Orders   Orders   `koanf:"orders"`
+	Log       Log       `koanf:"log"`
+	Redis     Redis     `koanf:"redis"`
+	SQL       SQL       `koanf:"sql"`
+	Queue     Queue     `koanf:"queue"`
+	HTTP      HTTP      `koanf:"http"`
+	Worker    Worker    `koanf:"worker"`
+	Recovery  Recovery  `koanf:"recovery"`
+	Orders    Orders    `koanf:"orders"`
+	Metrics   Metrics   `koanf:"metrics"`
+	Dashboard Dashboard `koanf:"dashboard"`
 }
 
 // Log configures logging.
@@ -131,6 +133,28 @@ type Orders struct {
 	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
 }
 
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Enabled serves GET /metrics on the API's listener (no token). Default
+	// true.
+	Enabled bool `koanf:"enabled"`
+	// Listen, if set, also serves /metrics on a listener of its own
+	// (host:port): the way to scrape a `delayq worker` process, which has
+	// no API. Default "" (none).
+	Listen string `koanf:"listen"`
+}
+
+// Dashboard configures the live dashboard page.
+type Dashboard struct {
+	// Enabled serves the dashboard at GET / on the API's listener. Default
+	// true.
+	Enabled bool `koanf:"enabled"`
+	// SampleEvery is how often the charts get a point. Default 2s.
+	SampleEvery time.Duration `koanf:"sample_every"`
+	// History is how far back the charts go. Default 5m.
+	History time.Duration `koanf:"history"`
+}
+
 // Defaults returns the configuration with every default filled in.
 func Defaults() Config {
 	return Config{
@@ -145,7 +169,9 @@ func Defaults() Config {
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}},
-		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute},
-		Orders:   Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
+		Recovery:  Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute},
+		Orders:    Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
+		Metrics:   Metrics{Enabled: true},
+		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
 	}
 }

@@ -106,6 +106,9 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
+		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
+		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},
+		{"dashboard:\n  history: 1s\n", "dashboard.history"},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(writeFile(t, tc.yaml), nil)

@@ -171,6 +171,18 @@ func (c *Config) Validate() error {
 	if c.Recovery.Grace <= heartbeat {
 		bad("recovery.grace", c.Recovery.Grace, "must exceed the heartbeat interval (%s), or live jobs would look stale", heartbeat)
 	}
+	if c.Metrics.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Metrics.Listen); err != nil {
+			bad("metrics.listen", c.Metrics.Listen, "not host:port: %v", err)
+		}
+	}
+	if d := c.Dashboard; d.Enabled {
+		if d.SampleEvery < 100*time.Millisecond {
+			bad("dashboard.sample_every", d.SampleEvery, "must be at least 100ms")
+		} else if d.History < d.SampleEvery || d.History/d.SampleEvery > 10000 {
+			bad("dashboard.history", d.History, "want from dashboard.sample_every (%s) to 10000 samples of it", d.SampleEvery)
+		}
+	}
 	if c.Orders.Enabled {
 		positive("orders.payment_window", c.Orders.PaymentWindow)
 		cronSpec("orders.sweeper_spec", c.Orders.SweeperSpec)

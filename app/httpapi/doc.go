@@ -12,6 +12,8 @@
 //
 //	GET    /healthz                               200 while the process is up (no auth, no cap)
 //	GET    /readyz                                200, or 503 naming the backend that failed (no auth)
+//	GET    /metrics                               Prometheus metrics, when Deps.Metrics is set (no auth)
+//	GET    /, /dashboard/...                      the dashboard page and its assets, when Deps.Dashboard is set (no auth)
 //	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=scheduled|in_flight|dead&offset=&limit=)

@@ -69,6 +69,13 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 	// Logger gets the API's logs; nil means a new logrus logger on stderr.
 	Logger logrus.FieldLogger
+	// Metrics, if set, serves GET /metrics (Prometheus), outside auth
+	// like the probes: scrapers are configured without the API token.
+	Metrics http.Handler
+	// Dashboard, if set, serves the dashboard page at GET / and its assets
+	// under GET /dashboard/, outside auth: the page holds no data, and asks
+	// the operator for the token its /v1 calls need.
+	Dashboard http.Handler
 }
 
 // api is the handler's state: its dependencies, nothing mutable.
@@ -138,6 +145,7 @@ func New(d Deps) (http.Handler, error) {
 	root.HandleFunc("GET /healthz", a.healthz)
 	root.HandleFunc("GET /readyz", a.readyz)
 	root.Handle("/v1/", a.authenticate(jsonErrors{v1}))
+	mountObservability(root, d.Metrics, d.Dashboard)
 	return a.recoverPanics(a.accessLog(jsonErrors{root})), nil
 }
 

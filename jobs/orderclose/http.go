@@ -13,6 +13,8 @@ import (
 //	                            -> 201 the order (Location: /v1/orders/{no})
 //	POST /v1/orders/{no}/pay    -> 200 the order, paid
 //	GET  /v1/orders/{no}        -> 200 the order: status, deadline, closed at and reason, items
+//	GET  /v1/orders/summary     -> 200 orders by status, lateness of the recent closes, stock
+//	                               (read-only, for the dashboard; order numbers are never "summary")
 //
 // Bad input gets a 4xx answer {"error":{"code":"...","message":"...","field":"..."}}
 // and writes nothing. The codes: invalid_json, unknown_field, invalid_type,
@@ -38,6 +40,7 @@ func NewHTTPHandler(s *Service) *HTTPHandler {
 	h.mux.HandleFunc("POST /v1/orders", h.create)
 	h.mux.HandleFunc("POST /v1/orders/{no}/pay", h.pay)
 	h.mux.HandleFunc("GET /v1/orders/{no}", h.get)
+	h.mux.HandleFunc("GET /v1/orders/summary", h.summary)
 	// The same paths with another method, and anything else under the
 	// module's paths, get a JSON answer too.
 	h.mux.HandleFunc("/v1/orders", methodNotAllowed("POST"))

@@ -1,0 +1,575 @@
+package dashboard_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/delayq/delayq/app/cli"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/queue"
+)
+
+// chromiumPath is Debian's Chromium; scripts/test-services.sh (make test)
+// installs it when it is missing.
+const chromiumPath = "/usr/bin/chromium"
+
+const testToken = "dashboard-test-token-0123456789"
+
+// The dashboard in headless Chromium against `delayq serve` on the real
+// test Redis and MariaDB: the page asks for the token and loads without a
+// console error, its numbers match the API's, the read-only mode shows no
+// button that changes state, a confirmation guards every action, a dead
+// letter requeued with its button leaves the dead list and runs, purge
+// empties a topic's dead letters, and "run recovery now" reports its run.
+// A screenshot of the dashboard is saved in the test's artifact directory
+// (go test -artifacts keeps it).
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser end-to-end test: skipped in -short mode")
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("Chromium is not installed at %s (%v): scripts/test-services.sh installs it with apt-get when run as root (make test)", chromiumPath, err)
+	}
+	rdb, ns := testenv.Redis(t)
+	dsn := testenv.MySQLDSN(t)
+	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 2*time.Minute)
+
+	// Before serve starts: a topic no worker handles ("mail": three jobs due
+	// in an hour, two overdue) and two dead letters, one in a topic serve
+	// runs (the smoke check's) and one in "mail".
+	deadJob(t, q, cli.SmokeTopic, "smoke:dead:1", "smoke handler exploded: boom")
+	deadJob(t, q, "mail", "mail:dead:1", "smtp: 550 mailbox unavailable")
+	for i := range 3 {
+		mustEnqueue(t, q, "mail", queue.NewJob{ID: fmt.Sprintf("mail:later:%d", i), Delay: time.Hour})
+	}
+	for i := range 2 {
+		mustEnqueue(t, q, "mail", queue.NewJob{ID: fmt.Sprintf("mail:late:%d", i), RunAt: time.Now().Add(-time.Minute).UnixMilli()})
+	}
+
+	api := startServe(t, ns, dsn, false)
+	seedOrders(t, ctx, api, dsn)
+
+	browser := newBrowser(t)
+	tab, console := newTab(t, browser)
+	openDashboard(t, tab, api.url)
+	waitNumbersMatch(t, tab, api)
+
+	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the dashboard: %s (%d bytes)", shot, len(png))
+
+	// Read-only: a second serve on the same backends shows the same dead
+	// letters, and no button that changes state.
+	ro := startServe(t, ns, dsn, true)
+	roTab, roConsole := newTab(t, browser)
+	openDashboard(t, roTab, ro.url)
+	poll(t, roTab, `document.querySelectorAll('#dead tr[data-id]').length === 2`, "the dead letters in read-only mode")
+	n, err := chromedp.Run(roTab, chromedp.Evaluate[int](`document.querySelectorAll('[data-action], #dead button, #run-recovery').length`))
+	if err != nil || n != 0 {
+		t.Errorf("read-only mode shows %d state-changing buttons (%v), want none", n, err)
+	}
+	if hidden, err := chromedp.Run(roTab, chromedp.Evaluate[bool](`document.querySelector('#mode').hidden`)); err != nil || hidden {
+		t.Errorf("the read-only badge is hidden (%v)", err)
+	}
+	noConsoleErrors(t, "read-only tab", roConsole)
+
+	// A confirmation guards the action: cancelled, nothing changes.
+	requeue := chromedp.CSS(`#dead button[data-action="requeue"][data-id="smoke:dead:1"]`)
+	mustDo(t, tab, "cancel a requeue",
+		chromedp.Click(requeue),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-cancel`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#confirm`)),
+	)
+	waitRefreshes(t, tab, 2)
+	if info := mustGet(t, q, cli.SmokeTopic, "smoke:dead:1"); info.State != queue.StateDead {
+		t.Fatalf("after a cancelled requeue the job is %s, want dead", info.State)
+	}
+
+	// Requeue with the button: the job leaves the dead list and runs (the
+	// smoke handler succeeds: the job completes and is gone from Redis).
+	mustDo(t, tab, "requeue a dead letter",
+		chromedp.Click(requeue),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	poll(t, tab, `!document.querySelector('#dead tr[data-id="smoke:dead:1"]')`, "the requeued job leaving the dead list")
+	waitFor(t, 30*time.Second, "the requeued job to run and complete", func() bool {
+		return mustGet(t, q, cli.SmokeTopic, "smoke:dead:1").State == queue.StateUnknown
+	})
+	if v := metricValue(t, api, `delayq_jobs_completed_total{topic="delayq.smoke"}`); v < 1 {
+		t.Errorf("delayq_jobs_completed_total of the smoke topic is %v after the requeued job ran", v)
+	}
+
+	// Purge all of a topic's dead letters.
+	mustDo(t, tab, "purge the dead letters of mail",
+		chromedp.Click(chromedp.CSS(`#dead button[data-action="purge"][data-topic="mail"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	poll(t, tab, `document.querySelectorAll('#dead tr[data-id]').length === 0 && !document.querySelector('#no-dead').hidden`, "the dead list to empty")
+	if st, err := q.Stats(ctx, "mail"); err != nil || st.Dead != 0 {
+		t.Errorf("mail has %d dead jobs after the purge (%v)", st.Dead, err)
+	}
+
+	// Run recovery now.
+	mustDo(t, tab, "run recovery now",
+		chromedp.Click(chromedp.CSS(`#run-recovery`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	poll(t, tab, `!document.querySelector('#recovery-result').hidden && document.querySelector('#recovery-result').textContent.startsWith('recovery ran')`, "the recovery result")
+	waitNumbersMatch(t, tab, api)
+	noConsoleErrors(t, "main tab", console)
+}
+
+// server is a running `delayq serve`.
+type server struct {
+	url string
+}
+
+// startServe runs `delayq serve` in this process on the test's Redis
+// namespace and database until the test ends; readOnly serves the API and
+// dashboard only, in read-only mode.
+func startServe(t *testing.T, ns, dsn string, readOnly bool) *server {
+	t.Helper()
+	port := testenv.FreePort(t)
+	cfg := fmt.Sprintf(`log: {level: warn, format: json}
+redis: {mode: single, addrs: [%q], namespace: %q}
+sql: {driver: mysql, dsn: %q}
+http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
+worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s}
+recovery: {spec: "@every 10s", grace: 5s}
+orders: {sweeper_spec: "@every 1h"}
+dashboard: {sample_every: 500ms, history: 1m}
+`, redisAddr(), ns, dsn, port, testToken, readOnly)
+	path := filepath.Join(t.TempDir(), "delayq.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--config", path}
+	if readOnly {
+		args = append(args, "--no-workers", "--no-recovery", "--no-sweeper")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- cli.Main(ctx, args, io.Discard, &logs, "test") }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("serve (read-only %t) exited %d:\n%s", readOnly, code, logs.String())
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("serve (read-only %t) did not stop within a minute", readOnly)
+		}
+		if t.Failed() {
+			t.Logf("serve (read-only %t) logs:\n%s", readOnly, logs.String())
+		}
+	})
+	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	waitFor(t, 30*time.Second, "serve to answer /readyz", func() bool {
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d at start:\n%s", code, logs.String())
+		default:
+		}
+		resp, err := http.Get(s.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return s
+}
+
+// get calls the API with the token and decodes its JSON answer into out.
+func (s *server) do(t *testing.T, method, path, body string, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %s: %v", method, path, b, err)
+		}
+	}
+}
+
+// seedOrders gives the orders module SKUs and traffic: two orders waiting
+// an hour for their payment, and six with a 300 ms window of which two are
+// paid and four are closed by their close job.
+func seedOrders(t *testing.T, ctx context.Context, s *server, dsn string) {
+	t.Helper()
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if err := orderclose.SeedSKUs(ctx, db, orderclose.SKU{SKU: "mug", Stock: 100, PriceCents: 1200},
+		orderclose.SKU{SKU: "tea", Stock: 500, PriceCents: 450}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		window := 300
+		if i < 2 {
+			window = 3600_000
+		}
+		var o struct {
+			OrderNo string `json:"order_no"`
+		}
+		s.do(t, "POST", "/v1/orders", fmt.Sprintf(`{"user":"u%d","items":[{"sku":"mug","quantity":1},{"sku":"tea","quantity":2}],"payment_window_ms":%d}`, i, window), &o)
+		if i == 2 || i == 3 {
+			s.do(t, "POST", "/v1/orders/"+o.OrderNo+"/pay", "", nil)
+		}
+	}
+	waitFor(t, 30*time.Second, "four orders closed by their close job", func() bool {
+		var sum struct {
+			Orders struct {
+				Closed int64 `json:"closed"`
+			} `json:"orders"`
+		}
+		s.do(t, "GET", "/v1/orders/summary", "", &sum)
+		return sum.Orders.Closed == 4
+	})
+}
+
+// newBrowser starts headless Chromium with a fresh profile; it stops when
+// the test ends.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	// The first Run starts the browser; its context must have no timeout.
+	if err := chromedp.Do(browser); err != nil {
+		cancelBrowser()
+		cancelAlloc()
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	return browser
+}
+
+// consoleLog collects what a tab writes to its console.
+type consoleLog struct {
+	mu   sync.Mutex
+	msgs []chromedp.ConsoleMessage
+}
+
+// newTab opens a tab of browser and collects its console.
+func newTab(t *testing.T, browser context.Context) (context.Context, *consoleLog) {
+	t.Helper()
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	log := &consoleLog{}
+	msgs := chromedp.Console(tab)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			log.mu.Lock()
+			log.msgs = append(log.msgs, m)
+			log.mu.Unlock()
+		}
+	}()
+	return tab, log
+}
+
+func noConsoleErrors(t *testing.T, what string, log *consoleLog) {
+	t.Helper()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, m := range log.msgs {
+		if m.Type == chromedp.ConsoleError || m.IsException() {
+			t.Errorf("%s: console %s (%s:%d)", what, m, m.URL, m.Line+1)
+		} else {
+			t.Logf("%s: console %s", what, m)
+		}
+	}
+}
+
+// openDashboard loads the page, gives it the token it asks for, and waits
+// for its first complete refresh.
+func openDashboard(t *testing.T, tab context.Context, url string) {
+	t.Helper()
+	mustDo(t, tab, "open the dashboard and give the token",
+		chromedp.Navigate(url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token-form`)),
+		chromedp.SendKeys(chromedp.CSS(`#token-input`), testToken),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+	)
+	poll(t, tab, `document.body.dataset.state === 'ready'`, "the first refresh")
+	// The token is kept for the session: a reload does not ask again.
+	mustDo(t, tab, "reload", chromedp.Reload())
+	poll(t, tab, `document.body.dataset.state === 'ready' && document.querySelector('#login').hidden`, "the refresh after a reload")
+}
+
+// waitRefreshes waits until the page refreshed n more times.
+func waitRefreshes(t *testing.T, tab context.Context, n int) {
+	t.Helper()
+	now, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.dataset.updates`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k int
+	fmt.Sscan(now, &k)
+	poll(t, tab, fmt.Sprintf(`Number(document.body.dataset.updates) >= %d`, k+n), "page refreshes")
+}
+
+// topicNumbers are the counts the dashboard shows for each topic.
+type topicNumbers map[string]map[string]int64
+
+const readTopics = `Object.fromEntries([...document.querySelectorAll('#topics tbody tr')].map((tr) => [tr.dataset.topic,
+	Object.fromEntries([...tr.querySelectorAll('td[data-field]')].map((td) => [td.dataset.field, Number(td.dataset.value)]))]))`
+
+const readOrders = `({created: document.querySelector('#orders-created').textContent, pending: document.querySelector('#orders-pending').textContent,
+	paid: document.querySelector('#orders-paid').textContent, closed: document.querySelector('#orders-closed').textContent,
+	stock: Object.fromEntries([...document.querySelectorAll('#stock tbody tr')].map((tr) => [tr.dataset.sku, tr.querySelector('.num').textContent]))})`
+
+// ordersShown is the orders panel as the page shows it.
+type ordersShown struct {
+	Created string            `json:"created"`
+	Pending string            `json:"pending"`
+	Paid    string            `json:"paid"`
+	Closed  string            `json:"closed"`
+	Stock   map[string]string `json:"stock"`
+}
+
+// waitNumbersMatch waits until the page shows what the API says: every
+// topic's due, overdue, in-flight and dead counts, and the orders summary.
+func waitNumbersMatch(t *testing.T, tab context.Context, s *server) {
+	t.Helper()
+	var last string
+	waitFor(t, 20*time.Second, "the dashboard's numbers to match the API", func() bool {
+		var topics struct {
+			Topics []struct {
+				Topic    string `json:"topic"`
+				Due      int64  `json:"due"`
+				DueNow   int64  `json:"due_now"`
+				InFlight int64  `json:"in_flight"`
+				Dead     int64  `json:"dead"`
+			} `json:"topics"`
+		}
+		s.do(t, "GET", "/v1/topics", "", &topics)
+		var sum struct {
+			Orders map[string]int64 `json:"orders"`
+			Stock  []struct {
+				SKU   string `json:"sku"`
+				Stock int64  `json:"stock"`
+			} `json:"stock"`
+		}
+		s.do(t, "GET", "/v1/orders/summary", "", &sum)
+		page, err := chromedp.Run(tab, chromedp.Evaluate[topicNumbers](readTopics))
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders, err := chromedp.Run(tab, chromedp.Evaluate[ordersShown](readOrders))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var diffs []string
+		if len(page) != len(topics.Topics) {
+			diffs = append(diffs, fmt.Sprintf("page shows %d topics, the API %d", len(page), len(topics.Topics)))
+		}
+		for _, api := range topics.Topics {
+			got := page[api.Topic]
+			for field, want := range map[string]int64{"due": api.Due, "due_now": api.DueNow, "in_flight": api.InFlight, "dead": api.Dead} {
+				if got == nil || got[field] != want {
+					diffs = append(diffs, fmt.Sprintf("%s.%s: page %v, API %d", api.Topic, field, got[field], want))
+				}
+			}
+		}
+		for field, got := range map[string]string{"created": orders.Created, "pending_payment": orders.Pending, "paid": orders.Paid, "closed": orders.Closed} {
+			if strings.ReplaceAll(got, ",", "") != fmt.Sprint(sum.Orders[field]) {
+				diffs = append(diffs, fmt.Sprintf("orders.%s: page %q, API %d", field, got, sum.Orders[field]))
+			}
+		}
+		for _, k := range sum.Stock {
+			if strings.ReplaceAll(orders.Stock[k.SKU], ",", "") != fmt.Sprint(k.Stock) {
+				diffs = append(diffs, fmt.Sprintf("stock of %s: page %q, API %d", k.SKU, orders.Stock[k.SKU], k.Stock))
+			}
+		}
+		last = strings.Join(diffs, "; ")
+		return len(diffs) == 0 && len(page) >= 3
+	}, func() string { return last })
+}
+
+// metricValue reads one sample of serve's /metrics.
+func metricValue(t *testing.T, s *server, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s", series)
+	return 0
+}
+
+func poll(t *testing.T, tab context.Context, predicate, what string) {
+	t.Helper()
+	_, err := chromedp.Run(tab, chromedp.Poll[chromedp.Void](predicate,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil {
+		status, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector('#status').textContent + ' | ' + document.querySelector('#error').textContent`))
+		t.Fatalf("waiting for %s: %v (page status: %s)", what, err, status)
+	}
+}
+
+func mustDo(t *testing.T, tab context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// deadJob puts a job straight into topic's dead set with reason as its
+// last error.
+func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	mustEnqueue(t, q, topic, queue.NewJob{ID: id, MaxAttempts: 3})
+	cl, err := q.Claim(ctx, topic, 1, time.Minute)
+	if err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != id {
+		t.Fatalf("claim %s: %+v %v", id, cl, err)
+	}
+	if n, _, err := q.Bury(ctx, []queue.BuryRequest{{Ref: cl.Jobs[0].Ref(), Reason: reason}}); err != nil || n != 1 {
+		t.Fatalf("bury %s: %d %v", id, n, err)
+	}
+}
+
+func mustEnqueue(t *testing.T, q *queue.Client, topic string, j queue.NewJob) {
+	t.Helper()
+	if r, err := q.Enqueue(ctxT(t, time.Minute), topic, j); err != nil || r.Duplicate {
+		t.Fatalf("enqueue %s/%s: %+v %v", topic, j.ID, r, err)
+	}
+}
+
+func mustGet(t *testing.T, q *queue.Client, topic, id string) *queue.JobInfo {
+	t.Helper()
+	info, err := q.Get(ctxT(t, time.Minute), topic, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds, failing the test after limit with
+// the optional detail's last word.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, detail ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := ""
+			for _, d := range detail {
+				msg += ": " + d()
+			}
+			t.Fatalf("timed out after %s waiting for %s%s", limit, what, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func redisAddr() string {
+	if a := os.Getenv(testenv.EnvRedisAddr); a != "" {
+		return a
+	}
+	return testenv.DefaultRedisAddr
+}
+
+// syncBuffer is a bytes.Buffer safe for serve's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,472 @@
+// delayq dashboard: plain JavaScript, no libraries. It polls the API (/v1,
+// with the bearer token kept in sessionStorage) and draws small canvas
+// charts from /v1/dashboard/series. Errors are shown on the page, never
+// thrown to the console.
+'use strict';
+
+(() => {
+  const conf = document.body.dataset;
+  const auth = conf.auth === 'true';
+  const readOnly = conf.readOnly === 'true';
+  const hasOrders = conf.orders === 'true';
+  const hasWorkers = conf.workers === 'true';
+  const staleAfterMs = Number(conf.staleAfterMs) || 60000;
+  const TOKEN_KEY = 'delayq.token';
+  const REFRESH_MS = 2000;
+  const DEAD_PAGE = 20;
+
+  const $ = (sel) => document.querySelector(sel);
+  const fmtInt = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
+
+  class Unauthorized extends Error {}
+
+  // api calls the API and returns its JSON answer; it throws Unauthorized
+  // on 401, and an Error with the API's message on any other failure.
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = 'Bearer ' + token;
+    const init = { method, headers, cache: 'no-store' };
+    if (body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const resp = await fetch(path, init);
+    let data = null;
+    try {
+      data = await resp.json();
+    } catch (_) {
+      data = null;
+    }
+    if (resp.status === 401) throw new Unauthorized((data && data.error && data.error.message) || 'unauthorized');
+    if (!resp.ok) {
+      const e = new Error((data && data.error && data.error.message) || method + ' ' + path + ': HTTP ' + resp.status);
+      e.status = resp.status;
+      e.code = data && data.error && data.error.code;
+      e.data = data;
+      throw e;
+    }
+    return data;
+  }
+
+  // el builds an element: el('td', {class: 'num', dataset: {field: 'due'}}, 'text', child...).
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === 'dataset') Object.assign(e.dataset, v);
+      else if (k === 'text') e.textContent = v;
+      else if (v !== undefined && v !== null && v !== false) e.setAttribute(k, v === true ? '' : v);
+    }
+    for (const c of children) e.append(c);
+    return e;
+  }
+
+  function ago(ms) {
+    const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+    if (s < 60) return s + ' s ago';
+    if (s < 3600) return Math.round(s / 60) + ' min ago';
+    if (s < 86400) return (s / 3600).toFixed(1) + ' h ago';
+    return (s / 86400).toFixed(1) + ' d ago';
+  }
+
+  function duration(ms) {
+    if (ms == null) return '–';
+    if (ms < 1) return ms.toFixed(2) + ' ms';
+    if (ms < 1000) return ms.toFixed(ms < 10 ? 1 : 0) + ' ms';
+    if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+    return (ms / 60000).toFixed(1) + ' min';
+  }
+
+  const clock = (d) => d.toLocaleTimeString('en-GB', { hour12: false });
+
+  function setStatus(text) {
+    $('#status').textContent = text;
+  }
+
+  function showError(msg) {
+    const p = $('#error');
+    p.textContent = msg || '';
+    p.hidden = !msg;
+  }
+
+  // ---- charts ---------------------------------------------------------
+
+  const COLORS = { done: '#16a34a', enq: '#2563eb', avg: '#7c3aed', max: '#ea580c', over: '#dc2626', flight: '#9ca3af' };
+
+  // draw plots lines ({values, color}) on canvas over a window of points
+  // slots, right-aligned, with the largest value written in a corner.
+  function draw(canvas, lines, points, fmt, span) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = canvas.clientWidth || 220;
+    const h = canvas.clientHeight || 44;
+    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+      canvas.width = Math.round(w * dpr);
+      canvas.height = Math.round(h * dpr);
+    }
+    const ctx = canvas.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    let top = 0;
+    for (const l of lines) for (const v of l.values) if (v != null && v > top) top = v;
+    const scale = top > 0 ? top * 1.15 : 1;
+    const slots = Math.max(points, 2);
+    const step = w / (slots - 1);
+    ctx.lineWidth = 1.5;
+    ctx.lineJoin = 'round';
+    for (const l of lines) {
+      const off = slots - l.values.length;
+      ctx.strokeStyle = l.color;
+      ctx.beginPath();
+      let pen = false;
+      const dots = [];
+      l.values.forEach((v, i) => {
+        if (v == null) {
+          pen = false;
+          return;
+        }
+        const x = (off + i) * step;
+        const y = h - 2 - (v / scale) * (h - 12);
+        if (pen) ctx.lineTo(x, y);
+        else ctx.moveTo(x, y);
+        if (!pen && l.values[i + 1] == null) dots.push([x, y]); // a lone point: no segment shows it
+        pen = true;
+      });
+      ctx.stroke();
+      ctx.fillStyle = l.color;
+      for (const [x, y] of dots) ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
+    }
+    ctx.strokeStyle = '#e3e6eb';
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    ctx.moveTo(0, h - 1.5);
+    ctx.lineTo(w, h - 1.5);
+    ctx.stroke();
+    ctx.fillStyle = '#6b7280';
+    ctx.font = '10px system-ui, sans-serif';
+    ctx.fillText(fmt(top), 2, 9);
+    ctx.textAlign = 'right';
+    ctx.fillText(span, w - 2, 9);
+    ctx.textAlign = 'left';
+  }
+
+  const rate = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)) + '/s';
+
+  // ---- topics ---------------------------------------------------------
+
+  const rows = new Map(); // topic -> {tr, cells, charts}
+  const FIELDS = ['due', 'due_now', 'in_flight', 'dead', 'oldest_overdue_ms'];
+
+  function topicRow(topic) {
+    let r = rows.get(topic);
+    if (r) return r;
+    const cells = {};
+    const tr = el('tr', { dataset: { topic } }, el('td', { text: topic, class: 'mono' }));
+    for (const f of FIELDS) {
+      cells[f] = el('td', { class: 'num', dataset: { field: f } });
+      tr.append(cells[f]);
+    }
+    const charts = {};
+    for (const c of ['throughput', 'lateness', 'backlog']) {
+      charts[c] = el('canvas', { class: 'chart', width: 220, height: 44, dataset: { chart: c } });
+      tr.append(el('td', {}, charts[c]));
+    }
+    r = { tr, cells, charts };
+    rows.set(topic, r);
+    return r;
+  }
+
+  function renderTopics(list, series) {
+    const tbody = $('#topics tbody');
+    const seen = new Set();
+    const byTopic = new Map((series ? series.topics : []).map((s) => [s.topic, s]));
+    const points = series ? Math.round(series.history_ms / series.every_ms) : 150;
+    const span = 'last ' + duration(series ? series.history_ms : 300000);
+    for (const t of list) {
+      seen.add(t.topic);
+      const r = topicRow(t.topic);
+      for (const f of FIELDS) {
+        const v = t[f] || 0;
+        const c = r.cells[f];
+        c.dataset.value = String(v);
+        c.textContent = f === 'oldest_overdue_ms' ? (v > 0 ? duration(v) : '–') : fmtInt(v);
+        c.classList.toggle('alert', (f === 'due_now' || f === 'dead' || f === 'oldest_overdue_ms') && v > 0);
+      }
+      const s = byTopic.get(t.topic);
+      if (s) {
+        draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
+        draw(r.charts.lateness, [{ values: s.late_avg_ms, color: COLORS.avg }, { values: s.late_max_ms, color: COLORS.max }], points, duration, span);
+        draw(r.charts.backlog, [{ values: s.in_flight, color: COLORS.flight }, { values: s.overdue, color: COLORS.over }], points, fmtInt, span);
+      }
+    }
+    for (const [topic, r] of rows) {
+      if (!seen.has(topic)) {
+        r.tr.remove();
+        rows.delete(topic);
+      }
+    }
+    const sorted = [...rows.keys()].sort();
+    sorted.forEach((topic) => tbody.append(rows.get(topic).tr)); // keeps order, moves only what moved
+    $('#no-topics').hidden = list.length > 0;
+  }
+
+  // ---- dead letters ---------------------------------------------------
+
+  let deadKey = '';
+
+  async function loadDead(topics) {
+    const withDead = topics.filter((t) => t.dead > 0);
+    const pages = await Promise.all(
+      withDead.map((t) => api('GET', '/v1/topics/' + encodeURIComponent(t.topic) + '/dead?limit=' + DEAD_PAGE)),
+    );
+    const key = JSON.stringify(pages.map((p) => [p.topic, p.total, p.jobs.map((j) => [j.id, j.died_at, j.last_error])]));
+    if (key === deadKey) return;
+    deadKey = key;
+    const box = $('#dead');
+    box.replaceChildren();
+    for (const p of pages) {
+      const h = el('h3', { dataset: { topic: p.topic } }, el('span', { class: 'mono', text: p.topic }), ' ' + fmtInt(p.total) + ' dead');
+      if (!readOnly) {
+        h.append(
+          el('button', { type: 'button', dataset: { action: 'requeue-all', topic: p.topic }, text: 'Requeue all' }),
+          el('button', { type: 'button', class: 'danger', dataset: { action: 'purge', topic: p.topic }, text: 'Purge all' }),
+        );
+      }
+      const tbody = el('tbody');
+      for (const j of p.jobs) {
+        const tr = el(
+          'tr',
+          { dataset: { topic: p.topic, id: j.id } },
+          el('td', { class: 'mono', text: j.id }),
+          el('td', { text: j.died_at ? ago(j.died_at) : '–', title: j.died_at ? new Date(j.died_at).toISOString() : '' }),
+          el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
+          el('td', { class: 'err', text: j.last_error || '', title: j.last_error || '' }),
+        );
+        const actions = el('td');
+        if (!readOnly) actions.append(el('button', { type: 'button', dataset: { action: 'requeue', topic: p.topic, id: j.id }, text: 'Requeue' }));
+        tr.append(actions);
+        tbody.append(tr);
+      }
+      const more = p.total > p.jobs.length ? el('p', { class: 'note', text: 'and ' + fmtInt(p.total - p.jobs.length) + ' more' }) : '';
+      box.append(
+        el('div', { class: 'dead-topic', dataset: { topic: p.topic } }, h,
+          el('table', {}, el('thead', {}, el('tr', {}, el('th', { text: 'job' }), el('th', { text: 'died' }),
+            el('th', { class: 'num', text: 'attempts' }), el('th', { text: 'last error' }), el('th'))), tbody), more),
+      );
+    }
+    $('#no-dead').hidden = pages.length > 0;
+  }
+
+  // ---- ledger and recovery --------------------------------------------
+
+  async function loadLedger(series) {
+    $('#ledger-rows').textContent = series && series.ledger ? fmtInt(series.ledger.rows) : '–';
+    $('#ledger-stale').textContent = series && series.ledger ? fmtInt(series.ledger.stale) : '–';
+    const page = await api('GET', '/v1/ledger/stale?limit=20&older_than=' + (Date.now() - staleAfterMs));
+    const tbody = $('#stale tbody');
+    tbody.replaceChildren(
+      ...page.rows.map((r) =>
+        el('tr', { dataset: { topic: r.topic, id: r.job_id } },
+          el('td', { class: 'mono', text: r.topic }), el('td', { class: 'mono', text: r.job_id }),
+          el('td', { class: 'num', text: String(r.attempt) }), el('td', { class: 'mono', text: r.worker }),
+          el('td', { text: ago(r.lease_until) })),
+      ),
+    );
+  }
+
+  let recoveryAvailable = true;
+
+  async function loadReports() {
+    let data;
+    try {
+      data = await api('GET', '/v1/recovery/reports');
+    } catch (e) {
+      if (e.code === 'not_configured') {
+        recoveryAvailable = false;
+        const run = $('#run-recovery');
+        if (run) run.hidden = true;
+        $('#no-reports').textContent = 'This process runs no recoverer.';
+        $('#no-reports').hidden = false;
+        return;
+      }
+      throw e;
+    }
+    const reports = (data.reports || []).slice(0, 8);
+    $('#reports tbody').replaceChildren(
+      ...reports.map((r) => {
+        const loss = (r.data_loss || []).map((l) => l.topic).join(', ');
+        let trigger = r.trigger + (r.dry_run ? ' (dry run)' : '') + (r.skipped ? ' (skipped: lock held)' : '');
+        return el('tr', {},
+          el('td', { text: clock(new Date(r.start)), title: r.start }), el('td', { text: trigger }),
+          el('td', { class: 'num', text: fmtInt(r.scanned) }), el('td', { class: 'num', text: fmtInt(r.reenqueued) }),
+          el('td', { class: 'num' + (r.errors > 0 ? ' alert' : ''), text: fmtInt(r.errors), title: (r.error_messages || []).join('\n') }),
+          el('td', { class: loss ? 'alert' : '', text: loss || '–' }));
+      }),
+    );
+    $('#no-reports').hidden = reports.length > 0;
+    const run = $('#run-recovery');
+    if (run) run.hidden = readOnly || !recoveryAvailable;
+  }
+
+  // ---- orders ---------------------------------------------------------
+
+  async function loadOrders() {
+    const s = await api('GET', '/v1/orders/summary');
+    $('#orders-created').textContent = fmtInt(s.orders.created);
+    $('#orders-pending').textContent = fmtInt(s.orders.pending_payment);
+    $('#orders-paid').textContent = fmtInt(s.orders.paid);
+    $('#orders-closed').textContent = fmtInt(s.orders.closed);
+    const rc = s.recent_closes;
+    $('#orders-late').textContent = rc.closed > 0 ? duration(rc.avg_late_ms) + ' avg, ' + duration(rc.max_late_ms) + ' max' : 'no close';
+    $('#stock tbody').replaceChildren(
+      ...s.stock.map((k) => el('tr', { dataset: { sku: k.sku } }, el('td', { class: 'mono', text: k.sku }), el('td', { class: 'num', text: fmtInt(k.stock) }))),
+    );
+  }
+
+  // ---- the refresh loop -------------------------------------------------
+
+  let timer = null;
+  let running = false;
+  let cycle = 0;
+
+  async function refresh() {
+    if (running) return;
+    running = true;
+    clearTimeout(timer);
+    try {
+      const [topics, series] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/dashboard/series')]);
+      renderTopics(topics.topics, series);
+      const jobs = [loadDead(topics.topics), loadLedger(series)];
+      if (cycle % 2 === 0) jobs.push(loadReports());
+      if (hasOrders) jobs.push(loadOrders());
+      await Promise.all(jobs);
+      cycle++;
+      showError('');
+      setStatus('updated ' + clock(new Date()));
+      document.body.dataset.state = 'ready';
+      document.body.dataset.updates = String(Number(document.body.dataset.updates) + 1);
+    } catch (e) {
+      if (e instanceof Unauthorized) {
+        running = false;
+        sessionStorage.removeItem(TOKEN_KEY);
+        showLogin('The token was refused: ' + e.message);
+        return;
+      }
+      showError('Refresh failed: ' + e.message);
+      setStatus('refresh failed ' + clock(new Date()));
+    }
+    running = false;
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+
+  // ---- actions ----------------------------------------------------------
+
+  function confirmAction(text) {
+    const d = $('#confirm');
+    $('#confirm-text').textContent = text;
+    d.returnValue = '';
+    return new Promise((resolve) => {
+      d.addEventListener('close', () => resolve(d.returnValue === 'ok'), { once: true });
+      d.showModal();
+    });
+  }
+
+  const topicPath = (t) => '/v1/topics/' + encodeURIComponent(t);
+
+  const ACTIONS = {
+    requeue: {
+      ask: (b) => 'Requeue dead job ' + b.dataset.id + ' of ' + b.dataset.topic + '? It runs again now, with its attempts reset.',
+      run: (b) => api('POST', topicPath(b.dataset.topic) + '/dead/requeue', { id: b.dataset.id }),
+      done: (r, b) => 'requeued ' + b.dataset.id,
+    },
+    'requeue-all': {
+      ask: (b) => 'Requeue every dead job of ' + b.dataset.topic + '? They all run again now.',
+      run: (b) => api('POST', topicPath(b.dataset.topic) + '/dead/requeue', { all: true }),
+      done: (r, b) => 'requeued ' + r.requeued + ' dead jobs of ' + b.dataset.topic,
+    },
+    purge: {
+      ask: (b) => 'Delete every dead job of ' + b.dataset.topic + ' for good? This cannot be undone.',
+      run: (b) => api('POST', topicPath(b.dataset.topic) + '/dead/purge', {}),
+      done: (r, b) => 'purged ' + r.purged + ' dead jobs of ' + b.dataset.topic,
+    },
+    'run-recovery': {
+      ask: () => 'Run recovery now? Jobs the ledger holds and Redis lost are put back.',
+      run: () => api('POST', '/v1/recovery/run'),
+      done: (r) => {
+        const msg = 'recovery ran: ' + r.scanned + ' stale rows scanned, ' + r.reenqueued + ' re-enqueued, ' + r.errors + ' errors' +
+          (r.skipped ? ' (skipped: another recoverer holds the lock)' : '');
+        const p = $('#recovery-result');
+        p.textContent = msg;
+        p.hidden = false;
+        return msg;
+      },
+    },
+  };
+
+  document.addEventListener('click', async (ev) => {
+    const b = ev.target.closest('button[data-action]');
+    if (!b || readOnly) return;
+    const a = ACTIONS[b.dataset.action];
+    if (!a) return;
+    if (!(await confirmAction(a.ask(b)))) return;
+    b.disabled = true;
+    try {
+      const r = await a.run(b);
+      setStatus(a.done(r, b));
+    } catch (e) {
+      if (e instanceof Unauthorized) {
+        showLogin('The token was refused: ' + e.message);
+        return;
+      }
+      showError(b.dataset.action + ' failed: ' + e.message);
+    } finally {
+      b.disabled = false;
+    }
+    deadKey = '';
+    refresh();
+  });
+
+  // ---- login --------------------------------------------------------------
+
+  function showLogin(msg) {
+    clearTimeout(timer);
+    $('#main').hidden = true;
+    $('#login').hidden = false;
+    const p = $('#login-error');
+    p.textContent = msg || '';
+    p.hidden = !msg;
+    setStatus('token needed');
+    $('#token-input').focus();
+  }
+
+  function start() {
+    if (auth && !sessionStorage.getItem(TOKEN_KEY)) {
+      showLogin('');
+      return;
+    }
+    $('#login').hidden = true;
+    $('#main').hidden = false;
+    $('#sign-out').hidden = !auth;
+    refresh();
+  }
+
+  $('#token-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const t = $('#token-input').value.trim();
+    if (!t) return;
+    sessionStorage.setItem(TOKEN_KEY, t);
+    $('#token-input').value = '';
+    start();
+  });
+
+  $('#sign-out').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    window.location.reload();
+  });
+
+  $('#mode').hidden = !readOnly;
+  $('#orders').hidden = !hasOrders;
+  $('#workers-note').hidden = hasWorkers;
+  $('#stale-after').textContent = duration(staleAfterMs);
+  if (readOnly) document.querySelectorAll('[data-action]').forEach((b) => b.remove());
+  start();
+})();

@@ -1,0 +1,128 @@
+// Package metrics is delayq's Prometheus instrumentation: one registry per
+// process (no global state, no default registry) holding
+//
+//   - the worker's counters and histograms, fed through queue.Observer and
+//     queue.EnqueueObserver (worker.go);
+//   - the state of Redis and the ledger, read at scrape time with cheap
+//     calls and cached for a moment so that one scrape reads once
+//     (state.go);
+//   - the recoverer's runs, data-loss detections and last success
+//     (recovery.go);
+//   - live per-topic totals for the dashboard's charts (live.go).
+//
+// Every name starts with delayq_, counters end in _total and durations are
+// in seconds, as Prometheus conventions want. deployments/prometheus/
+// alerts.yml alerts on them.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+)
+
+// namespace prefixes every metric name.
+const namespace = "delayq"
+
+// DurationBuckets are the buckets of the handler duration and lateness
+// histograms, in seconds: fine enough to tell 1 ms from 10 ms from 1 s,
+// and wide enough for a backlog minutes late.
+var DurationBuckets = []float64{
+	0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
+	1, 2, 5, 10, 30, 60, 120, 300, 900,
+}
+
+// Metrics is one process's instrumentation. Create it with New; it is safe
+// for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+	log logrus.FieldLogger
+
+	enqueued, claimed, completed, retried, dead, released, recovered *prometheus.CounterVec
+
+	handlerDuration, lateness *prometheus.HistogramVec
+
+	heartbeatAt *prometheus.GaugeVec
+	heartbeats  *prometheus.CounterVec
+
+	live live
+
+	mu       sync.Mutex
+	state    *stateCollector // nil until WatchState
+	recovery *recoveryMetrics
+}
+
+// New returns the metrics of one process on a registry of its own, with
+// the Go runtime and process collectors. log receives scrape-time read
+// errors (nil: logrus's standard logger).
+func New(log logrus.FieldLogger) *Metrics {
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		log: log.WithField("component", "metrics"),
+	}
+	perTopic := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: name, Help: help,
+		}, []string{"topic"})
+	}
+	m.enqueued = perTopic("jobs_enqueued_total", "New jobs written to the topic by this process (duplicates not counted).")
+	m.claimed = perTopic("jobs_claimed_total", "Jobs this process's workers claimed (leased).")
+	m.completed = perTopic("jobs_completed_total", "Jobs whose handler succeeded and that were settled (ledger row and Redis entries deleted).")
+	m.retried = perTopic("jobs_retried_total", "Failed jobs put back for another attempt.")
+	m.dead = perTopic("jobs_dead_total", "Jobs that died (out of attempts or failed permanently) and were archived.")
+	m.released = perTopic("jobs_released_total", "Claimed jobs handed back unstarted with their attempt unspent (ledger failure, shutdown).")
+	m.recovered = perTopic("jobs_recovered_total", "Jobs the recoverer re-enqueued because Redis had lost them.")
+	perTopicHist := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: name, Help: help, Buckets: DurationBuckets,
+		}, []string{"topic"})
+	}
+	m.handlerDuration = perTopicHist("handler_duration_seconds", "How long handlers ran, successful or not.")
+	m.lateness = perTopicHist("job_lateness_seconds", "Start of the handler minus the job's due time (Redis clock).")
+	m.heartbeatAt = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "worker_heartbeat_timestamp_seconds",
+		Help: "Unix time of the worker's last heartbeat (it beats every heartbeat interval, busy or idle).",
+	}, []string{"worker"})
+	m.heartbeats = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "worker_heartbeats_total",
+		Help: "Heartbeats of the worker.",
+	}, []string{"worker"})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
+		m.handlerDuration, m.lateness, m.heartbeatAt, m.heartbeats,
+	)
+	return m
+}
+
+// Registry is the process's registry, for collectors of its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// scrapeTimeout bounds one /metrics answer, scrape-time reads included.
+const scrapeTimeout = 10 * time.Second
+
+// Handler serves the registry in the Prometheus text format (or
+// OpenMetrics when asked). Concurrent scrapes share one gathering.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:       errorLog{m.log},
+		ErrorHandling:  promhttp.ContinueOnError,
+		Registry:       m.reg, // promhttp_metric_handler_errors_total
+		CoalesceGather: true,
+		Timeout:        scrapeTimeout,
+	})
+}
+
+// errorLog passes promhttp's errors to logrus.
+type errorLog struct{ log logrus.FieldLogger }
+
+func (e errorLog) Println(v ...any) { e.log.Warn(v...) }

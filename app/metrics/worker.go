@@ -1,0 +1,81 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Metrics is the worker's queue.Observer and the queue client's
+// queue.EnqueueObserver.
+var (
+	_ queue.Observer        = (*Metrics)(nil)
+	_ queue.EnqueueObserver = (*Metrics)(nil)
+)
+
+// InitTopic creates a topic's counter and histogram series at zero, so
+// that rate() and increase() see the first event of a topic this process
+// handles (a series born at 1 would hide it).
+func (m *Metrics) InitTopic(topic string) {
+	m.enqueued.WithLabelValues(topic)
+	m.claimed.WithLabelValues(topic)
+	m.completed.WithLabelValues(topic)
+	m.retried.WithLabelValues(topic)
+	m.dead.WithLabelValues(topic)
+	m.released.WithLabelValues(topic)
+	m.recovered.WithLabelValues(topic)
+	m.handlerDuration.WithLabelValues(topic)
+	m.lateness.WithLabelValues(topic)
+	m.live.topic(topic)
+}
+
+// Enqueued counts new jobs (queue.EnqueueObserver).
+func (m *Metrics) Enqueued(topic string, n int) {
+	m.enqueued.WithLabelValues(topic).Add(float64(n))
+	m.live.topic(topic).enqueued.Add(int64(n))
+}
+
+// Claimed counts claimed jobs (queue.Observer).
+func (m *Metrics) Claimed(topic string, n int) {
+	m.claimed.WithLabelValues(topic).Add(float64(n))
+}
+
+// Started observes a handler's lateness (queue.Observer).
+func (m *Metrics) Started(topic string, lateness time.Duration) {
+	m.lateness.WithLabelValues(topic).Observe(lateness.Seconds())
+	m.live.topic(topic).started(lateness)
+}
+
+// Handled observes a handler's duration (queue.Observer).
+func (m *Metrics) Handled(topic string, took time.Duration, _ error) {
+	m.handlerDuration.WithLabelValues(topic).Observe(took.Seconds())
+}
+
+// Completed counts settled successes (queue.Observer).
+func (m *Metrics) Completed(topic string, n int) {
+	m.completed.WithLabelValues(topic).Add(float64(n))
+	m.live.topic(topic).completed.Add(int64(n))
+}
+
+// Retried counts retries (queue.Observer).
+func (m *Metrics) Retried(topic string, n int) {
+	m.retried.WithLabelValues(topic).Add(float64(n))
+	m.live.topic(topic).retried.Add(int64(n))
+}
+
+// Dead counts deaths (queue.Observer).
+func (m *Metrics) Dead(topic string, n int) {
+	m.dead.WithLabelValues(topic).Add(float64(n))
+	m.live.topic(topic).dead.Add(int64(n))
+}
+
+// Released counts jobs handed back unstarted (queue.Observer).
+func (m *Metrics) Released(topic string, n int) {
+	m.released.WithLabelValues(topic).Add(float64(n))
+}
+
+// Heartbeat records a worker's heartbeat (queue.Observer).
+func (m *Metrics) Heartbeat(worker string, at time.Time) {
+	m.heartbeatAt.WithLabelValues(worker).Set(float64(at.UnixNano()) / 1e9)
+	m.heartbeats.WithLabelValues(worker).Inc()
+}

@@ -102,6 +102,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.enqueueCmd(), a.cancelCmd(), a.getCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.migrateCmd(),
 		a.smokeCmd(), a.versionCmd(),
+		a.benchCmd(),
 	)
 	return root
 }

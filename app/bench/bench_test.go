@@ -1,0 +1,152 @@
+package bench_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/app/bench"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// backends are the two kinds of Env the scenarios must work on: the
+// embedded ones (miniredis and SQLite) and the real ones (the shared test
+// Redis and a MariaDB database of the test's own).
+var backends = []struct {
+	name string
+	env  func(t *testing.T) bench.Env
+}{
+	{"embedded", func(t *testing.T) bench.Env {
+		rdb, _ := testenv.MiniRedis(t)
+		return bench.Env{Redis: rdb, DB: testenv.SQLite(t)}
+	}},
+	{"real", func(t *testing.T) bench.Env {
+		rdb, _ := testenv.Redis(t)
+		return bench.Env{Redis: rdb, DB: testenv.MySQL(t)}
+	}},
+}
+
+// TestScenarios runs every scenario small on each backend: every accepted
+// job is handled exactly once, none early, nothing left behind, and the
+// sandbox is gone afterwards.
+func TestScenarios(t *testing.T) {
+	cases := []struct {
+		name     string
+		scenario string
+		o        bench.Options
+		jobs     int // accepted jobs expected
+	}{
+		{"enqueue_single", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1}, 500},
+		{"enqueue_batch", "enqueue", bench.Options{Jobs: 500, Concurrency: 2, Batch: 100}, 500},
+		{"drain", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50}, 500},
+		{"lateness_window", "lateness", bench.Options{Jobs: 500, Window: time.Second, Lead: time.Second, Concurrency: 20}, 500},
+		{"lateness_delay", "lateness", bench.Options{Jobs: 500, Delay: 500 * time.Millisecond, Batch: 10}, 500},
+		{"http", "http", bench.Options{Jobs: 500, Concurrency: 8, Duration: 20 * time.Second}, 500},
+		{"recovery", "recovery", bench.Options{Jobs: 500}, 500},
+		{"recovery_keep_epoch", "recovery", bench.Options{Jobs: 500, KeepEpoch: true}, 500},
+		{"idle", "idle", bench.Options{Duration: 300 * time.Millisecond}, 0},
+	}
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			env := be.env(t)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					sc, ok := bench.Lookup(c.scenario)
+					if !ok {
+						t.Fatalf("no scenario %q", c.scenario)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+					defer cancel()
+					o := c.o
+					o.Env, o.Stall = env, 10*time.Second
+					r, err := sc.Run(ctx, o)
+					if err != nil {
+						t.Fatalf("run: %v (result %+v)", err, r)
+					}
+					if r.Jobs != c.jobs || r.Handled != c.jobs || r.Missing != 0 || r.Duplicates != 0 ||
+						r.Early != 0 || r.Stray != 0 || r.Failed != 0 || r.Leftover != 0 || !r.OK() {
+						t.Errorf("want %d jobs each handled once, none early, nothing failed or left; got %+v", c.jobs, r)
+					}
+					if c.scenario != "idle" && (r.Rate <= 0 || r.Seconds <= 0) {
+						t.Errorf("rate %v over %v s: want both positive", r.Rate, r.Seconds)
+					}
+					if (c.scenario == "lateness" || c.scenario == "http" || c.scenario == "enqueue") && (r.Latency == nil || r.Latency.N == 0) {
+						t.Errorf("no latency measured: %+v", r)
+					}
+					assertSandboxGone(t, env, r)
+				})
+			}
+		})
+	}
+}
+
+// assertSandboxGone checks that a run removed its keys and tables.
+func assertSandboxGone(t *testing.T, env bench.Env, r bench.Result) {
+	t.Helper()
+	if r.Namespace == "" || len(r.Tables) != 2 {
+		t.Fatalf("result names no sandbox: %+v", r)
+	}
+	keys, err := env.Redis.Keys(context.Background(), r.Namespace+":*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		t.Errorf("namespace %s left %d keys: %v", r.Namespace, len(keys), keys)
+	}
+	for _, table := range r.Tables {
+		if env.DB.Migrator().HasTable(table) {
+			t.Errorf("table %s left behind", table)
+		}
+	}
+}
+
+// TestKeep leaves the sandbox in place when asked.
+func TestKeep(t *testing.T) {
+	rdb, _ := testenv.MiniRedis(t)
+	env := bench.Env{Redis: rdb, DB: testenv.SQLite(t), Keep: true}
+	r, err := bench.Enqueue(context.Background(), bench.Options{Env: env, Jobs: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !env.DB.Migrator().HasTable(r.Tables[0]) {
+		t.Errorf("table %s was dropped despite Keep", r.Tables[0])
+	}
+	n, err := rdb.Exists(context.Background(), r.Namespace+":topics").Result()
+	if err != nil || n != 1 {
+		t.Errorf("namespace %s's topics key: %d, %v; want it kept", r.Namespace, n, err)
+	}
+}
+
+// TestBadOptions: bad options fail with ErrOptions before touching anything.
+func TestBadOptions(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	for name, o := range map[string]bench.Options{
+		"no env":         {},
+		"negative jobs":  {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Jobs: -1},
+		"batch too big":  {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Batch: 1001},
+		"negative delay": {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Delay: -time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := bench.Enqueue(context.Background(), o)
+			if !errors.Is(err, bench.ErrOptions) {
+				t.Errorf("err = %v, want ErrOptions", err)
+			}
+		})
+	}
+}
+
+// TestDescribe reads the machine's details from both kinds of backend.
+func TestDescribe(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			m := bench.Describe(context.Background(), be.env(t))
+			if m.CPUs < 1 || m.Go == "" || m.Redis == "" || m.SQL == "" || m.PingsPerSec <= 0 {
+				t.Errorf("incomplete: %+v", m)
+			}
+		})
+	}
+}

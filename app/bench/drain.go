@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// Drain measures the worker's throughput: Jobs jobs already due, then a
+// worker with Concurrency handlers (no-op) starts, every claimed job
+// recorded in the ledger before its handler runs. Rate is jobs per second
+// from the worker's start to the last job's handler.
+func Drain(ctx context.Context, o Options) (Result, error) {
+	return run(ctx, "drain", o, drainBody)
+}
+
+func drainBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
+	const topic = "bench.drain"
+	t := newTracker(o.Jobs, true, false, s.offset)
+	if err := s.preload(ctx, topic, o.Jobs, t, nil, o.Progress); err != nil {
+		return err
+	}
+	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	start := time.Now()
+	w, err := s.startWorker(ctx, topic, t, o.Concurrency, o.ClaimBatch)
+	if err != nil {
+		return err
+	}
+	done := o.Progress.show("drain", t.want, t.handled)
+	all, waitErr := t.wait(ctx, time.Time{}, o.Stall)
+	elapsed := time.Since(start)
+	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	done()
+	r.Ledger = w.ledger.stats()
+	if err := w.stop(); err != nil {
+		return err
+	}
+	if waitErr != nil {
+		return waitErr
+	}
+	if !all {
+		r.Notes = append(r.Notes, "stalled: no job ran for "+o.Stall.String()+"; the rest count as missing")
+	}
+	t.tally(r)
+	r.Seconds = seconds(elapsed)
+	r.Rate, r.Unit = perSecond(r.Handled, elapsed), "jobs/s"
+	left, err := s.leftover(ctx, topic)
+	r.Leftover = left
+	return err
+}

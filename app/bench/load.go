@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// payloadJSON is every bench job's payload: a small JSON document, the
+// size of an order-close job's.
+const payloadJSON = `{"order_no":"202611300001","user":42}`
+
+// preloadBatch and preloadWorkers: how the jobs a measured phase needs in
+// place beforehand are enqueued (not measured).
+const (
+	preloadBatch   = 1000
+	preloadWorkers = 4
+)
+
+// preload enqueues jobs 0..n-1 of topic in batches, setting each one's
+// fields with set (nil: due now), and marks them accepted in t unless t
+// counts every job anyway. Any failure or duplicate fails it: a measured
+// phase must start from exactly the jobs it thinks it has.
+func (s *sandbox) preload(ctx context.Context, topic string, n int, t *tracker, set func(k int, j *queue.NewJob), p Progress) error {
+	var next, loaded atomic.Int64
+	done := p.show("loading jobs", int64(n), loaded.Load)
+	defer done()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for range preloadWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]queue.NewJob, 0, preloadBatch)
+			payload := []byte(payloadJSON)
+			for ctx.Err() == nil {
+				lo := int(next.Add(preloadBatch)) - preloadBatch
+				if lo >= n {
+					return
+				}
+				hi := min(lo+preloadBatch, n)
+				batch = batch[:0]
+				for k := lo; k < hi; k++ {
+					j := queue.NewJob{ID: jobID(k), Payload: payload}
+					if set != nil {
+						set(k, &j)
+					}
+					batch = append(batch, j)
+				}
+				res, err := s.q.EnqueueBatch(ctx, topic, batch)
+				if err != nil {
+					cancel(fmt.Errorf("bench: load jobs %d-%d: %w", lo, hi-1, err))
+					return
+				}
+				for i, r := range res {
+					if r.Status != queue.BatchCreated {
+						cancel(fmt.Errorf("bench: load job %s: %s %v", r.ID, r.Status, r.Err))
+						return
+					}
+					if t.accepted != nil {
+						t.accept(lo + i)
+					}
+				}
+				loaded.Add(int64(hi - lo))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}

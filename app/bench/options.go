@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// ErrOptions is matched (errors.Is) by the error of a run refused for bad
+// Options.
+var ErrOptions = errors.New("bench: invalid options")
+
+// Env is what the scenarios run on: a Redis and the ledger's SQL database.
+// Each run makes a sandbox in them (a key namespace and table prefix of its
+// own) and removes it afterwards.
+type Env struct {
+	// Redis is any go-redis client (single node, Sentinel or Cluster, or
+	// one to an embedded miniredis). Required.
+	Redis redis.UniversalClient
+	// DB is the ledger's database, MySQL/MariaDB or SQLite. Required.
+	DB *gorm.DB
+	// Queue holds the data plane's limits; its Namespace is replaced by
+	// the sandbox's.
+	Queue queue.Config
+	// Logger receives the worker's and the API's logs. Default: discarded.
+	Logger logrus.FieldLogger
+	// Keep leaves the sandbox's keys and tables in place after the run, to
+	// look at them.
+	Keep bool
+}
+
+// Options configure one run. Zero fields take the scenario's defaults
+// (see Scenarios).
+type Options struct {
+	Env Env
+	// Jobs is how many jobs (recovery: ledger rows) the run uses. For http
+	// it caps the requests sent.
+	Jobs int
+	// Concurrency is the number of producer goroutines (enqueue), of
+	// handlers (drain, lateness) or of client connections (http).
+	Concurrency int
+	// Batch is how many jobs one enqueue call carries: 1 calls Enqueue,
+	// more call EnqueueBatch (enqueue; lateness with a Delay).
+	Batch int
+	// ClaimBatch is the most jobs one claim of the worker takes.
+	// Default 100 (the worker's default).
+	ClaimBatch int
+	// Window spreads the jobs' due times uniformly over this long, and
+	// Lead is how far ahead of now the window starts (lateness).
+	Window, Lead time.Duration
+	// Delay, if set, makes each job due Delay after its own enqueue
+	// instead (lateness): one goroutine enqueues them as fast as it goes,
+	// Batch per call, so they fall due at the enqueue rate. Window and Lead
+	// are then unused.
+	Delay time.Duration
+	// Duration is how long the load runs (http) or the worker is watched
+	// (idle).
+	Duration time.Duration
+	// KeepEpoch keeps the topic's epoch marker when Redis "loses" the jobs
+	// (recovery): the run then only restores stale rows, without the
+	// data-loss check a real loss of Redis data triggers.
+	KeepEpoch bool
+	// Stall ends the wait for handlers when none has run a new job for this
+	// long; the jobs not handled by then count as missing. Default 20s.
+	Stall time.Duration
+	// Progress shows the run's progress; nil shows nothing.
+	Progress Progress
+}
+
+// withDefaults fills in the zero fields from def and checks the result.
+func (o Options) withDefaults(scenario string, def Options) (Options, error) {
+	pickInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	pickDur := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	pickInt(&o.Jobs, def.Jobs)
+	pickInt(&o.Concurrency, def.Concurrency)
+	pickInt(&o.Batch, def.Batch)
+	pickInt(&o.ClaimBatch, def.ClaimBatch)
+	pickInt(&o.ClaimBatch, 100)
+	pickDur(&o.Window, def.Window)
+	pickDur(&o.Lead, def.Lead)
+	pickDur(&o.Duration, def.Duration)
+	pickDur(&o.Stall, 20*time.Second)
+	bad := func(format string, a ...any) (Options, error) {
+		return o, fmt.Errorf("%w: %s: %s", ErrOptions, scenario, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case o.Env.Redis == nil || o.Env.DB == nil:
+		return bad("Env.Redis and Env.DB are required")
+	case o.Jobs < 1:
+		return bad("jobs %d: must be positive", o.Jobs)
+	case o.Concurrency < 1:
+		return bad("concurrency %d: must be positive", o.Concurrency)
+	case o.Batch < 1 || o.Batch > 1000:
+		return bad("batch %d: want 1-1000", o.Batch)
+	case o.ClaimBatch < 1:
+		return bad("claim batch %d: must be positive", o.ClaimBatch)
+	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0:
+		return bad("durations must not be negative")
+	}
+	if o.Env.Logger == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		o.Env.Logger = l
+	}
+	return o, nil
+}
+
+// discard is an io.Writer that drops everything.
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

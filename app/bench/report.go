@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is a whole bench session: where it ran and what each run found.
+type Report struct {
+	Machine Machine  `json:"machine"`
+	Results []Result `json:"results"`
+}
+
+// OK reports whether every run finished with no job missing.
+func (r Report) OK() bool {
+	for _, res := range r.Results {
+		if !res.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// RunCase runs one case of a suite with env and p, and says whether it met
+// its target.
+func RunCase(ctx context.Context, env Env, c Case, p Progress) (Result, error) {
+	sc, ok := Lookup(c.Scenario)
+	if !ok {
+		return Result{Scenario: c.Scenario, Error: "no such scenario"}, fmt.Errorf("%w: no scenario %q", ErrOptions, c.Scenario)
+	}
+	o := c.Options
+	o.Env, o.Progress = env, p
+	r, err := sc.Run(ctx, o)
+	if c.Target.Text != "" {
+		r.Target = c.Target.Text
+		if c.Target.Met != nil && err == nil {
+			met := c.Target.Met(r)
+			r.TargetMet = &met
+		}
+	}
+	return r, err
+}
+
+// WriteMachine prints the machine's details for people.
+func WriteMachine(w io.Writer, m Machine) {
+	cpu := fmt.Sprintf("%d CPUs", m.CPUs)
+	if m.CPUModel != "" {
+		cpu += " (" + m.CPUModel + ")"
+	}
+	fmt.Fprintf(w, "delayq bench, %s on %s: %s, %s, GOMAXPROCS %d, %s", m.Time, m.Host, m.OS, cpu, m.GOMAXPROCS, m.Go)
+	if m.LoadAvg != "" {
+		fmt.Fprintf(w, ", load average %s", m.LoadAvg)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Redis:  %s", m.Redis)
+	if m.RedisPersistence != "" {
+		fmt.Fprintf(w, " (%s)", m.RedisPersistence)
+	}
+	if m.PingRTT > 0 {
+		fmt.Fprintf(w, "; PING on one connection: %.0f µs median, %.0f/s", m.PingRTT, m.PingsPerSec)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Ledger: %s", m.SQL)
+	if m.SQLDurability != "" {
+		fmt.Fprintf(w, " (%s)", m.SQLDurability)
+	}
+	fmt.Fprintln(w)
+}
+
+// WriteResults prints the results as two tables, the figures and what
+// they cost, then every run's notes and errors.
+func WriteResults(w io.Writer, results []Result) error {
+	withTargets := false
+	for _, r := range results {
+		withTargets = withTargets || r.Target != ""
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"SCENARIO", "PARAMS", "SECONDS", "RATE", "P50 ms", "P90 ms", "P99 ms", "MAX ms", "JOBS", "HANDLED", "DUP", "MISSING", "EARLY", "FAILED"}
+	if withTargets {
+		head = append(head, "TARGET", "MET")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range results {
+		cells := []string{r.Scenario, r.Params, fmt.Sprintf("%.2f", r.Seconds), rate(r)}
+		if l := r.Latency; l != nil {
+			cells = append(cells, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
+		} else {
+			cells = append(cells, "-", "-", "-", "-")
+		}
+		cells = append(cells, fmt.Sprint(r.Jobs), fmt.Sprint(r.Handled), fmt.Sprint(r.Duplicates),
+			fmt.Sprint(r.Missing), fmt.Sprint(r.Early), fmt.Sprint(r.Failed))
+		if withTargets {
+			met := "-"
+			if r.TargetMet != nil {
+				met = map[bool]string{true: "yes", false: "NO"}[*r.TargetMet]
+			}
+			cells = append(cells, r.Target, met)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tHOST CPU %\tPROCESS CPU %\tREDIS CPU %\tSQL COMMITS/s\tSQL FSYNCS/s\tROWS/RECORD\tROWS/COMPLETE\tLATENCY OF\tVERIFY s\tLEFTOVER")
+	for _, r := range results {
+		u := r.Usage
+		verify := "-"
+		if r.VerifySeconds > 0 {
+			verify = fmt.Sprintf("%.1f", r.VerifySeconds)
+		}
+		of := r.LatencyOf
+		if of == "" {
+			of = "-"
+		}
+		perRecord, perComplete := "-", "-"
+		if l := r.Ledger; l != nil && l.Records > 0 {
+			perRecord = fmt.Sprintf("%.1f", l.RowsPerRecord)
+			perComplete = fmt.Sprintf("%.1f", l.RowsPerDelete)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Scenario, r.Params, opt(u.HostCPU, "%.0f"), u.ProcessCPU,
+			opt(u.RedisCPU, "%.0f"), opt(u.SQLCommits, "%.0f"), opt(u.SQLFsyncs, "%.0f"), perRecord, perComplete, of, verify, r.Leftover)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "note: %s (%s): %s\n", r.Scenario, r.Params, n)
+		}
+		if r.Error != "" {
+			fmt.Fprintf(w, "ERROR: %s (%s): %s\n", r.Scenario, r.Params, r.Error)
+		}
+		if r.Missing > 0 {
+			fmt.Fprintf(w, "FAILED: %s (%s): %d accepted jobs were never handled\n", r.Scenario, r.Params, r.Missing)
+		}
+	}
+	return nil
+}
+
+func rate(r Result) string {
+	if r.Unit == "%core" {
+		return fmt.Sprintf("%.2f %s", r.Rate, r.Unit)
+	}
+	return fmt.Sprintf("%s %s", thousands(r.Rate), r.Unit)
+}
+
+func ms(v float64) string {
+	if v >= 100 || v <= -100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func opt(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// thousands formats v rounded, with comma separators: 18,234.
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}

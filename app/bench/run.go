@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// body is a scenario's own part of a run: it measures and fills r.
+type body func(ctx context.Context, s *sandbox, o Options, r *Result) error
+
+// run is what every scenario does around its body: defaults, a sandbox,
+// and the sandbox's removal whatever happens.
+func run(ctx context.Context, name string, o Options, b body) (r Result, err error) {
+	r = Result{Scenario: name}
+	defer func() {
+		if err != nil {
+			r.Error = err.Error()
+		}
+	}()
+	sc, ok := Lookup(name)
+	if !ok {
+		return r, fmt.Errorf("%w: no scenario %q", ErrOptions, name)
+	}
+	if o, err = o.withDefaults(name, sc.Defaults); err != nil {
+		return r, err
+	}
+	r.Params = sc.params(o)
+	s, err := newSandbox(ctx, o.Env)
+	if err != nil {
+		return r, err
+	}
+	r.Namespace = s.ns
+	r.Tables = []string{s.led.LedgerTable(), s.led.DeadLetterTable()}
+	err = b(ctx, s, o, &r)
+	if cerr := s.close(ctx); cerr != nil {
+		err = errors.Join(err, cerr)
+	}
+	return r, err
+}
+
+// failures counts failed calls by kind.
+type failures struct {
+	mu     sync.Mutex
+	byKind map[string]int
+	n      int
+}
+
+func (f *failures) add(kind string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byKind == nil {
+		f.byKind = make(map[string]int)
+	}
+	if len(kind) > 120 {
+		kind = kind[:120] + "..."
+	}
+	f.byKind[kind]++
+	f.n++
+}
+
+// into writes the counts into r, with a note naming the commonest kinds.
+func (f *failures) into(r *Result) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r.Failed = f.n
+	if f.n == 0 {
+		return
+	}
+	r.FailedBy = f.byKind
+	kinds := make([]string, 0, len(f.byKind))
+	for k := range f.byKind {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool { return f.byKind[kinds[i]] > f.byKind[kinds[j]] })
+	r.Notes = append(r.Notes, fmt.Sprintf("%d calls failed; the commonest: %q (%d)", f.n, kinds[0], f.byKind[kinds[0]]))
+}

@@ -1,0 +1,168 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// sandbox is one run's corner of the backends: a Redis key namespace and
+// ledger tables of its own, and the clients over them.
+type sandbox struct {
+	env    Env
+	ns     string // Redis namespace, also the tables' prefix without its "_"
+	q      *queue.Client
+	led    *ledger.Ledger
+	log    logrus.FieldLogger
+	offset int64 // Redis's clock minus the local one, µs (0 when within measuring precision)
+}
+
+// cleanupTimeout bounds the removal of a sandbox.
+const cleanupTimeout = 2 * time.Minute
+
+// newSandbox creates a namespace and migrated ledger tables for one run.
+func newSandbox(ctx context.Context, env Env) (s *sandbox, err error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("bench: random sandbox name: %w", err)
+	}
+	ns := "dqbench_" + hex.EncodeToString(b)
+	qc := env.Queue
+	qc.Namespace = ns
+	s = &sandbox{env: env, ns: ns, log: env.Logger}
+	if s.q, err = queue.New(env.Redis, qc); err != nil {
+		return nil, fmt.Errorf("bench: queue client: %w", err)
+	}
+	if s.led, err = ledger.New(env.DB, ledger.Options{TablePrefix: ns + "_"}); err != nil {
+		return nil, fmt.Errorf("bench: ledger: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.close(ctx))
+		}
+	}()
+	if err := s.led.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("bench: create the sandbox's ledger tables: %w", err)
+	}
+	if s.offset, err = clockOffset(ctx, env.Redis); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// close deletes the sandbox's keys and drops its tables, unless the Env
+// says to keep them. It runs even when ctx is cancelled (an interrupted run
+// cleans up too).
+func (s *sandbox) close(ctx context.Context) error {
+	if s.env.Keep {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	var errs []error
+	if err := deleteKeys(ctx, s.env.Redis, s.ns+":*"); err != nil {
+		errs = append(errs, fmt.Errorf("bench: delete the keys of namespace %s: %w", s.ns, err))
+	}
+	if err := s.env.DB.WithContext(ctx).Migrator().DropTable(s.led.LedgerTable(), s.led.DeadLetterTable()); err != nil {
+		errs = append(errs, fmt.Errorf("bench: drop tables %s and %s: %w", s.led.LedgerTable(), s.led.DeadLetterTable(), err))
+	}
+	return errors.Join(errs...)
+}
+
+// deleteKeys unlinks every key matching match, on every master of a
+// cluster. One key per UNLINK: keys of different slots cannot share one.
+func deleteKeys(ctx context.Context, rdb redis.UniversalClient, match string) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return deleteKeysOn(ctx, c, match)
+		})
+	}
+	return deleteKeysOn(ctx, rdb, match)
+}
+
+func deleteKeysOn(ctx context.Context, c redis.UniversalClient, match string) error {
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			pipe := c.Pipeline()
+			for _, k := range keys {
+				pipe.Unlink(ctx, k)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// clockOffset estimates Redis's clock minus the local clock, in µs, from
+// the fastest of a few TIME round trips. An offset smaller than that round
+// trip cannot be told from measuring noise and is taken as 0 (the usual case:
+// Redis on the same host reads the same clock).
+func clockOffset(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	best, offset := time.Duration(1<<62), int64(0)
+	for i := 0; i < 9; i++ {
+		t0 := time.Now()
+		rt, err := rdb.Time(ctx).Result()
+		t1 := time.Now()
+		if err != nil {
+			return 0, fmt.Errorf("bench: Redis TIME: %w", err)
+		}
+		if rtt := t1.Sub(t0); rtt < best {
+			best = rtt
+			mid := t0.Add(rtt / 2)
+			offset = rt.Sub(mid).Microseconds()
+		}
+	}
+	if abs(offset) <= best.Microseconds() {
+		return 0, nil
+	}
+	return offset, nil
+}
+
+// redisNowMs returns Redis's clock in Unix ms.
+func (s *sandbox) redisNowMs(ctx context.Context) (int64, error) {
+	t, err := s.env.Redis.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("bench: Redis TIME: %w", err)
+	}
+	return t.UnixMilli(), nil
+}
+
+// leftover counts what the topic still holds after a run: jobs in Redis
+// (waiting, in flight or dead) and rows in the ledger.
+func (s *sandbox) leftover(ctx context.Context, topic string) (int64, error) {
+	st, err := s.q.Stats(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := s.led.Count(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Due + st.InFlight + st.Dead + rows, nil
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Scenario is one of the load scenarios.
+type Scenario struct {
+	Name  string
+	Short string
+	// Defaults are the options a run takes for its zero fields.
+	Defaults Options
+	Run      func(ctx context.Context, o Options) (Result, error)
+	params   func(o Options) string
+}
+
+// Scenarios lists the scenarios, in the order `delayq bench all` runs them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{
+			Name: "enqueue", Short: "N jobs from C goroutines, one per call or in batches; jobs/s",
+			Defaults: Options{Jobs: 100_000, Concurrency: 1, Batch: 1},
+			Run:      Enqueue,
+			params: func(o Options) string {
+				return fmt.Sprintf("jobs=%d concurrency=%d batch=%d", o.Jobs, o.Concurrency, o.Batch)
+			},
+		},
+		{
+			Name: "drain", Short: "N jobs already due, then a worker starts; jobs/s to the last one done",
+			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1},
+			Run:      Drain,
+			params: func(o Options) string {
+				return fmt.Sprintf("jobs=%d concurrency=%d claim-batch=%d", o.Jobs, o.Concurrency, o.ClaimBatch)
+			},
+		},
+		{
+			Name: "lateness", Short: "N jobs due over a window W (or each a delay after its enqueue); handler start minus due time",
+			Defaults: Options{Jobs: 20_000, Concurrency: 50, Batch: 1, Window: 10 * time.Second, Lead: 3 * time.Second},
+			Run:      Lateness,
+			params: func(o Options) string {
+				if o.Delay > 0 {
+					return fmt.Sprintf("jobs=%d delay=%s batch=%d concurrency=%d", o.Jobs, o.Delay, o.Batch, o.Concurrency)
+				}
+				return fmt.Sprintf("jobs=%d window=%s lead=%s concurrency=%d", o.Jobs, o.Window, o.Lead, o.Concurrency)
+			},
+		},
+		{
+			Name: "http", Short: "the HTTP enqueue endpoint under C connections for D; req/s and latency",
+			Defaults: Options{Jobs: 5_000_000, Concurrency: 400, Batch: 1, Duration: 10 * time.Second},
+			Run:      HTTP,
+			params: func(o Options) string {
+				return fmt.Sprintf("connections=%d duration=%s", o.Concurrency, o.Duration)
+			},
+		},
+		{
+			Name: "recovery", Short: "N ledger rows whose jobs Redis lost; seconds until all are back",
+			Defaults: Options{Jobs: 100_000, Concurrency: 1, Batch: 1},
+			Run:      Recovery,
+			params: func(o Options) string {
+				if o.KeepEpoch {
+					return fmt.Sprintf("rows=%d keep-epoch", o.Jobs)
+				}
+				return fmt.Sprintf("rows=%d", o.Jobs)
+			},
+		},
+		{
+			Name: "idle", Short: "a worker with nothing to do for D; its CPU use",
+			Defaults: Options{Jobs: 1, Concurrency: 10, Batch: 1, Duration: 10 * time.Second},
+			Run:      Idle,
+			params: func(o Options) string {
+				return fmt.Sprintf("duration=%s concurrency=%d", o.Duration, o.Concurrency)
+			},
+		},
+	}
+}
+
+// Lookup returns the scenario called name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Scenarios() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Case is one run of a suite: a scenario, its options (without Env) and
+// the target it is held to on the reference machine (2 cores, local Redis
+// and MariaDB).
+type Case struct {
+	Scenario string
+	Options  Options
+	Target   Target
+}
+
+// Target is a figure a case should reach.
+type Target struct {
+	Text string              // for people: "≥ 18,000 jobs/s"
+	Met  func(r Result) bool // nil: nothing to check
+}
+
+// Suite is the reference suite: the figures docs/benchmarks.md publishes,
+// with their targets.
+func Suite() []Case {
+	atLeast := func(v float64) func(Result) bool { return func(r Result) bool { return r.Rate >= v } }
+	p99 := func(ms float64, noneEarly bool) func(Result) bool {
+		return func(r Result) bool {
+			return r.Latency != nil && r.Latency.P99 <= ms && (!noneEarly || r.Early == 0)
+		}
+	}
+	return []Case{
+		{"enqueue", Options{Jobs: 100_000, Concurrency: 1, Batch: 1}, Target{"≥ 18,000 jobs/s", atLeast(18_000)}},
+		{"enqueue", Options{Jobs: 200_000, Concurrency: 50, Batch: 1}, Target{"≥ 50,000 jobs/s", atLeast(50_000)}},
+		{"enqueue", Options{Jobs: 500_000, Concurrency: 8, Batch: 100}, Target{"≥ 150,000 jobs/s", atLeast(150_000)}},
+		{"drain", Options{Jobs: 50_000, Concurrency: 50}, Target{"≥ 14,000 jobs/s", atLeast(14_000)}},
+		{"lateness", Options{Jobs: 20_000, Window: 10 * time.Second, Lead: 3 * time.Second, Concurrency: 50},
+			Target{"p99 ≤ 10 ms, none early", p99(10, true)}},
+		{"lateness", Options{Jobs: 50_000, Delay: time.Second, Batch: 1, Concurrency: 50},
+			Target{"p99 ≤ 50 ms", p99(50, false)}},
+		{"http", Options{Concurrency: 400, Duration: 10 * time.Second},
+			Target{"≥ 20,000 req/s, p99 ≤ 50 ms", func(r Result) bool { return atLeast(20_000)(r) && p99(50, false)(r) }}},
+		{"recovery", Options{Jobs: 100_000}, Target{"≤ 5 s", func(r Result) bool { return r.Error == "" && r.Seconds <= 5 }}},
+		{"idle", Options{Duration: 10 * time.Second}, Target{"< 1% of a core", func(r Result) bool { return r.Rate < 1 }}},
+	}
+}

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+)
+
+// Usage is what a measured phase cost the machine.
+type Usage struct {
+	// ProcessCPU is this process's CPU time (bench, worker, API server, and
+	// the embedded Redis when there is one) in % of one core.
+	ProcessCPU float64 `json:"process_cpu_pct"`
+	// HostCPU is the whole host's busy CPU time in % of one core (up to
+	// 100 × CPUs): this process, Redis and MySQL when they are local, and
+	// anything else running. Linux only; nil elsewhere.
+	HostCPU *float64 `json:"host_cpu_pct,omitempty"`
+	// RedisCPU is redis-server's CPU time in % of one core (INFO cpu: the
+	// whole server, other clients' work included); nil when Redis does not
+	// say (miniredis, Cluster).
+	RedisCPU *float64 `json:"redis_cpu_pct,omitempty"`
+	// SQLCommits and SQLFsyncs are the MySQL server's statement commits
+	// (Handler_commit) and InnoDB fsyncs (Innodb_os_log_fsyncs, or on
+	// MariaDB 10.8 and later, which no longer has it, Innodb_data_fsyncs)
+	// per second, server-wide; nil on SQLite.
+	SQLCommits *float64 `json:"sql_commits_per_s,omitempty"`
+	SQLFsyncs  *float64 `json:"sql_fsyncs_per_s,omitempty"`
+}
+
+// probe is one reading of the counters Usage is computed from.
+type probe struct {
+	at       time.Time
+	cpu      time.Duration // this process
+	hostBusy time.Duration // the host, all CPUs; <0 when unknown
+	redisCPU float64       // seconds; <0 when unknown
+	commits  int64         // <0 when unknown
+	fsyncs   int64
+}
+
+// read takes one reading; counters a backend does not offer are marked
+// unknown rather than failing the run.
+func readProbe(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB) probe {
+	p := probe{at: time.Now(), redisCPU: -1, commits: -1, fsyncs: -1}
+	p.cpu, _ = processCPU()
+	p.hostBusy = hostBusy()
+	if c, ok := rdb.(*redis.Client); ok {
+		if info, err := c.Info(ctx, "cpu").Result(); err == nil {
+			f := infoFields(info)
+			sys, err1 := strconv.ParseFloat(f["used_cpu_sys"], 64)
+			usr, err2 := strconv.ParseFloat(f["used_cpu_user"], 64)
+			if err1 == nil && err2 == nil {
+				p.redisCPU = sys + usr
+			}
+		}
+	}
+	if db.Dialector.Name() == "mysql" {
+		var rows []variableRow
+		if err := db.WithContext(ctx).Raw("SHOW GLOBAL STATUS WHERE Variable_name IN " +
+			"('Handler_commit', 'Innodb_os_log_fsyncs', 'Innodb_data_fsyncs')").Scan(&rows).Error; err == nil {
+			logFsyncs, dataFsyncs := int64(-1), int64(-1)
+			for _, r := range rows {
+				v, err := strconv.ParseInt(r.Value, 10, 64)
+				if err != nil {
+					continue
+				}
+				switch r.Name {
+				case "Handler_commit":
+					p.commits = v
+				case "Innodb_os_log_fsyncs":
+					logFsyncs = v
+				case "Innodb_data_fsyncs":
+					dataFsyncs = v
+				}
+			}
+			p.fsyncs = logFsyncs
+			if p.fsyncs < 0 {
+				p.fsyncs = dataFsyncs
+			}
+		}
+	}
+	return p
+}
+
+// usageBetween computes the usage from a to b.
+func usageBetween(a, b probe) Usage {
+	wall := b.at.Sub(a.at).Seconds()
+	if wall <= 0 {
+		return Usage{}
+	}
+	u := Usage{ProcessCPU: 100 * (b.cpu - a.cpu).Seconds() / wall}
+	if a.hostBusy >= 0 && b.hostBusy >= 0 {
+		v := 100 * (b.hostBusy - a.hostBusy).Seconds() / wall
+		u.HostCPU = &v
+	}
+	if a.redisCPU >= 0 && b.redisCPU >= 0 {
+		v := 100 * (b.redisCPU - a.redisCPU) / wall
+		u.RedisCPU = &v
+	}
+	if a.commits >= 0 && b.commits >= 0 {
+		v := float64(b.commits-a.commits) / wall
+		u.SQLCommits = &v
+	}
+	if a.fsyncs >= 0 && b.fsyncs >= 0 {
+		v := float64(b.fsyncs-a.fsyncs) / wall
+		u.SQLFsyncs = &v
+	}
+	return u
+}
+
+// clockTick is the unit of /proc/stat: USER_HZ, 100 on every Linux
+// architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// hostBusy reads the time all CPUs spent not idle (Linux /proc/stat), or
+// -1 when it cannot.
+func hostBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return -1
+	}
+	var busy int64
+	for i, v := range f[1:8] { // user nice system idle iowait irq softirq
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return -1
+		}
+		if i != 3 && i != 4 { // idle and iowait are not busy
+			busy += n
+		}
+	}
+	if len(f) > 8 { // steal: taken by the hypervisor, not ours to use
+		if n, err := strconv.ParseInt(f[8], 10, 64); err == nil {
+			busy += n
+		}
+	}
+	return time.Duration(busy) * clockTick
+}
+
+// variableRow is a row of MySQL's SHOW VARIABLES and SHOW STATUS.
+type variableRow struct {
+	Name  string `gorm:"column:Variable_name"`
+	Value string `gorm:"column:Value"`
+}
+
+// infoFields parses an INFO reply into its key:value fields.
+func infoFields(info string) map[string]string {
+	out := make(map[string]string)
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}

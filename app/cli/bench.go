@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/bench"
+)
+
+// benchFlags are the flags every bench subcommand takes.
+type benchFlags struct {
+	keep       bool
+	stall      time.Duration
+	cpuProfile string
+}
+
+func (a *app) benchCmd() *cobra.Command {
+	f := &benchFlags{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load tool: enqueue, drain, lateness, HTTP and recovery figures on the configured (or embedded) backends",
+		Long: `bench measures delayq on the configured Redis and SQL ledger (--redis,
+--sql-dsn, --config), or on the embedded ones when none is configured.
+
+Each run works in a sandbox of its own: the Redis key namespace
+dqbench_<hex> and the ledger tables dqbench_<hex>_ledger and
+dqbench_<hex>_dead_letter, removed when the run ends (--keep leaves them).
+Nothing else is touched. Every run counts what its handlers saw: jobs
+handled twice (DUP), accepted but never handled (MISSING: the command then
+exits 1) and started before their due time (EARLY).
+
+Progress bars are drawn when stderr is a terminal; --json prints the whole
+report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
+		Args: args(cobra.NoArgs),
+	}
+	pf := cmd.PersistentFlags()
+	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
+	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
+	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
+	for _, sc := range bench.Scenarios() {
+		cmd.AddCommand(a.benchScenarioCmd(f, sc))
+	}
+	cmd.AddCommand(a.benchAllCmd(f))
+	return cmd
+}
+
+// benchScenarioCmd is the subcommand of one scenario, with the flags it
+// uses.
+func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command {
+	o := sc.Defaults
+	var preset string
+	cmd := &cobra.Command{
+		Use:   sc.Name,
+		Short: sc.Short,
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A zero would silently mean "the default" to the bench package.
+			if err := positiveFlags(cmd, "jobs", "rows", "max-requests", "concurrency", "connections", "batch",
+				"claim-batch", "window", "duration"); err != nil {
+				return err
+			}
+			if sc.Name == "lateness" {
+				if err := latenessPreset(cmd, preset, &o); err != nil {
+					return err
+				}
+			}
+			return a.runBench(cmd, f, []bench.Case{{Scenario: sc.Name, Options: o}})
+		},
+	}
+	fl := cmd.Flags()
+	d := sc.Defaults
+	switch sc.Name {
+	case "enqueue":
+		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs to enqueue")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "producer goroutines")
+		fl.IntVarP(&o.Batch, "batch", "b", d.Batch, "jobs per call: 1 calls Enqueue, more call EnqueueBatch (at most 1000)")
+	case "drain":
+		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs due before the worker starts")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
+		fl.IntVar(&o.ClaimBatch, "claim-batch", 100, "most jobs per claim")
+	case "lateness":
+		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs")
+		fl.DurationVar(&o.Window, "window", d.Window, "due times spread uniformly over this window")
+		fl.DurationVar(&o.Lead, "lead", d.Lead, "the window starts this far ahead")
+		fl.DurationVar(&o.Delay, "delay", 0, "instead of a window: each job due this long after its own enqueue, one goroutine enqueueing")
+		fl.IntVarP(&o.Batch, "batch", "b", d.Batch, "with --delay: jobs per enqueue call")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
+		fl.IntVar(&o.ClaimBatch, "claim-batch", 100, "most jobs per claim")
+		fl.StringVar(&preset, "preset", "", `"classic": 50,000 jobs with a 1 s delay (other flags still override)`)
+	case "http":
+		fl.IntVarP(&o.Concurrency, "connections", "c", d.Concurrency, "client connections, each sending one request at a time")
+		fl.DurationVarP(&o.Duration, "duration", "d", d.Duration, "how long to send requests")
+		fl.IntVarP(&o.Jobs, "max-requests", "n", d.Jobs, "stop after this many requests")
+	case "recovery":
+		fl.IntVarP(&o.Jobs, "rows", "n", d.Jobs, "ledger rows whose jobs Redis lost")
+		fl.BoolVar(&o.KeepEpoch, "keep-epoch", false, "keep the topic's epoch marker: restore stale rows only, without the data-loss check")
+	case "idle":
+		fl.DurationVarP(&o.Duration, "duration", "d", d.Duration, "how long to watch the idle worker")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers of the idle worker")
+	}
+	return cmd
+}
+
+// positiveFlags refuses a zero or negative value in any of the named flags
+// the command has.
+func positiveFlags(cmd *cobra.Command, names ...string) error {
+	for _, name := range names {
+		f := cmd.Flags().Lookup(name)
+		if f == nil {
+			continue
+		}
+		if v := f.Value.String(); strings.HasPrefix(v, "-") || strings.Trim(v, "0smh.") == "" {
+			return usageError{fmt.Errorf("--%s %s: must be positive", name, v)}
+		}
+	}
+	return nil
+}
+
+// latenessPreset applies --preset to the flags the command line left alone.
+func latenessPreset(cmd *cobra.Command, preset string, o *bench.Options) error {
+	switch preset {
+	case "":
+	case "classic":
+		if !cmd.Flags().Changed("jobs") {
+			o.Jobs = 50_000
+		}
+		if !cmd.Flags().Changed("delay") {
+			o.Delay = time.Second
+		}
+	default:
+		return usageError{fmt.Errorf("--preset %q: the only preset is classic", preset)}
+	}
+	return nil
+}
+
+func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "all",
+		Short: "Run the reference suite (docs/benchmarks.md) and compare each figure with its target",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.runBench(cmd, f, bench.Suite())
+		},
+	}
+}
+
+// runBench opens the backends, describes the machine, runs the cases one
+// after the other and prints the report. A missing job or a failed run
+// makes it fail.
+func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (err error) {
+	cfg, err := a.loadConfig(cmd)
+	if err != nil {
+		return err
+	}
+	if cfg.SQL.Driver == "sqlite" {
+		// The embedded ledger goes to a file of the bench's own, never to
+		// the configured one.
+		dir, err := os.MkdirTemp("", "delayq-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.SQL.SQLitePath = filepath.Join(dir, "bench.db")
+	}
+	cfg.SQL.AutoMigrate = false // each run creates (and drops) tables of its own
+	if !cmd.Flags().Changed("log-level") && os.Getenv("DELAYQ_LOG_LEVEL") == "" {
+		cfg.Log.Level = "warn" // the workers' start and stop lines would drown the figures
+	}
+	log := newLogger(cfg.Log, a.errOut)
+	ctx := cmd.Context()
+	b, err := backend.Open(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Ready(ctx); err != nil {
+		return err
+	}
+
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep}
+	rep := bench.Report{Machine: bench.Describe(ctx, env)}
+	if !a.json {
+		bench.WriteMachine(a.out, rep.Machine)
+		fmt.Fprintln(a.out)
+	}
+	var progress bench.Progress
+	if isTerminal(a.errOut) {
+		progress = bench.Bars(a.errOut)
+	}
+	for _, c := range cases {
+		c.Options.Stall = f.stall
+		r, err := bench.RunCase(ctx, env, c, progress)
+		if errors.Is(err, bench.ErrOptions) {
+			return usageError{err}
+		}
+		rep.Results = append(rep.Results, r)
+		if len(cases) > 1 && !a.json {
+			fmt.Fprintf(a.errOut, "done: %s %s\n", r.Scenario, r.Params)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err := a.emit(rep, func(w io.Writer) { _ = bench.WriteResults(w, rep.Results) }); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench: interrupted: %w", err)
+	}
+	if !rep.OK() {
+		missing, failed := 0, 0
+		for _, r := range rep.Results {
+			missing += r.Missing
+			if r.Error != "" {
+				failed++
+			}
+		}
+		return withCode(ExitFailure, fmt.Errorf("bench: %d jobs missing, %d runs failed", missing, failed))
+	}
+	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned function
+// is called.
+func startCPUProfile(path string) (func() error, error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return out.Close()
+	}, nil
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/app/bench"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// runCLI runs the command line with args and returns its exit code and
+// output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := Main(ctx, args, &out, &errOut, "test")
+	return code, out.String(), errOut.String()
+}
+
+// bench on the embedded backends (the default configuration) and on real
+// Redis and MariaDB: a JSON report with the machine and every job handled
+// once.
+func TestBenchCommand(t *testing.T) {
+	for name, backendArgs := range map[string][]string{
+		"embedded": nil,
+		"real":     {"--redis", testenv.DefaultRedisAddr, "--sql-dsn", testenv.MySQLDSN(t)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for _, sub := range [][]string{
+				{"enqueue", "-n", "300", "-c", "3", "-b", "10"},
+				{"drain", "-n", "300"},
+				{"lateness", "-n", "200", "--window", "500ms", "--lead", "500ms"},
+			} {
+				args := append(append([]string{"bench"}, sub...), "--json")
+				code, out, errOut := runCLI(t, append(args, backendArgs...)...)
+				if code != ExitOK {
+					t.Fatalf("%v: exit %d\nstdout: %s\nstderr: %s", sub, code, out, errOut)
+				}
+				var rep bench.Report
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatalf("%v: not JSON: %v\n%s", sub, err, out)
+				}
+				if len(rep.Results) != 1 || rep.Machine.CPUs < 1 || rep.Machine.Redis == "" || rep.Machine.SQL == "" {
+					t.Fatalf("%v: report %+v", sub, rep)
+				}
+				r := rep.Results[0]
+				if r.Scenario != sub[0] || r.Jobs == 0 || r.Handled != r.Jobs || r.Missing != 0 || r.Duplicates != 0 {
+					t.Errorf("%v: result %+v", sub, r)
+				}
+			}
+		})
+	}
+}
+
+// Without --json: the machine header, then the tables.
+func TestBenchTable(t *testing.T) {
+	code, out, errOut := runCLI(t, "bench", "enqueue", "-n", "100")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Bad flags are usage errors (exit 2), before anything runs.
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "enqueue", "-n", "0"},
+		{"bench", "enqueue", "--batch", "5000"},
+		{"bench", "lateness", "--preset", "fast"},
+		{"bench", "drain", "--no-such-flag"},
+		{"bench", "enqueue", "extra-arg"},
+	} {
+		if code, _, errOut := runCLI(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errOut)
+		}
+	}
+}
+
+// The classic preset: 50,000 jobs with a 1 s delay, unless flags say
+// otherwise.
+func TestLatenessPreset(t *testing.T) {
+	a := &app{}
+	cmd := a.benchScenarioCmd(&benchFlags{}, mustScenario(t, "lateness"))
+	if err := cmd.ParseFlags([]string{"--preset", "classic", "--jobs", "10"}); err != nil {
+		t.Fatal(err)
+	}
+	o := bench.Options{Jobs: 10}
+	if err := latenessPreset(cmd, "classic", &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Jobs != 10 || o.Delay != time.Second {
+		t.Errorf("preset with --jobs 10: %+v; want 10 jobs, 1s delay", o)
+	}
+}
+
+func mustScenario(t *testing.T, name string) bench.Scenario {
+	t.Helper()
+	sc, ok := bench.Lookup(name)
+	if !ok {
+		t.Fatalf("no scenario %s", name)
+	}
+	return sc
+}

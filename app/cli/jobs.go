@@ -84,16 +84,11 @@ func (a *app) cancelCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			j, err := b.Queue.Cancel(cmd.Context(), argv[0], argv[1])
+			// A job waiting for a retry has a ledger row: it goes first, or
+			// the recoverer could bring the job back.
+			j, err := b.Ledger.Cancel(cmd.Context(), b.Queue, argv[0], argv[1])
 			if err != nil {
 				return err
-			}
-			if j.Attempt > 0 {
-				// It was waiting for a retry: its ledger row goes too, or the
-				// recoverer would bring it back.
-				if err := b.Ledger.Delete(cmd.Context(), j.Topic, j.ID); err != nil {
-					return err
-				}
 			}
 			return a.emit(jobJSON(j, queue.StateUnknown, 0), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "CANCELLED")

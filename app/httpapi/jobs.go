@@ -185,19 +185,18 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	topic, id := r.PathValue("topic"), r.PathValue("id")
-	job, err := a.q.Cancel(ctx, topic, id)
+	// The ledger's Cancel removes a retrying job's row before its Redis
+	// entries, so no recovery run can bring the job back in between.
+	job, err := a.l.Cancel(ctx, a.q, topic, id)
 	switch {
 	case err == nil:
-		if job.Attempt > 0 {
-			if err := a.l.Delete(ctx, topic, id); err != nil {
-				return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
-			}
-		}
 		a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
 		v := jobView(&queue.JobInfo{State: queue.StateScheduled, Score: job.RunAt, Job: job}, true)
 		v.State = "cancelled"
 		writeJSON(w, http.StatusOK, v)
 		return nil
+	case job != nil:
+		return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
 	case !errors.Is(err, queue.ErrNotFound):
 		return fromRedis(err)
 	}

@@ -3,13 +3,10 @@ package ledger
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -31,42 +28,11 @@ var backends = []backend{
 // predictable.
 var fixedNow = time.UnixMilli(1_700_000_000_000)
 
-// stmtLog is a gorm logger that records every SQL statement gorm runs, so
-// tests can count statements per call. gorm traces each statement it sends
-// (not BEGIN/COMMIT).
-type stmtLog struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (s *stmtLog) LogMode(logger.LogLevel) logger.Interface      { return s }
-func (s *stmtLog) Info(context.Context, string, ...interface{})  {}
-func (s *stmtLog) Warn(context.Context, string, ...interface{})  {}
-func (s *stmtLog) Error(context.Context, string, ...interface{}) {}
-func (s *stmtLog) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
-	q, _ := fc()
-	s.mu.Lock()
-	s.sql = append(s.sql, q)
-	s.mu.Unlock()
-}
-
-// take returns the statements logged since the last take and forgets them.
-func (s *stmtLog) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sql
-	s.sql = nil
-	return out
-}
+// stmtLog records the statements a ledger sends (see newLedger).
+type stmtLog = testenv.StatementLog
 
 // verbs returns the first word of each statement, upper-cased.
-func verbs(stmts []string) []string {
-	out := make([]string, len(stmts))
-	for i, q := range stmts {
-		out[i] = strings.ToUpper(strings.Fields(q)[0])
-	}
-	return out
-}
+func verbs(stmts []string) []string { return testenv.Verbs(stmts) }
 
 // eachBackend runs fn as a parallel subtest on a fresh database of every
 // backend.
@@ -95,7 +61,7 @@ func newLedger(t testing.TB, db *gorm.DB, opts Options) (*Ledger, *stmtLog) {
 	if err := l.Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	log.take()
+	log.Take()
 	return l, log
 }
 

@@ -58,7 +58,7 @@ func TestSchemaSQLMatchesAutoMigrate(t *testing.T) {
 	if err := l.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over schema.sql: %v", err)
 	}
-	for _, q := range log.take() {
+	for _, q := range log.Take() {
 		if v := verbs([]string{q})[0]; v == "ALTER" || v == "CREATE" || v == "DROP" {
 			t.Errorf("Migrate over schema.sql changed the schema: %s", q)
 		}
@@ -75,7 +75,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 		if err := l.Migrate(ctx); err != nil {
 			t.Fatalf("second Migrate: %v", err)
 		}
-		for _, q := range log.take() {
+		for _, q := range log.Take() {
 			if v := verbs([]string{q})[0]; v == "ALTER" || v == "CREATE" || v == "DROP" || v == "INSERT" {
 				t.Errorf("second Migrate changed the schema: %s", q)
 			}

@@ -25,7 +25,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 
 				expect := func(op string, want ...string) {
 					t.Helper()
-					got := verbs(log.take())
+					got := verbs(log.Take())
 					if fmt.Sprint(got) != fmt.Sprint(want) {
 						t.Errorf("%s of %d jobs ran %v, want %v", op, n, got, want)
 					}
@@ -36,7 +36,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				if c := count(t, l); c != int64(n) {
 					t.Fatalf("Record: %d rows, want %d", c, n)
 				}
-				log.take()
+				log.Take()
 
 				if err := l.Extend(ctx, refs, now+99_000); err != nil {
 					t.Fatal(err)
@@ -45,7 +45,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				if c, _ := l.CountStale(ctx, now+99_000); c != 0 {
 					t.Errorf("Extend: %d rows not extended", c)
 				}
-				log.take()
+				log.Take()
 
 				marks := make([]queue.RetryMark, n)
 				for i, r := range refs {
@@ -61,7 +61,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 						t.Errorf("MarkRetrying: row %d = %+v", i, r)
 					}
 				}
-				log.take()
+				log.Take()
 
 				half := n / 2
 				if err := l.Complete(ctx, refs[:half]); err != nil {
@@ -71,7 +71,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				if c := count(t, l); c != int64(n-half) {
 					t.Errorf("Complete: %d rows left, want %d", c, n-half)
 				}
-				log.take()
+				log.Take()
 
 				dead := make([]queue.DeadJob, 0, n-half)
 				for _, j := range js[half:] {
@@ -102,7 +102,7 @@ func TestSplitAtPlaceholderLimit(t *testing.T) {
 		l, log := newLedger(t, db, Options{MaxPlaceholders: 60})
 		js := jobs("t", "j", 23)
 		mustRecord(t, l, "h:1", js...)
-		if got := verbs(log.take()); len(got) != 5 {
+		if got := verbs(log.Take()); len(got) != 5 {
 			t.Errorf("split Record ran %v, want 5 INSERTs", got)
 		}
 		if c := count(t, l); c != 23 {
@@ -111,7 +111,7 @@ func TestSplitAtPlaceholderLimit(t *testing.T) {
 		if err := l.Complete(ctx, refsOf(js)); err != nil {
 			t.Fatal(err)
 		}
-		if got := verbs(log.take()); len(got) != 3 { // 2 DELETEs + the Count above
+		if got := verbs(log.Take()); len(got) != 3 { // 2 DELETEs + the Count above
 			t.Errorf("split Complete ran %v", got)
 		}
 		if c := count(t, l); c != 0 {

@@ -22,7 +22,7 @@ func TestRecord(t *testing.T) {
 		if err := l.Record(ctx, nil, "h:1"); err != nil {
 			t.Fatalf("empty Record: %v", err)
 		}
-		if got := log.take(); len(got) != 0 {
+		if got := log.Take(); len(got) != 0 {
 			t.Fatalf("empty Record ran %d statements: %v", len(got), got)
 		}
 

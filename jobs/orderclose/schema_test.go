@@ -5,12 +5,9 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
@@ -62,7 +59,7 @@ func TestSchemaSQLMatchesMigrate(t *testing.T) {
 	if err := orderclose.Migrate(ctx, fromFile.Session(&gorm.Session{Logger: log})); err != nil {
 		t.Fatalf("Migrate over schema.sql: %v", err)
 	}
-	for _, q := range log.take() {
+	for _, q := range log.Take() {
 		if v := strings.ToUpper(strings.Fields(q)[0]); v == "ALTER" || v == "CREATE" || v == "DROP" {
 			t.Errorf("Migrate over schema.sql changed the schema: %s", q)
 		}
@@ -83,7 +80,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 			if err := orderclose.Migrate(ctxT(t), db.Session(&gorm.Session{Logger: log})); err != nil {
 				t.Fatal(err)
 			}
-			for _, q := range log.take() {
+			for _, q := range log.Take() {
 				if v := strings.ToUpper(strings.Fields(q)[0]); v == "ALTER" || v == "CREATE" || v == "DROP" {
 					t.Errorf("second Migrate changed the schema: %s", q)
 				}
@@ -92,27 +89,5 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	}
 }
 
-// stmtLog is a gorm logger that records every SQL statement gorm runs.
-type stmtLog struct {
-	mu  sync.Mutex
-	sql []string
-}
-
-func (s *stmtLog) LogMode(logger.LogLevel) logger.Interface      { return s }
-func (s *stmtLog) Info(context.Context, string, ...interface{})  {}
-func (s *stmtLog) Warn(context.Context, string, ...interface{})  {}
-func (s *stmtLog) Error(context.Context, string, ...interface{}) {}
-func (s *stmtLog) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
-	q, _ := fc()
-	s.mu.Lock()
-	s.sql = append(s.sql, q)
-	s.mu.Unlock()
-}
-
-func (s *stmtLog) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.sql
-	s.sql = nil
-	return out
-}
+// stmtLog records the statements gorm sends.
+type stmtLog = testenv.StatementLog

@@ -2,8 +2,6 @@ package orderclose_test
 
 import (
 	"context"
-	"os"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -26,34 +24,9 @@ var orderTables = []string{"order_close_log", "order_items", "orders", "skus"}
 func TestSchemaSQLMatchesMigrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sqlFile, err := os.ReadFile("../../deployments/mysql/schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromFile := testenv.MySQL(t)
-	for _, stmt := range testenv.SplitSQL(string(sqlFile)) {
-		if err := fromFile.Exec(stmt).Error; err != nil {
-			t.Fatalf("schema.sql: %v\n%s", err, stmt)
-		}
-	}
-	fromGorm := testenv.MySQL(t)
-	if err := orderclose.Migrate(ctx, fromGorm); err != nil {
-		t.Fatal(err)
-	}
-
-	for _, table := range orderTables {
-		want, got := testenv.DescribeTable(t, fromFile, table), testenv.DescribeTable(t, fromGorm, table)
-		if len(want) == 0 {
-			t.Fatalf("schema.sql did not create %s", table)
-		}
-		if !reflect.DeepEqual(want, got) {
-			t.Errorf("%s differs.\nschema.sql:\n  %s\nMigrate:\n  %s", table,
-				strings.Join(want, "\n  "), strings.Join(got, "\n  "))
-		}
-		if a, b := testenv.ShowCreateTable(t, fromFile, table), testenv.ShowCreateTable(t, fromGorm, table); a != b {
-			t.Errorf("SHOW CREATE TABLE %s differs.\nschema.sql:\n%s\nMigrate:\n%s", table, a, b)
-		}
-	}
+	fromFile := testenv.MatchSchemaFile(t, "../../deployments/mysql/schema.sql", func(db *gorm.DB) error {
+		return orderclose.Migrate(ctx, db)
+	}, orderTables...)
 
 	log := &stmtLog{}
 	if err := orderclose.Migrate(ctx, fromFile.Session(&gorm.Session{Logger: log})); err != nil {

@@ -55,7 +55,9 @@ func decodeEnvelope(raw []byte, j *Job) error {
 		return fmt.Errorf("%w: version %d", ErrBadEnvelope, nums[0])
 	}
 	elen := nums[5]
-	if int64(len(rest)) < elen+1 || rest[elen] != '|' {
+	// Compared without adding to elen: elen+1 wraps negative for
+	// math.MaxInt64, and rest[elen] would then index out of range.
+	if elen >= int64(len(rest)) || rest[elen] != '|' {
 		return fmt.Errorf("%w: error text length %d", ErrBadEnvelope, elen)
 	}
 	j.Attempt = int(nums[1])

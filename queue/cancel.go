@@ -17,7 +17,10 @@ func (c *Client) Cancel(ctx context.Context, topic, id string) (*Job, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
 	reply, err := c.scripts.cancel.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead}, id).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)

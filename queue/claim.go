@@ -27,7 +27,10 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 	if lease < time.Millisecond {
 		return nil, fmt.Errorf("queue: claim from %s: lease %s too short", topic, lease)
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
 	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead},
 		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim).Slice()
 	if err != nil {

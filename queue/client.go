@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,8 @@ type Client struct {
 	// listScript pages through a state's set (list.go).
 	listScript *redis.Script
 
-	keys      sync.Map // topic -> keys
+	keys      sync.Map // valid topic -> keys
+	keysN     atomic.Int64
 	topicSeen sync.Map // topic -> time.Time of the last SADD to the topics set
 }
 
@@ -43,19 +45,56 @@ func (c *Client) Config() Config { return c.cfg }
 // Redis returns the underlying Redis client.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
-// keysFor returns the keys of a topic, building them once.
-func (c *Client) keysFor(topic string) keys {
+// maxCachedTopics bounds keysFor's cache: a client that is asked about
+// ever new topic names (an API caller probing GET /v1/topics/{topic}) must
+// not grow without limit; past it, keys are built on every call.
+const maxCachedTopics = 10000
+
+// keysFor returns the keys of a topic, or the *ValidationError of an
+// invalid topic name. Every Redis key of a topic is built here, so no name
+// that could break out of the {topic} hash tag or the namespace (a brace,
+// a colon, a glob character, "..") ever reaches Redis, whichever method the
+// topic came through.
+func (c *Client) keysFor(topic string) (keys, error) {
 	if k, ok := c.keys.Load(topic); ok {
-		return k.(keys)
+		return k.(keys), nil
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return keys{}, err
 	}
 	k := newKeys(c.cfg.Namespace, topic)
-	c.keys.Store(topic, k)
-	return k
+	if c.keysN.Load() < maxCachedTopics {
+		if _, loaded := c.keys.LoadOrStore(topic, k); !loaded {
+			c.keysN.Add(1)
+		}
+	}
+	return k, nil
+}
+
+// keysForAll returns the keys of every topic of m, or the first invalid
+// topic's error: a call over several topics checks them all before it
+// writes anything.
+func keysForAll[V any](c *Client, m map[string]V) (map[string]keys, error) {
+	out := make(map[string]keys, len(m))
+	for topic := range m {
+		k, err := c.keysFor(topic)
+		if err != nil {
+			return nil, err
+		}
+		out[topic] = k
+	}
+	return out, nil
 }
 
 // WakeChannel is the pub/sub channel on which a topic announces jobs that
-// became due earlier than its previous head.
-func (c *Client) WakeChannel(topic string) string { return c.keysFor(topic).wake }
+// became due earlier than its previous head; "" for an invalid topic name.
+func (c *Client) WakeChannel(topic string) string {
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return ""
+	}
+	return k.wake
+}
 
 // topicRefresh is how often a client re-adds a topic it enqueues to to the
 // topics set: the set has no hash tag, so no script can maintain it, and
@@ -75,12 +114,15 @@ func (c *Client) noteTopic(ctx context.Context, topic string) error {
 	return nil
 }
 
-// Topics lists the topics jobs were enqueued to, sorted.
+// Topics lists the topics jobs were enqueued to, sorted. Names in the set
+// that are not valid topics are left out: delayq never writes one, so
+// someone else did, and no key may be built from it.
 func (c *Client) Topics(ctx context.Context) ([]string, error) {
 	ts, err := c.rdb.SMembers(ctx, topicsKey(c.cfg.Namespace)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: topics: %w", err)
 	}
+	ts = slices.DeleteFunc(ts, func(t string) bool { return ValidateTopic(t) != nil })
 	slices.Sort(ts)
 	return ts, nil
 }

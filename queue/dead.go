@@ -18,7 +18,10 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return err
+	}
 	n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake}, "one", id).Int()
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
@@ -35,7 +38,10 @@ func (c *Client) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake}, "all", deadChunk).Int()
@@ -55,7 +61,10 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job}, before, deadChunk).Int()

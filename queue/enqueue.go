@@ -104,10 +104,13 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 
 // runEnqueue runs enqueue.lua over validated jobs.
 func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.noteTopic(ctx, topic); err != nil {
 		return nil, err
 	}
-	k := c.keysFor(topic)
 	args := make([]any, 0, 5*len(jobs))
 	for _, j := range jobs {
 		mode, v := "d", j.Delay.Milliseconds()

@@ -24,10 +24,11 @@ func (c *Client) EpochMissing(ctx context.Context, topics []string) ([]string, e
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(topics))
 	for i, t := range topics {
-		if err := ValidateTopic(t); err != nil {
+		k, err := c.keysFor(t)
+		if err != nil {
 			return nil, err
 		}
-		cmds[i] = pipe.Exists(ctx, c.keysFor(t).epoch)
+		cmds[i] = pipe.Exists(ctx, k.epoch)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: check epoch markers of %d topics: %w", len(topics), err)
@@ -52,10 +53,11 @@ func (c *Client) EnsureEpoch(ctx context.Context, topics []string, value string)
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.BoolCmd, len(topics))
 	for i, t := range topics {
-		if err := ValidateTopic(t); err != nil {
+		k, err := c.keysFor(t)
+		if err != nil {
 			return nil, err
 		}
-		cmds[i] = pipe.SetNX(ctx, c.keysFor(t).epoch, value, 0)
+		cmds[i] = pipe.SetNX(ctx, k.epoch, value, 0)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {

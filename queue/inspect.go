@@ -24,7 +24,10 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
 	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead}, id).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
@@ -71,7 +74,10 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return Stats{}, err
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return Stats{}, err
+	}
 	r, err := c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead}).Int64Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue: stats of %s: %w", topic, err)

@@ -11,6 +11,8 @@ type keys struct {
 	wake  string // pub/sub channel: a job became due earlier than the head
 }
 
+// newKeys builds the keys of topic. Call it only through Client.keysFor,
+// which validates the topic first: the name goes into the keys as is.
 func newKeys(namespace, topic string) keys {
 	p := namespace + ":{" + topic + "}:"
 	return keys{

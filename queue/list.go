@@ -28,7 +28,10 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 	if offset < 0 || limit < 1 || limit > MaxPage {
 		return nil, fmt.Errorf("queue: list %s: offset %d, limit %d: want offset >= 0 and limit 1-%d", topic, offset, limit, MaxPage)
 	}
-	k := c.keysFor(topic)
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
 	set, order := "", "asc"
 	switch state {
 	case StateScheduled:

@@ -183,7 +183,15 @@ func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, mode 
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, call := range calls {
-		k := c.keysFor(call.topic)
+		// restoreCalls left invalid topics out, so this cannot fail;
+		// the error is checked all the same.
+		k, err := c.keysFor(call.topic)
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			cmds[i] = cmd
+			continue
+		}
 		keys := []string{k.due, k.lease, k.job, k.wake}
 		args := make([]any, 0, 1+len(call.args))
 		args = append(args, mode)

@@ -10,9 +10,14 @@ import (
 // returns how many were removed; a claim that no longer owns its job (lease
 // expired and claimed again) removes nothing.
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
+	groups := byTopic(refs)
+	ks, err := keysForAll(c, groups)
+	if err != nil {
+		return 0, fmt.Errorf("queue: ack: %w", err)
+	}
 	n := 0
-	for topic, rs := range byTopic(refs) {
-		k := c.keysFor(topic)
+	for topic, rs := range groups {
+		k := ks[topic]
 		args := make([]any, 0, 2*len(rs))
 		for _, r := range rs {
 			args = append(args, r.ID, r.Attempt)
@@ -29,9 +34,14 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 // Release hands claimed jobs back to due without spending an attempt, at
 // their own due time. It returns how many went back.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
+	groups := byTopic(refs)
+	ks, err := keysForAll(c, groups)
+	if err != nil {
+		return 0, fmt.Errorf("queue: release: %w", err)
+	}
 	n := 0
-	for topic, rs := range byTopic(refs) {
-		k := c.keysFor(topic)
+	for topic, rs := range groups {
+		k := ks[topic]
 		args := make([]any, 0, 2*len(rs))
 		for _, r := range rs {
 			args = append(args, r.ID, r.Attempt)
@@ -63,8 +73,12 @@ func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error
 	for i, r := range reqs {
 		idx[r.Topic] = append(idx[r.Topic], i)
 	}
+	ks, err := keysForAll(c, idx)
+	if err != nil {
+		return out, fmt.Errorf("queue: retry: %w", err)
+	}
 	for topic, is := range idx {
-		k := c.keysFor(topic)
+		k := ks[topic]
 		args := make([]any, 0, 5*len(is))
 		for _, i := range is {
 			r := reqs[i]
@@ -101,9 +115,13 @@ func (c *Client) Bury(ctx context.Context, reqs []BuryRequest) (int, int64, erro
 	for _, r := range reqs {
 		groups[r.Topic] = append(groups[r.Topic], r)
 	}
+	ks, err := keysForAll(c, groups)
+	if err != nil {
+		return 0, 0, fmt.Errorf("queue: bury: %w", err)
+	}
 	n, at := 0, int64(0)
 	for topic, rs := range groups {
-		k := c.keysFor(topic)
+		k := ks[topic]
 		args := make([]any, 0, 3*len(rs))
 		for _, r := range rs {
 			args = append(args, r.ID, r.Attempt, r.Reason)
@@ -125,9 +143,14 @@ func (c *Client) Bury(ctx context.Context, reqs []BuryRequest) (int, int64, erro
 // never earlier than it was. It returns how many leases moved and the new
 // deadline (Unix ms; 0 if refs is empty).
 func (c *Client) Extend(ctx context.Context, refs []Ref, lease time.Duration) (int, int64, error) {
+	groups := byTopic(refs)
+	ks, err := keysForAll(c, groups)
+	if err != nil {
+		return 0, 0, fmt.Errorf("queue: extend: %w", err)
+	}
 	n, deadline := 0, int64(0)
-	for topic, rs := range byTopic(refs) {
-		k := c.keysFor(topic)
+	for topic, rs := range groups {
+		k := ks[topic]
 		args := make([]any, 0, 1+len(rs))
 		args = append(args, lease.Milliseconds())
 		for _, r := range rs {

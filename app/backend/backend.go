@@ -45,12 +45,13 @@ type Options struct {
 }
 
 // OpenWith is Open with opts.
-func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, opts Options) (b *Backends, err error) {
-	b = &Backends{}
+func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, opts Options) (_ *Backends, err error) {
+	// b is not the named result: "return nil, err" would set that to nil
+	// before the deferred close of what was opened runs.
+	b := &Backends{}
 	defer func() {
 		if err != nil {
 			_ = b.Close()
-			b = nil
 		}
 	}()
 	rc := cfg.Redis
@@ -59,6 +60,11 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 	}
 	if b.Redis, err = b.openRedis(rc, log); err != nil {
 		return nil, err
+	}
+	if rc.Mode != "embedded" {
+		if err := checkRedis(ctx, b.Redis, rc, log); err != nil {
+			return nil, err
+		}
 	}
 	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
 		return nil, err

@@ -1,8 +1,14 @@
 package backend
 
 import (
+	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"net"
+	"strings"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -14,9 +20,9 @@ import (
 // openRedis connects to the configured Redis, or starts the embedded one on
 // a loopback port (so redis-cli can look at it too).
 func (b *Backends) openRedis(c config.Redis, log logrus.FieldLogger) (redis.UniversalClient, error) {
-	var tlsConfig *tls.Config
-	if c.TLS {
-		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	tlsConfig, err := redisTLS(c)
+	if err != nil {
+		return nil, err
 	}
 	opts := &redis.UniversalOptions{
 		Addrs:     c.Addrs,
@@ -49,4 +55,60 @@ func (b *Backends) openRedis(c config.Redis, log logrus.FieldLogger) (redis.Univ
 	}
 	b.closers = append(b.closers, rdb.Close)
 	return rdb, nil
+}
+
+// redisCheckTimeout bounds the PING of checkRedis.
+const redisCheckTimeout = 5 * time.Second
+
+// checkRedis pings the configured Redis once, so that a configuration
+// mistake stops the program at start with the key to fix: a server
+// certificate that does not verify (redis.tls_ca_file,
+// redis.tls_server_name), a TLS handshake the server refuses (a client
+// certificate it wants), a plaintext server behind redis.tls, a password or
+// user it refuses. A Redis that merely does not answer yet is no such
+// mistake: that is logged, and the program starts (the API answers 503 and
+// the workers retry until Redis is back, as after any outage).
+func checkRedis(ctx context.Context, rdb redis.UniversalClient, c config.Redis, log logrus.FieldLogger) error {
+	ctx, cancel := context.WithTimeout(ctx, redisCheckTimeout)
+	defer cancel()
+	err := rdb.Ping(ctx).Err()
+	if err == nil {
+		return nil
+	}
+	if hint := redisConfigMistake(err); hint != "" {
+		return fmt.Errorf("backend: redis at %s: %s: %w", strings.Join(c.Addrs, ","), hint, err)
+	}
+	log.WithError(err).WithField("addrs", c.Addrs).Warn("Redis does not answer yet; starting anyway (requests get 503 and workers retry until it does)")
+	return nil
+}
+
+// redisConfigMistake names the configuration keys behind err, or returns ""
+// when err does not come from the configuration (Redis down, a timeout).
+func redisConfigMistake(err error) string {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		opErr    *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &unknown), errors.As(err, &hostname), errors.As(err, &invalid):
+		return "the server's TLS certificate does not verify (check redis.tls_ca_file and redis.tls_server_name)"
+	case errors.As(err, &opErr) && opErr.Op == "remote error":
+		// crypto/tls reports a TLS alert from the server so ("remote
+		// error: tls: certificate required"); with TLS 1.3 it arrives on
+		// the first read, after the handshake seemed done.
+		return "the server refused the TLS handshake (check redis.tls_cert_file and redis.tls_key_file: a client certificate its CA signed)"
+	case errors.As(err, &record):
+		return "the server does not speak TLS (redis.tls is on)"
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH"} {
+		if strings.HasPrefix(msg, prefix) {
+			return "authentication refused (check redis.username and redis.password)"
+		}
+	}
+	return ""
 }

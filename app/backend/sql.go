@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 
 	"github.com/glebarez/sqlite"
@@ -24,7 +26,14 @@ func (b *Backends) openSQL(c config.SQL, log logrus.FieldLogger) (*gorm.DB, erro
 	var err error
 	switch c.Driver {
 	case "mysql":
-		db, err = gorm.Open(mysql.Open(c.DSN), gcfg)
+		dsn, deregister, derr := mysqlDSN(c, log)
+		if derr != nil {
+			return nil, derr
+		}
+		if deregister != nil {
+			b.closers = append(b.closers, deregister)
+		}
+		db, err = gorm.Open(mysql.Open(dsn), gcfg)
 	case "sqlite":
 		b.Embedded = true
 		log.WithField("path", c.SQLitePath).Warn("SQLite ledger: for trying delayq out, not for production")
@@ -33,6 +42,10 @@ func (b *Backends) openSQL(c config.SQL, log logrus.FieldLogger) (*gorm.DB, erro
 		return nil, fmt.Errorf("backend: sql.driver %q", c.Driver)
 	}
 	if err != nil {
+		var verify *tls.CertificateVerificationError
+		if errors.As(err, &verify) {
+			return nil, fmt.Errorf("backend: open %s: the server's TLS certificate does not verify (check sql.tls_ca_file and sql.tls_server_name, or the DSN's tls): %w", c.Driver, err)
+		}
 		return nil, fmt.Errorf("backend: open %s: %w", c.Driver, err)
 	}
 	sqlDB, err := db.DB()

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -67,12 +66,16 @@ func (s *system) buildObservability(p parts) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", o.metrics.Handler())
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+		// The API's timeouts: a scraper sends no body, so a client slower
+		// than these is holding the listener, not using it.
 		o.server = &http.Server{
 			Addr:              c.Metrics.Listen,
 			Handler:           mux,
-			ReadHeaderTimeout: 5 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: httpapi.DefaultReadHeaderTimeout,
+			ReadTimeout:       httpapi.DefaultReadTimeout,
+			WriteTimeout:      httpapi.DefaultWriteTimeout,
+			IdleTimeout:       httpapi.DefaultIdleTimeout,
+			MaxHeaderBytes:    64 << 10,
 		}
 		if o.ln, err = net.Listen("tcp", c.Metrics.Listen); err != nil {
 			return fmt.Errorf("metrics.listen %s: %w", c.Metrics.Listen, err)

@@ -134,6 +134,10 @@ func (s *system) buildAPI(p parts) error {
 		}
 	}
 	modules = append(modules, s.obs.apiModules()...)
+	// Deps.Ready stays nil: the API's own check pings the same two
+	// backends and tells the unauthenticated /readyz only which one failed
+	// (s.b.Ready's error has addresses and TLS details: those go to the
+	// log).
 	h, err := httpapi.New(httpapi.Deps{
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
@@ -142,7 +146,6 @@ func (s *system) buildAPI(p parts) error {
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,
 		MaxBodyBytes: c.MaxBodyBytes,
-		Ready:        s.b.Ready,
 		Logger:       s.log,
 		Metrics:      s.obs.apiMetrics(),
 		Dashboard:    s.obs.apiDashboard(),

@@ -36,11 +36,30 @@ type Redis struct {
 	Mode       string   `koanf:"mode"`
 	Addrs      []string `koanf:"addrs"`       // host:port of the node, the sentinels or the cluster seeds
 	MasterName string   `koanf:"master_name"` // sentinel only
-	Username   string   `koanf:"username"`
-	Password   string   `koanf:"password"`
-	DB         int      `koanf:"db"`        // single and sentinel only. Default 0.
-	TLS        bool     `koanf:"tls"`       // connect with TLS (system roots). Default false.
-	PoolSize   int      `koanf:"pool_size"` // 0 = 10 per CPU, or http.max_concurrent/8 if more
+	// Username and Password authenticate to the Redis nodes (AUTH: an ACL
+	// user, or requirepass with Username ""); sentinels are asked without
+	// AUTH. Keep the password out of files: DELAYQ_REDIS_PASSWORD. Never
+	// logged.
+	Username string `koanf:"username"`
+	Password string `koanf:"password"`
+	DB       int    `koanf:"db"` // single and sentinel only. Default 0.
+	// TLS connects with TLS (1.2 or later), to the nodes and to the
+	// sentinels alike; the server's certificate is verified against the
+	// system's roots, or TLSCAFile. Default false.
+	TLS bool `koanf:"tls"`
+	// TLSCAFile is a PEM file of the CA certificates that sign the
+	// servers' certificates, instead of the system's roots. Needs tls.
+	// Default "".
+	TLSCAFile string `koanf:"tls_ca_file"`
+	// TLSCertFile and TLSKeyFile are a client certificate and its key
+	// (PEM), for a server that asks for one (tls-auth-clients); both or
+	// neither. Need tls. Default "".
+	TLSCertFile string `koanf:"tls_cert_file"`
+	TLSKeyFile  string `koanf:"tls_key_file"`
+	// TLSServerName is the name the servers' certificates must carry;
+	// "" means the host of each address. Needs tls. Default "".
+	TLSServerName string `koanf:"tls_server_name"`
+	PoolSize      int    `koanf:"pool_size"` // 0 = 10 per CPU, or http.max_concurrent/8 if more
 	// Namespace prefixes every key, so several deployments can share one
 	// Redis. Default dq.
 	Namespace string `koanf:"namespace"`
@@ -59,7 +78,20 @@ type SQL struct {
 	MaxOpenConns    int           `koanf:"max_open_conns"`    // Default 20.
 	MaxIdleConns    int           `koanf:"max_idle_conns"`    // Default 10.
 	ConnMaxLifetime time.Duration `koanf:"conn_max_lifetime"` // Default 30m.
-	TablePrefix     string        `koanf:"table_prefix"`      // Default dq_.
+	// TablePrefix starts the ledger's table names: 1-32 letters, digits
+	// or underscores. Default dq_.
+	TablePrefix string `koanf:"table_prefix"`
+	// TLS of the MySQL connection: setting any of these four connects
+	// with TLS (1.2 or later), verifying the server's certificate against
+	// TLSCAFile (default: the system's roots) and the name TLSServerName
+	// (default: the DSN's host), and sending the client certificate
+	// TLSCertFile with its key TLSKeyFile (both or neither) if given. A
+	// DSN that has a tls parameter of its own keeps it, and these are then
+	// ignored (with a warning). mysql driver only. Default "".
+	TLSCAFile     string `koanf:"tls_ca_file"`
+	TLSCertFile   string `koanf:"tls_cert_file"`
+	TLSKeyFile    string `koanf:"tls_key_file"`
+	TLSServerName string `koanf:"tls_server_name"`
 	// AutoMigrate creates or updates the ledger tables at start. Default
 	// true; production may prefer `delayq migrate` or schema.sql.
 	AutoMigrate bool `koanf:"auto_migrate"`

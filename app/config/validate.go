@@ -190,5 +190,6 @@ func (c *Config) Validate() error {
 			bad("orders.sweeper_grace", c.Orders.SweeperGrace, "must not be negative")
 		}
 	}
+	errs = append(errs, c.validateSecurity()...) // validate_tls.go
 	return errors.Join(errs...)
 }

@@ -1,0 +1,109 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// badTopics are names that would break out of the {topic} hash tag or the
+// namespace, or glob over other keys, if they reached a key.
+var badTopics = []string{"", "a}b", "a{b", "../x", "a:b", "a*", "a?b", "a[b]", "a b", "a\nb", "ä", "a/b"}
+
+// TestEveryTopicMethodRefusesBadNames calls every Client method that builds
+// a topic's keys with bad topic names: each returns ErrInvalidTopic and no
+// key appears. The settle methods get a good topic along with the bad one,
+// and must leave the good topic's claim alone too: they check every topic
+// before they write.
+func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		ctx := ctxT(t)
+		mustEnqueue(t, e, "ok", queue.NewJob{ID: "j"})
+		held := mustClaim(t, e, "ok", 1, time.Hour).Jobs
+		if len(held) != 1 {
+			t.Fatalf("claimed %d jobs", len(held))
+		}
+		good := held[0].Ref()
+		before := keysOf(t, e)
+		slices.Sort(before)
+
+		for _, topic := range badTopics {
+			bad := queue.Ref{Topic: topic, ID: "j", Attempt: 1}
+			calls := map[string]func() error{
+				"Enqueue": func() error { _, err := e.c.Enqueue(ctx, topic, queue.NewJob{ID: "j"}); return err },
+				"EnqueueBatch": func() error {
+					_, err := e.c.EnqueueBatch(ctx, topic, []queue.NewJob{{ID: "j"}})
+					return err
+				},
+				"Claim":          func() error { _, err := e.c.Claim(ctx, topic, 1, time.Second); return err },
+				"Get":            func() error { _, err := e.c.Get(ctx, topic, "j"); return err },
+				"Stats":          func() error { _, err := e.c.Stats(ctx, topic); return err },
+				"List":           func() error { _, err := e.c.List(ctx, topic, queue.StateScheduled, 0, 10); return err },
+				"Cancel":         func() error { _, err := e.c.Cancel(ctx, topic, "j"); return err },
+				"RequeueDead":    func() error { return e.c.RequeueDead(ctx, topic, "j") },
+				"RequeueAllDead": func() error { _, err := e.c.RequeueAllDead(ctx, topic); return err },
+				"PurgeDead":      func() error { _, err := e.c.PurgeDead(ctx, topic, time.Now().UnixMilli()); return err },
+				"EpochMissing":   func() error { _, err := e.c.EpochMissing(ctx, []string{"ok", topic}); return err },
+				"EnsureEpoch":    func() error { _, err := e.c.EnsureEpoch(ctx, []string{"ok", topic}, "x"); return err },
+				"Ack":            func() error { _, err := e.c.Ack(ctx, []queue.Ref{good, bad}); return err },
+				"Release":        func() error { _, err := e.c.Release(ctx, []queue.Ref{good, bad}); return err },
+				"Extend":         func() error { _, _, err := e.c.Extend(ctx, []queue.Ref{good, bad}, time.Minute); return err },
+				"Retry": func() error {
+					_, err := e.c.Retry(ctx, []queue.RetryRequest{{Ref: good}, {Ref: bad}})
+					return err
+				},
+				"Bury": func() error {
+					_, _, err := e.c.Bury(ctx, []queue.BuryRequest{{Ref: good}, {Ref: bad}})
+					return err
+				},
+			}
+			for name, call := range calls {
+				if err := call(); !errors.Is(err, queue.ErrInvalidTopic) {
+					t.Errorf("%s(%q): %v, want ErrInvalidTopic", name, topic, err)
+				}
+			}
+			// Restore reports the bad row and restores nothing for it.
+			out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: topic, ID: "j", Attempt: 1, MaxAttempts: 3}}, queue.RestoreOptions{})
+			if !errors.Is(err, queue.ErrInvalidTopic) || len(out) != 1 || out[0] == queue.RestoreCreated {
+				t.Errorf("Restore(%q): %v %v, want ErrInvalidTopic and nothing created", topic, out, err)
+			}
+			if ch := e.c.WakeChannel(topic); ch != "" {
+				t.Errorf("WakeChannel(%q) = %q, want \"\"", topic, ch)
+			}
+		}
+
+		after := keysOf(t, e)
+		slices.Sort(after)
+		if !slices.Equal(before, after) {
+			t.Fatalf("keys changed:\nbefore %v\nafter  %v", before, after)
+		}
+		info := mustGet(t, e, "ok", "j")
+		if info.State != queue.StateInFlight || info.Job.Attempt != 1 {
+			t.Fatalf("the good claim changed: %+v", info)
+		}
+		topics, err := e.c.Topics(context.Background())
+		if err != nil || !slices.Equal(topics, []string{"ok"}) {
+			t.Fatalf("topics %v %v", topics, err)
+		}
+	})
+}
+
+// TestTopicsLeavesOutBadNames: a name someone with Redis access put into
+// the topics set is not handed out as a topic (every caller would build
+// keys from it).
+func TestTopicsLeavesOutBadNames(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		mustEnqueue(t, e, "ok", queue.NewJob{ID: "j"})
+		if err := e.rdb.SAdd(ctxT(t), e.ns+":topics", "a}b", "../x", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		topics, err := e.c.Topics(ctxT(t))
+		if err != nil || !slices.Equal(topics, []string{"ok"}) {
+			t.Fatalf("topics %q %v, want [ok]", topics, err)
+		}
+	})
+}

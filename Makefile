@@ -12,7 +12,11 @@ SOAK_TIMEOUT ?= 4h
 # Extra flags for go test, e.g. make test TESTFLAGS='-run Claim -v'.
 TESTFLAGS ?=
 
-.PHONY: all build test test-short bench lint chaos soak services
+# Seconds each fuzz target runs in make fuzz; make test runs each for FUZZTIME_CI.
+FUZZTIME ?= 60s
+FUZZTIME_CI ?= 5s
+
+.PHONY: all build test test-short bench lint chaos soak fuzz services
 
 all: build
 
@@ -34,9 +38,11 @@ lint:
 	fi
 	$(GO) vet ./...
 
-## test: lint, then every test with the race detector.
+## test: lint, every test with the race detector (a 60 s soak and a 20,000-job
+## scale-out drain among them), then each fuzz target for FUZZTIME_CI.
 test: lint services
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(PKGS)
+	FUZZTIME=$(FUZZTIME_CI) bash scripts/fuzz.sh
 
 ## test-short: every test without the race detector, in -short mode.
 test-short: services
@@ -50,6 +56,11 @@ bench: services
 chaos: services
 	DELAYQ_CHAOS=long $(GO) test -race -count=1 -timeout $(CHAOS_TIMEOUT) -run 'Chaos|Fault' $(TESTFLAGS) $(PKGS)
 
-## soak: the soak tests (names with Soak), long variant.
+## soak: the soak test for 10 minutes (DELAYQ_SOAK_DURATION to change it) and
+## the 100,000-job scale-out drain, with their tables (-v).
 soak: services
-	DELAYQ_SOAK=long $(GO) test -race -count=1 -timeout $(SOAK_TIMEOUT) -run Soak $(TESTFLAGS) $(PKGS)
+	DELAYQ_SOAK=long $(GO) test -race -count=1 -v -timeout $(SOAK_TIMEOUT) -run 'Soak|Scale' $(TESTFLAGS) ./recovery/
+
+## fuzz: every fuzz target for FUZZTIME each (seed corpora in testdata/fuzz).
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh

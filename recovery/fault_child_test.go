@@ -84,6 +84,16 @@ func faultChild(role, spec string) int {
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {
 			err = runRecovererProc(s, log)
 		}
+	case "soakworker":
+		var s soakSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runSoakWorker(s, log)
+		}
+	case "api":
+		var s apiSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runAPIProc(s, log)
+		}
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}
@@ -232,7 +242,7 @@ func (h *faultHandler) Handle(ctx context.Context, j *queue.Job) error {
 	// until it lands or the job's context ends, so an outage spends no
 	// attempt.
 	var rows int64
-	err := h.retry(ctx, func() error {
+	err := retryUntil(ctx, func() error {
 		return h.db.WithContext(ctx).Table(h.ledgerTable).
 			Where("topic = ? AND job_id = ? AND attempt = ?", j.Topic, j.ID, j.Attempt).Count(&rows).Error
 	})
@@ -243,26 +253,9 @@ func (h *faultHandler) Handle(ctx context.Context, j *queue.Job) error {
 	if rows == 0 {
 		unrecorded = 1
 	}
-	return h.retry(ctx, func() error {
+	return retryUntil(ctx, func() error {
 		return h.db.WithContext(ctx).Exec(upsertHandled, j.ID, j.Attempt, unrecorded, token, h.worker).Error
 	})
-}
-
-// retry runs op until it succeeds or ctx ends.
-func (h *faultHandler) retry(ctx context.Context, op func() error) error {
-	for {
-		err := op()
-		if err == nil || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-	}
 }
 
 func runRecovererProc(s recovererSpec, log *logrus.Logger) error {

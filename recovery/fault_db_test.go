@@ -25,7 +25,7 @@ type faultDB struct {
 	led *ledger.Ledger
 }
 
-func newFaultDB(t *testing.T) faultDB {
+func newFaultDB(t testing.TB) faultDB {
 	t.Helper()
 	dsn := testenv.MySQLDSN(t)
 	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
@@ -57,7 +57,7 @@ func newFaultDB(t *testing.T) faultDB {
 }
 
 // count runs a SELECT COUNT(*)-like query.
-func (f faultDB) count(t *testing.T, query string) int64 {
+func (f faultDB) count(t testing.TB, query string) int64 {
 	t.Helper()
 	var n int64
 	if err := f.db.WithContext(ctxT(t)).Raw(query).Scan(&n).Error; err != nil {
@@ -66,13 +66,13 @@ func (f faultDB) count(t *testing.T, query string) int64 {
 	return n
 }
 
-func (f faultDB) handled(t *testing.T) int64 { return f.count(t, "SELECT COUNT(*) FROM handled") }
-func (f faultDB) ledgerRows(t *testing.T) int64 {
+func (f faultDB) handled(t testing.TB) int64 { return f.count(t, "SELECT COUNT(*) FROM handled") }
+func (f faultDB) ledgerRows(t testing.TB) int64 {
 	return f.count(t, "SELECT COUNT(*) FROM "+f.led.LedgerTable())
 }
 
 // ids returns the job ids of a one-column query.
-func (f faultDB) ids(t *testing.T, query string) map[string]bool {
+func (f faultDB) ids(t testing.TB, query string) map[string]bool {
 	t.Helper()
 	var ids []string
 	if err := f.db.WithContext(ctxT(t)).Raw(query).Scan(&ids).Error; err != nil {
@@ -95,7 +95,7 @@ type outcome struct {
 
 // outcome reads the business table; it fails the test if a handler ran
 // without its ledger row.
-func (f faultDB) outcome(t *testing.T, n int) outcome {
+func (f faultDB) outcome(t testing.TB, n int) outcome {
 	t.Helper()
 	var rows []struct {
 		JobID      string
@@ -140,11 +140,14 @@ func (o outcome) extraRuns() int {
 func jobID(i int) string { return fmt.Sprintf("j%d", i) }
 
 // enqueueJobs enqueues j0..jn-1 to topic, due now, in batches.
-func enqueueJobs(t *testing.T, c *queue.Client, topic string, n int) {
+func enqueueJobs(t testing.TB, c *queue.Client, topic string, n int) { enqueueRange(t, c, topic, 0, n) }
+
+// enqueueRange enqueues j<lo>..j<hi-1> to topic, due now, in batches.
+func enqueueRange(t testing.TB, c *queue.Client, topic string, lo, hi int) {
 	t.Helper()
-	for lo := 0; lo < n; lo += 1000 {
+	for from := lo; from < hi; from += 1000 {
 		batch := make([]queue.NewJob, 0, 1000)
-		for i := lo; i < min(n, lo+1000); i++ {
+		for i := from; i < min(hi, from+1000); i++ {
 			batch = append(batch, queue.NewJob{ID: jobID(i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), MaxAttempts: 10})
 		}
 		res, err := c.EnqueueBatch(ctxT(t), topic, batch)
@@ -160,7 +163,7 @@ func enqueueJobs(t *testing.T, c *queue.Client, topic string, n int) {
 }
 
 // redisAddr returns the address of a go-redis client testenv handed out.
-func redisAddr(t *testing.T, rdb redis.UniversalClient) string {
+func redisAddr(t testing.TB, rdb redis.UniversalClient) string {
 	t.Helper()
 	c, ok := rdb.(*redis.Client)
 	if !ok {

@@ -55,7 +55,7 @@ type child struct {
 }
 
 // startChild starts the test binary as role with spec, named name in logs.
-func startChild(t *testing.T, name, role string, spec any) *child {
+func startChild(t testing.TB, name, role string, spec any) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -116,7 +116,7 @@ func (c *child) exited() bool {
 
 // kill sends SIGKILL to the child's pid (os.Process.Signal goes through a
 // pidfd, so it never hits a reused pid) and waits until it is reaped.
-func (c *child) kill(t *testing.T) {
+func (c *child) kill(t testing.TB) {
 	t.Helper()
 	if c.exited() {
 		return
@@ -133,7 +133,7 @@ func (c *child) kill(t *testing.T) {
 }
 
 // stop sends SIGTERM (a graceful shutdown) and waits at most limit.
-func (c *child) stop(t *testing.T, limit time.Duration) {
+func (c *child) stop(t testing.TB, limit time.Duration) {
 	t.Helper()
 	if c.exited() {
 		return
@@ -181,7 +181,7 @@ func (c *child) logLines(subs ...string) []string {
 }
 
 // checkNoRace fails the test if the child's race detector reported a race.
-func (c *child) checkNoRace(t *testing.T) {
+func (c *child) checkNoRace(t testing.TB) {
 	t.Helper()
 	if strings.Contains(c.log(), "WARNING: DATA RACE") {
 		t.Errorf("%s: the race detector reported a data race:\n%s", c.name, tail(c.log(), 6000))
@@ -190,7 +190,7 @@ func (c *child) checkNoRace(t *testing.T) {
 
 // readLine returns the child's next stdout line, failing the test after
 // limit.
-func (c *child) readLine(t *testing.T, limit time.Duration) string {
+func (c *child) readLine(t testing.TB, limit time.Duration) string {
 	t.Helper()
 	got := make(chan string, 1)
 	go func() {

@@ -54,7 +54,8 @@ type WorkerConfig struct {
 
 // TopicConfig is the per-topic part of the worker configuration.
 type TopicConfig struct {
-	// Concurrency is how many handlers of the topic run at once. Default 10.
+	// Concurrency is how many handlers of the topic run at once, at most
+	// MaxConcurrency. Default 10.
 	Concurrency int
 	// BatchSize is the most jobs one claim takes (never more than the free
 	// handler slots). Default 100.
@@ -74,6 +75,12 @@ type TopicConfig struct {
 	// Backoff spaces retries.
 	Backoff Backoff
 }
+
+// MaxConcurrency bounds a topic's handlers per worker: the worker holds a
+// slot and a goroutine for each, so a typo of a few zeros must be an error
+// at start, not gigabytes allocated. Far above what one process uses (a
+// handler waiting on I/O needs a slot the whole time).
+const MaxConcurrency = 10_000
 
 func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	pick := func(v, d time.Duration) time.Duration {
@@ -103,8 +110,8 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 
 func (c TopicConfig) validate() error {
 	switch {
-	case c.Concurrency < 1:
-		return fmt.Errorf("concurrency %d: must be positive", c.Concurrency)
+	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
+		return fmt.Errorf("concurrency %d: want 1-%d", c.Concurrency, MaxConcurrency)
 	case c.BatchSize < 1:
 		return fmt.Errorf("batch size %d: must be positive", c.BatchSize)
 	case c.Lease < 100*time.Millisecond:

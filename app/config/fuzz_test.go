@@ -124,9 +124,6 @@ func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 		topics[name] = tp
 	}
 	for name, tp := range topics {
-		if knownGap(wc, tp) {
-			continue
-		}
 		tc := queue.TopicConfig{
 			Concurrency: tp.Concurrency, BatchSize: tp.BatchSize, Lease: tp.Lease, Timeout: tp.Timeout,
 			MaxAttempts: tp.MaxAttempts, Backoff: queue.Backoff{Base: tp.BackoffBase, Cap: tp.BackoffCap},
@@ -137,32 +134,12 @@ func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 	}
 }
 
-// maxSaneConcurrency bounds the concurrency checkStarts lets the worker
-// allocate for: the worker makes a channel of that many slots per topic.
-const maxSaneConcurrency = 1 << 16
-
-// knownGap reports the known cases of a config that Load accepts and the
-// worker refuses or cannot survive; Validate (app/config/validate.go) does
-// not check them yet. checkStarts skips them so that the fuzz targets look
-// for other cases, and so that a huge concurrency does not make the fuzzing
-// process allocate gigabytes. Remove each case with its fix; the skipped
-// tests below hold them.
-func knownGap(w config.Worker, t config.Topic) bool {
-	concurrency := t.Concurrency
-	if concurrency == 0 {
-		concurrency = w.Concurrency
-	}
-	return concurrency > maxSaneConcurrency || // TestWorkerConcurrencyIsBounded
-		(t.Lease != 0 && w.Heartbeat != 0 && w.Heartbeat >= t.Lease) // TestTopicLeaseAboveWorkerHeartbeat
-}
-
-// TestWorkerConcurrencyIsBounded: worker.concurrency (or a topic's) has no
-// upper bound, and the worker makes a channel of that many slots per topic
-// and starts that many goroutines: 2^62 makes registering a handler panic
-// ("makechan: size out of range"), a billion makes `delayq` try to
-// allocate 8 GB at start. Load should refuse it, naming the key.
+// TestWorkerConcurrencyIsBounded: the worker makes a channel of
+// worker.concurrency (or a topic's) slots per topic and starts that many
+// goroutines: 2^62 made registering a handler panic ("makechan: size out of
+// range"), a billion made `delayq` try to allocate 8 GB at start. Load
+// refuses it, naming the key (found by FuzzLoadFile).
 func TestWorkerConcurrencyIsBounded(t *testing.T) {
-	t.Skip("known gap in Validate (app/config/validate.go): worker.concurrency has no upper bound")
 	for _, body := range []string{
 		"worker:\n  concurrency: 4611686018427387904\n",
 		"worker:\n  topics:\n    t: {concurrency: 1000000000}\n",
@@ -175,12 +152,11 @@ func TestWorkerConcurrencyIsBounded(t *testing.T) {
 	}
 }
 
-// TestTopicLeaseAboveWorkerHeartbeat is the case FuzzLoadFile catches: this
-// config loads, and then `delayq` refuses to start once a handler for t is
-// registered ("heartbeat 5s: must be positive and shorter than the lease
-// 1s"). Load should refuse it, naming worker.topics.t.lease.
+// TestTopicLeaseAboveWorkerHeartbeat is a case FuzzLoadFile found: this
+// config loaded, and then `delayq` refused to start once a handler for t
+// was registered ("heartbeat 5s: must be positive and shorter than the
+// lease 1s"). Load refuses it, naming worker.topics.t.lease.
 func TestTopicLeaseAboveWorkerHeartbeat(t *testing.T) {
-	t.Skip("known gap in Validate (app/config/validate.go): a topic's lease is not checked against worker.heartbeat")
 	_, err := config.Load(writeFile(t, "worker:\n  heartbeat: 5s\n  topics:\n    t: {lease: 1s}\n"), nil)
 	var ce *config.Error
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "worker.topics.t.lease") {

@@ -127,8 +127,8 @@ func (c *Config) Validate() error {
 
 	w := c.Worker
 	positive("worker.shutdown_timeout", w.ShutdownTimeout)
-	if w.Concurrency < 1 {
-		bad("worker.concurrency", w.Concurrency, "must be positive")
+	if w.Concurrency < 1 || w.Concurrency > queue.MaxConcurrency {
+		bad("worker.concurrency", w.Concurrency, "want 1-%d", queue.MaxConcurrency)
 	}
 	if w.BatchSize < 1 || w.BatchSize > 1000 {
 		bad("worker.batch_size", w.BatchSize, "want 1-1000")
@@ -156,8 +156,16 @@ func (c *Config) Validate() error {
 			t.BackoffBase < 0 || t.BackoffCap < 0 || t.MaxAttempts < 0 || t.MaxAttempts > 100 {
 			bad(key, fmt.Sprintf("%+v", t), "values must not be negative (batch_size at most 1000, max_attempts at most 100)")
 		}
+		if t.Concurrency > queue.MaxConcurrency {
+			bad(key+".concurrency", t.Concurrency, "want 1-%d, or 0 for worker.concurrency", queue.MaxConcurrency)
+		}
 		if t.Lease != 0 && t.Lease < 100*time.Millisecond {
 			bad(key+".lease", t.Lease, "must be at least 100ms")
+		}
+		// The heartbeat is the worker's for every topic; only its default
+		// (lease/3) follows each topic's lease.
+		if t.Lease != 0 && w.Heartbeat != 0 && w.Heartbeat >= t.Lease {
+			bad(key+".lease", t.Lease, "must be longer than worker.heartbeat (%s)", w.Heartbeat)
 		}
 	}
 

@@ -133,6 +133,9 @@ func decodeBatchJob(raw json.RawMessage) (queue.NewJob, error) {
 		}
 		return queue.NewJob{ID: req.ID}, jsonError(err, 0)
 	}
+	if err := exactFieldNames(raw, &req); err != nil {
+		return queue.NewJob{ID: req.ID}, err
+	}
 	j, err := newJob(&req)
 	if err != nil {
 		return j, fmt.Errorf("job %q: %w", req.ID, err)

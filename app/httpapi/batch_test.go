@@ -16,6 +16,7 @@ func TestBatch(t *testing.T) {
 			{"id":"old"},
 			{"id":"bad id"},
 			{"id":"typo","dealy_ms":5},
+			{"id":"case","Delay_Ms":5},
 			{"id":"neg","delay_ms":-1},
 			{"id":"a"},
 			{"id":"b64","payload_base64":"AAE="},
@@ -30,13 +31,14 @@ func TestBatch(t *testing.T) {
 			{"old", "duplicate", "", ""},
 			{"bad id", "invalid", httpapi.CodeInvalidID, "id"},
 			{"typo", "invalid", httpapi.CodeUnknownField, "dealy_ms"},
+			{"case", "invalid", httpapi.CodeUnknownField, "Delay_Ms"},
 			{"neg", "invalid", httpapi.CodeInvalidRunAt, "delay_ms"},
 			{"a", "duplicate", "", ""}, // twice in one batch: the second is a duplicate
 			{"b64", "created", "", ""},
 			{"both", "invalid", httpapi.CodeConflictingFields, "payload_base64"},
 			{"", "invalid", httpapi.CodeMalformedJSON, ""},
 		}
-		if b.Topic != "t" || len(b.Results) != len(wants) || b.Created != 2 || b.Duplicates != 2 || b.Invalid != 5 {
+		if b.Topic != "t" || len(b.Results) != len(wants) || b.Created != 2 || b.Duplicates != 2 || b.Invalid != 6 {
 			t.Fatalf("batch %+v", b)
 		}
 		for i, w := range wants {

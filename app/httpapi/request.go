@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,9 +30,11 @@ func (a *api) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional
 	if r.ContentLength > a.maxBody {
 		return bodyTooLarge(a.maxBody)
 	}
+	// The body is read as raw JSON first, then decoded into v: the raw
+	// bytes are what exactFieldNames checks.
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		if optional && errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -42,7 +45,6 @@ func (a *api) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional
 	var extra json.RawMessage
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
-		return nil
 	case err == nil:
 		return badRequest(CodeMalformedJSON, "", "trailing data after the JSON object")
 	default:
@@ -52,6 +54,18 @@ func (a *api) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional
 		}
 		return badRequest(CodeMalformedJSON, "", "trailing data after the JSON object")
 	}
+	return decodeStrict(raw, v, a.maxBody)
+}
+
+// decodeStrict decodes the JSON value raw into v: no unknown field, and no
+// field name that matches only when case is ignored.
+func decodeStrict(raw []byte, v any, limit int64) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, limit)
+	}
+	return exactFieldNames(raw, v)
 }
 
 // requireJSON refuses a body that does not say it is JSON. Without it,

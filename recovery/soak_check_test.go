@@ -63,6 +63,7 @@ func (l lateness) String() string { return fmt.Sprintf("%s / %s / %s", l.p50, l.
 
 type runRow struct {
 	JobID      string
+	Worker     string
 	Attempt    int
 	StartedMs  int64
 	RunAt      int64
@@ -76,15 +77,20 @@ type runRow struct {
 // at most slack ms after the earlier one.
 func checkSoak(t *testing.T, fdb faultDB, accepted map[string]soakJob, faults []faultEvent, slack int64) soakResult {
 	var rows []runRow
-	if err := fdb.db.WithContext(ctxT(t)).Raw("SELECT job_id, attempt, started_ms, run_at, unrecorded FROM runs ORDER BY job_id, started_ms").
+	if err := fdb.db.WithContext(ctxT(t)).Raw("SELECT job_id, worker, attempt, started_ms, run_at, unrecorded FROM runs ORDER BY job_id, started_ms").
 		Scan(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
 	runs := map[string][]runRow{}
 	for _, r := range rows {
 		runs[r.JobID] = append(runs[r.JobID], r)
-		if r.Unrecorded != 0 {
-			t.Errorf("%s attempt %d ran without its ledger row", r.JobID, r.Attempt)
+	}
+	for id, rs := range runs {
+		for _, r := range rs {
+			if r.Unrecorded != 0 {
+				t.Errorf("%s: a run started within its lease without its ledger row; the job's runs: %+v; faults: %+v", id, rs, faults)
+				break
+			}
 		}
 	}
 	dead := fdb.ids(t, "SELECT job_id FROM "+fdb.led.DeadLetterTable())

@@ -123,6 +123,10 @@ const insertRun = "INSERT IGNORE INTO runs (token, topic, job_id, attempt, worke
 
 func (h *soakHandler) Handle(ctx context.Context, j *queue.Job) error {
 	started := time.Now().UnixMilli()
+	unrecorded, err := h.unrecorded(ctx, j)
+	if err != nil {
+		return err
+	}
 	var p soakPlan
 	if len(j.Payload) > 0 {
 		if err := json.Unmarshal(j.Payload, &p); err != nil {
@@ -147,21 +151,26 @@ func (h *soakHandler) Handle(ctx context.Context, j *queue.Job) error {
 	tok := make([]byte, 8)
 	_, _ = rand.Read(tok)
 	token := hex.EncodeToString(tok)
+	return retryUntil(ctx, func() error {
+		return h.db.WithContext(ctx).Exec(insertRun, token, j.Topic, j.ID, j.Attempt, h.worker, started, j.RunAt, unrecorded).Error
+	})
+}
+
+// unrecorded returns 1 if the ledger has no row for this claim as the
+// handler starts. Only a claim still within its lease counts: once the
+// lease has passed (a worker paused past it), another worker may have
+// claimed the job again and rewritten or finished the row, which says
+// nothing about this claim's own record.
+func (h *soakHandler) unrecorded(ctx context.Context, j *queue.Job) (int, error) {
 	var rows int64
 	err := retryUntil(ctx, func() error {
 		return h.db.WithContext(ctx).Table(h.ledgerTable).
 			Where("topic = ? AND job_id = ? AND attempt = ?", j.Topic, j.ID, j.Attempt).Count(&rows).Error
 	})
-	if err != nil {
-		return err
+	if err != nil || rows > 0 || time.Now().UnixMilli() >= j.LeaseUntil {
+		return 0, err
 	}
-	unrecorded := 0
-	if rows == 0 {
-		unrecorded = 1
-	}
-	return retryUntil(ctx, func() error {
-		return h.db.WithContext(ctx).Exec(insertRun, token, j.Topic, j.ID, j.Attempt, h.worker, started, j.RunAt, unrecorded).Error
-	})
+	return 1, nil
 }
 
 // retryUntil runs op until it succeeds or ctx ends.

@@ -142,15 +142,9 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 	}
-	var rec *recovery.Recoverer
-	if s.Schedule != "" {
-		rec, err = recovery.New(q, recovery.LedgerStore(led), recovery.Config{
-			Schedule: s.Schedule, Grace: s.Grace, HeartbeatInterval: s.Lease / 3, Logger: log,
-		})
-		if err != nil {
-			return err
-		}
-		wcfg.OnRedisReconnect = rec.RedisReconnected
+	rec, err := scheduledRecoverer(q, led, s.Schedule, s.Grace, s.Lease, log, &wcfg)
+	if err != nil {
+		return err
 	}
 	w, err := queue.NewWorker(q, wcfg)
 	if err != nil {
@@ -167,14 +161,37 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 	if err := w.Handle(s.Topic, h, queue.TopicConfig{Concurrency: s.Concurrency, BatchSize: s.Concurrency, Lease: s.Lease}); err != nil {
 		return err
 	}
+	log.WithField("worker", s.WorkerID).Info("fault worker ready")
+	return runWorker(ctx, w, rec)
+}
+
+// scheduledRecoverer returns the recoverer a worker process runs beside its
+// worker, as the app does, wired to the worker's reconnect hook; nil when
+// schedule is "".
+func scheduledRecoverer(q *queue.Client, led *ledger.Ledger, schedule string, grace, lease time.Duration,
+	log logrus.FieldLogger, wcfg *queue.WorkerConfig) (*recovery.Recoverer, error) {
+	if schedule == "" {
+		return nil, nil
+	}
+	rec, err := recovery.New(q, recovery.LedgerStore(led), recovery.Config{
+		Schedule: schedule, Grace: grace, HeartbeatInterval: lease / 3, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	wcfg.OnRedisReconnect = rec.RedisReconnected
+	return rec, nil
+}
+
+// runWorker runs w, and rec beside it if set, until ctx ends.
+func runWorker(ctx context.Context, w *queue.Worker, rec *recovery.Recoverer) error {
 	recDone := make(chan struct{})
 	if rec != nil {
 		go func() { defer close(recDone); _ = rec.Run(ctx) }()
 	} else {
 		close(recDone)
 	}
-	log.WithField("worker", s.WorkerID).Info("fault worker ready")
-	err = w.Run(ctx)
+	err := w.Run(ctx)
 	<-recDone
 	return err
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/delayq/delayq/app/cli"
 	"github.com/delayq/delayq/queue"
-	"github.com/delayq/delayq/recovery"
 )
 
 // The mains of the soak and scale tests' child processes: a worker on
@@ -78,15 +77,9 @@ func runSoakWorker(s soakSpec, log *logrus.Logger) error {
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 	}
-	var rec *recovery.Recoverer
-	if s.Schedule != "" {
-		rec, err = recovery.New(q, recovery.LedgerStore(led), recovery.Config{
-			Schedule: s.Schedule, Grace: s.Grace, HeartbeatInterval: s.Lease / 3, Logger: log,
-		})
-		if err != nil {
-			return err
-		}
-		wcfg.OnRedisReconnect = rec.RedisReconnected
+	rec, err := scheduledRecoverer(q, led, s.Schedule, s.Grace, s.Lease, log, &wcfg)
+	if err != nil {
+		return err
 	}
 	w, err := queue.NewWorker(q, wcfg)
 	if err != nil {
@@ -103,16 +96,8 @@ func runSoakWorker(s soakSpec, log *logrus.Logger) error {
 			return err
 		}
 	}
-	recDone := make(chan struct{})
-	if rec != nil {
-		go func() { defer close(recDone); _ = rec.Run(ctx) }()
-	} else {
-		close(recDone)
-	}
 	log.WithField("worker", s.WorkerID).Info("soak worker ready")
-	err = w.Run(ctx)
-	<-recDone
-	return err
+	return runWorker(ctx, w, rec)
 }
 
 // soakHandler writes one row per successful run into runs, keyed by a

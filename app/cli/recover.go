@@ -26,7 +26,7 @@ func (a *app) recoverCmd() *cobra.Command {
 				heartbeat = cfg.Worker.Lease / 3
 			}
 			r, err := recovery.New(b.Queue, recovery.LedgerStore(b.Ledger), recovery.Config{
-				Grace: cfg.Recovery.Grace, HeartbeatInterval: heartbeat,
+				Grace: cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: cfg.Recovery.LockTTL,
 				DryRun: dryRun || cfg.Recovery.DryRun, Logger: log,
 			})
 			if err != nil {

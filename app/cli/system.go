@@ -84,6 +84,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	rcfg := recovery.Config{
 		Schedule:          cfg.Recovery.Spec,
 		Grace:             cfg.Recovery.Grace,
+		LockTTL:           cfg.Recovery.LockTTL,
 		HeartbeatInterval: heartbeat,
 		DryRun:            cfg.Recovery.DryRun,
 		OnReport:          s.obs.metrics.RecoveryReport,

@@ -155,6 +155,11 @@ type Recovery struct {
 	// counts as stale; more than the heartbeat. Default 1m.
 	Grace  time.Duration `koanf:"grace"`
 	DryRun bool          `koanf:"dry_run"` // report, change nothing. Default false.
+	// LockTTL is how long the one-recoverer-at-a-time lock lives unless its
+	// holder refreshes it: a recoverer that died holding it, or a lock that
+	// a Sentinel failover carried over from a run the old primary was
+	// doing, blocks recovery for up to this long. Default 1m.
+	LockTTL time.Duration `koanf:"lock_ttl"`
 }
 
 // Orders configures the order auto-close module.
@@ -201,7 +206,7 @@ func Defaults() Config {
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}},
-		Recovery:  Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute},
+		Recovery:  Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute},
 		Orders:    Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},

@@ -103,6 +103,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  lease: 10ms\n", "worker.lease"},
 		{"worker:\n  heartbeat: 40s\n", "worker.heartbeat"},
 		{"recovery:\n  grace: 5s\n", "recovery.grace"},
+		{"recovery:\n  lock_ttl: 100ms\n", "recovery.lock_ttl"},
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},

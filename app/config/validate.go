@@ -171,6 +171,11 @@ func (c *Config) Validate() error {
 
 	if c.Recovery.Enabled {
 		cronSpec("recovery.spec", c.Recovery.Spec)
+		// The holder refreshes the lock every LockTTL/3: below a second the
+		// refresh races the expiry on a loaded host.
+		if c.Recovery.LockTTL < time.Second {
+			bad("recovery.lock_ttl", c.Recovery.LockTTL, "must be at least 1s")
+		}
 	}
 	heartbeat := w.Heartbeat
 	if heartbeat == 0 {

@@ -68,7 +68,7 @@ func TestRedisTLSAndPassword(t *testing.T) {
 	t.Parallel()
 	const password = "redis-pw-7f3a9c"
 	pki, otherCA := testenv.NewPKI(t), testenv.NewPKI(t)
-	srv := testenv.StartRedisTLS(t, testenv.TLSRedisOptions{PKI: pki, Password: password, ClientCerts: true})
+	srv := testenv.StartRedis(t, testenv.RedisOptions{TLS: pki, Password: password, ClientCerts: true})
 
 	good := func() config.Config {
 		cfg := config.Defaults()

@@ -39,7 +39,7 @@ func TestServeLogsNoSecrets(t *testing.T) {
 	pki := testenv.NewPKI(t)
 	// delayq logs in as an ACL user with the rules deployments/README.md
 	// gives (namespace dq); the default user has a password of its own.
-	rs := testenv.StartRedisTLS(t, testenv.TLSRedisOptions{PKI: pki, Password: "default-" + redisPass,
+	rs := testenv.StartRedis(t, testenv.RedisOptions{TLS: pki, Password: "default-" + redisPass,
 		Users: []string{"delayq on >" + redisPass + " " + redisACL}})
 	m := testenv.StartMariaDB(t, testenv.MariaDBOptions{PKI: pki})
 	m.Exec(t,
@@ -179,7 +179,7 @@ recovery: {spec: "@every 1s", grace: 2s}
 
 	// Redis dies: the unauthenticated readiness probe says which backend
 	// is down and nothing more (no address, no TLS detail).
-	rs.Kill()
+	rs.Kill(t)
 	waitFor("/readyz fails", func() bool {
 		code, body, err := httpGet(base + "/readyz")
 		if err != nil || code != http.StatusServiceUnavailable {

@@ -103,7 +103,7 @@ func StartMariaDB(t testing.TB, opts MariaDBOptions) *MariaDB {
 	errLog := filepath.Join(dir, "err.log")
 	t.Cleanup(func() {
 		if m.proc != nil {
-			m.proc.stop(syscall.SIGKILL, killTimeout)
+			_ = m.proc.kill(syscall.SIGKILL, killTimeout)
 		}
 		if t.Failed() {
 			t.Logf("testenv: mariadbd %s log (tail):\n%s", m.Addr, readFileTail(errLog))
@@ -154,7 +154,7 @@ func StartMariaDB(t testing.TB, opts MariaDBOptions) *MariaDB {
 		if lastErr = m.waitReady(port); lastErr == nil {
 			return m
 		}
-		m.proc.stop(syscall.SIGKILL, killTimeout)
+		_ = m.proc.kill(syscall.SIGKILL, killTimeout)
 		log := readFrom(errLog, logOff)
 		if !strings.Contains(log, "Address already in use") && !strings.Contains(log, "another server running") {
 			break
@@ -193,4 +193,13 @@ func (m *MariaDB) waitReady(port int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// fileSize returns the size of the file at path, 0 when it does not exist.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }

@@ -143,7 +143,7 @@ func startSentinel(t testing.TB, bin string, opts SentinelOptions, masterAddr st
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if err := s.kill(s.proc, syscall.SIGKILL, killTimeout); err != nil {
+		if err := s.proc.kill(syscall.SIGKILL, killTimeout); err != nil {
 			t.Errorf("testenv: cleanup of sentinel %s: %v", s.Addr, err)
 		}
 		if t.Failed() {

@@ -102,6 +102,19 @@ type RedisOptions struct {
 	// Args are extra command-line arguments passed after the config file,
 	// e.g. []string{"--maxmemory", "64mb"}.
 	Args []string
+
+	// TLS, if set, makes the server speak only TLS (port 0, tls-port on the
+	// free port) with the PKI's server certificate. StartRedis then skips
+	// the test when redis-server was built without TLS.
+	TLS *PKI
+	// ClientCerts, with TLS, makes the server demand a client certificate
+	// signed by the PKI (tls-auth-clients yes); otherwise it asks for none.
+	ClientCerts bool
+	// Password, if set, is the server's requirepass.
+	Password string
+	// Users are ACL rules, one user each, written as "user" directives,
+	// e.g. "app on >secret ~app:* &app:* +@all".
+	Users []string
 }
 
 // RedisServer is a redis-server process a test started itself on a free
@@ -116,24 +129,55 @@ type RedisServer struct {
 	// cluster mode, nodes.conf.
 	Dir string
 
-	bin  string
-	conf string
-	args []string
+	bin      string
+	conf     string
+	args     []string
+	pki      *PKI   // set for a TLS-only server: clients use its ClientTLS
+	password string // the server's requirepass, if any
 
 	mu   sync.Mutex
-	proc *redisProc // the latest process; nil before the first start
+	proc *testProc // the latest process; nil before the first start
 }
 
-// redisProc is one run of redis-server.
-type redisProc struct {
+// testProc is one run of a server process a test started itself, in a
+// process group of its own (see sysProcAttr).
+type testProc struct {
 	cmd    *exec.Cmd
-	logOff int64         // size of redis.log when this run started
+	logOff int64         // size of the log file when this run started
 	done   chan struct{} // closed once the process has exited and been reaped
 	err    error         // what Wait returned; read only after done is closed
 }
 
+// startProc starts bin with args in dir, its stdout and stderr appended to
+// logFile, and reaps it when it exits.
+func startProc(bin string, args []string, dir, logFile string) (*testProc, error) {
+	logf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	var logOff int64
+	if fi, err := logf.Stat(); err == nil {
+		logOff = fi.Size()
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	err = startCmd(cmd)
+	_ = logf.Close() // the child holds its own copy
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	p := &testProc{cmd: cmd, logOff: logOff, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
 // exited reports whether the process has exited and been reaped.
-func (p *redisProc) exited() bool {
+func (p *testProc) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -148,7 +192,11 @@ func (p *redisProc) exited() bool {
 // then reaps it) on cleanup. The server runs in a process group of its own,
 // so signals sent to the test's group do not reach it.
 //
-// It skips the test when the redis-server binary is not installed.
+// With opts.TLS it speaks only TLS and waits for a TLS PING (with the
+// PKI's client certificate and opts.Password).
+//
+// It skips the test when the redis-server binary is not installed, or, with
+// opts.TLS, was built without TLS.
 func StartRedis(t testing.TB, opts RedisOptions) *RedisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -163,13 +211,17 @@ func StartRedis(t testing.TB, opts RedisOptions) *RedisServer {
 	default:
 		t.Fatalf("testenv: StartRedis: Fsync %q is not one of always, everysec, no", opts.Fsync)
 	}
+	if opts.TLS == nil && opts.ClientCerts || opts.TLS != nil && opts.Cluster {
+		t.Fatal("testenv: StartRedis: ClientCerts needs TLS, and TLS does not go with Cluster")
+	}
 
-	s := &RedisServer{Dir: t.TempDir(), bin: bin, args: append([]string(nil), opts.Args...)}
+	s := &RedisServer{Dir: t.TempDir(), bin: bin, args: append([]string(nil), opts.Args...),
+		pki: opts.TLS, password: opts.Password}
 	s.conf = filepath.Join(s.Dir, "redis.conf")
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if err := s.kill(s.proc, syscall.SIGKILL, killTimeout); err != nil {
+		if err := s.proc.kill(syscall.SIGKILL, killTimeout); err != nil {
 			t.Errorf("testenv: cleanup of redis-server %s: %v", s.Addr, err)
 		}
 		if t.Failed() {
@@ -193,6 +245,10 @@ func StartRedis(t testing.TB, opts RedisOptions) *RedisServer {
 		if lastErr == nil {
 			return s
 		}
+		if log := s.logSince(s.proc); opts.TLS != nil && (strings.Contains(log, "Bad directive") &&
+			strings.Contains(log, "'tls-port") || strings.Contains(log, "TLS") && strings.Contains(log, "not supported")) {
+			t.Skipf("testenv: redis-server was built without TLS:\n%s", log)
+		}
 		if !errors.Is(lastErr, errAddrInUse) {
 			break
 		}
@@ -215,6 +271,22 @@ func (s *RedisServer) writeConf(port int, opts RedisOptions, fsync string) error
 		"appendonly " + yesno[opts.AOF],
 		"appendfsync " + fsync,
 	}
+	if p := opts.TLS; p != nil {
+		lines[0] = "port 0" // TLS only: the free port is the TLS port
+		lines = append(lines,
+			"tls-port "+strconv.Itoa(port),
+			"tls-cert-file "+strconv.Quote(p.ServerCertFile),
+			"tls-key-file "+strconv.Quote(p.ServerKeyFile),
+			"tls-ca-cert-file "+strconv.Quote(p.CAFile),
+			"tls-auth-clients "+yesno[opts.ClientCerts],
+		)
+	}
+	if opts.Password != "" {
+		lines = append(lines, "requirepass "+strconv.Quote(opts.Password))
+	}
+	for _, u := range opts.Users {
+		lines = append(lines, "user "+u)
+	}
 	if opts.Cluster {
 		lines = append(lines,
 			"cluster-enabled yes",
@@ -231,59 +303,34 @@ var errAddrInUse = errors.New("port already in use")
 // start starts a new process with the server's config and waits until it
 // answers PING. s.mu is held.
 func (s *RedisServer) start() error {
-	logf, err := os.OpenFile(filepath.Join(s.Dir, "redis.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	p, err := startProc(s.bin, append([]string{s.conf}, s.args...), s.Dir, s.logFile())
 	if err != nil {
 		return err
 	}
-	var logOff int64
-	if fi, err := logf.Stat(); err == nil {
-		logOff = fi.Size()
-	}
-	cmd := exec.Command(s.bin, append([]string{s.conf}, s.args...)...)
-	cmd.Dir = s.Dir
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr()
-	err = startCmd(cmd)
-	_ = logf.Close() // the child holds its own copy
-	if err != nil {
-		return fmt.Errorf("starting %s: %w", s.bin, err)
-	}
-	p := &redisProc{cmd: cmd, logOff: logOff, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	s.proc = p
-
 	if err := s.waitReady(p); err != nil {
-		if !p.exited() {
-			_ = s.kill(p, syscall.SIGKILL, killTimeout)
-		}
+		_ = p.kill(syscall.SIGKILL, killTimeout)
 		return err
 	}
 	return nil
 }
 
-// waitReady polls until the process p answers PING at s.Addr and INFO shows
-// it is p (not some other server that holds the port), or p exits, or
-// startTimeout passes.
-func (s *RedisServer) waitReady(p *redisProc) error {
-	rdb := redis.NewClient(&redis.Options{
-		Addr:          s.Addr,
-		MaxRetries:    -1,
-		DialerRetries: 1,
-		DialTimeout:   500 * time.Millisecond,
-		ReadTimeout:   2 * time.Second,
-		PoolSize:      1,
-	})
+// waitReady polls until the process p answers PING at s.Addr (over TLS with
+// the PKI's client configuration and with the password, if the server has
+// them) and INFO shows it is p (not some other server that holds the port),
+// or p exits, or startTimeout passes.
+func (s *RedisServer) waitReady(p *testProc) error {
+	o := s.clientOptions()
+	o.MaxRetries, o.DialerRetries, o.PoolSize = -1, 1, 1
+	o.DialTimeout, o.ReadTimeout = 500*time.Millisecond, 2*time.Second
+	rdb := redis.NewClient(o)
 	defer rdb.Close()
 	pid := strconv.Itoa(p.cmd.Process.Pid)
 	deadline := time.Now().Add(startTimeout)
 	var lastErr error
 	for {
 		if p.exited() {
-			if strings.Contains(s.logSince(p.logOff), "Address already in use") {
+			if strings.Contains(s.logSince(p), "Address already in use") {
 				return fmt.Errorf("redis-server on %s exited: %w", s.Addr, errAddrInUse)
 			}
 			return fmt.Errorf("redis-server on %s exited during start-up (%v)", s.Addr, p.err)
@@ -312,10 +359,10 @@ func (s *RedisServer) waitReady(p *redisProc) error {
 	}
 }
 
-// kill sends sig to the process p and waits (at most timeout) until it has
-// exited and been reaped; then it SIGKILLs what is left of its process
-// group (a fork child such as an AOF rewrite). s.mu is held.
-func (s *RedisServer) kill(p *redisProc, sig syscall.Signal, timeout time.Duration) error {
+// kill sends sig to the process p (if any) and waits (at most timeout)
+// until it has exited and been reaped; then it SIGKILLs what is left of its
+// process group (a fork child such as an AOF rewrite).
+func (p *testProc) kill(sig syscall.Signal, timeout time.Duration) error {
 	if p == nil {
 		return nil
 	}
@@ -357,7 +404,7 @@ func (s *RedisServer) Kill(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.kill(s.proc, syscall.SIGKILL, killTimeout); err != nil {
+	if err := s.proc.kill(syscall.SIGKILL, killTimeout); err != nil {
 		t.Fatalf("testenv: Kill redis-server %s: %v", s.Addr, err)
 	}
 }
@@ -369,7 +416,7 @@ func (s *RedisServer) Stop(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.kill(s.proc, syscall.SIGTERM, stopTimeout); err != nil {
+	if err := s.proc.kill(syscall.SIGTERM, stopTimeout); err != nil {
 		t.Fatalf("testenv: Stop redis-server %s: %v", s.Addr, err)
 	}
 }
@@ -381,7 +428,7 @@ func (s *RedisServer) Restart(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.kill(s.proc, syscall.SIGTERM, stopTimeout); err != nil {
+	if err := s.proc.kill(syscall.SIGTERM, stopTimeout); err != nil {
 		t.Fatalf("testenv: Restart redis-server %s: stopping it: %v", s.Addr, err)
 	}
 	// Another process may grab the port in the moment it is free; there is
@@ -398,26 +445,50 @@ func (s *RedisServer) Restart(t testing.TB) {
 	}
 }
 
-// Client returns a new client to the server; it is closed on cleanup.
+// Client returns a new client to the server (over TLS with the PKI's client
+// configuration and with the password, if the server has them); it is
+// closed on cleanup.
 func (s *RedisServer) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(s.clientOptions())
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
 
-// logSince returns what redis.log holds past offset off.
-func (s *RedisServer) logSince(off int64) string {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+// clientOptions are the options of a client to the server.
+func (s *RedisServer) clientOptions() *redis.Options {
+	o := &redis.Options{Addr: s.Addr, Password: s.password}
+	if s.pki != nil {
+		o.TLSConfig = s.pki.ClientTLS()
+	}
+	return o
+}
+
+func (s *RedisServer) logFile() string { return filepath.Join(s.Dir, "redis.log") }
+
+// logSince returns what redis.log holds since the process p (if any) started.
+func (s *RedisServer) logSince(p *testProc) string {
+	if p == nil {
+		return ""
+	}
+	return readFrom(s.logFile(), p.logOff)
+}
+
+// logTail returns the last few KB of the server's redis.log.
+func (s *RedisServer) logTail() string { return readFileTail(s.logFile()) }
+
+// readFrom returns what the file at path holds past offset off.
+func readFrom(path string, off int64) string {
+	b, err := os.ReadFile(path)
 	if err != nil || off > int64(len(b)) {
 		return ""
 	}
 	return string(b[off:])
 }
 
-// logTail returns the last few KB of the server's redis.log.
-func (s *RedisServer) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+// readFileTail returns the last few KB of a log file.
+func readFileTail(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}

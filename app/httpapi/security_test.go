@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -164,6 +165,7 @@ type slowClient struct {
 	closed chan struct{} // closed when the server answered or hung up
 	answer string        // what the server sent, if anything; read after closed
 	sent   chan int      // bytes sent before the writer gave up, once closed
+	going  chan struct{} // closed once the head and the first trickled byte are written
 }
 
 // startSlow dials addr, sends head at once, then rest one byte per gap;
@@ -175,7 +177,7 @@ func startSlow(t *testing.T, addr, head, rest string, gap time.Duration) *slowCl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	c := &slowClient{conn: conn, closed: make(chan struct{}), sent: make(chan int, 1)}
+	c := &slowClient{conn: conn, closed: make(chan struct{}), sent: make(chan int, 1), going: make(chan struct{})}
 	go func() {
 		defer close(c.closed)
 		b, _ := io.ReadAll(conn) // until the server closes (or the test does)
@@ -183,11 +185,16 @@ func startSlow(t *testing.T, addr, head, rest string, gap time.Duration) *slowCl
 	}()
 	go func() {
 		n := 0
-		defer func() { c.sent <- n }()
+		var once sync.Once
+		going := func() { once.Do(func() { close(c.going) }) }
+		defer func() { going(); c.sent <- n }()
 		if _, err := io.WriteString(conn, head); err != nil {
 			return
 		}
 		for i := 0; i < len(rest); i++ {
+			if i == 1 {
+				going()
+			}
 			select {
 			case <-c.closed:
 				return
@@ -255,7 +262,9 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"id\":\"slow%d\",\"payload\":\"", s.token, 3000, i)
 		bodies = append(bodies, startSlow(t, s.addr, head, never[:2900], gap))
 	}
-	time.Sleep(100 * time.Millisecond) // let every slow request get going
+	for _, c := range append(append([]*slowClient(nil), heads...), bodies...) {
+		<-c.going // its head and a first trickled byte are on the wire
+	}
 
 	// While they hang, a normal request gets through.
 	e := s.env

@@ -29,7 +29,9 @@ FUZZMINIMIZETIME="${FUZZMINIMIZETIME:-5s}"
 # test files mention "func Fuzz" are listed.
 packages="$("$GO" list -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)"
 candidates=()
+declare -A dirs
 while IFS=$'\t' read -r pkg dir files; do
+	dirs[$pkg]="$dir"
 	files="${files# }"
 	[ -n "${files// /}" ] || continue
 	# shellcheck disable=SC2086 # files is a space-separated list of names
@@ -38,6 +40,8 @@ while IFS=$'\t' read -r pkg dir files; do
 	fi
 done <<<"$packages"
 
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
 ran=0
 for pkg in ${candidates[@]+"${candidates[@]}"}; do
 	if ! listing="$("$GO" test -list '^Fuzz' "$pkg")"; then
@@ -47,9 +51,19 @@ for pkg in ${candidates[@]+"${candidates[@]}"}; do
 	fi
 	for target in $(grep '^Fuzz' <<<"$listing" || true); do
 		echo "fuzz: $pkg $target for $FUZZTIME"
-		if ! "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg"; then
-			echo "fuzz: FAIL: $pkg $target (the failing input is under its testdata/fuzz/$target/)" >&2
-			exit 1
+		corpus="${dirs[$pkg]}/testdata/fuzz/$target"
+		before="$(ls "$corpus" 2>/dev/null || true)"
+		if ! "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" 2>&1 | tee "$out"; then
+			# Go 1.26's fuzz coordinator can fail a duration-bounded run at
+			# its deadline with a bare "context deadline exceeded" and no
+			# input (go.dev/issue/75804, fixed in 1.27): not a finding. A
+			# real one writes its input into the corpus directory.
+			if [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] && grep -q '^    context deadline exceeded$' "$out"; then
+				echo "fuzz: $pkg $target: stopped by go.dev/issue/75804 at the deadline, no failing input: not a failure" >&2
+			else
+				echo "fuzz: FAIL: $pkg $target (the failing input is under $corpus/)" >&2
+				exit 1
+			fi
 		fi
 		ran=$((ran + 1))
 	done

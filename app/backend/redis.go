@@ -25,12 +25,15 @@ func (b *Backends) openRedis(c config.Redis, log logrus.FieldLogger) (redis.Univ
 		return nil, err
 	}
 	opts := &redis.UniversalOptions{
-		Addrs:     c.Addrs,
-		Username:  c.Username,
-		Password:  c.Password,
-		DB:        c.DB,
-		PoolSize:  c.PoolSize,
-		TLSConfig: tlsConfig,
+		Addrs:    c.Addrs,
+		Username: c.Username,
+		Password: c.Password,
+		// Used only by the failover client (sentinel mode).
+		SentinelUsername: c.SentinelUsername,
+		SentinelPassword: c.SentinelPassword,
+		DB:               c.DB,
+		PoolSize:         c.PoolSize,
+		TLSConfig:        tlsConfig,
 	}
 	var rdb redis.UniversalClient
 	switch c.Mode {
@@ -105,6 +108,10 @@ func redisConfigMistake(err error) string {
 		return "the server does not speak TLS (redis.tls is on)"
 	}
 	msg := err.Error()
+	// go-redis's failover client wraps what the sentinels answered.
+	if strings.Contains(msg, "sentinels") && (strings.Contains(msg, "NOAUTH") || strings.Contains(msg, "WRONGPASS")) {
+		return "the sentinels refused authentication (check redis.sentinel_username and redis.sentinel_password)"
+	}
 	for _, prefix := range []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR AUTH", "ERR invalid password", "ERR Client sent AUTH"} {
 		if strings.HasPrefix(msg, prefix) {
 			return "authentication refused (check redis.username and redis.password)"

@@ -37,12 +37,17 @@ type Redis struct {
 	Addrs      []string `koanf:"addrs"`       // host:port of the node, the sentinels or the cluster seeds
 	MasterName string   `koanf:"master_name"` // sentinel only
 	// Username and Password authenticate to the Redis nodes (AUTH: an ACL
-	// user, or requirepass with Username ""); sentinels are asked without
-	// AUTH. Keep the password out of files: DELAYQ_REDIS_PASSWORD. Never
-	// logged.
+	// user, or requirepass with Username ""). Keep the password out of
+	// files: DELAYQ_REDIS_PASSWORD. Never logged.
 	Username string `koanf:"username"`
 	Password string `koanf:"password"`
-	DB       int    `koanf:"db"` // single and sentinel only. Default 0.
+	// SentinelUsername and SentinelPassword authenticate to the sentinels
+	// (their requirepass or ACL user), which are asked without AUTH when
+	// both are "". Sentinel mode only; DELAYQ_REDIS_SENTINEL_PASSWORD.
+	// Never logged. Default "".
+	SentinelUsername string `koanf:"sentinel_username"`
+	SentinelPassword string `koanf:"sentinel_password"`
+	DB               int    `koanf:"db"` // single and sentinel only. Default 0.
 	// TLS connects with TLS (1.2 or later), to the nodes and to the
 	// sentinels alike; the server's certificate is verified against the
 	// system's roots, or TLSCAFile. Default false.

@@ -103,6 +103,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  lease: 10ms\n", "worker.lease"},
 		{"worker:\n  heartbeat: 40s\n", "worker.heartbeat"},
 		{"recovery:\n  grace: 5s\n", "recovery.grace"},
+		{"redis:\n  mode: single\n  addrs: [\"127.0.0.1:6379\"]\n  sentinel_password: s3\n", "redis.sentinel_password"},
 		{"recovery:\n  lock_ttl: 100ms\n", "recovery.lock_ttl"},
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},

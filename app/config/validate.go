@@ -74,6 +74,10 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if c.Redis.Mode != "sentinel" && (c.Redis.SentinelUsername != "" || c.Redis.SentinelPassword != "") {
+		// The value itself is a secret: the error names the key only.
+		bad("redis.sentinel_password", "(set)", "only redis.mode sentinel asks sentinels (mode is %s)", c.Redis.Mode)
+	}
 	if c.Redis.Mode == "sentinel" && c.Redis.MasterName == "" {
 		bad("redis.master_name", "", "sentinel mode needs the master's name")
 	}

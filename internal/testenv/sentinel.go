@@ -44,6 +44,10 @@ type SentinelOptions struct {
 	// Fsync is the data nodes' appendfsync policy (their AOF is always on).
 	// Default "everysec".
 	Fsync string
+	// Password, if set, is the Sentinels' requirepass (and their
+	// sentinel-pass, so they still reach each other); the data nodes stay
+	// without one. Default "".
+	Password string
 }
 
 // SentinelGroup is a Redis primary, one replica of it and three Sentinels
@@ -138,7 +142,7 @@ func StartSentinelGroup(t testing.TB, opts SentinelOptions) *SentinelGroup {
 // answers; it is killed by pid on cleanup.
 func startSentinel(t testing.TB, bin string, opts SentinelOptions, masterAddr string) *RedisServer {
 	t.Helper()
-	s := &RedisServer{Dir: t.TempDir(), bin: bin, args: []string{"--sentinel"}}
+	s := &RedisServer{Dir: t.TempDir(), bin: bin, args: []string{"--sentinel"}, password: opts.Password}
 	s.conf = filepath.Join(s.Dir, "sentinel.conf")
 	t.Cleanup(func() {
 		s.mu.Lock()
@@ -171,6 +175,9 @@ func startSentinel(t testing.TB, bin string, opts SentinelOptions, masterAddr st
 			fmt.Sprintf("sentinel failover-timeout %s %d", name, opts.FailoverTimeout.Milliseconds()),
 			fmt.Sprintf("sentinel parallel-syncs %s 1", name),
 		}
+		if opts.Password != "" {
+			lines = append(lines, "requirepass "+opts.Password, "sentinel sentinel-pass "+opts.Password)
+		}
 		if err := os.WriteFile(s.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 			t.Fatalf("testenv: start sentinel: %v", err)
 		}
@@ -191,7 +198,7 @@ func startSentinel(t testing.TB, bin string, opts SentinelOptions, masterAddr st
 // sentinelReady checks that the Sentinel at addr sees the primary as a
 // master with one healthy replica and two other Sentinels.
 func (g *SentinelGroup) sentinelReady(ctx context.Context, addr string) error {
-	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: g.opts.Password, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
 	defer sc.Close()
 	m, err := sc.Master(ctx, g.MasterName).Result()
 	if err != nil {
@@ -348,7 +355,7 @@ func (g *SentinelGroup) ResumeReplication(t testing.TB) {
 func (g *SentinelGroup) MasterAddrs(ctx context.Context) []string {
 	out := make([]string, len(g.Sentinels))
 	for i, s := range g.Sentinels {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Password: g.opts.Password, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
 		hp, err := sc.GetMasterAddrByName(ctx, g.MasterName).Result()
 		_ = sc.Close()
 		if err == nil && len(hp) == 2 {

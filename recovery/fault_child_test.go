@@ -127,60 +127,72 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	exitWithParent(log)
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
-	defer rdb.Close()
-	q, err := queue.New(rdb, queue.Config{Namespace: s.Namespace})
+	p, err := newWorkerProc(s.RedisAddr, s.Namespace, s.DSN, s.WorkerID, s.Schedule, s.Grace, s.Lease, log,
+		func(led *ledger.Ledger, db *gorm.DB) queue.Ledger { return &claimLog{Ledger: led, db: db} })
 	if err != nil {
 		return err
 	}
-	db, led, err := openDB(s.DSN)
-	if err != nil {
-		return err
-	}
-	wcfg := queue.WorkerConfig{
-		Ledger: &claimLog{Ledger: led, db: db}, ID: s.WorkerID, Logger: log,
-		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
-	}
-	rec, err := scheduledRecoverer(q, led, s.Schedule, s.Grace, s.Lease, log, &wcfg)
-	if err != nil {
-		return err
-	}
-	w, err := queue.NewWorker(q, wcfg)
-	if err != nil {
-		return err
-	}
-	bdb := db
+	defer p.rdb.Close()
+	bdb := p.db
 	if s.BusinessDSN != "" {
 		if bdb, _, err = openDB(s.BusinessDSN); err != nil {
 			return err
 		}
 	}
-	h := &faultHandler{db: bdb, ledgerTable: led.LedgerTable(), worker: s.WorkerID, sleep: s.HandlerSleep,
+	h := &faultHandler{db: bdb, ledgerTable: p.led.LedgerTable(), worker: s.WorkerID, sleep: s.HandlerSleep,
 		failEvery: s.FailEvery, retryAfter: s.RetryAfter}
-	if err := w.Handle(s.Topic, h, queue.TopicConfig{Concurrency: s.Concurrency, BatchSize: s.Concurrency, Lease: s.Lease}); err != nil {
+	if err := p.w.Handle(s.Topic, h, queue.TopicConfig{Concurrency: s.Concurrency, BatchSize: s.Concurrency, Lease: s.Lease}); err != nil {
 		return err
 	}
 	log.WithField("worker", s.WorkerID).Info("fault worker ready")
-	return runWorker(ctx, w, rec)
+	return runWorker(ctx, p.w, p.rec)
 }
 
-// scheduledRecoverer returns the recoverer a worker process runs beside its
-// worker, as the app does, wired to the worker's reconnect hook; nil when
-// schedule is "".
-func scheduledRecoverer(q *queue.Client, led *ledger.Ledger, schedule string, grace, lease time.Duration,
-	log logrus.FieldLogger, wcfg *queue.WorkerConfig) (*recovery.Recoverer, error) {
-	if schedule == "" {
-		return nil, nil
-	}
-	rec, err := recovery.New(q, recovery.LedgerStore(led), recovery.Config{
-		Schedule: schedule, Grace: grace, HeartbeatInterval: lease / 3, Logger: log,
-	})
-	if err != nil {
+// workerProc is what every worker role sets up alike: a Redis client and
+// queue, the ledger's database, a Worker with short error backoffs (so a
+// drain resumes quickly after a fault), and, with a schedule, a recoverer
+// beside it wired to the worker's reconnect hook, as the app does.
+type workerProc struct {
+	rdb *redis.Client
+	q   *queue.Client
+	db  *gorm.DB
+	led *ledger.Ledger
+	w   *queue.Worker
+	rec *recovery.Recoverer
+}
+
+// newWorkerProc builds a workerProc; wrap, if set, wraps the ledger the
+// worker records into. The caller closes rdb.
+func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease time.Duration, log logrus.FieldLogger,
+	wrap func(*ledger.Ledger, *gorm.DB) queue.Ledger) (*workerProc, error) {
+	p := &workerProc{rdb: redis.NewClient(&redis.Options{Addr: redisAddr})}
+	var err error
+	if p.q, err = queue.New(p.rdb, queue.Config{Namespace: namespace}); err != nil {
 		return nil, err
 	}
-	wcfg.OnRedisReconnect = rec.RedisReconnected
-	return rec, nil
+	if p.db, p.led, err = openDB(dsn); err != nil {
+		return nil, err
+	}
+	var led queue.Ledger = p.led
+	if wrap != nil {
+		led = wrap(p.led, p.db)
+	}
+	wcfg := queue.WorkerConfig{
+		Ledger: led, ID: id, Logger: log,
+		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
+		ShutdownTimeout: 10 * time.Second,
+	}
+	if schedule != "" {
+		p.rec, err = recovery.New(p.q, recovery.LedgerStore(p.led), recovery.Config{
+			Schedule: schedule, Grace: grace, HeartbeatInterval: lease / 3, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		wcfg.OnRedisReconnect = p.rec.RedisReconnected
+	}
+	p.w, err = queue.NewWorker(p.q, wcfg)
+	return p, err
 }
 
 // runWorker runs w, and rec beside it if set, until ctx ends.

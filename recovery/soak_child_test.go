@@ -58,46 +58,28 @@ func runSoakWorker(s soakSpec, log *logrus.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	exitWithParent(log)
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
-	defer rdb.Close()
-	q, err := queue.New(rdb, queue.Config{Namespace: s.Namespace})
+	p, err := newWorkerProc(s.RedisAddr, s.Namespace, s.DSN, s.WorkerID, s.Schedule, s.Grace, s.Lease, log, nil)
 	if err != nil {
 		return err
 	}
-	_, led, err := openDB(s.DSN)
-	if err != nil {
-		return err
-	}
-	bdb, _, err := openDB(s.BusinessDSN)
-	if err != nil {
-		return err
-	}
-	wcfg := queue.WorkerConfig{
-		Ledger: led, ID: s.WorkerID, Logger: log,
-		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second,
-	}
-	rec, err := scheduledRecoverer(q, led, s.Schedule, s.Grace, s.Lease, log, &wcfg)
-	if err != nil {
-		return err
-	}
-	w, err := queue.NewWorker(q, wcfg)
-	if err != nil {
-		return err
-	}
-	var h queue.Handler = &soakHandler{db: bdb, ledgerTable: led.LedgerTable(), worker: s.WorkerID}
-	if s.Tally != "" {
-		h = tallyHandler{rdb: rdb, runs: s.Tally + ":runs", workers: s.Tally + ":workers", worker: s.WorkerID}
+	defer p.rdb.Close()
+	var h queue.Handler = tallyHandler{rdb: p.rdb, runs: s.Tally + ":runs", workers: s.Tally + ":workers", worker: s.WorkerID}
+	if s.Tally == "" {
+		bdb, _, err := openDB(s.BusinessDSN)
+		if err != nil {
+			return err
+		}
+		h = &soakHandler{db: bdb, ledgerTable: p.led.LedgerTable(), worker: s.WorkerID}
 	}
 	for _, topic := range s.Topics {
 		tc := queue.TopicConfig{Concurrency: s.Concurrency, Lease: s.Lease,
 			Backoff: queue.Backoff{Base: s.BackoffBase, Cap: 10 * s.BackoffBase}}
-		if err := w.Handle(topic, h, tc); err != nil {
+		if err := p.w.Handle(topic, h, tc); err != nil {
 			return err
 		}
 	}
 	log.WithField("worker", s.WorkerID).Info("soak worker ready")
-	return runWorker(ctx, w, rec)
+	return runWorker(ctx, p.w, p.rec)
 }
 
 // soakHandler writes one row per successful run into runs, keyed by a

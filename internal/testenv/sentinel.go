@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -84,10 +83,7 @@ type SentinelGroup struct {
 // It skips the test when redis-server is not installed.
 func StartSentinelGroup(t testing.TB, opts SentinelOptions) *SentinelGroup {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skipf("testenv: redis-server is not installed (%v); scripts/test-services.sh installs it", err)
-	}
+	bin := redisServerBin(t)
 	if opts.MasterName == "" {
 		opts.MasterName = "mymaster"
 	}

@@ -186,6 +186,17 @@ func (p *testProc) exited() bool {
 	}
 }
 
+// redisServerBin returns the redis-server binary's path, or skips the test
+// when it is not installed.
+func redisServerBin(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skipf("testenv: redis-server is not installed (%v); scripts/test-services.sh installs it", err)
+	}
+	return bin
+}
+
 // StartRedis starts redis-server on a free 127.0.0.1 port in its own
 // t.TempDir() directory, with no RDB snapshots (save "") and the AOF as opts
 // say, waits (bounded) until it answers PING, and kills it (SIGKILL by pid,
@@ -199,10 +210,7 @@ func (p *testProc) exited() bool {
 // opts.TLS, was built without TLS.
 func StartRedis(t testing.TB, opts RedisOptions) *RedisServer {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skipf("testenv: redis-server is not installed (%v); scripts/test-services.sh installs it", err)
-	}
+	bin := redisServerBin(t)
 	fsync := opts.Fsync
 	switch fsync {
 	case "":

@@ -30,42 +30,26 @@ func (a *api) decodeBody(w http.ResponseWriter, r *http.Request, v any, optional
 	if r.ContentLength > a.maxBody {
 		return bodyTooLarge(a.maxBody)
 	}
-	// The body is read as raw JSON first, then decoded into v: the raw
-	// bytes are what exactFieldNames checks.
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.maxBody))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		if optional && errors.Is(err, io.EOF) {
-			return nil
-		}
+	// The body is read whole (bounded) and decoded once; exactFieldNames
+	// looks at the same bytes.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	if err != nil {
+		return jsonError(err, a.maxBody)
+	}
+	if optional && len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return jsonError(err, a.maxBody)
 	}
 	// A second value (or garbage) after the object is a client bug, such as
 	// two requests glued together; taking the first would hide it.
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err == nil:
-		return badRequest(CodeMalformedJSON, "", "trailing data after the JSON object")
-	default:
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return bodyTooLarge(a.maxBody)
-		}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest(CodeMalformedJSON, "", "trailing data after the JSON object")
 	}
-	return decodeStrict(raw, v, a.maxBody)
-}
-
-// decodeStrict decodes the JSON value raw into v: no unknown field, and no
-// field name that matches only when case is ignored.
-func decodeStrict(raw []byte, v any, limit int64) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, limit)
-	}
-	return exactFieldNames(raw, v)
+	return exactFieldNames(body, v)
 }
 
 // requireJSON refuses a body that does not say it is JSON. Without it,

@@ -21,8 +21,8 @@ var ErrLeaseExpired = errors.New("lease expired")
 var ErrShutdown = errors.New("worker shutting down")
 
 // Worker claims jobs of its registered topics, records them in the ledger,
-// runs their handlers and settles the outcome. See DESIGN.md section 3 for
-// the lifecycle it implements.
+// runs their handlers and settles the outcome. docs/design.md, §4 Lifecycle,
+// describes the lifecycle it implements.
 type Worker struct {
 	c   *Client
 	cfg WorkerConfig

@@ -1,6 +1,6 @@
 // Package recovery is delayq's recoverer: a cron-driven job that puts back
-// into Redis the jobs the SQL ledger holds and Redis has lost (DESIGN.md
-// section 5).
+// into Redis the jobs the SQL ledger holds and Redis has lost (docs/design.md,
+// §5 Recovery).
 //
 // Each run, under a Redis lock that one process at a time holds:
 //

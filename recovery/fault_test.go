@@ -16,11 +16,11 @@ import (
 	"github.com/delayq/delayq/recovery"
 )
 
-// The fault tests prove DESIGN.md's failure table with real processes: a
-// worker (the test binary re-executed, see fault_child_test.go) drains a few
-// thousand jobs whose handler writes one row per job into MariaDB, so
-// missing and duplicate jobs are counted from the database. Each worker
-// process also runs a recoverer, as the app does. With DELAYQ_CHAOS=long
+// The fault tests prove rows of docs/design.md's failure table (§6) with
+// real processes: a worker (the test binary re-executed, see
+// fault_child_test.go) drains a few thousand jobs whose handler writes one
+// row per job into MariaDB, so missing and duplicate jobs are counted from
+// the database. Each worker process also runs a recoverer, as the app does. With DELAYQ_CHAOS=long
 // (make chaos) they drain more jobs.
 
 const faultTopic = "fault"
@@ -109,7 +109,8 @@ func TestFaultWorkerKilledThreeTimes(t *testing.T) {
 // mid-drain: the recoverer notices the loss (the epoch marker is gone while
 // the ledger holds rows Redis has no trace of), logs it, and every job some
 // worker had claimed (recorded in the ledger) before the crash is handled.
-// The jobs never claimed are lost, as DESIGN.md says they are without AOF.
+// The jobs never claimed are lost, as docs/design.md §6 says they are
+// without AOF.
 func TestFaultRedisRestartedEmpty(t *testing.T) {
 	o, claimed := redisCrashDrain(t, testenv.RedisOptions{}, true)
 	n := scale(3000, 20000)

@@ -297,9 +297,9 @@ func TestFailoverSentinel(t *testing.T) {
 	}
 	// Apart from the failover, a job runs again when a live master gave it
 	// out anew because its lease ran out: a process that stalled past the
-	// lease (1.5 s here; a loaded test host does that), at-least-once as
-	// DESIGN.md has it. That shows as a claim of the next attempt at least
-	// a lease after the one before; a claim the failover lost is claimed
+	// lease (1.5 s here; a loaded test host does that), at least once as
+	// docs/design.md §4.7 has it. That shows as a claim of the next attempt
+	// at least a lease after the one before; a claim the failover lost is claimed
 	// again with the same attempt.
 	lease := cfg.Worker.Lease.Milliseconds()
 	leaseRanOut := claims.ids(func(_ string, cs []foClaim) bool {

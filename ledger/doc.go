@@ -1,15 +1,60 @@
 // Package ledger is delayq's SQL ledger: the durable record of every job a
 // worker has claimed and not yet finished for good, plus the dead-letter
-// archive of jobs that died.
+// archive of jobs that died. It runs on MySQL/MariaDB (production) and
+// SQLite (tests, local development) through gorm; the few places where the
+// two dialects differ are kept in dialect.go.
 //
-// The worker in package queue writes a job's row before its handler runs and
-// deletes it only after the handler succeeded, so whatever a worker crash or a
-// Redis data loss drops, the recoverer can find here and put back. Because it
-// sits on the hot path of every job, each write method is one SQL statement per
-// call (one transaction for Bury), however many jobs it carries: the ledger's
-// cost grows with the number of batches, not with the number of jobs.
+// This page follows a job from the worker's side of the ledger to the
+// recoverer's; docs/design.md in the repository has the tables and the
+// whole lifecycle across Redis and SQL.
 //
-// The package runs on MySQL/MariaDB (production) and SQLite (tests, local
-// development) through gorm; the few places where the two dialects differ are
-// kept in dialect.go.
+// # Set it up
+//
+// Open gorm on the database, create the ledger, and create its tables with
+// Migrate (or apply deployments/mysql/schema.sql, which is the same
+// schema):
+//
+//	led, err := ledger.New(db, ledger.Options{}) // tables dq_ledger, dq_dead_letter
+//	err = led.Migrate(ctx)
+//
+// On MySQL, give the DSN interpolateParams=true and READ COMMITTED
+// isolation: the ledger is on the hot path of every job. Options.TablePrefix
+// lets several deployments share one database.
+//
+// # The worker writes it
+//
+// A *Ledger is the queue.Ledger of a queue.Worker (WorkerConfig.Ledger).
+// The worker calls Record for every claimed batch before any handler runs (a
+// job without a row is one the recoverer could not bring back), Extend on
+// every heartbeat, and, when handlers finish, Complete (done), MarkRetrying
+// (waiting in Redis for another attempt: the row stays, so a Redis loss
+// during the backoff loses nothing) or Bury (dead: archived with its last
+// error, and its row deleted, in one transaction). Each of these is one
+// statement per call, however many jobs it carries, so the ledger's cost
+// grows with the number of batches, not jobs. Each is fenced by the claim's
+// attempt: a row that a later claim of the same job rewrote is left alone.
+//
+// # Exactly once: transactional completion
+//
+// Transactional wraps a handler so that its business writes and the
+// deletion of its job's ledger row commit in one transaction on the
+// ledger's database; with a unique key in the business table, the effect
+// happens once however often the job is delivered. A claim that was lost
+// meanwhile (the job taken over after a lease expiry, or cancelled) gets
+// ErrClaimLost and commits nothing. DeleteInTx is the same step for a
+// handler that runs its own transaction. See ExampleTransactional.
+//
+// # Audit
+//
+// What remains in the ledger is exactly the set of jobs some worker started
+// and that have not finished for good. InFlight, Row, ByWorker and Count
+// say what is in flight and who holds it; Stale and CountStale what is past
+// its lease (a dead or stalled worker's jobs); DeadLetters what died and
+// why. See ExampleLedger_InFlight.
+//
+// # Recovery reads it
+//
+// Package recovery pages through the stale rows, asks Redis which of their
+// jobs it no longer has, and re-creates those: the ledger is how a job
+// survives a worker crash or a Redis data loss.
 package ledger

@@ -1,7 +1,3 @@
-// Package queue is delayq's Redis data plane and worker runtime: jobs wait in
-// a sorted set until their due time (Unix ms, Redis's clock), are claimed
-// atomically into a lease set, and are acked, retried or buried by the
-// worker. Every Redis operation is one Lua script over the keys of one topic.
 package queue
 
 import (

@@ -1,6 +1,31 @@
 // Package recovery is delayq's recoverer: a cron-driven job that puts back
 // into Redis the jobs the SQL ledger holds and Redis has lost (docs/design.md,
-// §5 Recovery).
+// §5 Recovery). It is the last step of a job's way through delayq: package
+// queue enqueues it and its worker claims it, package ledger records the
+// claim before the handler runs, and this package brings back from the
+// ledger whatever a worker crash or a Redis data loss dropped.
+//
+// # Run it
+//
+// Create a Recoverer with New over the queue client and the ledger, and
+// run it next to the workers (every process may run one: the lock lets one
+// at a time work):
+//
+//   - Run schedules runs with robfig/cron (Config.Schedule, default every
+//     30 s; one at start) until its context ends;
+//   - RunOnce runs one now and returns its Report (see
+//     ExampleRecoverer_RunOnce, where a job Redis lost comes back);
+//     Config.DryRun reports what a run would do and changes nothing;
+//   - Trigger asks Run for a run now (an operator, the API);
+//   - RedisReconnected is meant as the worker's
+//     queue.WorkerConfig.OnRedisReconnect hook: a Redis that came back
+//     without its epoch markers is recovered at once, not at the next tick.
+//
+// Config.Grace must exceed the workers' heartbeat, so a worker one beat late
+// is not taken for dead. Reports and Counters feed logs, metrics and the
+// API.
+//
+// # A run
 //
 // Each run, under a Redis lock that one process at a time holds:
 //
@@ -19,7 +44,7 @@
 //  3. writes the epoch markers that were missing;
 //  4. yields a Report, logged and kept for the API.
 //
-// Recoverer.Run schedules runs with robfig/cron; RunOnce runs one on demand;
-// Trigger asks Run for one now; RedisReconnected is the worker's
-// queue.WorkerConfig.OnRedisReconnect hook.
+// What recovery cannot bring back: a job Redis lost before any worker
+// claimed it has no ledger row. Redis's persistence (AOF) guards those;
+// docs/design.md, §6, has the whole failure table.
 package recovery

@@ -1,0 +1,92 @@
+// Package queue is delayq's Redis data plane and worker runtime: jobs wait
+// in Redis until their due time (Unix milliseconds, Redis's clock), a worker
+// claims them atomically, records each one in a SQL ledger before its
+// handler runs, and settles the outcome. Every Redis operation is one Lua
+// script over the keys of one topic.
+//
+// This page walks through a job's life; docs/design.md in the repository
+// has the keys, the state machine across Redis and SQL, and the failure
+// table with the test that proves each row.
+//
+// # Enqueue
+//
+// A Client runs the scripts over any go-redis UniversalClient (single node,
+// Sentinel or Cluster). Enqueue schedules one job after a Delay or at a
+// RunAt; EnqueueBatch up to Config.MaxBatch in one round trip:
+//
+//	c, err := queue.New(rdb, queue.Config{})
+//	r, err := c.Enqueue(ctx, "order_close", queue.NewJob{
+//		ID:      "order_close:123",
+//		Payload: payload,
+//		Delay:   30 * time.Minute,
+//	})
+//
+// The job id is the idempotency key: enqueueing an id that is waiting, in
+// flight or dead writes nothing and reports Duplicate. Bad input (topic,
+// id, payload size, delay, attempts) is refused with a *ValidationError
+// naming the field, and nothing is written. See ExampleClient_Enqueue.
+//
+// # Handle
+//
+// A Handler runs one job. Its result decides what happens next: nil
+// completes the job; an error retries it after a Backoff while attempts are
+// left; SkipRetry(err) makes it dead at once; RetryAfter and RetryAt choose
+// when it runs again. A panic is recovered as a *PanicError and counts as an
+// error. The handler's context ends when the job's lease runs out (cause
+// ErrLeaseExpired) or when the worker's shutdown timeout does (cause
+// ErrShutdown).
+//
+// Delivery is at least once: a job whose worker died runs again. A handler
+// that writes to the ledger's database gets exactly-once effects from
+// ledger.Transactional. A handler that schedules follow-up jobs can take an
+// Enqueuer (a *Client in production); package queuetest tests such a
+// handler without a worker, a ledger or Redis.
+//
+// # Run a worker
+//
+// A Worker claims jobs of the topics it handles and runs their handlers:
+//
+//	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: led})
+//	err = w.Handle("order_close", h, queue.TopicConfig{Concurrency: 50})
+//	err = w.Run(ctx) // until ctx ends, then a graceful shutdown
+//
+// For each topic it claims up to the free handler slots at once (a claim
+// moves due jobs to the lease set and bumps their attempt), writes the
+// batch to the ledger, and only then hands the jobs to handlers; if the
+// ledger cannot be written, the jobs go back unstarted. It sleeps until the
+// next due time or a wake message, never polling. A heartbeat renews the
+// leases of running jobs in Redis and the ledger. Finished jobs are settled
+// in batches, the ledger step before the Redis step, so a crash in between
+// leaves a lease that expires and redelivers the job. Every settling step
+// names one claim (a Ref: topic, id, attempt) and does nothing for a claim
+// that another worker has since taken over. Run stops claiming when ctx
+// ends, hands back jobs claimed but not started, waits for running handlers
+// up to WorkerConfig.ShutdownTimeout, and settles everything before it
+// returns. See ExampleWorker.
+//
+// # The ledger
+//
+// Ledger is what the worker needs from the SQL ledger; package ledger
+// implements it on MySQL/MariaDB or SQLite. A job has a ledger row from its
+// claim until it finishes for good, so whatever a worker crash or a Redis
+// data loss drops, the ledger still holds.
+//
+// # Recovery
+//
+// Package recovery runs the recoverer: on a cron schedule, one process at a
+// time, it puts back into Redis the jobs whose ledger rows are past their
+// lease and that Redis no longer has, and it notices a Redis data loss
+// through each topic's epoch marker (EpochMissing, EnsureEpoch). Set
+// WorkerConfig.OnRedisReconnect to its RedisReconnected so that a Redis that
+// came back empty is recovered at once.
+//
+// # Inspect and operate
+//
+// Get, List and Stats read a topic; Topics lists them. Cancel removes a job
+// that waits to run (ErrInFlight while a worker holds it, ErrDead once it
+// died); a job waiting for a retry also has a ledger row, so cancel it
+// through the coordinator above both stores that the API and CLI use
+// (docs/design.md, §4.8), not through Client.Cancel alone. Dead jobs stay in
+// Redis with their last error until RequeueDead, RequeueAllDead or
+// PurgeDead.
+package queue

@@ -124,6 +124,13 @@ func waitHTTP(t *testing.T, url string) {
 // code.
 func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := runFull(t, bin, env, args...)
+	return out, code
+}
+
+// runFull is run that returns stderr too.
+func runFull(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -143,7 +150,7 @@ func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
 	if code != 0 {
 		t.Logf("%v exited %d: %s", args, code, stderr.String())
 	}
-	return stdout.String(), code
+	return stdout.String(), stderr.String(), code
 }
 
 // The CLI as a built binary against a running `serve` on real Redis and
@@ -190,6 +197,18 @@ func TestCLIAgainstServe(t *testing.T) {
 	}
 	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"Due": 1`) {
 		t.Fatalf("stats: exit %d, %q", code, out)
+	}
+	// With Redis configured the CLI works on it directly; with --api it goes
+	// through the instance's API, and prints the same.
+	for _, args := range [][]string{
+		{"get", "mail", "welcome:1"}, {"get", "mail", "welcome:1", "--json"},
+		{"dead", "list", "mail"}, {"ledger", "list", "--json"}, {"stats", "mail"},
+	} {
+		direct, code1 := run(t, bin, env, args...)
+		viaAPI, code2 := run(t, bin, env, append(args, "--api", base)...)
+		if code1 != 0 || code2 != 0 || direct != viaAPI {
+			t.Errorf("%v: direct (exit %d):\n%s\nthrough the API (exit %d):\n%s", args, code1, direct, code2, viaAPI)
+		}
 	}
 	if out, code = run(t, bin, env, "cancel", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "yes") {
 		t.Fatalf("cancel: exit %d, %q", code, out)

@@ -2,29 +2,18 @@ package cli
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-)
 
-// closedPort is a loopback port with nothing listening on it.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
+	"github.com/delayq/delayq/internal/testenv"
+)
 
 // With the embedded default and no instance on http.listen, every operator
 // command refuses: exit 1, nothing on stdout (no table, no JSON claiming a
 // result), and a message that says why and what to do. With --api the
 // message names the flag; --api wins over a configured Redis.
 func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
-	port := closedPort(t)
+	port := testenv.FreePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	commands := [][]string{
 		{"enqueue", "mail", "w:1", "--payload", `{"to":"a@example.com"}`},
@@ -73,7 +62,7 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 // Bad input exits 2 before any request: nothing listens, so a request
 // would have made it exit 1.
 func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
-	listen := fmt.Sprintf("127.0.0.1:%d", closedPort(t))
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	for _, args := range [][]string{
 		{"enqueue", "bad topic", "x"},
 		{"enqueue", "mail", "bad id"},

@@ -23,8 +23,8 @@ import (
 // Exit codes that scripts can rely on.
 const (
 	ExitOK       = 0 // done
-	ExitFailure  = 1 // the command failed (backend down, handler failed, ...)
-	ExitUsage    = 2 // bad flags, arguments or configuration
+	ExitFailure  = 1 // the command failed (backend or instance down, handler failed, ...)
+	ExitUsage    = 2 // bad flags, arguments or configuration (an API token the instance refuses too)
 	ExitNotFound = 3 // the job (or dead job) does not exist
 	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled
 )

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -65,10 +64,6 @@ func (a *app) store(cmd *cobra.Command) (jobStore, error) {
 	}
 	return &directStore{cfg: cfg, b: b, log: log}, nil
 }
-
-// viaAPI reports whether the operator commands go through an API with this
-// configuration (see store).
-func viaAPI(cfg config.Config) bool { return cfg.CLI.API != "" || cfg.Redis.Mode == "embedded" }
 
 // listenURL is the URL that reaches a server listening on addr: a wildcard
 // host (":8080", "0.0.0.0:8080", "[::]:8080") is reached on loopback.

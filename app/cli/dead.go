@@ -18,12 +18,15 @@ func (a *app) deadCmd() *cobra.Command {
 		Short: "List dead jobs, newest first, with their last error",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			_, b, _, err := a.open(cmd)
+			if offset < 0 || limit < 1 || limit > queue.MaxPage {
+				return usageError{fmt.Errorf("--offset %d, --limit %d: want an offset of 0 or more and a limit of 1-%d", offset, limit, queue.MaxPage)}
+			}
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			p, err := b.Queue.List(cmd.Context(), argv[0], queue.StateDead, offset, limit)
+			defer s.Close()
+			p, err := s.Dead(cmd.Context(), argv[0], offset, limit)
 			if err != nil {
 				return err
 			}
@@ -52,16 +55,16 @@ func (a *app) deadCmd() *cobra.Command {
 			if all == (len(argv) == 2) {
 				return usageError{fmt.Errorf("give a job id or --all, not both")}
 			}
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
+			defer s.Close()
 			n := 1
 			if all {
-				n, err = b.Queue.RequeueAllDead(cmd.Context(), argv[0])
+				n, err = s.RequeueAllDead(cmd.Context(), argv[0])
 			} else {
-				err = b.Queue.RequeueDead(cmd.Context(), argv[0], argv[1])
+				err = s.RequeueDead(cmd.Context(), argv[0], argv[1])
 			}
 			if err != nil {
 				return err
@@ -77,12 +80,12 @@ func (a *app) deadCmd() *cobra.Command {
 		Short: "Delete dead jobs that died more than --older-than ago",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			n, err := b.Queue.PurgeDead(cmd.Context(), argv[0], time.Now().Add(-olderThan).UnixMilli())
+			defer s.Close()
+			n, err := s.PurgeDead(cmd.Context(), argv[0], time.Now().Add(-olderThan).UnixMilli())
 			if err != nil {
 				return err
 			}

@@ -37,12 +37,12 @@ func (a *app) enqueueCmd() *cobra.Command {
 				}
 				j.RunAt = t
 			}
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			r, err := b.Queue.Enqueue(cmd.Context(), argv[0], j)
+			defer s.Close()
+			r, err := s.Enqueue(cmd.Context(), argv[0], j)
 			if err != nil {
 				return err
 			}
@@ -79,14 +79,12 @@ func (a *app) cancelCmd() *cobra.Command {
 		Short: "Cancel a job that has not started (exit 3: unknown, 4: in flight or dead)",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			// A job waiting for a retry has a ledger row: it goes first, or
-			// the recoverer could bring the job back.
-			j, err := b.Ledger.Cancel(cmd.Context(), b.Queue, argv[0], argv[1])
+			defer s.Close()
+			j, err := s.Cancel(cmd.Context(), argv[0], argv[1])
 			if err != nil {
 				return err
 			}
@@ -104,12 +102,12 @@ func (a *app) getCmd() *cobra.Command {
 		Short: "Show a job's state and envelope (exit 3 when unknown)",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			info, err := b.Queue.Get(cmd.Context(), argv[0], argv[1])
+			defer s.Close()
+			info, err := s.Get(cmd.Context(), argv[0], argv[1])
 			if err != nil {
 				return err
 			}
@@ -147,23 +145,14 @@ func (a *app) statsCmd() *cobra.Command {
 		Use:   "stats [TOPIC...]",
 		Short: "Counts per topic: due, overdue, in flight, dead (all topics when none given)",
 		RunE: func(cmd *cobra.Command, topics []string) error {
-			_, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			if len(topics) == 0 {
-				if topics, err = b.Queue.Topics(cmd.Context()); err != nil {
-					return err
-				}
-			}
-			all := make([]queue.Stats, 0, len(topics))
-			for _, t := range topics {
-				s, err := b.Queue.Stats(cmd.Context(), t)
-				if err != nil {
-					return err
-				}
-				all = append(all, s)
+			defer s.Close()
+			all, err := s.Stats(cmd.Context(), topics)
+			if err != nil {
+				return err
 			}
 			return a.emit(all, func(w io.Writer) {
 				row(w, "TOPIC", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -18,12 +19,15 @@ func (a *app) ledgerCmd() *cobra.Command {
 		Short: "Jobs some worker started and that have not finished for good",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, b, _, err := a.open(cmd)
+			if err := checkLimit(limit); err != nil {
+				return err
+			}
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			rows, err := b.Ledger.InFlight(cmd.Context(), topic, limit)
+			defer s.Close()
+			rows, err := s.InFlight(cmd.Context(), topic, limit)
 			if err != nil {
 				return err
 			}
@@ -40,12 +44,15 @@ func (a *app) ledgerCmd() *cobra.Command {
 		Short: "Jobs whose lease passed more than --grace ago: stuck, and since when",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, b, _, err := a.open(cmd)
+			if err := checkLimit(staleLimit); err != nil {
+				return err
+			}
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			rows, err := b.Ledger.Stale(cmd.Context(), time.Now().Add(-grace).UnixMilli(), 0, staleLimit)
+			defer s.Close()
+			rows, err := s.Stale(cmd.Context(), time.Now().Add(-grace).UnixMilli(), staleLimit)
 			if err != nil {
 				return err
 			}
@@ -56,6 +63,14 @@ func (a *app) ledgerCmd() *cobra.Command {
 	stale.Flags().IntVar(&staleLimit, "limit", 100, "at most this many rows")
 	cmd.AddCommand(list, stale)
 	return cmd
+}
+
+// checkLimit refuses a --limit the ledger would.
+func checkLimit(limit int) error {
+	if limit < 1 {
+		return usageError{fmt.Errorf("--limit %d: must be positive", limit)}
+	}
+	return nil
 }
 
 // entryJSON leaves the payload out: it may hold personal data, and the

@@ -5,8 +5,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-
-	"github.com/delayq/delayq/recovery"
 )
 
 func (a *app) recoverCmd() *cobra.Command {
@@ -16,23 +14,19 @@ func (a *app) recoverCmd() *cobra.Command {
 		Short: "Run recovery once now: stale ledger rows whose jobs Redis lost go back to Redis",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, b, log, err := a.open(cmd)
+			cfg, err := a.loadConfig(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
-			heartbeat := cfg.Worker.Heartbeat
-			if heartbeat == 0 {
-				heartbeat = cfg.Worker.Lease / 3
-			}
-			r, err := recovery.New(b.Queue, recovery.LedgerStore(b.Ledger), recovery.Config{
-				Grace: cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: cfg.Recovery.LockTTL,
-				DryRun: dryRun || cfg.Recovery.DryRun, Logger: log,
-			})
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			rep, runErr := r.RunOnce(cmd.Context())
+			defer s.Close()
+			rep, runErr := s.Recover(cmd.Context(), dryRun || cfg.Recovery.DryRun)
+			if rep == nil {
+				return runErr
+			}
 			if err := a.emit(rep, func(w io.Writer) {
 				row(w, "SKIPPED", "DRY RUN", "SCANNED", "STILL TRACKED", "RE-ENQUEUED", "ERRORS", "DATA LOSS", "DURATION")
 				row(w, rep.Skipped, rep.DryRun, rep.Scanned, rep.StillTracked, rep.Reenqueued, rep.Errors, rep.DataLossDetected(), rep.Duration)

@@ -1,7 +1,9 @@
 // Package cli is the delayq command line: serve, worker, demo, and the
 // operator's commands (enqueue, cancel, get, stats, dead, ledger, recover,
 // migrate, smoke, version). Output is a table for people and JSON (--json)
-// for scripts; exit codes are stable (see the Exit constants).
+// for scripts; exit codes are stable (see the Exit constants). The
+// operator's commands work on Redis and SQL directly when those are
+// configured, and through a running instance's API otherwise (see store).
 package cli
 
 import (
@@ -21,8 +23,8 @@ import (
 // Exit codes that scripts can rely on.
 const (
 	ExitOK       = 0 // done
-	ExitFailure  = 1 // the command failed (backend down, handler failed, ...)
-	ExitUsage    = 2 // bad flags, arguments or configuration
+	ExitFailure  = 1 // the command failed (backend or instance down, handler failed, ...)
+	ExitUsage    = 2 // bad flags, arguments or configuration (an API token the instance refuses too)
 	ExitNotFound = 3 // the job (or dead job) does not exist
 	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled
 )
@@ -97,14 +99,38 @@ func (a *app) newRoot() *cobra.Command {
 	config.AddFlags(pf)
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(
-		a.serveCmd(), a.workerCmd(), a.demoCmd(),
+	root.Long = root.Short + "\n\n" + storeHelp
+	operator := []*cobra.Command{
 		a.enqueueCmd(), a.cancelCmd(), a.getCmd(), a.statsCmd(),
-		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.migrateCmd(),
-		a.smokeCmd(), a.versionCmd(),
-		a.benchCmd(),
-	)
+		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
+	}
+	for _, c := range operator {
+		setStoreHelp(c)
+	}
+	root.AddCommand(a.serveCmd(), a.workerCmd(), a.demoCmd())
+	root.AddCommand(operator...)
+	root.AddCommand(a.migrateCmd(), a.versionCmd(), a.benchCmd())
 	return root
+}
+
+// storeHelp says where the operator commands find the jobs (see store).
+const storeHelp = `Where the operator commands (enqueue, cancel, get, stats, dead, ledger,
+recover, smoke) find the jobs:
+  - --api URL (cli.api, DELAYQ_CLI_API) given: through that instance's HTTP API;
+  - else, with redis.mode embedded (the default: no Redis configured): through
+    the API of the instance running at http.listen (127.0.0.1:8080 by default),
+    since an embedded Redis of the command's own would be thrown away with it;
+    if none answers there, the command refuses and does nothing;
+  - else (a Redis configured: redis.mode single, sentinel or cluster): on
+    Redis and SQL directly.
+Through an API, http.token (DELAYQ_HTTP_TOKEN) is sent as the bearer token.`
+
+// setStoreHelp adds storeHelp to c and its subcommands.
+func setStoreHelp(c *cobra.Command) {
+	c.Long = c.Short + "\n\n" + storeHelp
+	for _, sub := range c.Commands() {
+		setStoreHelp(sub)
+	}
 }
 
 // args wraps a cobra positional-argument check so its error is a usage error.
@@ -131,13 +157,19 @@ func (a *app) open(cmd *cobra.Command) (config.Config, *backend.Backends, logrus
 	if err != nil {
 		return cfg, nil, nil, err
 	}
+	b, log, err := a.openBackends(cmd.Context(), cfg)
+	return cfg, b, log, err
+}
+
+// openBackends opens cfg's backends for an operator command.
+func (a *app) openBackends(ctx context.Context, cfg config.Config) (*backend.Backends, logrus.FieldLogger, error) {
 	log := newLogger(cfg.Log, a.errOut)
 	// Operator commands read and write jobs; creating tables is for serve,
 	// worker and migrate.
 	cfg.SQL.AutoMigrate = false
-	b, err := backend.Open(cmd.Context(), cfg, log)
+	b, err := backend.Open(ctx, cfg, log)
 	if err != nil {
-		return cfg, nil, nil, err
+		return nil, nil, err
 	}
-	return cfg, b, log, nil
+	return b, log, nil
 }

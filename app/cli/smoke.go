@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,34 +36,32 @@ func (a *app) smokeCmd() *cobra.Command {
 		Short: "Deploy self-check: enqueue a job due in 1 s and fail unless a worker ran it within 1.5 s",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, b, _, err := a.open(cmd)
+			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
-			defer b.Close()
+			defer s.Close()
 			ctx := cmd.Context()
 			host, _ := os.Hostname()
 			id := fmt.Sprintf("smoke:%s:%d:%d", host, os.Getpid(), time.Now().UnixNano())
 			start := time.Now()
-			r, err := b.Queue.Enqueue(ctx, SmokeTopic, queue.NewJob{ID: id, Delay: delay, MaxAttempts: 1})
+			r, err := s.Enqueue(ctx, SmokeTopic, queue.NewJob{ID: id, Delay: delay, MaxAttempts: 1})
 			if err != nil {
 				return err
 			}
-			key := smokeMarkKey(cfg.Redis.Namespace, id)
 			deadline := start.Add(within)
 			for {
-				v, err := b.Redis.Get(ctx, key).Result()
-				if err == nil {
-					ranAt, _ := strconv.ParseInt(v, 10, 64)
+				ranAt, ran, err := s.SmokeRan(ctx, id)
+				if err != nil {
+					return err
+				}
+				if ran {
 					late := time.Duration(ranAt-r.RunAt) * time.Millisecond
 					return a.emit(map[string]any{"ok": true, "job": id, "due": r.RunAt, "ran_at": ranAt, "late_ms": late.Milliseconds()},
 						func(w io.Writer) { fmt.Fprintf(w, "ok: job %s ran %s after its due time\n", id, late) })
 				}
-				if err != redis.Nil {
-					return err
-				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("smoke: job %s did not run within %s of being enqueued: are workers running on this Redis (namespace %s)?", id, within, cfg.Redis.Namespace)
+					return fmt.Errorf("smoke: job %s did not run within %s of being enqueued: are workers running on %s?", id, within, s.Where())
 				}
 				select {
 				case <-ctx.Done():

@@ -20,6 +20,7 @@ type Config struct {
 	Orders    Orders    `koanf:"orders"`
 	Metrics   Metrics   `koanf:"metrics"`
 	Dashboard Dashboard `koanf:"dashboard"`
+	CLI       CLI       `koanf:"cli"`
 }
 
 // Log configures logging.
@@ -195,6 +196,18 @@ type Dashboard struct {
 	SampleEvery time.Duration `koanf:"sample_every"`
 	// History is how far back the charts go. Default 5m.
 	History time.Duration `koanf:"history"`
+}
+
+// CLI configures how the operator commands (enqueue, cancel, get, stats,
+// dead, ledger, recover, smoke) reach the jobs.
+type CLI struct {
+	// API is the base URL (http://host:port) of a running instance's HTTP
+	// API: when set, the operator commands send their requests there, with
+	// http.token as the bearer token. "" means: with redis.mode embedded
+	// (the CLI would otherwise get a throwaway Redis of its own), the API at
+	// http.listen; with a Redis configured, Redis and SQL directly.
+	// Default "".
+	API string `koanf:"api"`
 }
 
 // Defaults returns the configuration with every default filled in.

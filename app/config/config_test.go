@@ -111,6 +111,10 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},
 		{"dashboard:\n  history: 1s\n", "dashboard.history"},
+		{"cli:\n  api: 127.0.0.1:8080\n", "cli.api"},
+		{"cli:\n  api: ftp://h:1\n", "cli.api"},
+		{"cli:\n  api: http://user:secret@h:1\n", "cli.api"},
+		{"cli:\n  api: http://h:1/?x=1\n", "cli.api"},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(writeFile(t, tc.yaml), nil)
@@ -130,5 +134,27 @@ func TestUnknownKeysAndBadTypesAreRefused(t *testing.T) {
 	t.Setenv("DELAYQ_REDIS_ADRS", "a:1")
 	if _, err := config.Load("", nil); err == nil || !strings.Contains(err.Error(), "adrs") {
 		t.Errorf("unknown env key: %v", err)
+	}
+}
+
+// cli.api comes from the file, DELAYQ_CLI_API or --api, in that order of
+// precedence.
+func TestCLIAPISources(t *testing.T) {
+	path := writeFile(t, "cli:\n  api: http://file:8080\n")
+	c, err := config.Load(path, nil)
+	if err != nil || c.CLI.API != "http://file:8080" {
+		t.Fatalf("file: %q, %v", c.CLI.API, err)
+	}
+	t.Setenv("DELAYQ_CLI_API", "http://env:8080")
+	if c, err = config.Load(path, nil); err != nil || c.CLI.API != "http://env:8080" {
+		t.Fatalf("env: %q, %v", c.CLI.API, err)
+	}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	config.AddFlags(fs)
+	if err := fs.Parse([]string{"--api", "https://flag:8443/delayq"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = config.Load(path, fs); err != nil || c.CLI.API != "https://flag:8443/delayq" {
+		t.Fatalf("flag: %q, %v", c.CLI.API, err)
 	}
 }

@@ -30,6 +30,8 @@ func flagConfigKey(name string) string {
 		return "http.listen"
 	case "log-level":
 		return "log.level"
+	case "api":
+		return "cli.api"
 	}
 	return ""
 }
@@ -42,6 +44,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("sql-dsn", "", "MySQL DSN of the ledger (sql.dsn); sets sql.driver to mysql")
 	fs.String("listen", "", "HTTP listen address (http.listen)")
 	fs.String("log-level", "", "log level (log.level)")
+	fs.String("api", "", "URL of a running instance's API for the operator commands (cli.api), e.g. http://127.0.0.1:8080")
 }
 
 // Load builds the configuration: defaults, then the YAML file at path (if
@@ -110,7 +113,7 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 // other names (DELAYQ_TEST_*, say) are not configuration and are left alone.
 func isSection(s string) bool {
 	switch s {
-	case "log", "redis", "sql", "queue", "http", "worker", "recovery", "orders", "metrics", "dashboard":
+	case "log", "redis", "sql", "queue", "http", "worker", "recovery", "orders", "metrics", "dashboard", "cli":
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -207,6 +208,32 @@ func (c *Config) Validate() error {
 			bad("orders.sweeper_grace", c.Orders.SweeperGrace, "must not be negative")
 		}
 	}
+	if c.CLI.API != "" {
+		if err := checkAPIURL(c.CLI.API); err != nil {
+			bad("cli.api", c.CLI.API, "%v", err)
+		}
+	}
 	errs = append(errs, c.validateSecurity()...) // validate_tls.go
 	return errors.Join(errs...)
+}
+
+// checkAPIURL checks a base URL of the API: http or https, a host, and
+// nothing a base URL cannot carry (a query, a fragment, credentials: the
+// token goes in http.token, not in a URL that ends up in logs and shell
+// history).
+func checkAPIURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("not a URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want http://host:port or https://host:port")
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("no host: want http://host:port")
+	case u.User != nil:
+		return errors.New("no credentials in the URL: the token goes in http.token (DELAYQ_HTTP_TOKEN)")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return errors.New("a base URL has no query or fragment")
+	}
+	return nil
 }

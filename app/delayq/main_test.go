@@ -124,6 +124,13 @@ func waitHTTP(t *testing.T, url string) {
 // code.
 func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := runFull(t, bin, env, args...)
+	return out, code
+}
+
+// runFull is run that returns stderr too.
+func runFull(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -143,7 +150,7 @@ func run(t *testing.T, bin string, env []string, args ...string) (string, int) {
 	if code != 0 {
 		t.Logf("%v exited %d: %s", args, code, stderr.String())
 	}
-	return stdout.String(), code
+	return stdout.String(), stderr.String(), code
 }
 
 // The CLI as a built binary against a running `serve` on real Redis and
@@ -167,19 +174,61 @@ func TestCLIAgainstServe(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, base+"/readyz")
 
+	jobLifecycle(t, bin, env, base, func(int64) {
+		// With Redis configured the CLI works on it directly; with --api it
+		// goes through the instance's API, and prints the same.
+		for _, args := range [][]string{
+			{"get", "mail", "welcome:1"}, {"get", "mail", "welcome:1", "--json"},
+			{"dead", "list", "mail"}, {"ledger", "list", "--json"}, {"stats", "mail"},
+		} {
+			direct, code1 := run(t, bin, env, args...)
+			viaAPI, code2 := run(t, bin, env, append(args, "--api", base)...)
+			if code1 != 0 || code2 != 0 || direct != viaAPI {
+				t.Errorf("%v: direct (exit %d):\n%s\nthrough the API (exit %d):\n%s", args, code1, direct, code2, viaAPI)
+			}
+		}
+	})
+	if _, code := run(t, bin, env, "get", "mail"); code != 2 {
+		t.Fatalf("missing argument: exit %d, want 2", code)
+	}
+	// The deploy self-check: serve's workers run the smoke job on time.
+	if out, code := run(t, bin, env, "smoke"); code != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("smoke: exit %d, %q", code, out)
+	}
+	for _, args := range [][]string{
+		{"dead", "list", "mail"}, {"dead", "purge", "mail"}, {"ledger", "list"}, {"ledger", "stale"},
+		{"recover", "--dry-run"}, {"migrate"}, {"version"},
+	} {
+		if out, code := run(t, bin, env, append(args, "--json")...); code != 0 || !json.Valid([]byte(out)) {
+			t.Fatalf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	if code := serve.stop(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM", code)
+	}
+}
+
+// jobLifecycle is what every way of running the CLI must get right: it
+// enqueues mail/welcome:1 (then again: a duplicate), checks that the
+// instance's API at base holds it, that get and stats see it, calls between
+// with the job's due time, cancels the job, and checks the exit codes of a
+// job that is gone (3) and of bad input (2).
+func jobLifecycle(t *testing.T, bin string, env []string, base string, between func(runAt int64)) {
+	t.Helper()
 	out, code := run(t, bin, env, "enqueue", "mail", "welcome:1", "--payload", `{"to":"a@example.com"}`, "--delay", "1h", "--json")
 	var enq struct {
+		Topic     string `json:"topic"`
 		ID        string `json:"id"`
 		RunAt     int64  `json:"run_at"`
 		Duplicate bool   `json:"duplicate"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &enq) != nil || enq.ID != "welcome:1" || enq.Duplicate || enq.RunAt == 0 {
+	if code != 0 || json.Unmarshal([]byte(out), &enq) != nil || enq.Topic != "mail" || enq.ID != "welcome:1" || enq.Duplicate || enq.RunAt == 0 {
 		t.Fatalf("enqueue: exit %d, %q", code, out)
 	}
 	if out, code = run(t, bin, env, "enqueue", "mail", "welcome:1", "--json"); code != 0 || !strings.Contains(out, `"duplicate": true`) {
 		t.Fatalf("second enqueue: exit %d, %q", code, out)
 	}
-	// The API sees what the CLI wrote: the same backends.
+	// The instance holds what the CLI wrote.
 	resp, err := http.Get(base + "/v1/topics/mail/jobs/welcome:1")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("API get: %v %v", resp, err)
@@ -191,6 +240,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"Due": 1`) {
 		t.Fatalf("stats: exit %d, %q", code, out)
 	}
+	between(enq.RunAt)
 	if out, code = run(t, bin, env, "cancel", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "yes") {
 		t.Fatalf("cancel: exit %d, %q", code, out)
 	}
@@ -202,24 +252,6 @@ func TestCLIAgainstServe(t *testing.T) {
 	}
 	if _, code = run(t, bin, env, "enqueue", "bad topic", "x"); code != 2 {
 		t.Fatalf("enqueue to a bad topic: exit %d, want 2", code)
-	}
-	if _, code = run(t, bin, env, "get", "mail"); code != 2 {
-		t.Fatalf("missing argument: exit %d, want 2", code)
-	}
-	// The deploy self-check: serve's workers run the smoke job on time.
-	if out, code = run(t, bin, env, "smoke"); code != 0 || !strings.Contains(out, "ok") {
-		t.Fatalf("smoke: exit %d, %q", code, out)
-	}
-	for _, args := range [][]string{
-		{"dead", "list", "mail"}, {"dead", "purge", "mail"}, {"ledger", "list"}, {"ledger", "stale"},
-		{"recover", "--dry-run"}, {"migrate"}, {"version"},
-	} {
-		if out, code = run(t, bin, env, append(args, "--json")...); code != 0 || !json.Valid([]byte(out)) {
-			t.Fatalf("%v: exit %d, %q", args, code, out)
-		}
-	}
-	if code := serve.stop(t); code != 0 {
-		t.Fatalf("serve exited %d after SIGTERM", code)
 	}
 }
 

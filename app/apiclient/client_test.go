@@ -1,0 +1,180 @@
+package apiclient_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/app/apiclient"
+	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// api serves the real API handler on miniredis and SQLite; the client's
+// contract is with that handler, not with a mock of it.
+func api(t *testing.T, token string) (*httptest.Server, *queue.Client) {
+	t.Helper()
+	rdb, ns := testenv.MiniRedis(t)
+	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Migrate(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Token: token, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, q
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func newClient(t *testing.T, base, token string) *apiclient.Client {
+	t.Helper()
+	c, err := apiclient.New(base, apiclient.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
+	srv, q := api(t, "")
+	c := newClient(t, srv.URL+"/", "")
+	payload := "\x00binary\xff" // bytes that are not JSON come back as they were sent
+	req := httpapi.EnqueueRequest{ID: "a/b//c", DelayMs: ptr(int64(3_600_000))}
+	b64 := base64.StdEncoding.EncodeToString([]byte(payload))
+	req.PayloadBase64 = &b64
+	res, err := c.Enqueue(ctx(t), "mail", req)
+	if err != nil || res.Duplicate || res.RunAt == 0 || res.ID != "a/b//c" {
+		t.Fatalf("enqueue: %+v, %v", res, err)
+	}
+	if res, err = c.Enqueue(ctx(t), "mail", req); err != nil || !res.Duplicate {
+		t.Fatalf("second enqueue: %+v, %v", res, err)
+	}
+	v, err := c.Job(ctx(t), "mail", "a/b//c")
+	if err != nil || v.State != "scheduled" || v.PayloadBase64 != b64 {
+		t.Fatalf("job: %+v, %v", v, err)
+	}
+	if s, err := c.TopicStats(ctx(t), "mail"); err != nil || s.Due != 1 {
+		t.Fatalf("stats: %+v, %v", s, err)
+	}
+	if all, err := c.Topics(ctx(t)); err != nil || len(all) != 1 || all[0].Topic != "mail" {
+		t.Fatalf("topics: %+v, %v", all, err)
+	}
+	if v, err = c.Cancel(ctx(t), "mail", "a/b//c"); err != nil || v.State != "cancelled" {
+		t.Fatalf("cancel: %+v, %v", v, err)
+	}
+	for name, err := range map[string]error{
+		"get":     second(c.Job(ctx(t), "mail", "a/b//c")),
+		"cancel":  second(c.Cancel(ctx(t), "mail", "a/b//c")),
+		"requeue": second(c.RequeueDead(ctx(t), "mail", httpapi.RequeueRequest{ID: "nope"})),
+	} {
+		var ae *apiclient.Error
+		if !errors.Is(err, queue.ErrNotFound) || !errors.As(err, &ae) || ae.Status != 404 {
+			t.Errorf("%s of a job that is gone: %v, want a 404 matching queue.ErrNotFound", name, err)
+		}
+	}
+
+	// In flight: 409 job_in_flight is queue.ErrInFlight.
+	if _, err := q.Enqueue(ctx(t), "mail", queue.NewJob{ID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	if cl, err := q.Claim(ctx(t), "mail", 1, time.Minute); err != nil || len(cl.Jobs) != 1 {
+		t.Fatalf("claim: %+v, %v", cl, err)
+	}
+	_, err = c.Cancel(ctx(t), "mail", "busy")
+	if !errors.Is(err, queue.ErrInFlight) || errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("cancel in flight: %v, want queue.ErrInFlight", err)
+	}
+
+	// Bad input: 400 is queue.ErrInvalid, with the API's code and field.
+	_, err = c.Enqueue(ctx(t), "bad topic", httpapi.EnqueueRequest{ID: "x"})
+	var ae *apiclient.Error
+	if !errors.Is(err, queue.ErrInvalid) || !errors.As(err, &ae) || ae.Code != httpapi.CodeInvalidTopic {
+		t.Fatalf("bad topic: %v", err)
+	}
+}
+
+func TestToken(t *testing.T) {
+	srv, _ := api(t, "the-token-of-this-test")
+	if _, err := newClient(t, srv.URL, "").Topics(ctx(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
+		t.Fatalf("no token: %v, want ErrUnauthorized", err)
+	}
+	if _, err := newClient(t, srv.URL, "wrong").Topics(ctx(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
+		t.Fatalf("wrong token: %v, want ErrUnauthorized", err)
+	}
+	if _, err := newClient(t, srv.URL, "the-token-of-this-test").Topics(ctx(t)); err != nil {
+		t.Fatalf("right token: %v", err)
+	}
+}
+
+// Nothing listening: ErrUnreachable (nothing was sent).
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = newClient(t, "http://"+addr, "").Enqueue(ctx(t), "mail", httpapi.EnqueueRequest{ID: "x"})
+	if !errors.Is(err, apiclient.ErrUnreachable) {
+		t.Fatalf("closed port: %v, want ErrUnreachable", err)
+	}
+}
+
+// Another server on the address: its 404 page is not "job not found", and
+// its 200 page is not a success.
+func TestNotTheAPI(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, "<html>hello</html>")
+	}))
+	t.Cleanup(srv.Close)
+	c := newClient(t, srv.URL, "")
+	if _, err := c.Job(ctx(t), "mail", "x"); err == nil || errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("a foreign 404: %v, want an error that is not ErrNotFound", err)
+	}
+	if _, err := c.Enqueue(ctx(t), "mail", httpapi.EnqueueRequest{ID: "x"}); err == nil {
+		t.Fatal("a foreign 200 page taken for an enqueue")
+	}
+}
+
+func TestNewRefusesBadURLs(t *testing.T) {
+	for _, u := range []string{"", "127.0.0.1:8080", "ftp://h:1", "http://"} {
+		if _, err := apiclient.New(u, apiclient.Options{}); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func second[T any](_ T, err error) error { return err }

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
+)
+
+// jobStore is what the operator commands (enqueue, cancel, get, stats,
+// dead, ledger, recover, smoke) read and write jobs through: Redis and SQL
+// directly (directStore), or a running instance's API (apiStore). The
+// commands print the same either way.
+type jobStore interface {
+	Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error)
+	// Cancel cancels a job that has not started: queue.ErrNotFound,
+	// queue.ErrInFlight or queue.ErrDead otherwise.
+	Cancel(ctx context.Context, topic, id string) (*queue.Job, error)
+	// Get returns StateUnknown for a job that does not exist.
+	Get(ctx context.Context, topic, id string) (*queue.JobInfo, error)
+	// Stats returns the topics' counts, every known topic's when none.
+	Stats(ctx context.Context, topics []string) ([]queue.Stats, error)
+	Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error)
+	RequeueDead(ctx context.Context, topic, id string) error
+	RequeueAllDead(ctx context.Context, topic string) (int, error)
+	PurgeDead(ctx context.Context, topic string, before int64) (int, error)
+	InFlight(ctx context.Context, topic string, limit int) ([]ledger.Entry, error)
+	Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error)
+	// Recover runs recovery once; a run that failed part way returns its
+	// report with the error.
+	Recover(ctx context.Context, dryRun bool) (*recovery.Report, error)
+	// SmokeRan reports whether the smoke job id has run, and when.
+	SmokeRan(ctx context.Context, id string) (ranAt int64, ran bool, err error)
+	// Where names the store for messages: "Redis namespace dq", "the
+	// instance at http://...".
+	Where() string
+	Close() error
+}
+
+// store opens the jobStore the configuration calls for:
+//   - cli.api (--api, DELAYQ_CLI_API) set: that instance's API;
+//   - else redis.mode embedded: the API at http.listen, since an embedded
+//     Redis of the command's own would be thrown away with it;
+//   - else Redis and SQL directly.
+func (a *app) store(cmd *cobra.Command) (jobStore, error) {
+	cfg, err := a.loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.CLI.API != "":
+		return newAPIStore(cfg.CLI.API, cfg.HTTP.Token, true)
+	case cfg.Redis.Mode == "embedded":
+		return newAPIStore(listenURL(cfg.HTTP.Listen), cfg.HTTP.Token, false)
+	}
+	b, log, err := a.openBackends(cmd.Context(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &directStore{cfg: cfg, b: b, log: log}, nil
+}
+
+// listenURL is the URL that reaches a server listening on addr: a wildcard
+// host (":8080", "0.0.0.0:8080", "[::]:8080") is reached on loopback.
+func listenURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr // the API client says what is wrong with it
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port)
+}

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
+)
+
+// directStore works on the configured Redis and SQL themselves.
+type directStore struct {
+	cfg config.Config
+	b   *backend.Backends
+	log logrus.FieldLogger
+}
+
+func (s *directStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
+	return s.b.Queue.Enqueue(ctx, topic, j)
+}
+
+func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
+	// A job waiting for a retry has a ledger row: it goes first, or the
+	// recoverer could bring the job back.
+	return s.b.Ledger.Cancel(ctx, s.b.Queue, topic, id)
+}
+
+func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
+	return s.b.Queue.Get(ctx, topic, id)
+}
+
+func (s *directStore) Stats(ctx context.Context, topics []string) ([]queue.Stats, error) {
+	if len(topics) == 0 {
+		var err error
+		if topics, err = s.b.Queue.Topics(ctx); err != nil {
+			return nil, err
+		}
+	}
+	all := make([]queue.Stats, 0, len(topics))
+	for _, t := range topics {
+		st, err := s.b.Queue.Stats(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, st)
+	}
+	return all, nil
+}
+
+func (s *directStore) Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error) {
+	return s.b.Queue.List(ctx, topic, queue.StateDead, offset, limit)
+}
+
+func (s *directStore) RequeueDead(ctx context.Context, topic, id string) error {
+	return s.b.Queue.RequeueDead(ctx, topic, id)
+}
+
+func (s *directStore) RequeueAllDead(ctx context.Context, topic string) (int, error) {
+	return s.b.Queue.RequeueAllDead(ctx, topic)
+}
+
+func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
+	return s.b.Queue.PurgeDead(ctx, topic, before)
+}
+
+func (s *directStore) InFlight(ctx context.Context, topic string, limit int) ([]ledger.Entry, error) {
+	return s.b.Ledger.InFlight(ctx, topic, limit)
+}
+
+func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error) {
+	return s.b.Ledger.Stale(ctx, olderThan, 0, limit)
+}
+
+func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
+	heartbeat := s.cfg.Worker.Heartbeat
+	if heartbeat == 0 {
+		heartbeat = s.cfg.Worker.Lease / 3
+	}
+	r, err := recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), recovery.Config{
+		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: s.cfg.Recovery.LockTTL,
+		DryRun: dryRun, Logger: s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep, err := r.RunOnce(ctx)
+	return &rep, err
+}
+
+// SmokeRan reads the mark the smoke handler sets in Redis.
+func (s *directStore) SmokeRan(ctx context.Context, id string) (int64, bool, error) {
+	v, err := s.b.Redis.Get(ctx, smokeMarkKey(s.cfg.Redis.Namespace, id)).Result()
+	if err == redis.Nil {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	ranAt, _ := strconv.ParseInt(v, 10, 64)
+	return ranAt, true, nil
+}
+
+func (s *directStore) Where() string { return "this Redis (namespace " + s.cfg.Redis.Namespace + ")" }
+
+func (s *directStore) Close() error { return s.b.Close() }

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
-	"time"
 	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -26,7 +25,7 @@ type EnqueueRequest struct {
 	// Payload is any JSON value, stored as its exact bytes.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// PayloadBase64 is a binary payload, standard base64 with padding.
-	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	PayloadBase64 *string `json:"payload_base64,omitempty" httpjson:"notext"`
 	// DelayMs is how long from now (Redis's clock) the job waits.
 	DelayMs *int64 `json:"delay_ms,omitempty"`
 	// RunAt is the due time, Unix milliseconds.
@@ -94,13 +93,13 @@ func newJob(req *EnqueueRequest) (queue.NewJob, error) {
 		return j, badRequest(CodeConflictingFields, "run_at", "give delay_ms or run_at, not both")
 	}
 	if req.DelayMs != nil {
-		ms := *req.DelayMs
-		// Saturate rather than overflow: a wrapped product could land in
-		// range and schedule the job at a time nobody asked for.
-		if ms > math.MaxInt64/int64(time.Millisecond) {
-			ms = math.MaxInt64 / int64(time.Millisecond)
+		// A count that does not fit a duration would wrap (-2^63 ms to 0,
+		// "now"): it is out of range like any other.
+		d, ok := httpjson.Millis(*req.DelayMs)
+		if !ok {
+			return j, badRequest(CodeInvalidRunAt, "delay_ms", "delay_ms %d: out of range", *req.DelayMs)
 		}
-		j.Delay = time.Duration(ms) * time.Millisecond
+		j.Delay = d
 	}
 	if req.RunAt != nil {
 		if *req.RunAt == 0 { // the queue reads 0 as "due now"
@@ -124,7 +123,7 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req EnqueueRequest
-	if err := a.decodeBody(w, r, &req, false); err != nil {
+	if err := a.decodeBody(r, &req, false); err != nil {
 		return err
 	}
 	j, err := newJob(&req)

@@ -259,9 +259,7 @@ func bodylessMethods(next http.Handler) http.Handler {
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
 			if err := httpjson.NoBody(r); err != nil {
-				var e *apiError
-				errors.As(err, &e)
-				httpjson.WriteError(w, r, e)
+				httpjson.WriteError(w, r, err)
 				return
 			}
 		}

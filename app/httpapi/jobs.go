@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
@@ -43,31 +42,6 @@ type EnqueueResponse struct {
 	// own, absent when it is not waiting (in flight or dead).
 	RunAt     int64 `json:"run_at,omitempty"`
 	Duplicate bool  `json:"duplicate"`
-}
-
-// JobView is a job as GET and DELETE show it. Times are Unix milliseconds.
-type JobView struct {
-	Topic string `json:"topic"`
-	ID    string `json:"id"`
-	// State is scheduled, in_flight or dead; "cancelled" in a DELETE's
-	// answer.
-	State string `json:"state"`
-	// RunAt is when the job is due (scheduled: first run or next retry) or
-	// was due.
-	RunAt      int64 `json:"run_at"`
-	LeaseUntil int64 `json:"lease_until,omitempty"` // in flight: when the lease ends
-	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
-	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
-	// Attempt counts the claims so far (1 while the first run is in
-	// flight); MaxAttempts is how many are allowed.
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	LastError   string `json:"last_error,omitempty"`
-	PayloadSize int    `json:"payload_size"`
-	// The payload is Payload when it is valid UTF-8 JSON, else
-	// PayloadBase64; neither when it is empty or left out (listings).
-	Payload       json.RawMessage `json:"payload,omitempty"`
-	PayloadBase64 string          `json:"payload_base64,omitempty"`
 }
 
 // newJob turns a request into the queue's NewJob. It refuses what the queue
@@ -164,7 +138,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	if info.State == queue.StateUnknown || info.Job == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
 	}
-	writeJSON(w, http.StatusOK, jobView(info, true))
+	writeJSON(w, http.StatusOK, NewJobView(info, true))
 	return nil
 }
 
@@ -190,9 +164,7 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case err == nil:
 		a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
-		v := jobView(&queue.JobInfo{State: queue.StateScheduled, Score: job.RunAt, Job: job}, true)
-		v.State = "cancelled"
-		writeJSON(w, http.StatusOK, v)
+		writeJSON(w, http.StatusOK, NewCancelledJobView(job))
 		return nil
 	case job != nil:
 		return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
@@ -213,55 +185,9 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": row.Attempt}).
 		Info("httpapi: job cancelled (its ledger row only: Redis no longer had it)")
-	writeJSON(w, http.StatusOK, JobView{
-		Topic: topic, ID: id, State: "cancelled", RunAt: row.RunAt,
-		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, LastError: row.LastError,
-		PayloadSize: len(row.Payload), Payload: jsonPayload(row.Payload), PayloadBase64: binaryPayload(row.Payload),
-	})
+	writeJSON(w, http.StatusOK, NewCancelledJobView(&queue.Job{
+		Topic: topic, ID: id, RunAt: row.RunAt, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		LastError: row.LastError, Payload: row.Payload,
+	}))
 	return nil
-}
-
-// jobView renders a job; withPayload false leaves the payload out (its size
-// stays), for listings that could otherwise reach gigabytes.
-func jobView(info *queue.JobInfo, withPayload bool) JobView {
-	j := info.Job
-	v := JobView{
-		Topic: j.Topic, ID: j.ID, State: string(info.State),
-		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: j.LastError,
-		PayloadSize: len(j.Payload),
-	}
-	switch info.State {
-	case queue.StateInFlight:
-		v.LeaseUntil = info.Score
-	case queue.StateDead:
-		v.DiedAt = info.Score
-	case queue.StateScheduled:
-		v.RunAt = info.Score
-	}
-	if withPayload {
-		v.Payload, v.PayloadBase64 = jsonPayload(j.Payload), binaryPayload(j.Payload)
-	}
-	return v
-}
-
-// isJSON reports whether a payload can be shown as JSON as it is. The UTF-8
-// check matters: encoding/json passes invalid UTF-8 inside strings, and the
-// answer would then not be valid JSON.
-func isJSON(p []byte) bool { return len(p) > 0 && utf8.Valid(p) && json.Valid(p) }
-
-// jsonPayload returns p as a JSON value when it is one, else nil.
-func jsonPayload(p []byte) json.RawMessage {
-	if isJSON(p) {
-		return p
-	}
-	return nil
-}
-
-// binaryPayload returns p in base64 when it is not JSON, else "".
-func binaryPayload(p []byte) string {
-	if len(p) == 0 || isJSON(p) {
-		return ""
-	}
-	return base64.StdEncoding.EncodeToString(p)
 }

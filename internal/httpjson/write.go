@@ -2,6 +2,7 @@ package httpjson
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 )
 
@@ -18,12 +19,17 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// WriteError sends e in the error envelope, with the headers its status
-// calls for. It first reads and discards what is left of r's body (see
+// WriteError sends err in the error envelope, with the headers its status
+// calls for: an *Error as it is, anything else as a 500 internal (the
+// caller classifies and logs the errors it knows first). It first reads and discards what is left of r's body (see
 // discardBody): a refused request's body is otherwise left unread, and a
 // server that closes a connection with unread data makes the kernel reset
 // it, which can destroy the answer before the client has read it.
-func WriteError(w http.ResponseWriter, r *http.Request, e *Error) {
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = NewError(http.StatusInternalServerError, CodeInternal, "", "internal error; the server log has the details")
+	}
 	discardBody(r)
 	if e.Status == http.StatusServiceUnavailable {
 		// Backends usually come back within seconds; tell well-behaved

@@ -213,6 +213,11 @@ func TestHTTPBadInputWritesNothing(t *testing.T) {
 		{"window too long", "", `{` + one + `,"payment_window_ms":604800001}`, 400, "invalid_value", "payment_window_ms"},
 		{"long user", "", `{` + one + `,"user":"` + strings.Repeat("u", 65) + `"}`, 400, "invalid_value", "user"},
 		{"short stock", "", `{"items":[{"sku":"A","quantity":1},{"sku":"B","quantity":6}]}`, 409, "insufficient_stock", "items[1].quantity"},
+		{"null", "", `null`, 400, "malformed_json", ""},
+		{"NUL in the user", "", `{` + one + `,"user":"u\u0000"}`, 400, "invalid_value", "user"},
+		{"escape in a SKU", "", `{"items":[{"sku":"A\u001b","quantity":1}]}`, 400, "invalid_value", "items[0].sku"},
+		{"field name in another case", "", `{` + one + `,"User":"u1"}`, 400, "unknown_field", "User"},
+		{"item field name in another case", "", `{"items":[{"SKU":"A","quantity":1}]}`, 400, "unknown_field", "SKU"},
 		{"not JSON content", "text/plain", `{` + one + `}`, 415, "unsupported_media_type", ""},
 		{"body too large", "", `{` + one + `,"user":"` + strings.Repeat("u", 70<<10) + `"}`, 413, "body_too_large", ""},
 	}
@@ -267,6 +272,11 @@ func TestHTTPOrderErrors(t *testing.T) {
 		}
 	}
 	a.post("/v1/orders/"+no+"/refund", "").wantError(t, "unknown endpoint", 404, "not_found", "")
+	a.post("/v1/orders/"+no+"/pay", "{}").wantError(t, "pay with a body", 400, "unexpected_body", "")
+	a.get("/v1/orders/"+no+"?fields=all").wantError(t, "get with a query parameter", 400, "unknown_field", "fields")
+	a.get("/v1/orders/summary?window=1h").wantError(t, "summary with a query parameter", 400, "unknown_field", "window")
+	a.do(http.MethodPost, "/v1/orders?dry_run=true", "application/json", `{"items":[{"sku":"A","quantity":1}]}`).
+		wantError(t, "create with a query parameter", 400, "unknown_field", "dry_run")
 	w.assertUnchanged(before, "refused requests")
 	if o := w.order(no); o.Status != orderclose.StatusClosed || o.PaidAt != nil {
 		t.Fatalf("order after a refused payment: %+v", o)

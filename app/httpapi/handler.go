@@ -193,6 +193,18 @@ func (a *api) routes() []route {
 	}
 }
 
+// Routes lists the API's own /v1 routes as ServeMux patterns ("GET
+// /v1/topics"), modules not included: for documentation and for tests that
+// must cover every route.
+func Routes() []string {
+	var a api
+	var out []string
+	for _, rt := range a.routes() {
+		out = append(out, rt.method+" "+rt.path)
+	}
+	return out
+}
+
 // handle adapts a route's handler: the query string and the absence of a
 // body are checked first, and every error is answered the same way through
 // fail.

@@ -133,7 +133,7 @@ func TestOversizedBodyAlwaysAnswered(t *testing.T) {
 		s.deps.MaxBodyBytes = maxBody
 	})
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
-	big := `{"id":"a","payload":"` + strings.Repeat("p", 4*maxBody) + `"}`
+	big := `{"id":"a","payload":"` + strings.Repeat("p", 4<<20) + `"}` // over what the socket buffers hold
 	for _, c := range []struct {
 		name, method, path, headers string
 		status                      int

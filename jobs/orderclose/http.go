@@ -39,10 +39,9 @@ const (
 // NewHTTPHandler returns the orders module over s.
 func NewHTTPHandler(s *Service) *HTTPHandler {
 	h := &HTTPHandler{s: s, mux: http.NewServeMux(), log: s.log.WithField("component", "orderclose-http")}
-	h.mux.HandleFunc("POST /v1/orders", h.create)
-	h.mux.HandleFunc("POST /v1/orders/{no}/pay", h.pay)
-	h.mux.HandleFunc("GET /v1/orders/{no}", h.get)
-	h.mux.HandleFunc("GET /v1/orders/summary", h.summary)
+	for _, rt := range h.routes() {
+		h.mux.HandleFunc(rt.pattern, rt.handle)
+	}
 	// The same paths with another method, and anything else under the
 	// module's paths, get a JSON answer too.
 	h.mux.HandleFunc("/v1/orders", methodNotAllowed("POST"))
@@ -52,6 +51,32 @@ func NewHTTPHandler(s *Service) *HTTPHandler {
 		httpjson.WriteError(w, r, httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "", "no such endpoint: "+r.URL.Path))
 	})
 	return h
+}
+
+type route struct {
+	pattern string
+	handle  http.HandlerFunc
+}
+
+func (h *HTTPHandler) routes() []route {
+	return []route{
+		{"POST /v1/orders", h.create},
+		{"POST /v1/orders/{no}/pay", h.pay},
+		{"GET /v1/orders/{no}", h.get},
+		{"GET /v1/orders/summary", h.summary},
+	}
+}
+
+// Routes lists the module's routes as ServeMux patterns ("POST
+// /v1/orders"): for documentation and for tests that must cover every
+// route. Patterns are what a program mounts.
+func Routes() []string {
+	var h HTTPHandler
+	var out []string
+	for _, rt := range h.routes() {
+		out = append(out, rt.pattern)
+	}
+	return out
 }
 
 // ServeHTTP serves the module's endpoints.

@@ -37,6 +37,10 @@
 //	GET    /v1/orders/{no}                        the order
 //	GET    /v1/orders/summary                     the orders at a glance
 //
+// and the dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
+// of its charts. Routes lists the API's own routes; orderclose.Routes the
+// orders module's.
+//
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an
 // empty, "." or ".." segment ("a//b", "a/../b") must be sent encoded: a path

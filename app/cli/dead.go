@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -30,14 +31,14 @@ func (a *app) deadCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := make([]map[string]any, 0, len(p.Jobs))
+			out := make([]httpapi.JobView, 0, len(p.Jobs))
 			for _, j := range p.Jobs {
-				out = append(out, jobJSON(j.Job, j.State, j.Score))
+				out = append(out, httpapi.NewJobView(j, true))
 			}
 			return a.emit(map[string]any{"total": p.Total, "jobs": out}, func(w io.Writer) {
 				row(w, "ID", "DIED", "ATTEMPTS", "LAST ERROR")
-				for _, j := range p.Jobs {
-					row(w, j.Job.ID, ms(j.Score), j.Job.Attempt, j.Job.LastError)
+				for _, v := range out {
+					row(w, v.ID, ms(v.DiedAt), v.Attempt, v.LastError)
 				}
 				fmt.Fprintf(w, "(%d of %d dead)\n", len(p.Jobs), p.Total)
 			})

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -88,7 +88,7 @@ func (a *app) cancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.emit(jobJSON(j, queue.StateUnknown, 0), func(w io.Writer) {
+			return a.emit(httpapi.NewCancelledJobView(j), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "CANCELLED")
 				row(w, j.Topic, j.ID, "yes")
 			})
@@ -114,30 +114,13 @@ func (a *app) getCmd() *cobra.Command {
 			if info.State == queue.StateUnknown {
 				return withCode(ExitNotFound, fmt.Errorf("job %s/%s: %w", argv[0], argv[1], queue.ErrNotFound))
 			}
-			j := info.Job
-			return a.emit(jobJSON(j, info.State, info.Score), func(w io.Writer) {
+			v := httpapi.NewJobView(info, true)
+			return a.emit(v, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
-				row(w, j.Topic, j.ID, info.State, ms(info.Score), fmt.Sprintf("%d/%d", j.Attempt, j.MaxAttempts), j.LastError, string(j.Payload))
+				row(w, v.Topic, v.ID, v.State, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
 			})
 		},
 	}
-}
-
-// jobJSON is a job as the CLI prints it with --json.
-func jobJSON(j *queue.Job, state queue.State, at int64) map[string]any {
-	m := map[string]any{
-		"topic": j.Topic, "id": j.ID, "attempt": j.Attempt, "max_attempts": j.MaxAttempts,
-		"enqueued_at": j.EnqueuedAt, "run_at": j.RunAt, "last_error": j.LastError,
-	}
-	if state != queue.StateUnknown {
-		m["state"], m["at"] = state, at
-	}
-	if json.Valid(j.Payload) {
-		m["payload"] = json.RawMessage(j.Payload)
-	} else {
-		m["payload_base64"] = j.Payload
-	}
-	return m
 }
 
 func (a *app) statsCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 )
 
@@ -73,30 +74,17 @@ func checkLimit(limit int) error {
 	return nil
 }
 
-// entryJSON leaves the payload out: it may hold personal data, and the
-// audit is about where jobs are.
-type entryJSON struct {
-	Topic       string `json:"topic"`
-	ID          string `json:"id"`
-	State       string `json:"state"`
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	RunAt       int64  `json:"run_at"`
-	ClaimedAt   int64  `json:"claimed_at"`
-	LeaseUntil  int64  `json:"lease_until"`
-	Worker      string `json:"worker"`
-	LastError   string `json:"last_error"`
-}
-
+// emitEntries prints ledger rows as the API shows them (no payload: it may
+// hold personal data, and the audit is about where jobs are).
 func (a *app) emitEntries(rows []ledger.Entry) error {
-	out := make([]entryJSON, len(rows))
+	out := make([]httpapi.LedgerRow, len(rows))
 	for i, r := range rows {
-		out[i] = entryJSON{r.Topic, r.JobID, r.State, r.Attempt, r.MaxAttempts, r.RunAt, r.ClaimedAt, r.LeaseUntil, r.Worker, r.LastError}
+		out[i] = httpapi.NewLedgerRow(r)
 	}
 	return a.emit(out, func(w io.Writer) {
 		row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
 		for _, r := range out {
-			row(w, r.Topic, r.ID, r.State, r.Attempt, ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
+			row(w, r.Topic, r.JobID, r.State, r.Attempt, ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
 		}
 	})
 }

@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/internal/httpjson"
 )
 
 //go:embed static
@@ -164,6 +166,11 @@ type Series struct {
 // the API's token).
 func (d *Dashboard) SeriesHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Like every /v1 route: no query parameter and no body are taken.
+		if err := httpjson.Query(r); err != nil {
+			httpjson.WriteError(w, r, err)
+			return
+		}
 		d.viewed.Store(time.Now().UnixMilli())
 		topics, ledger := d.history.series()
 		out := Series{

@@ -13,7 +13,8 @@ import (
 // an unbounded listing of a stuck system is still a large answer.
 const maxLedgerPage = 1000
 
-// LedgerRow is one ledger row: a job some worker claimed and that has not
+// LedgerRow is one ledger row, as the API and the CLI show it (built by
+// NewLedgerRow): a job some worker claimed and that has not
 // finished for good. The payload is left out (its size stays): audit
 // listings are for finding jobs, GET the job for its content. Times are Unix
 // milliseconds.
@@ -44,14 +45,20 @@ type LedgerPage struct {
 func ledgerPage(rows []ledger.Entry) LedgerPage {
 	p := LedgerPage{Rows: make([]LedgerRow, 0, len(rows))}
 	for _, e := range rows {
-		p.Rows = append(p.Rows, LedgerRow{
-			ID: e.ID, Topic: e.Topic, JobID: e.JobID, State: e.State,
-			Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
-			ClaimedAt: e.ClaimedAt, LeaseUntil: e.LeaseUntil, Worker: e.Worker,
-			LastError: e.LastError, UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
-		})
+		p.Rows = append(p.Rows, NewLedgerRow(e))
 	}
 	return p
+}
+
+// NewLedgerRow renders a ledger row as the API and the CLI show it: no
+// payload, the last error as valid UTF-8.
+func NewLedgerRow(e ledger.Entry) LedgerRow {
+	return LedgerRow{
+		ID: e.ID, Topic: e.Topic, JobID: e.JobID, State: e.State,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
+		ClaimedAt: e.ClaimedAt, LeaseUntil: e.LeaseUntil, Worker: validText(e.Worker),
+		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
+	}
 }
 
 // ledgerInFlight handles GET /v1/ledger/inflight?topic=&limit=: the jobs

@@ -76,6 +76,6 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			"path":   r.URL.Path,
 			"remote": r.RemoteAddr,
 		}).Warn("httpapi: request refused: " + e.Message)
-		writeError(w, e)
+		writeError(w, r, e)
 	})
 }

@@ -1,14 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -63,7 +62,7 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var body batchBody
-	if err := a.decodeBody(w, r, &body, false); err != nil {
+	if err := a.decodeBody(r, &body, false); err != nil {
 		return err
 	}
 	if body.Jobs == nil {
@@ -123,17 +122,8 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 // enqueue's body. The id is returned even when the job is invalid, when it
 // could be read, so the result can name it.
 func decodeBatchJob(raw json.RawMessage) (queue.NewJob, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var req EnqueueRequest
-	if err := dec.Decode(&req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field == "" {
-			return queue.NewJob{}, badRequest(CodeMalformedJSON, "", "a job must be a JSON object, got %s", te.Value)
-		}
-		return queue.NewJob{ID: req.ID}, jsonError(err, 0)
-	}
-	if err := exactFieldNames(raw, &req); err != nil {
+	if err := httpjson.Value(raw, &req); err != nil {
 		return queue.NewJob{ID: req.ID}, err
 	}
 	j, err := newJob(&req)

@@ -55,7 +55,7 @@ func (a *api) requeueDead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req RequeueRequest
-	if err := a.decodeBody(w, r, &req, false); err != nil {
+	if err := a.decodeBody(r, &req, false); err != nil {
 		return err
 	}
 	switch {
@@ -98,7 +98,7 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req PurgeRequest
-	if err := a.decodeBody(w, r, &req, true); err != nil {
+	if err := a.decodeBody(r, &req, true); err != nil {
 		return err
 	}
 	before := time.Now().UnixMilli()

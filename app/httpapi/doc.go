@@ -23,24 +23,116 @@
 //	GET    /v1/topics/{topic}                     one topic's stats
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
-//	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now)
+//	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
 //	GET    /v1/ledger/inflight                    ledger rows (?topic=&limit=)
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
+// The orders module of jobs/orderclose, when the program mounts it, adds:
+//
+//	POST   /v1/orders                             create an order: 201
+//	POST   /v1/orders/{no}/pay                    pay it: 200 (no body)
+//	GET    /v1/orders/{no}                        the order
+//	GET    /v1/orders/summary                     the orders at a glance
+//
+// and the dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
+// of its charts. Routes lists the API's own routes; orderclose.Routes the
+// orders module's.
+//
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an
-// empty, "." or ".." segment ("a//b", "a/../b") must be sent encoded:
-// ServeMux redirects paths that are not clean to their cleaned form.
+// empty, "." or ".." segment ("a//b", "a/../b") must be sent encoded: a path
+// that is not in its clean form gets 404 not_found (it is never redirected
+// to its cleaned form, which would be another job's path).
 //
 // # Errors
 //
 // Every error is {"error": {"code": "...", "message": "...", "field": "..."}}
-// with a stable code (the Code* constants) and, for bad input, the name of
-// the offending JSON field or query parameter. ServeMux's own 404 and 405
-// answers are rewritten into the same shape.
+// with a stable code and, for bad input, the name of the offending JSON field
+// (a path such as "items[1].sku" when nested), query parameter or path value.
+// Every /v1 route answers with the same codes, the orders module's included:
+//
+//	400 malformed_json          not JSON, truncated, trailing data, or not an object (null, [], 1, "x")
+//	400 unknown_field           a JSON field (spelt exactly, case included) or a query parameter the route does not take
+//	400 invalid_value           wrong JSON type, a value out of range, text with control characters, a bad query value
+//	400 missing_field           a required field is absent
+//	400 unexpected_body         a body sent to a route that takes none
+//	400 conflicting_fields      two fields that exclude each other
+//	400 invalid_topic           a topic outside [A-Za-z0-9_.-]{1,64}
+//	400 invalid_id              a job id outside [A-Za-z0-9_.:@/-]{1,200}
+//	400 invalid_payload         payload_base64 is not base64
+//	400 payload_too_large       a payload over the queue's limit
+//	400 invalid_run_at          delay_ms or run_at out of range
+//	400 invalid_max_attempts    max_attempts out of range
+//	400 batch_too_large         more jobs than the batch limit
+//	400 unknown_sku             orders: an item names a SKU that does not exist
+//	401 unauthorized            missing or wrong bearer token
+//	403 read_only               the API runs read-only
+//	404 not_found               no such job, dead job, order or route
+//	405 method_not_allowed      the path takes other methods, listed in the Allow header
+//	409 job_in_flight           a worker holds the job
+//	409 job_dead                the job is dead: requeue or purge it
+//	409 insufficient_stock      orders: not enough stock for an item
+//	409 order_closed            orders: paying an order whose window ended
+//	413 body_too_large          a body over Deps.MaxBodyBytes (orders: orderclose.Config.MaxBodyBytes)
+//	415 unsupported_media_type  a body that is not application/json
+//	500 internal                a bug; the log has the details
+//	503 backend_unavailable     Redis or SQL did not answer (with Retry-After)
+//	503 not_configured          this process runs no recoverer
+//	503 not_ready               /readyz: a backend failed
+//	503 overloaded              too many requests in flight
+//
+// The orders routes used other codes before they shared this decoder:
+// invalid_json is now malformed_json, invalid_type and invalid_<field>
+// (invalid_quantity, invalid_items, invalid_user, invalid_order_no, ...) are
+// invalid_value with the same field, and order_not_found is not_found. Their
+// answers now also say Content-Type "application/json; charset=utf-8" and
+// Cache-Control "no-store", and a body now needs its Content-Type.
+//
+// # Bad input
+//
+// Every /v1 route reads requests through one decoder (internal/httpjson),
+// so bad input gets the same answer everywhere, and a refused request writes
+// nothing:
+//   - A JSON body is one object: null, an array or a scalar is
+//     malformed_json (so `null` is not an empty purge: it is refused). Its
+//     Content-Type is application/json (415 otherwise). Every field is one
+//     the route takes, spelt exactly; values have their field's JSON type.
+//     Only the routes marked optional above (dead/purge) take an empty body
+//     as "no options".
+//   - Text fields (ids, topics, users, SKUs: every JSON string field but
+//     payloads and base64) are UTF-8 without control characters (U+0000 to
+//     U+001F, U+007F to U+009F) and without U+FFFD, which is what invalid
+//     UTF-8 decodes to: 400 invalid_value naming the field otherwise.
+//     Topics, job ids and order numbers are further held to their own
+//     character sets.
+//   - Millisecond durations (delay_ms, payment_window_ms) are refused when
+//     negative or over their limit, and a count too large for a duration
+//     (over about 292 years either way) is refused as out of range, never
+//     wrapped. Unix-millisecond times (run_at, before, older_than) are
+//     checked against their documented range.
+//   - A body over the limit gets 413 body_too_large, without being read when
+//     Content-Length announces it. Before any error answer the server reads
+//     and discards what is left of the body, up to 8 MiB
+//     (httpjson.DiscardLimit), so that a client that sends its whole body
+//     before reading gets the answer rather than a connection reset; a
+//     larger body's connection is closed after the answer. A client that
+//     sends "Expect: 100-continue" gets the 413 (or any other refusal)
+//     before it sends the body.
+//   - Routes that take no body (every GET, HEAD and DELETE, and POST
+//     /v1/recovery/run and /v1/orders/{no}/pay) refuse one: a
+//     Content-Length above 0 or a chunked body is 400 unexpected_body.
+//   - Query parameters are the ones listed for the route, each given once
+//     with a value: an unknown parameter is 400 unknown_field (a typo such
+//     as ?dryrun=true must not run the real thing), a repeated or empty one
+//     (?dry_run=) is 400 invalid_value; leave a parameter out for its
+//     default. Booleans are exactly true or false, integers decimal within
+//     their range.
+//   - A path the API has with a method it does not take is 405
+//     method_not_allowed with an Allow header; no route answers with a
+//     redirect.
 //
 // # Auth
 //

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,79 +13,63 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
 // The error codes of the API. They are part of its contract: clients and the
 // CLI branch on them, so a code is never renamed or reused for another
-// meaning; new ones may be added.
+// meaning; new ones may be added. The codes every route shares (the orders
+// module's too) come from internal/httpjson, which decides the rules of bad
+// input once; the package doc lists them all.
 const (
 	// 400: bad input. Field names the JSON field or query parameter.
-	CodeMalformedJSON      = "malformed_json"       // not JSON, truncated, trailing data, not an object
-	CodeUnknownField       = "unknown_field"        // a JSON field the endpoint does not take
-	CodeInvalidValue       = "invalid_value"        // wrong JSON type, or a value out of range (query parameters too)
-	CodeMissingField       = "missing_field"        // a required field is absent
-	CodeConflictingFields  = "conflicting_fields"   // two fields that exclude each other (payload and payload_base64, delay_ms and run_at, id and all)
-	CodeInvalidTopic       = "invalid_topic"        // queue.ErrInvalidTopic
-	CodeInvalidID          = "invalid_id"           // queue.ErrInvalidID
-	CodeInvalidPayload     = "invalid_payload"      // payload_base64 is not base64
-	CodePayloadTooLarge    = "payload_too_large"    // queue.ErrPayloadTooLarge
-	CodeInvalidRunAt       = "invalid_run_at"       // queue.ErrInvalidRunAt: delay_ms or run_at out of range
-	CodeInvalidMaxAttempts = "invalid_max_attempts" // queue.ErrInvalidMaxAttempts
-	CodeBatchTooLarge      = "batch_too_large"      // queue.ErrBatchTooLarge: more jobs than Config.MaxBatch
+	CodeMalformedJSON      = httpjson.CodeMalformedJSON  // not JSON, truncated, trailing data, not an object (null included)
+	CodeUnknownField       = httpjson.CodeUnknownField   // a JSON field or query parameter the route does not take
+	CodeInvalidValue       = httpjson.CodeInvalidValue   // wrong JSON type, a value out of range, control characters in text (query parameters too)
+	CodeMissingField       = httpjson.CodeMissingField   // a required field is absent
+	CodeUnexpectedBody     = httpjson.CodeUnexpectedBody // a body sent to a route that takes none
+	CodeConflictingFields  = "conflicting_fields"        // two fields that exclude each other (payload and payload_base64, delay_ms and run_at, id and all)
+	CodeInvalidTopic       = "invalid_topic"             // queue.ErrInvalidTopic
+	CodeInvalidID          = "invalid_id"                // queue.ErrInvalidID
+	CodeInvalidPayload     = "invalid_payload"           // payload_base64 is not base64
+	CodePayloadTooLarge    = "payload_too_large"         // queue.ErrPayloadTooLarge
+	CodeInvalidRunAt       = "invalid_run_at"            // queue.ErrInvalidRunAt: delay_ms or run_at out of range
+	CodeInvalidMaxAttempts = "invalid_max_attempts"      // queue.ErrInvalidMaxAttempts
+	CodeBatchTooLarge      = "batch_too_large"           // queue.ErrBatchTooLarge: more jobs than Config.MaxBatch
 
-	CodeUnauthorized         = "unauthorized"           // 401: missing or wrong bearer token
-	CodeReadOnly             = "read_only"              // 403: the API runs read-only
-	CodeNotFound             = "not_found"              // 404: no such job, dead job or route
-	CodeMethodNotAllowed     = "method_not_allowed"     // 405
-	CodeJobInFlight          = "job_in_flight"          // 409: a worker holds the job; its handler may be running
-	CodeJobDead              = "job_dead"               // 409: the job is dead; requeue or purge it instead
-	CodeBodyTooLarge         = "body_too_large"         // 413: body over Deps.MaxBodyBytes
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not application/json
-	CodeInternal             = "internal"               // 500
-	CodeBackendUnavailable   = "backend_unavailable"    // 503: Redis or SQL did not answer
-	CodeNotConfigured        = "not_configured"         // 503: the feature (recovery) is not wired in
-	CodeNotReady             = "not_ready"              // 503 from /readyz
-	CodeOverloaded           = "overloaded"             // 503: over ServerConfig.MaxConcurrent requests in flight
+	CodeUnauthorized         = "unauthorized"                    // 401: missing or wrong bearer token
+	CodeReadOnly             = "read_only"                       // 403: the API runs read-only
+	CodeNotFound             = httpjson.CodeNotFound             // 404: no such job, dead job or route
+	CodeMethodNotAllowed     = httpjson.CodeMethodNotAllowed     // 405, with an Allow header
+	CodeJobInFlight          = "job_in_flight"                   // 409: a worker holds the job; its handler may be running
+	CodeJobDead              = "job_dead"                        // 409: the job is dead; requeue or purge it instead
+	CodeBodyTooLarge         = httpjson.CodeBodyTooLarge         // 413: body over Deps.MaxBodyBytes
+	CodeUnsupportedMediaType = httpjson.CodeUnsupportedMediaType // 415: a body that is not application/json
+	CodeInternal             = httpjson.CodeInternal             // 500
+	CodeBackendUnavailable   = "backend_unavailable"             // 503: Redis or SQL did not answer
+	CodeNotConfigured        = "not_configured"                  // 503: the feature (recovery) is not wired in
+	CodeNotReady             = "not_ready"                       // 503 from /readyz
+	CodeOverloaded           = "overloaded"                      // 503: over ServerConfig.MaxConcurrent requests in flight
 )
 
 // ErrorResponse is the body of every error answer.
-type ErrorResponse struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorResponse = httpjson.ErrorResponse
 
 // ErrorDetail says what went wrong: a stable code, a message for humans and,
 // for bad input, the field or query parameter at fault.
-type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-}
+type ErrorDetail = httpjson.ErrorDetail
 
 // apiError is an error a handler has already classified: it goes out as is.
-type apiError struct {
-	status int
-	ErrorDetail
-	// cause is logged (and unwrapped), never sent.
-	cause error
-}
-
-func (e *apiError) Error() string {
-	if e.cause != nil {
-		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.cause)
-	}
-	return e.Code + ": " + e.Message
-}
-
-func (e *apiError) Unwrap() error { return e.cause }
+type apiError = httpjson.Error
 
 func newError(status int, code, field, msg string) *apiError {
-	return &apiError{status: status, ErrorDetail: ErrorDetail{Code: code, Message: msg, Field: field}}
+	return httpjson.NewError(status, code, field, msg)
 }
 
 func badRequest(code, field, format string, args ...any) *apiError {
-	return newError(http.StatusBadRequest, code, field, fmt.Sprintf(format, args...))
+	return httpjson.BadRequest(code, field, format, args...)
 }
 
 // backendError tags an error with the backend it came from, so a 503 can say
@@ -113,17 +96,17 @@ func classify(err error) *apiError {
 	var ve *queue.ValidationError
 	if errors.As(err, &ve) {
 		code, field := validationCode(ve)
-		return &apiError{status: http.StatusBadRequest, ErrorDetail: ErrorDetail{Code: code, Field: field, Message: ve.Error()}, cause: err}
+		return &apiError{Status: http.StatusBadRequest, ErrorDetail: ErrorDetail{Code: code, Field: field, Message: ve.Error()}, Cause: err}
 	}
 	switch {
 	case errors.Is(err, queue.ErrNotFound), errors.Is(err, ledger.ErrNotFound):
-		return &apiError{status: http.StatusNotFound, ErrorDetail: ErrorDetail{Code: CodeNotFound, Message: "not found"}, cause: err}
+		return &apiError{Status: http.StatusNotFound, ErrorDetail: ErrorDetail{Code: CodeNotFound, Message: "not found"}, Cause: err}
 	case errors.Is(err, queue.ErrInFlight):
-		return &apiError{status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobInFlight,
-			Message: "the job is in flight: a worker holds it and its handler may be running"}, cause: err}
+		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobInFlight,
+			Message: "the job is in flight: a worker holds it and its handler may be running"}, Cause: err}
 	case errors.Is(err, queue.ErrDead):
-		return &apiError{status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobDead,
-			Message: "the job is dead: requeue or purge it instead"}, cause: err}
+		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobDead,
+			Message: "the job is dead: requeue or purge it instead"}, Cause: err}
 	}
 	if isUnavailable(err) {
 		backend := "a backend"
@@ -131,11 +114,11 @@ func classify(err error) *apiError {
 		if errors.As(err, &be) {
 			backend = be.backend
 		}
-		return &apiError{status: http.StatusServiceUnavailable, ErrorDetail: ErrorDetail{Code: CodeBackendUnavailable,
-			Message: backend + " is unavailable; retry later"}, cause: err}
+		return &apiError{Status: http.StatusServiceUnavailable, ErrorDetail: ErrorDetail{Code: CodeBackendUnavailable,
+			Message: backend + " is unavailable; retry later"}, Cause: err}
 	}
-	return &apiError{status: http.StatusInternalServerError, ErrorDetail: ErrorDetail{Code: CodeInternal,
-		Message: "internal error; the server log has the details"}, cause: err}
+	return &apiError{Status: http.StatusInternalServerError, ErrorDetail: ErrorDetail{Code: CodeInternal,
+		Message: "internal error; the server log has the details"}, Cause: err}
 }
 
 // validationCode maps a queue validation error to its code and to the name

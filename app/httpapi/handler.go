@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -135,45 +138,144 @@ func New(d Deps) (http.Handler, error) {
 	}
 
 	v1 := http.NewServeMux()
-	a.routes(v1)
+	var patterns []string
+	for _, rt := range a.routes() {
+		p := rt.method + " " + rt.path
+		v1.Handle(p, a.handle(rt))
+		patterns = append(patterns, p)
+	}
 	for i, m := range d.Modules {
 		if err := mount(v1, m); err != nil {
 			return nil, fmt.Errorf("httpapi: Deps.Modules[%d]: %w", i, err)
 		}
+		patterns = append(patterns, m.Pattern)
 	}
+	methodFallbacks(v1, patterns)
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", a.healthz)
 	root.HandleFunc("GET /readyz", a.readyz)
-	root.Handle("/v1/", a.authenticate(jsonErrors{v1}))
+	root.Handle("/v1/", a.authenticate(bodylessMethods(jsonErrors{v1})))
+	// "/v1" itself is no route; without this ServeMux would redirect it to
+	// "/v1/".
+	root.Handle("/v1", jsonErrors{http.NewServeMux()})
 	mountObservability(root, d.Metrics, d.Dashboard)
 	return a.recoverPanics(a.accessLog(jsonErrors{root})), nil
 }
 
-// routes registers the API's own /v1 routes.
-func (a *api) routes(mux *http.ServeMux) {
-	mux.Handle("POST /v1/topics/{topic}/jobs", a.handle(a.enqueue))
-	mux.Handle("POST /v1/topics/{topic}/jobs:batch", a.handle(a.enqueueBatch))
-	mux.Handle("GET /v1/topics/{topic}/jobs", a.handle(a.listJobs))
-	mux.Handle("GET /v1/topics/{topic}/jobs/{id...}", a.handle(a.getJob))
-	mux.Handle("DELETE /v1/topics/{topic}/jobs/{id...}", a.handle(a.cancelJob))
-	mux.Handle("GET /v1/topics", a.handle(a.listTopics))
-	mux.Handle("GET /v1/topics/{topic}", a.handle(a.topicStats))
-	mux.Handle("GET /v1/topics/{topic}/dead", a.handle(a.listDead))
-	mux.Handle("POST /v1/topics/{topic}/dead/requeue", a.handle(a.requeueDead))
-	mux.Handle("POST /v1/topics/{topic}/dead/purge", a.handle(a.purgeDead))
-	mux.Handle("GET /v1/ledger/inflight", a.handle(a.ledgerInFlight))
-	mux.Handle("GET /v1/ledger/stale", a.handle(a.ledgerStale))
-	mux.Handle("POST /v1/recovery/run", a.handle(a.runRecovery))
-	mux.Handle("GET /v1/recovery/reports", a.handle(a.recoveryReports))
+// route is one of the API's own /v1 routes: its method and path, the query
+// parameters it takes (any other is refused), and whether its handler reads
+// a body (if not, a body is refused).
+type route struct {
+	method, path string
+	params       []string
+	body         bool
+	handle       func(w http.ResponseWriter, r *http.Request) error
 }
 
-// handle adapts a handler that returns its error, so every route answers
-// errors the same way through fail.
-func (a *api) handle(f func(w http.ResponseWriter, r *http.Request) error) http.Handler {
+// routes lists the API's own /v1 routes; the package doc's table is this
+// list.
+func (a *api) routes() []route {
+	return []route{
+		{"POST", "/v1/topics/{topic}/jobs", nil, true, a.enqueue},
+		{"POST", "/v1/topics/{topic}/jobs:batch", nil, true, a.enqueueBatch},
+		{"GET", "/v1/topics/{topic}/jobs", []string{"state", "offset", "limit"}, false, a.listJobs},
+		{"GET", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.getJob},
+		{"DELETE", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.cancelJob},
+		{"GET", "/v1/topics", nil, false, a.listTopics},
+		{"GET", "/v1/topics/{topic}", nil, false, a.topicStats},
+		{"GET", "/v1/topics/{topic}/dead", []string{"offset", "limit"}, false, a.listDead},
+		{"POST", "/v1/topics/{topic}/dead/requeue", nil, true, a.requeueDead},
+		{"POST", "/v1/topics/{topic}/dead/purge", nil, true, a.purgeDead},
+		{"GET", "/v1/ledger/inflight", []string{"topic", "limit"}, false, a.ledgerInFlight},
+		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},
+		{"POST", "/v1/recovery/run", []string{"dry_run"}, false, a.runRecovery},
+		{"GET", "/v1/recovery/reports", nil, false, a.recoveryReports},
+	}
+}
+
+// Routes lists the API's own /v1 routes as ServeMux patterns ("GET
+// /v1/topics"), modules not included: for documentation and for tests that
+// must cover every route.
+func Routes() []string {
+	var a api
+	var out []string
+	for _, rt := range a.routes() {
+		out = append(out, rt.method+" "+rt.path)
+	}
+	return out
+}
+
+// handle adapts a route's handler: the query string and the absence of a
+// body are checked first, and every error is answered the same way through
+// fail.
+func (a *api) handle(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := f(w, r); err != nil {
+		err := httpjson.Query(r, rt.params...)
+		if err == nil && !rt.body {
+			err = httpjson.NoBody(r)
+		}
+		if err == nil {
+			err = rt.handle(w, r)
+		}
+		if err != nil {
 			a.fail(w, r, err)
 		}
+	})
+}
+
+// methodFallbacks registers, for each path of patterns that carries a
+// method, a method-less pattern that answers 405 with the path's methods in
+// Allow. Without it, ServeMux answers a path one slash short of a
+// {id...} route with a redirect (DELETE /v1/topics/t/jobs went to
+// .../jobs/), and a method the path does not take elsewhere with a plain
+// 405. Paths that already have a method-less pattern (a module's own
+// fallbacks) are left alone.
+func methodFallbacks(mux *http.ServeMux, patterns []string) {
+	methods := map[string][]string{}
+	var paths []string
+	methodless := map[string]bool{}
+	for _, p := range patterns {
+		method, path, ok := strings.Cut(p, " ")
+		if !ok {
+			methodless[p] = true
+			continue
+		}
+		path = strings.TrimLeft(path, " \t")
+		if methods[path] == nil {
+			paths = append(paths, path)
+		}
+		methods[path] = append(methods[path], method)
+		if method == http.MethodGet {
+			methods[path] = append(methods[path], http.MethodHead)
+		}
+	}
+	for _, path := range paths {
+		if methodless[path] {
+			continue
+		}
+		allow := methods[path]
+		slices.Sort(allow)
+		allow = slices.Compact(allow)
+		header := strings.Join(allow, ", ")
+		mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpjson.WriteError(w, r, httpjson.MethodNotAllowed(w, r, header))
+		}))
+	}
+}
+
+// bodylessMethods refuses a body on a request whose method takes none (GET,
+// HEAD, DELETE, OPTIONS) on every /v1 route, modules included: such a body
+// would be ignored, and what it asks would silently not happen.
+func bodylessMethods(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodDelete, http.MethodOptions:
+			if err := httpjson.NoBody(r); err != nil {
+				httpjson.WriteError(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -206,6 +308,13 @@ func mount(mux *http.ServeMux, m Module) (err error) {
 type jsonErrors struct{ mux *http.ServeMux }
 
 func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p := r.URL.EscapedPath(); r.Method != http.MethodConnect && p != cleanPath(p) {
+		// ServeMux would redirect to the cleaned path, which for a job id
+		// with an empty or dot segment is another job's.
+		writeError(w, r, newError(http.StatusNotFound, CodeNotFound, "",
+			fmt.Sprintf("no route for %s %s: the path has empty or dot segments (percent-encode '/' inside an id as %%2F)", r.Method, p)))
+		return
+	}
 	h, pattern := j.mux.Handler(r)
 	if pattern != "" {
 		j.mux.ServeHTTP(w, r)
@@ -214,8 +323,24 @@ func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
 }
 
+// cleanPath is the path ServeMux matches: p with its dot segments and
+// doubled slashes resolved, a trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
 // muxErrorWriter replaces ServeMux's plain-text 404 and 405 bodies with JSON
-// errors; anything else (a redirect to a cleaned path) passes through.
+// errors; anything else passes through.
 type muxErrorWriter struct {
 	http.ResponseWriter
 	r       *http.Request
@@ -236,7 +361,7 @@ func (m *muxErrorWriter) WriteHeader(status int) {
 	}
 	m.Header().Del("Content-Length")
 	m.swallow = true
-	writeError(m.ResponseWriter, e)
+	writeError(m.ResponseWriter, m.r, e)
 }
 
 func (m *muxErrorWriter) Write(p []byte) (int, error) {

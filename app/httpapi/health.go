@@ -31,7 +31,7 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := a.ready(ctx); err != nil {
 		a.log.WithError(err).Warn("httpapi: not ready")
-		writeError(w, newError(http.StatusServiceUnavailable, CodeNotReady, "", err.Error()))
+		writeError(w, r, newError(http.StatusServiceUnavailable, CodeNotReady, "", err.Error()))
 		return
 	}
 	writeJSON(w, http.StatusOK, Health{Status: "ready"})

@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
-	"time"
-	"unicode/utf8"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -26,7 +24,7 @@ type EnqueueRequest struct {
 	// Payload is any JSON value, stored as its exact bytes.
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// PayloadBase64 is a binary payload, standard base64 with padding.
-	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	PayloadBase64 *string `json:"payload_base64,omitempty" httpjson:"notext"`
 	// DelayMs is how long from now (Redis's clock) the job waits.
 	DelayMs *int64 `json:"delay_ms,omitempty"`
 	// RunAt is the due time, Unix milliseconds.
@@ -44,31 +42,6 @@ type EnqueueResponse struct {
 	// own, absent when it is not waiting (in flight or dead).
 	RunAt     int64 `json:"run_at,omitempty"`
 	Duplicate bool  `json:"duplicate"`
-}
-
-// JobView is a job as GET and DELETE show it. Times are Unix milliseconds.
-type JobView struct {
-	Topic string `json:"topic"`
-	ID    string `json:"id"`
-	// State is scheduled, in_flight or dead; "cancelled" in a DELETE's
-	// answer.
-	State string `json:"state"`
-	// RunAt is when the job is due (scheduled: first run or next retry) or
-	// was due.
-	RunAt      int64 `json:"run_at"`
-	LeaseUntil int64 `json:"lease_until,omitempty"` // in flight: when the lease ends
-	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
-	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
-	// Attempt counts the claims so far (1 while the first run is in
-	// flight); MaxAttempts is how many are allowed.
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	LastError   string `json:"last_error,omitempty"`
-	PayloadSize int    `json:"payload_size"`
-	// The payload is Payload when it is valid UTF-8 JSON, else
-	// PayloadBase64; neither when it is empty or left out (listings).
-	Payload       json.RawMessage `json:"payload,omitempty"`
-	PayloadBase64 string          `json:"payload_base64,omitempty"`
 }
 
 // newJob turns a request into the queue's NewJob. It refuses what the queue
@@ -94,13 +67,13 @@ func newJob(req *EnqueueRequest) (queue.NewJob, error) {
 		return j, badRequest(CodeConflictingFields, "run_at", "give delay_ms or run_at, not both")
 	}
 	if req.DelayMs != nil {
-		ms := *req.DelayMs
-		// Saturate rather than overflow: a wrapped product could land in
-		// range and schedule the job at a time nobody asked for.
-		if ms > math.MaxInt64/int64(time.Millisecond) {
-			ms = math.MaxInt64 / int64(time.Millisecond)
+		// A count that does not fit a duration would wrap (-2^63 ms to 0,
+		// "now"): it is out of range like any other.
+		d, ok := httpjson.Millis(*req.DelayMs)
+		if !ok {
+			return j, badRequest(CodeInvalidRunAt, "delay_ms", "delay_ms %d: out of range", *req.DelayMs)
 		}
-		j.Delay = time.Duration(ms) * time.Millisecond
+		j.Delay = d
 	}
 	if req.RunAt != nil {
 		if *req.RunAt == 0 { // the queue reads 0 as "due now"
@@ -124,7 +97,7 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req EnqueueRequest
-	if err := a.decodeBody(w, r, &req, false); err != nil {
+	if err := a.decodeBody(r, &req, false); err != nil {
 		return err
 	}
 	j, err := newJob(&req)
@@ -165,7 +138,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	if info.State == queue.StateUnknown || info.Job == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
 	}
-	writeJSON(w, http.StatusOK, jobView(info, true))
+	writeJSON(w, http.StatusOK, NewJobView(info, true))
 	return nil
 }
 
@@ -191,9 +164,7 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case err == nil:
 		a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
-		v := jobView(&queue.JobInfo{State: queue.StateScheduled, Score: job.RunAt, Job: job}, true)
-		v.State = "cancelled"
-		writeJSON(w, http.StatusOK, v)
+		writeJSON(w, http.StatusOK, NewCancelledJobView(job))
 		return nil
 	case job != nil:
 		return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
@@ -214,55 +185,9 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": row.Attempt}).
 		Info("httpapi: job cancelled (its ledger row only: Redis no longer had it)")
-	writeJSON(w, http.StatusOK, JobView{
-		Topic: topic, ID: id, State: "cancelled", RunAt: row.RunAt,
-		Attempt: row.Attempt, MaxAttempts: row.MaxAttempts, LastError: row.LastError,
-		PayloadSize: len(row.Payload), Payload: jsonPayload(row.Payload), PayloadBase64: binaryPayload(row.Payload),
-	})
+	writeJSON(w, http.StatusOK, NewCancelledJobView(&queue.Job{
+		Topic: topic, ID: id, RunAt: row.RunAt, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		LastError: row.LastError, Payload: row.Payload,
+	}))
 	return nil
-}
-
-// jobView renders a job; withPayload false leaves the payload out (its size
-// stays), for listings that could otherwise reach gigabytes.
-func jobView(info *queue.JobInfo, withPayload bool) JobView {
-	j := info.Job
-	v := JobView{
-		Topic: j.Topic, ID: j.ID, State: string(info.State),
-		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: j.LastError,
-		PayloadSize: len(j.Payload),
-	}
-	switch info.State {
-	case queue.StateInFlight:
-		v.LeaseUntil = info.Score
-	case queue.StateDead:
-		v.DiedAt = info.Score
-	case queue.StateScheduled:
-		v.RunAt = info.Score
-	}
-	if withPayload {
-		v.Payload, v.PayloadBase64 = jsonPayload(j.Payload), binaryPayload(j.Payload)
-	}
-	return v
-}
-
-// isJSON reports whether a payload can be shown as JSON as it is. The UTF-8
-// check matters: encoding/json passes invalid UTF-8 inside strings, and the
-// answer would then not be valid JSON.
-func isJSON(p []byte) bool { return len(p) > 0 && utf8.Valid(p) && json.Valid(p) }
-
-// jsonPayload returns p as a JSON value when it is one, else nil.
-func jsonPayload(p []byte) json.RawMessage {
-	if isJSON(p) {
-		return p
-	}
-	return nil
-}
-
-// binaryPayload returns p in base64 when it is not JSON, else "".
-func binaryPayload(p []byte) string {
-	if len(p) == 0 || isJSON(p) {
-		return ""
-	}
-	return base64.StdEncoding.EncodeToString(p)
 }

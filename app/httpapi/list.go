@@ -64,7 +64,7 @@ func (a *api) listState(w http.ResponseWriter, r *http.Request, state queue.Stat
 	out := JobPage{Topic: topic, State: string(state), Total: page.Total, Offset: int(offset), Limit: int(limit),
 		Jobs: make([]JobView, 0, len(page.Jobs))}
 	for _, info := range page.Jobs {
-		out.Jobs = append(out.Jobs, jobView(info, false))
+		out.Jobs = append(out.Jobs, NewJobView(info, false))
 	}
 	if next := int(offset) + len(page.Jobs); len(page.Jobs) > 0 && int64(next) < page.Total {
 		out.NextOffset = next

@@ -30,7 +30,7 @@ func (a *api) recoverPanics(next http.Handler) http.Handler {
 			}).Error("httpapi: handler panicked")
 			// If the handler already sent its header this adds nothing the
 			// client can parse, but net/http ignores the second WriteHeader.
-			writeError(w, newError(http.StatusInternalServerError, CodeInternal, "", "internal error; the server log has the details"))
+			writeError(w, r, newError(http.StatusInternalServerError, CodeInternal, "", "internal error; the server log has the details"))
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -49,11 +49,11 @@ func (a *api) runRecovery(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		e := classify(err)
-		a.log.WithFields(logrus.Fields{"dry_run": dryRun, "status": e.status}).WithError(err).Warn("httpapi: recovery run on request failed")
-		if e.status == http.StatusServiceUnavailable {
+		a.log.WithFields(logrus.Fields{"dry_run": dryRun, "status": e.Status}).WithError(err).Warn("httpapi: recovery run on request failed")
+		if e.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "1")
 		}
-		writeJSON(w, e.status, RecoveryFailure{Error: e.ErrorDetail, Report: report})
+		writeJSON(w, e.Status, RecoveryFailure{Error: e.ErrorDetail, Report: report})
 		return nil
 	}
 	a.log.WithFields(logrus.Fields{"dry_run": dryRun, "remote": r.RemoteAddr}).Info("httpapi: recovery run on request")

@@ -108,6 +108,6 @@ func (l *limiter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-l.slots }()
 		l.next.ServeHTTP(w, r)
 	default:
-		writeError(w, newError(http.StatusServiceUnavailable, CodeOverloaded, "", "too many requests in flight; retry shortly"))
+		writeError(w, r, newError(http.StatusServiceUnavailable, CodeOverloaded, "", "too many requests in flight; retry shortly"))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/internal/httpjson"
 )
 
 // HTTPHandler is the orders module of the program's HTTP API:
@@ -16,12 +18,12 @@ import (
 //	GET  /v1/orders/summary     -> 200 orders by status, lateness of the recent closes, stock
 //	                               (read-only, for the dashboard; order numbers are never "summary")
 //
-// Bad input gets a 4xx answer {"error":{"code":"...","message":"...","field":"..."}}
-// and writes nothing. The codes: invalid_json, unknown_field, invalid_type,
-// unsupported_media_type, body_too_large (413), invalid_<field> (for example
-// invalid_quantity, invalid_items, invalid_payment_window_ms,
-// invalid_order_no), unknown_sku, insufficient_stock (409), order_not_found
-// (404), order_closed (409), method_not_allowed (405), not_found (404).
+// Requests are read and errors answered by internal/httpjson, like every
+// other /v1 route: bad input gets a 4xx answer
+// {"error":{"code":"...","message":"...","field":"..."}} with the API's
+// codes (app/httpapi's package doc) and writes nothing. The module's own
+// codes are unknown_sku (400), insufficient_stock (409) and order_closed
+// (409).
 type HTTPHandler struct {
 	s   *Service
 	mux *http.ServeMux
@@ -37,19 +39,44 @@ const (
 // NewHTTPHandler returns the orders module over s.
 func NewHTTPHandler(s *Service) *HTTPHandler {
 	h := &HTTPHandler{s: s, mux: http.NewServeMux(), log: s.log.WithField("component", "orderclose-http")}
-	h.mux.HandleFunc("POST /v1/orders", h.create)
-	h.mux.HandleFunc("POST /v1/orders/{no}/pay", h.pay)
-	h.mux.HandleFunc("GET /v1/orders/{no}", h.get)
-	h.mux.HandleFunc("GET /v1/orders/summary", h.summary)
+	for _, rt := range h.routes() {
+		h.mux.HandleFunc(rt.pattern, rt.handle)
+	}
 	// The same paths with another method, and anything else under the
 	// module's paths, get a JSON answer too.
 	h.mux.HandleFunc("/v1/orders", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}/pay", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}", methodNotAllowed("GET, HEAD"))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no such endpoint: " + r.URL.Path})
+		httpjson.WriteError(w, r, httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "", "no such endpoint: "+r.URL.Path))
 	})
 	return h
+}
+
+type route struct {
+	pattern string
+	handle  http.HandlerFunc
+}
+
+func (h *HTTPHandler) routes() []route {
+	return []route{
+		{"POST /v1/orders", h.create},
+		{"POST /v1/orders/{no}/pay", h.pay},
+		{"GET /v1/orders/{no}", h.get},
+		{"GET /v1/orders/summary", h.summary},
+	}
+}
+
+// Routes lists the module's routes as ServeMux patterns ("POST
+// /v1/orders"): for documentation and for tests that must cover every
+// route. Patterns are what a program mounts.
+func Routes() []string {
+	var h HTTPHandler
+	var out []string
+	for _, rt := range h.routes() {
+		out = append(out, rt.pattern)
+	}
+	return out
 }
 
 // ServeHTTP serves the module's endpoints.
@@ -69,19 +96,37 @@ func (h *HTTPHandler) Mount(mux *http.ServeMux) {
 	}
 }
 
+// The module's own error codes, next to the API's (httpjson's).
+const (
+	codeUnknownSKU        = "unknown_sku"        // 400: an item names a SKU that does not exist
+	codeInsufficientStock = "insufficient_stock" // 409
+	codeOrderClosed       = "order_closed"       // 409: paying an order whose window ended
+)
+
 func methodNotAllowed(allow string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, apiError{Code: "method_not_allowed",
-			Message: r.Method + " is not allowed here: use " + allow})
+		httpjson.WriteError(w, r, httpjson.MethodNotAllowed(w, r, allow))
 	}
+}
+
+// noInput refuses a query string and a body on the module's routes that
+// take neither (all but create, which takes a body).
+func noInput(r *http.Request) error {
+	if err := httpjson.Query(r); err != nil {
+		return err
+	}
+	return httpjson.NoBody(r)
 }
 
 // create serves POST /v1/orders.
 func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if e := h.decode(w, r, &req); e != nil {
-		writeError(w, e.status, e.apiError)
+	err := httpjson.Query(r)
+	if err == nil {
+		err = httpjson.Decoder{MaxBytes: h.s.cfg.MaxBodyBytes}.Body(r, &req)
+	}
+	if err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	in := NewOrder{User: req.User, Items: make([]Item, len(req.Items))}
@@ -90,8 +135,8 @@ func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.PaymentWindowMs != nil {
 		if *req.PaymentWindowMs <= 0 || *req.PaymentWindowMs > h.s.cfg.MaxPaymentWindow.Milliseconds() {
-			writeError(w, http.StatusBadRequest, apiError{Code: "invalid_payment_window_ms", Field: "payment_window_ms",
-				Message: "payment_window_ms: want 1 to " + itoa(h.s.cfg.MaxPaymentWindow.Milliseconds())})
+			h.fail(w, r, httpjson.BadRequest(httpjson.CodeInvalidValue, "payment_window_ms",
+				"payment_window_ms: want 1 to %d", h.s.cfg.MaxPaymentWindow.Milliseconds()))
 			return
 		}
 		in.PaymentWindow = time.Duration(*req.PaymentWindowMs) * time.Millisecond
@@ -104,25 +149,33 @@ func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 	v := viewOf(&c.Order, c.Items)
 	v.CloseJobScheduled = &c.CloseScheduled
 	w.Header().Set("Location", pathOrder+c.Order.OrderNo)
-	writeJSON(w, http.StatusCreated, v)
+	httpjson.WriteJSON(w, http.StatusCreated, v)
 }
 
 // pay serves POST /v1/orders/{no}/pay.
 func (h *HTTPHandler) pay(w http.ResponseWriter, r *http.Request) {
+	if err := noInput(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	o, err := h.s.Pay(r.Context(), r.PathValue("no"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(o, nil))
+	httpjson.WriteJSON(w, http.StatusOK, viewOf(o, nil))
 }
 
 // get serves GET /v1/orders/{no}.
 func (h *HTTPHandler) get(w http.ResponseWriter, r *http.Request) {
+	if err := noInput(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	d, err := h.s.Get(r.Context(), r.PathValue("no"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOf(&d.Order, d.Items))
+	httpjson.WriteJSON(w, http.StatusOK, viewOf(&d.Order, d.Items))
 }

@@ -1,16 +1,14 @@
 package orderclose
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/internal/httpjson"
 )
 
 // createRequest is the body of POST /v1/orders. Unknown fields are refused.
@@ -80,124 +78,36 @@ func timeString(ms int64) string {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// apiError is the body of every error answer, inside {"error": ...}.
-type apiError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-}
-
-// httpError is an apiError with its status.
-type httpError struct {
-	status int
-	apiError
-}
-
-// decode reads a JSON body of at most Config.MaxBodyBytes into v: one
-// object, no unknown fields, nothing after it.
-func (h *HTTPHandler) decode(w http.ResponseWriter, r *http.Request, v any) *httpError {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return &httpError{http.StatusUnsupportedMediaType, apiError{Code: "unsupported_media_type",
-				Message: "Content-Type " + strconv.Quote(ct) + ": send application/json"}}
-		}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.s.cfg.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// Only whitespace may follow the object.
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errTrailing
-		}
-	}
-	if err == nil {
-		return nil
-	}
-	bad := func(code, field, msg string) *httpError {
-		return &httpError{http.StatusBadRequest, apiError{Code: code, Field: field, Message: msg}}
-	}
-	var maxErr *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &maxErr):
-		return &httpError{http.StatusRequestEntityTooLarge, apiError{Code: "body_too_large",
-			Message: "request body over " + itoa(maxErr.Limit) + " bytes"}}
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			return bad("invalid_json", "", "the body must be a JSON object")
-		}
-		return bad("invalid_type", field, field+": "+typeErr.Value+" where "+jsonType(typeErr.Type.String())+" is expected")
-	case errors.As(err, &syntaxErr):
-		return bad("invalid_json", "", "malformed JSON at byte "+itoa(syntaxErr.Offset)+": "+syntaxErr.Error())
-	case errors.Is(err, io.EOF):
-		return bad("invalid_json", "", "empty body: send a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return bad("invalid_json", "", "malformed JSON: the body ends early")
-	case errors.Is(err, errTrailing):
-		return bad("invalid_json", "", "malformed JSON: data after the object")
-	}
-	// encoding/json has no type for an unknown field.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, _ = strconv.Unquote(name)
-		return bad("unknown_field", name, "unknown field "+strconv.Quote(name))
-	}
-	return bad("invalid_json", "", "malformed JSON: "+err.Error())
-}
-
-var errTrailing = errors.New("data after the JSON object")
-
-// jsonType names a Go type as JSON would.
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	}
-	return "an object"
-}
-
 // fail answers a service error: 4xx for what the caller can fix, 500 (and
-// a log line) for the rest.
+// a log line) for the rest. The codes are the API's (app/httpapi's package
+// doc lists them), plus the module's own conflicts.
 func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var in *InputError
-	var stock *StockError
+	var (
+		he    *httpjson.Error
+		in    *InputError
+		stock *StockError
+		e     *httpjson.Error
+	)
 	switch {
+	case errors.As(err, &he):
+		e = he
 	case errors.As(err, &in):
-		code := "invalid_" + in.Field[strings.LastIndexAny(in.Field, ".]")+1:]
+		code := httpjson.CodeInvalidValue
 		if errors.Is(err, ErrUnknownSKU) {
-			code = "unknown_sku"
+			code = codeUnknownSKU
 		}
-		writeError(w, http.StatusBadRequest, apiError{Code: code, Field: in.Field, Message: in.Field + ": " + in.Reason})
+		e = httpjson.BadRequest(code, in.Field, "%s: %s", in.Field, in.Reason)
 	case errors.As(err, &stock):
-		writeError(w, http.StatusConflict, apiError{Code: "insufficient_stock", Field: stock.Field,
-			Message: "sku " + strconv.Quote(stock.SKU) + ": " + itoa(stock.Requested) + " requested, " + itoa(stock.Available) + " available"})
+		e = httpjson.NewError(http.StatusConflict, codeInsufficientStock, stock.Field,
+			"sku "+strconv.Quote(stock.SKU)+": "+itoa(stock.Requested)+" requested, "+itoa(stock.Available)+" available")
 	case errors.Is(err, ErrOrderNotFound):
-		writeError(w, http.StatusNotFound, apiError{Code: "order_not_found", Field: "order_no",
-			Message: "no order " + strconv.Quote(r.PathValue("no"))})
+		e = httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "order_no", "no order "+strconv.Quote(r.PathValue("no")))
 	case errors.Is(err, ErrOrderClosed):
-		writeError(w, http.StatusConflict, apiError{Code: "order_closed", Field: "order_no",
-			Message: "order " + r.PathValue("no") + " is closed (its payment window ended): it cannot be paid"})
+		e = httpjson.NewError(http.StatusConflict, codeOrderClosed, "order_no",
+			"order "+r.PathValue("no")+" is closed (its payment window ended): it cannot be paid")
 	default:
 		h.log.WithError(err).WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path}).Error("orders API: internal error")
-		writeError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "internal error"})
+		e = httpjson.NewError(http.StatusInternalServerError, httpjson.CodeInternal, "", "internal error")
 	}
-}
-
-func writeError(w http.ResponseWriter, status int, e apiError) {
-	writeJSON(w, status, struct {
-		Error apiError `json:"error"`
-	}{e})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpjson.WriteError(w, r, e)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,8 +92,8 @@ func (a *api) do(method, path, contentType, body string) response {
 	if method == http.MethodHead {
 		return r
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		a.t.Fatalf("%s %s: Content-Type %q, body %s", method, path, ct, b)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		a.t.Fatalf("%s %s: Content-Type %q, body %s", method, path, resp.Header.Get("Content-Type"), b)
 	}
 	if resp.StatusCode < 300 {
 		err = json.Unmarshal(b, &r.order)
@@ -188,30 +189,35 @@ func TestHTTPBadInputWritesNothing(t *testing.T) {
 		status                  int
 		code, field             string
 	}{
-		{"malformed JSON", "", `{"items":[{"sku":"A","quantity":1}`, 400, "invalid_json", ""},
-		{"not JSON", "", `hello`, 400, "invalid_json", ""},
-		{"empty body", "", ``, 400, "invalid_json", ""},
-		{"an array", "", `[]`, 400, "invalid_json", ""},
-		{"trailing data", "", `{` + one + `} {}`, 400, "invalid_json", ""},
+		{"malformed JSON", "", `{"items":[{"sku":"A","quantity":1}`, 400, "malformed_json", ""},
+		{"not JSON", "", `hello`, 400, "malformed_json", ""},
+		{"empty body", "", ``, 400, "malformed_json", ""},
+		{"an array", "", `[]`, 400, "malformed_json", ""},
+		{"trailing data", "", `{` + one + `} {}`, 400, "malformed_json", ""},
 		{"unknown field", "", `{` + one + `,"coupon":"FREE"}`, 400, "unknown_field", "coupon"},
 		{"unknown item field", "", `{"items":[{"sku":"A","quantity":1,"color":"red"}]}`, 400, "unknown_field", "color"},
-		{"quantity as a string", "", `{"items":[{"sku":"A","quantity":"1"}]}`, 400, "invalid_type", "items.quantity"},
-		{"fractional quantity", "", `{"items":[{"sku":"A","quantity":1.5}]}`, 400, "invalid_type", "items.quantity"},
-		{"items an object", "", `{"items":{}}`, 400, "invalid_type", "items"},
+		{"quantity as a string", "", `{"items":[{"sku":"A","quantity":"1"}]}`, 400, "invalid_value", "items.quantity"},
+		{"fractional quantity", "", `{"items":[{"sku":"A","quantity":1.5}]}`, 400, "invalid_value", "items.quantity"},
+		{"items an object", "", `{"items":{}}`, 400, "invalid_value", "items"},
 		{"unknown SKU", "", `{"items":[{"sku":"A","quantity":1},{"sku":"ZZZ","quantity":1}]}`, 400, "unknown_sku", "items[1].sku"},
-		{"zero quantity", "", `{"items":[{"sku":"A","quantity":0}]}`, 400, "invalid_quantity", "items[0].quantity"},
-		{"negative quantity", "", `{"items":[{"sku":"A","quantity":1},{"sku":"B","quantity":-2}]}`, 400, "invalid_quantity", "items[1].quantity"},
-		{"missing quantity", "", `{"items":[{"sku":"A"}]}`, 400, "invalid_quantity", "items[0].quantity"},
-		{"missing sku", "", `{"items":[{"quantity":1}]}`, 400, "invalid_sku", "items[0].sku"},
-		{"duplicate sku", "", `{"items":[{"sku":"A","quantity":1},{"sku":"A","quantity":2}]}`, 400, "invalid_sku", "items[1].sku"},
-		{"no items", "", `{}`, 400, "invalid_items", "items"},
-		{"null items", "", `{"items":null}`, 400, "invalid_items", "items"},
-		{"empty items", "", `{"items":[]}`, 400, "invalid_items", "items"},
-		{"zero window", "", `{` + one + `,"payment_window_ms":0}`, 400, "invalid_payment_window_ms", "payment_window_ms"},
-		{"negative window", "", `{` + one + `,"payment_window_ms":-5}`, 400, "invalid_payment_window_ms", "payment_window_ms"},
-		{"window too long", "", `{` + one + `,"payment_window_ms":604800001}`, 400, "invalid_payment_window_ms", "payment_window_ms"},
-		{"long user", "", `{` + one + `,"user":"` + strings.Repeat("u", 65) + `"}`, 400, "invalid_user", "user"},
+		{"zero quantity", "", `{"items":[{"sku":"A","quantity":0}]}`, 400, "invalid_value", "items[0].quantity"},
+		{"negative quantity", "", `{"items":[{"sku":"A","quantity":1},{"sku":"B","quantity":-2}]}`, 400, "invalid_value", "items[1].quantity"},
+		{"missing quantity", "", `{"items":[{"sku":"A"}]}`, 400, "invalid_value", "items[0].quantity"},
+		{"missing sku", "", `{"items":[{"quantity":1}]}`, 400, "invalid_value", "items[0].sku"},
+		{"duplicate sku", "", `{"items":[{"sku":"A","quantity":1},{"sku":"A","quantity":2}]}`, 400, "invalid_value", "items[1].sku"},
+		{"no items", "", `{}`, 400, "invalid_value", "items"},
+		{"null items", "", `{"items":null}`, 400, "invalid_value", "items"},
+		{"empty items", "", `{"items":[]}`, 400, "invalid_value", "items"},
+		{"zero window", "", `{` + one + `,"payment_window_ms":0}`, 400, "invalid_value", "payment_window_ms"},
+		{"negative window", "", `{` + one + `,"payment_window_ms":-5}`, 400, "invalid_value", "payment_window_ms"},
+		{"window too long", "", `{` + one + `,"payment_window_ms":604800001}`, 400, "invalid_value", "payment_window_ms"},
+		{"long user", "", `{` + one + `,"user":"` + strings.Repeat("u", 65) + `"}`, 400, "invalid_value", "user"},
 		{"short stock", "", `{"items":[{"sku":"A","quantity":1},{"sku":"B","quantity":6}]}`, 409, "insufficient_stock", "items[1].quantity"},
+		{"null", "", `null`, 400, "malformed_json", ""},
+		{"NUL in the user", "", `{` + one + `,"user":"u\u0000"}`, 400, "invalid_value", "user"},
+		{"escape in a SKU", "", `{"items":[{"sku":"A\u001b","quantity":1}]}`, 400, "invalid_value", "items[0].sku"},
+		{"field name in another case", "", `{` + one + `,"User":"u1"}`, 400, "unknown_field", "User"},
+		{"item field name in another case", "", `{"items":[{"SKU":"A","quantity":1}]}`, 400, "unknown_field", "SKU"},
 		{"not JSON content", "text/plain", `{` + one + `}`, 415, "unsupported_media_type", ""},
 		{"body too large", "", `{` + one + `,"user":"` + strings.Repeat("u", 70<<10) + `"}`, 413, "body_too_large", ""},
 	}
@@ -249,10 +255,10 @@ func TestHTTPOrderErrors(t *testing.T) {
 
 	before := w.snapshot()
 	a.post("/v1/orders/"+no+"/pay", "").wantError(t, "pay a closed order", 409, "order_closed", "order_no")
-	a.post("/v1/orders/20990101000000ffffffffff/pay", "").wantError(t, "pay an unknown order", 404, "order_not_found", "order_no")
-	a.get("/v1/orders/20990101000000ffffffffff").wantError(t, "get an unknown order", 404, "order_not_found", "order_no")
-	a.get("/v1/orders/bad.no").wantError(t, "get a malformed order number", 400, "invalid_order_no", "order_no")
-	a.post("/v1/orders/bad.no/pay", "").wantError(t, "pay a malformed order number", 400, "invalid_order_no", "order_no")
+	a.post("/v1/orders/20990101000000ffffffffff/pay", "").wantError(t, "pay an unknown order", 404, "not_found", "order_no")
+	a.get("/v1/orders/20990101000000ffffffffff").wantError(t, "get an unknown order", 404, "not_found", "order_no")
+	a.get("/v1/orders/bad.no").wantError(t, "get a malformed order number", 400, "invalid_value", "order_no")
+	a.post("/v1/orders/bad.no/pay", "").wantError(t, "pay a malformed order number", 400, "invalid_value", "order_no")
 	for _, m := range []struct{ method, path, allow string }{
 		{http.MethodGet, "/v1/orders", "POST"},
 		{http.MethodDelete, "/v1/orders/" + no, "GET, HEAD"},
@@ -266,6 +272,11 @@ func TestHTTPOrderErrors(t *testing.T) {
 		}
 	}
 	a.post("/v1/orders/"+no+"/refund", "").wantError(t, "unknown endpoint", 404, "not_found", "")
+	a.post("/v1/orders/"+no+"/pay", "{}").wantError(t, "pay with a body", 400, "unexpected_body", "")
+	a.get("/v1/orders/"+no+"?fields=all").wantError(t, "get with a query parameter", 400, "unknown_field", "fields")
+	a.get("/v1/orders/summary?window=1h").wantError(t, "summary with a query parameter", 400, "unknown_field", "window")
+	a.do(http.MethodPost, "/v1/orders?dry_run=true", "application/json", `{"items":[{"sku":"A","quantity":1}]}`).
+		wantError(t, "create with a query parameter", 400, "unknown_field", "dry_run")
 	w.assertUnchanged(before, "refused requests")
 	if o := w.order(no); o.Status != orderclose.StatusClosed || o.PaidAt != nil {
 		t.Fatalf("order after a refused payment: %+v", o)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/delayq/delayq/internal/httpjson"
 )
 
 // SummaryWindow is how far back Summary looks at closes.
@@ -99,6 +101,10 @@ type stockView struct {
 
 // summary serves GET /v1/orders/summary.
 func (h *HTTPHandler) summary(w http.ResponseWriter, r *http.Request) {
+	if err := noInput(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	sum, err := h.s.Summary(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
@@ -115,5 +121,5 @@ func (h *HTTPHandler) summary(w http.ResponseWriter, r *http.Request) {
 	for _, k := range sum.Stock {
 		v.Stock = append(v.Stock, stockView{SKU: k.SKU, Stock: k.Stock})
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpjson.WriteJSON(w, http.StatusOK, v)
 }

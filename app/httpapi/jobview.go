@@ -1,0 +1,112 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// JobView is a job as the API (GET, DELETE, listings) and the CLI show it,
+// built by NewJobView only. Times are Unix milliseconds. Its text is safe to
+// send as JSON and to print: the payload is shown as JSON only when it is
+// valid UTF-8 JSON (else in base64), and the last error is valid UTF-8.
+type JobView struct {
+	Topic string `json:"topic"`
+	ID    string `json:"id"`
+	// State is scheduled, in_flight or dead; "cancelled" in a DELETE's
+	// answer.
+	State string `json:"state"`
+	// RunAt is when the job is due (scheduled: first run or next retry) or
+	// was due.
+	RunAt      int64 `json:"run_at"`
+	LeaseUntil int64 `json:"lease_until,omitempty"` // in flight: when the lease ends
+	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
+	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
+	// Attempt counts the claims so far (1 while the first run is in
+	// flight); MaxAttempts is how many are allowed.
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	LastError   string `json:"last_error,omitempty"`
+	PayloadSize int    `json:"payload_size"`
+	// The payload is Payload when it is valid UTF-8 JSON, else
+	// PayloadBase64; neither when it is empty or left out (listings).
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadBase64 string          `json:"payload_base64,omitempty"`
+}
+
+// NewJobView renders a job; withPayload false leaves the payload out (its
+// size stays), for listings that could otherwise reach gigabytes.
+func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
+	j := info.Job
+	v := JobView{
+		Topic: j.Topic, ID: j.ID, State: string(info.State),
+		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
+		PayloadSize: len(j.Payload),
+	}
+	switch info.State {
+	case queue.StateInFlight:
+		v.LeaseUntil = info.Score
+	case queue.StateDead:
+		v.DiedAt = info.Score
+	case queue.StateScheduled:
+		v.RunAt = info.Score
+	}
+	if withPayload {
+		v.Payload, v.PayloadBase64 = jsonPayload(j.Payload), binaryPayload(j.Payload)
+	}
+	return v
+}
+
+// NewCancelledJobView renders a job just cancelled (it was waiting), as
+// the answer of a cancel.
+func NewCancelledJobView(j *queue.Job) JobView {
+	v := NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: j.RunAt, Job: j}, true)
+	v.State = "cancelled"
+	return v
+}
+
+// PayloadText is the payload for a person to read: the JSON as it is, or
+// "base64:" and the bytes in base64; "" when empty or left out.
+func (v JobView) PayloadText() string {
+	switch {
+	case len(v.Payload) > 0:
+		return string(v.Payload)
+	case v.PayloadBase64 != "":
+		return "base64:" + v.PayloadBase64
+	}
+	return ""
+}
+
+// validText makes s valid UTF-8: an error message may quote bytes of a
+// payload, and a terminal or a JSON client should not get them raw.
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// isJSON reports whether a payload can be shown as JSON as it is. The UTF-8
+// check matters: encoding/json passes invalid UTF-8 inside strings, and the
+// answer would then not be valid JSON.
+func isJSON(p []byte) bool { return len(p) > 0 && utf8.Valid(p) && json.Valid(p) }
+
+// jsonPayload returns p as a JSON value when it is one, else nil.
+func jsonPayload(p []byte) json.RawMessage {
+	if isJSON(p) {
+		return p
+	}
+	return nil
+}
+
+// binaryPayload returns p in base64 when it is not JSON, else "".
+func binaryPayload(p []byte) string {
+	if len(p) == 0 || isJSON(p) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(p)
+}

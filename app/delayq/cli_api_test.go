@@ -52,11 +52,12 @@ func testEmbeddedServe(t *testing.T, bin string) {
 		if code != 0 || json.Unmarshal([]byte(out), &job) != nil {
 			t.Fatalf("get --json: exit %d, %q", code, out)
 		}
-		wantKeys := []string{"at", "attempt", "enqueued_at", "id", "last_error", "max_attempts", "payload", "run_at", "state", "topic"}
+		// The API's job view (httpapi.JobView), the same as the direct path's.
+		wantKeys := []string{"attempt", "enqueued_at", "id", "max_attempts", "payload", "payload_size", "run_at", "state", "topic"}
 		if keys := sortedKeys(job); !slices.Equal(keys, wantKeys) {
 			t.Errorf("get --json keys %v, want %v", keys, wantKeys)
 		}
-		if job["state"] != "scheduled" || job["at"] != float64(runAt) || job["max_attempts"] != float64(25) ||
+		if job["state"] != "scheduled" || job["run_at"] != float64(runAt) || job["max_attempts"] != float64(25) ||
 			!reflect.DeepEqual(job["payload"], map[string]any{"to": "a@example.com"}) {
 			t.Errorf("get --json: %v", job)
 		}

@@ -21,12 +21,8 @@ func (a *app) recoverCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			heartbeat := cfg.Worker.Heartbeat
-			if heartbeat == 0 {
-				heartbeat = cfg.Worker.Lease / 3
-			}
 			r, err := recovery.New(b.Queue, recovery.LedgerStore(b.Ledger), recovery.Config{
-				Grace: cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: cfg.Recovery.LockTTL,
+				Grace: cfg.Recovery.Grace, HeartbeatInterval: cfg.Worker.HeartbeatInterval(), LockTTL: cfg.Recovery.LockTTL,
 				DryRun: dryRun || cfg.Recovery.DryRun, Logger: log,
 			})
 			if err != nil {

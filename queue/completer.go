@@ -26,18 +26,23 @@ type completer struct {
 // outcomeKind.settlement); a new way for a job to end is a new kind.
 type outcome struct {
 	kind outcomeKind
-	job  *Job
-	// err is why the job failed (retrying, dead), as the OnDead hook gets it;
-	// reason is its text as both stores keep it.
+	// ledgerDone and redisDone: that store's step is already done, so a
+	// flush tried again does not repeat it (a dead job is archived once).
+	ledgerDone, redisDone bool
+	job                   *Job
+	failure               *failure // retrying and dead only
+}
+
+// failure is what a failed job's outcome carries.
+type failure struct {
+	// err is why the job failed, as the OnDead hook gets it; reason is its
+	// text as both stores keep it.
 	err    error
 	reason string
 	// at is when a retried job runs next, or when a dead job died (Unix ms,
 	// Redis's clock); leaseUntil is when the recoverer may step in during a
 	// retry's backoff.
 	at, leaseUntil int64
-	// ledgerDone and redisDone: that store's step is already done, so a
-	// flush tried again does not repeat it (a dead job is archived once).
-	ledgerDone, redisDone bool
 }
 
 // outcomeKind is a way a job ends.
@@ -46,7 +51,7 @@ type outcomeKind uint8
 const (
 	kindCompleted outcomeKind = iota // the handler succeeded
 	kindReleased                     // handed back to due unstarted or cut off by shutdown, attempt unspent
-	kindRetrying                     // failed; runs again at outcome.at
+	kindRetrying                     // failed; runs again at failure.at
 	kindDead                         // out of attempts or failed for good (or buried by Claim)
 	numKinds
 )
@@ -59,13 +64,13 @@ func (k outcomeKind) String() string {
 // Redis call per batch, in that order unless redisFirst, then the Observer
 // method that counts them and an optional hook.
 type settlement struct {
-	ledger, redis func(c *completer, ctx context.Context, batch []outcome) error
+	ledger, redis func(c *completer, ctx context.Context, b *batch) error
 	// redisFirst: once Redis has the job due again its row is only debris,
 	// deleted fenced by attempt (a newer claim's row stays); if that delete
 	// fails the row waits for the next claim, so it is not tried again.
 	redisFirst bool
 	count      func(o Observer, topic string, n int)
-	settled    func(c *completer, ctx context.Context, batch []outcome)
+	settled    func(c *completer, ctx context.Context, outcomes []outcome)
 }
 
 func (k outcomeKind) settlement() settlement {
@@ -90,17 +95,18 @@ func completedOutcome(j *Job) outcome { return outcome{kind: kindCompleted, job:
 func releasedOutcome(j *Job) outcome { return outcome{kind: kindReleased, job: j} }
 
 func retryOutcome(j *Job, err error, runAt, leaseUntil int64) outcome {
-	return outcome{kind: kindRetrying, job: j, err: err, reason: errorText(err), at: runAt, leaseUntil: leaseUntil}
+	return outcome{kind: kindRetrying, job: j, failure: &failure{err: err, reason: errorText(err), at: runAt, leaseUntil: leaseUntil}}
 }
 
 func deadOutcome(j *Job, err error, diedAt int64) outcome {
-	return outcome{kind: kindDead, job: j, err: err, reason: errorText(err), at: diedAt}
+	return outcome{kind: kindDead, job: j, failure: &failure{err: err, reason: errorText(err), at: diedAt}}
 }
 
 // buriedOutcome is a job Claim found out of attempts and buried in Redis
 // already: only the ledger and the OnDead hook are left to do.
 func buriedOutcome(j *Job, diedAt int64) outcome {
-	return outcome{kind: kindDead, job: j, err: errLeaseExhausted{j.LastError}, reason: clipErrorText(j.LastError), at: diedAt, redisDone: true}
+	return outcome{kind: kindDead, job: j, redisDone: true,
+		failure: &failure{err: errLeaseExhausted{j.LastError}, reason: clipErrorText(j.LastError), at: diedAt}}
 }
 
 type errLeaseExhausted struct{ msg string }
@@ -129,8 +135,8 @@ func (c *completer) pendingLen() int {
 
 func total(byKind [numKinds][]outcome) int {
 	n := 0
-	for _, batch := range byKind {
-		n += len(batch)
+	for _, os := range byKind {
+		n += len(os)
 	}
 	return n
 }
@@ -204,11 +210,11 @@ func (c *completer) flush(detached context.Context) error {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	var firstErr error
-	for k, batch := range pending {
-		if len(batch) == 0 {
+	for k, os := range pending {
+		if len(os) == 0 {
 			continue
 		}
-		left, err := c.settle(ctx, outcomeKind(k), batch)
+		left, err := c.settle(ctx, outcomeKind(k), os)
 		if err == nil {
 			continue
 		}
@@ -225,140 +231,152 @@ func (c *completer) flush(detached context.Context) error {
 // settle writes one kind's batch to both stores in the kind's order and
 // reports what settled. It returns the outcomes to try again, marked with
 // the steps already done, and the error that stopped them.
-func (c *completer) settle(ctx context.Context, k outcomeKind, batch []outcome) ([]outcome, error) {
+func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcome) ([]outcome, error) {
 	s := k.settlement()
+	all := &batch{outcomes: outcomes}
 	if s.redisFirst {
-		if err := s.redis(c, ctx, batch); err != nil {
-			return batch, err
+		if err := s.redis(c, ctx, all); err != nil {
+			return outcomes, err
 		}
-		c.report(ctx, s, batch)
-		if err := s.ledger(c, ctx, batch); err != nil {
+		c.report(ctx, s, outcomes)
+		if err := s.ledger(c, ctx, all); err != nil {
 			c.w.log.WithError(err).WithField("outcome", k).Warn("completer: ledger rows of jobs due again in Redis stay until they are claimed again")
 		}
 		return nil, nil
 	}
-	if todo := undone(batch, func(o outcome) bool { return o.ledgerDone }); len(todo) > 0 {
+	if todo := all.without(func(o outcome) bool { return o.ledgerDone }); len(todo.outcomes) > 0 {
 		if err := s.ledger(c, ctx, todo); err != nil {
-			return batch, err
+			return outcomes, err
 		}
 	}
-	for i := range batch {
-		batch[i].ledgerDone = true
+	for i := range outcomes {
+		outcomes[i].ledgerDone = true
 	}
-	if todo := undone(batch, func(o outcome) bool { return o.redisDone }); len(todo) > 0 {
+	if todo := all.without(func(o outcome) bool { return o.redisDone }); len(todo.outcomes) > 0 {
 		if err := s.redis(c, ctx, todo); err != nil {
 			// Outcomes Redis had settled already (buried by Claim) are done.
-			if len(todo) < len(batch) {
-				c.report(ctx, s, undone(batch, func(o outcome) bool { return !o.redisDone }))
+			if todo != all {
+				c.report(ctx, s, all.without(func(o outcome) bool { return !o.redisDone }).outcomes)
 			}
-			return todo, err
+			return todo.outcomes, err
 		}
 	}
-	c.report(ctx, s, batch)
+	c.report(ctx, s, outcomes)
 	return nil, nil
 }
 
-// undone returns the outcomes of batch for which done is false: batch
-// itself when that is all of them.
-func undone(batch []outcome, done func(outcome) bool) []outcome {
+// batch is outcomes of one kind going to one store, with what the steps
+// build from them, built once.
+type batch struct {
+	outcomes []outcome
+	refs     []Ref
+}
+
+// without returns the outcomes of b for which skip is false: b itself when
+// that is all of them (the usual case: its refs then serve both steps).
+func (b *batch) without(skip func(outcome) bool) *batch {
 	n := 0
-	for _, o := range batch {
-		if !done(o) {
+	for _, o := range b.outcomes {
+		if !skip(o) {
 			n++
 		}
 	}
-	if n == len(batch) {
-		return batch
+	if n == len(b.outcomes) {
+		return b
 	}
-	out := make([]outcome, 0, n)
-	for _, o := range batch {
-		if !done(o) {
-			out = append(out, o)
+	out := &batch{outcomes: make([]outcome, 0, n)}
+	for _, o := range b.outcomes {
+		if !skip(o) {
+			out.outcomes = append(out.outcomes, o)
 		}
 	}
 	return out
 }
 
+func (b *batch) refList() []Ref {
+	if b.refs == nil {
+		b.refs = make([]Ref, len(b.outcomes))
+		for i, o := range b.outcomes {
+			b.refs[i] = o.job.Ref()
+		}
+	}
+	return b.refs
+}
+
+func (b *batch) retryRequests() []RetryRequest {
+	rs := make([]RetryRequest, len(b.outcomes))
+	for i, o := range b.outcomes {
+		f := o.failure
+		rs[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+	}
+	return rs
+}
+
+func (b *batch) deadJobs() []DeadJob {
+	ds := make([]DeadJob, len(b.outcomes))
+	for i, o := range b.outcomes {
+		f := o.failure
+		ds[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+	}
+	return ds
+}
+
 // report tells the observer (once per topic) and the kind's hook about
 // outcomes settled in both stores.
-func (c *completer) report(ctx context.Context, s settlement, batch []outcome) {
+func (c *completer) report(ctx context.Context, s settlement, outcomes []outcome) {
 	n := make(map[string]int, 1)
-	for _, o := range batch {
+	for _, o := range outcomes {
 		n[o.job.Topic]++
 	}
 	for topic, k := range n {
 		s.count(c.w.cfg.Observer, topic, k)
 	}
 	if s.settled != nil {
-		s.settled(c, ctx, batch)
+		s.settled(c, ctx, outcomes)
 	}
 }
 
 // The steps of each kind: one call to one store for a whole batch.
 
-func (c *completer) deleteRows(ctx context.Context, batch []outcome) error {
-	return c.w.cfg.Ledger.Complete(ctx, refsOfOutcomes(batch))
+func (c *completer) deleteRows(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.Complete(ctx, b.refList())
 }
 
-func (c *completer) ack(ctx context.Context, batch []outcome) error {
-	_, err := c.w.c.Ack(ctx, refsOfOutcomes(batch))
+func (c *completer) ack(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Ack(ctx, b.refList())
 	return err
 }
 
-func (c *completer) release(ctx context.Context, batch []outcome) error {
-	_, err := c.w.c.Release(ctx, refsOfOutcomes(batch))
+func (c *completer) release(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Release(ctx, b.refList())
 	return err
 }
 
-func (c *completer) markRetrying(ctx context.Context, batch []outcome) error {
-	return c.w.cfg.Ledger.MarkRetrying(ctx, retryRequests(batch))
+func (c *completer) markRetrying(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.MarkRetrying(ctx, b.retryRequests())
 }
 
-func (c *completer) retry(ctx context.Context, batch []outcome) error {
-	_, err := c.w.c.Retry(ctx, retryRequests(batch))
+func (c *completer) retry(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Retry(ctx, b.retryRequests())
 	return err
 }
 
-func (c *completer) archive(ctx context.Context, batch []outcome) error {
-	return c.w.cfg.Ledger.Bury(ctx, deadJobs(batch))
+func (c *completer) archive(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.Bury(ctx, b.deadJobs())
 }
 
-func (c *completer) bury(ctx context.Context, batch []outcome) error {
-	_, _, err := c.w.c.Bury(ctx, deadJobs(batch))
+func (c *completer) bury(ctx context.Context, b *batch) error {
+	_, _, err := c.w.c.Bury(ctx, b.deadJobs())
 	return err
 }
 
-func (c *completer) onDead(ctx context.Context, batch []outcome) {
+func (c *completer) onDead(ctx context.Context, outcomes []outcome) {
 	if c.w.cfg.OnDead == nil {
 		return
 	}
-	for _, o := range batch {
-		c.w.cfg.OnDead(ctx, o.job, o.err)
+	for _, o := range outcomes {
+		c.w.cfg.OnDead(ctx, o.job, o.failure.err)
 	}
-}
-
-func refsOfOutcomes(batch []outcome) []Ref {
-	refs := make([]Ref, len(batch))
-	for i, o := range batch {
-		refs[i] = o.job.Ref()
-	}
-	return refs
-}
-
-func retryRequests(batch []outcome) []RetryRequest {
-	rs := make([]RetryRequest, len(batch))
-	for i, o := range batch {
-		rs[i] = RetryRequest{Ref: o.job.Ref(), RunAt: o.at, LeaseUntil: o.leaseUntil, Error: o.reason}
-	}
-	return rs
-}
-
-func deadJobs(batch []outcome) []DeadJob {
-	ds := make([]DeadJob, len(batch))
-	for i, o := range batch {
-		ds[i] = DeadJob{Job: o.job, Error: o.reason, DiedAt: o.at}
-	}
-	return ds
 }
 
 // maxErrorText bounds the error text kept with a job.

@@ -62,23 +62,30 @@ func (l *Ledger) Extend(ctx context.Context, refs []queue.Ref, leaseUntil int64)
 // attempt like Complete. The values differ per job, so the one UPDATE joins
 // the rows with the list of new values (see dialect.markRetrying); when a
 // job appears twice the last wins. A row already gone is not recreated.
-func (l *Ledger) MarkRetrying(ctx context.Context, marks []queue.RetryMark) error {
-	if len(marks) == 0 {
+// Each request needs RunAt: a Delay alone means Redis's clock, which the
+// ledger cannot read.
+func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest) error {
+	if len(retries) == 0 {
 		return nil
 	}
-	marks = lastMarks(marks) // a copy: sorting it leaves the caller's slice alone
-	sortMarks(marks)
+	for i, r := range retries {
+		if r.RunAt <= 0 {
+			return fmt.Errorf("ledger: mark retrying: request %d (%s/%s) has no RunAt", i, r.Topic, r.ID)
+		}
+	}
+	retries = lastRetries(retries) // a copy: sorting it leaves the caller's slice alone
+	sortRetries(retries)
 	now := l.nowMs()
-	err := l.inBatches(ctx, len(marks), 6, 2, func(db *gorm.DB, lo, hi int) error {
+	err := l.inBatches(ctx, len(retries), 6, 2, func(db *gorm.DB, lo, hi int) error {
 		rows := make([][]any, 0, hi-lo)
-		for _, m := range marks[lo:hi] {
-			rows = append(rows, []any{m.Topic, m.ID, m.Attempt, m.RunAt, m.LeaseUntil, cleanError(m.Error)})
+		for _, r := range retries[lo:hi] {
+			rows = append(rows, []any{r.Topic, r.ID, r.Attempt, r.RunAt, r.LeaseUntil, cleanError(r.Error)})
 		}
 		q, vars := l.dialect.markRetrying(l.ledgerTable, StateRetrying, now, rows)
 		return db.Exec(q, vars...).Error
 	})
 	if err != nil {
-		return fmt.Errorf("ledger: mark %d jobs retrying: %w", len(marks), err)
+		return fmt.Errorf("ledger: mark %d jobs retrying: %w", len(retries), err)
 	}
 	return nil
 }
@@ -114,19 +121,19 @@ func refVars(refs []queue.Ref, fenced bool) []any {
 	return vars
 }
 
-// lastMarks drops all but the last mark of each job, so that "last one wins"
+// lastRetries drops all but the last request of each job, so that "last one wins"
 // does not depend on the order the database applies the joined values in.
-func lastMarks(marks []queue.RetryMark) []queue.RetryMark {
-	at := make(map[refKey]int, len(marks))
-	out := make([]queue.RetryMark, 0, len(marks))
-	for _, m := range marks {
-		k := refKey{m.Topic, m.ID}
+func lastRetries(retries []queue.RetryRequest) []queue.RetryRequest {
+	at := make(map[refKey]int, len(retries))
+	out := make([]queue.RetryRequest, 0, len(retries))
+	for _, r := range retries {
+		k := refKey{r.Topic, r.ID}
 		if i, dup := at[k]; dup {
-			out[i] = m
+			out[i] = r
 			continue
 		}
 		at[k] = len(out)
-		out = append(out, m)
+		out = append(out, r)
 	}
 	return out
 }

@@ -44,7 +44,7 @@ func TestCancelRetryingJobRemovesItsRow(t *testing.T) {
 			continue
 		}
 		runAt := time.Now().Add(time.Hour).UnixMilli()
-		if err := l.MarkRetrying(ctx, []queue.RetryMark{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: runAt + 60_000, Error: "x"}}); err != nil {
+		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: runAt + 60_000, Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := q.Retry(ctx, []queue.RetryRequest{{Ref: j.Ref(), RunAt: runAt, Error: "x"}}); err != nil {

@@ -22,8 +22,8 @@ func sortedRefs(refs []queue.Ref) []queue.Ref {
 	return out
 }
 
-func sortMarks(marks []queue.RetryMark) {
-	slices.SortFunc(marks, func(a, b queue.RetryMark) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
+func sortRetries(retries []queue.RetryRequest) {
+	slices.SortFunc(retries, func(a, b queue.RetryRequest) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
 }
 
 func sortEntries(rows []Entry) {

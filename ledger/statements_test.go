@@ -47,9 +47,9 @@ func TestOneStatementPerBatch(t *testing.T) {
 				}
 				log.Take()
 
-				marks := make([]queue.RetryMark, n)
+				marks := make([]queue.RetryRequest, n)
 				for i, r := range refs {
-					marks[i] = queue.RetryMark{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
+					marks[i] = queue.RetryRequest{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
 				}
 				if err := l.MarkRetrying(ctx, marks); err != nil {
 					t.Fatal(err)

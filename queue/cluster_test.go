@@ -63,9 +63,9 @@ func TestClusterLifecycleAcrossTopics(t *testing.T) {
 		if _, err := c.Retry(ctx, retries); err != nil {
 			t.Fatalf("retry on %s: %v", topic, err)
 		}
-		buries := make([]queue.BuryRequest, 0, 10)
+		buries := make([]queue.DeadJob, 0, 10)
 		for _, j := range cl.Jobs[20:] {
-			buries = append(buries, queue.BuryRequest{Ref: j.Ref(), Reason: "dead"})
+			buries = append(buries, queue.DeadJob{Job: j, Error: "dead"})
 		}
 		if n, _, err := c.Bury(ctx, buries); err != nil || n != 10 {
 			t.Fatalf("bury on %s: %d, %v", topic, n, err)

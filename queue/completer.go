@@ -15,99 +15,148 @@ type completer struct {
 	w *Worker
 
 	mu      sync.Mutex
-	pending outcomes
-	kick    chan struct{} // cap 1: something is pending
+	pending [numKinds][]outcome // by kind: one write per store per kind and flush
+	kick    chan struct{}       // cap 1: something is pending
 	closed  chan struct{}
 	once    sync.Once
 }
 
-// outcomes are the settled jobs waiting for one flush.
-type outcomes struct {
-	done    []Ref
-	release []Ref // interrupted by shutdown: back to due, attempt unspent
-	retries []retryOutcome
-	dead    []deadOutcome
-	// buried are jobs Claim already buried in Redis: only the ledger and
-	// the OnDead hook are left to do.
-	buried []deadOutcome
+// outcome is how one claimed job finished. It is the one value the
+// completer builds both stores' writes and the observer call from (see
+// outcomeKind.settlement); a new way for a job to end is a new kind.
+type outcome struct {
+	kind outcomeKind
+	// ledgerDone and redisDone: that store's step is already done, so a
+	// flush tried again does not repeat it (a dead job is archived once).
+	ledgerDone, redisDone bool
+	job                   *Job
+	failure               *failure // retrying and dead only
 }
 
-type retryOutcome struct {
-	job        *Job
-	err        string
-	runAt      int64
-	leaseUntil int64
-}
-
-type deadOutcome struct {
-	job    *Job
+// failure is what a failed job's outcome carries.
+type failure struct {
+	// err is why the job failed, as the OnDead hook gets it; reason is its
+	// text as both stores keep it.
 	err    error
-	diedAt int64
-	// archived: the ledger step is done, only Redis is left (so a retry
-	// after a Redis error does not archive the job twice).
-	archived bool
+	reason string
+	// at is when a retried job runs next, or when a dead job died (Unix ms,
+	// Redis's clock); leaseUntil is when the recoverer may step in during a
+	// retry's backoff.
+	at, leaseUntil int64
 }
 
-func (o *outcomes) len() int {
-	return len(o.done) + len(o.release) + len(o.retries) + len(o.dead) + len(o.buried)
+// outcomeKind is a way a job ends.
+type outcomeKind uint8
+
+const (
+	kindCompleted outcomeKind = iota // the handler succeeded
+	kindReleased                     // handed back to due unstarted or cut off by shutdown, attempt unspent
+	kindRetrying                     // failed; runs again at failure.at
+	kindDead                         // out of attempts or failed for good (or buried by Claim)
+	numKinds
+)
+
+func (k outcomeKind) String() string {
+	return [...]string{kindCompleted: "completed", kindReleased: "released", kindRetrying: "retrying", kindDead: "dead"}[k]
 }
 
-func newCompleter(w *Worker) *completer {
-	return &completer{w: w, kick: make(chan struct{}, 1), closed: make(chan struct{})}
+// settlement is how one kind of outcome is written: one ledger call and one
+// Redis call per batch, in that order unless redisFirst, then the Observer
+// method that counts them and an optional hook.
+type settlement struct {
+	ledger, redis func(c *completer, ctx context.Context, b *batch) error
+	// redisFirst: once Redis has the job due again its row is only debris,
+	// deleted fenced by attempt (a newer claim's row stays); if that delete
+	// fails the row waits for the next claim, so it is not tried again.
+	redisFirst bool
+	count      func(o Observer, topic string, n int)
+	settled    func(c *completer, ctx context.Context, outcomes []outcome)
 }
 
-func (c *completer) add(f func(o *outcomes)) {
-	c.mu.Lock()
-	f(&c.pending)
-	c.mu.Unlock()
-	signal(c.kick)
+func (k outcomeKind) settlement() settlement {
+	switch k {
+	case kindCompleted:
+		// The ledger row goes first: if the ack fails, the lease expires and
+		// the job runs again with a fresh row. At least once.
+		return settlement{ledger: (*completer).deleteRows, redis: (*completer).ack, count: Observer.Completed}
+	case kindReleased:
+		return settlement{redisFirst: true, redis: (*completer).release, ledger: (*completer).deleteRows, count: Observer.Released}
+	case kindRetrying:
+		return settlement{ledger: (*completer).markRetrying, redis: (*completer).retry, count: Observer.Retried}
+	default: // kindDead
+		return settlement{ledger: (*completer).archive, redis: (*completer).bury, count: Observer.Dead, settled: (*completer).onDead}
+	}
 }
 
-func (c *completer) done(r Ref) { c.add(func(o *outcomes) { o.done = append(o.done, r) }) }
+// The outcomes a worker reports.
 
-func (c *completer) release(r Ref) { c.add(func(o *outcomes) { o.release = append(o.release, r) }) }
+func completedOutcome(j *Job) outcome { return outcome{kind: kindCompleted, job: j} }
 
-func (c *completer) retry(j *Job, err error, runAt, leaseUntil int64) {
-	c.add(func(o *outcomes) {
-		o.retries = append(o.retries, retryOutcome{job: j, err: errorText(err), runAt: runAt, leaseUntil: leaseUntil})
-	})
+func releasedOutcome(j *Job) outcome { return outcome{kind: kindReleased, job: j} }
+
+func retryOutcome(j *Job, err error, runAt, leaseUntil int64) outcome {
+	return outcome{kind: kindRetrying, job: j, failure: &failure{err: err, reason: errorText(err), at: runAt, leaseUntil: leaseUntil}}
 }
 
-func (c *completer) bury(j *Job, err error) {
-	c.add(func(o *outcomes) { o.dead = append(o.dead, deadOutcome{job: j, err: err, diedAt: c.w.redisNow()}) })
+func deadOutcome(j *Job, err error, diedAt int64) outcome {
+	return outcome{kind: kindDead, job: j, failure: &failure{err: err, reason: errorText(err), at: diedAt}}
 }
 
-func (c *completer) buriedByClaim(jobs []*Job, at int64) {
-	c.add(func(o *outcomes) {
-		for _, j := range jobs {
-			o.buried = append(o.buried, deadOutcome{job: j, err: errLeaseExhausted{j.LastError}, diedAt: at})
-		}
-	})
+// buriedOutcome is a job Claim found out of attempts and buried in Redis
+// already: only the ledger and the OnDead hook are left to do.
+func buriedOutcome(j *Job, diedAt int64) outcome {
+	return outcome{kind: kindDead, job: j, redisDone: true,
+		failure: &failure{err: errLeaseExhausted{j.LastError}, reason: clipErrorText(j.LastError), at: diedAt}}
 }
 
 type errLeaseExhausted struct{ msg string }
 
 func (e errLeaseExhausted) Error() string { return e.msg }
 
+func newCompleter(w *Worker) *completer {
+	return &completer{w: w, kick: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// add queues outcomes for the next flush.
+func (c *completer) add(os ...outcome) {
+	c.mu.Lock()
+	for _, o := range os {
+		c.pending[o.kind] = append(c.pending[o.kind], o)
+	}
+	c.mu.Unlock()
+	signal(c.kick)
+}
+
+func (c *completer) pendingLen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return total(c.pending)
+}
+
+func total(byKind [numKinds][]outcome) int {
+	n := 0
+	for _, os := range byKind {
+		n += len(os)
+	}
+	return n
+}
+
 // close asks run to flush what is pending and return.
 func (c *completer) close() { c.once.Do(func() { close(c.closed) }) }
 
 // run flushes until close; after close it flushes once more and returns
 // (trying for a while if the ledger or Redis is down).
-func (c *completer) run(io context.Context) {
+func (c *completer) run(detached context.Context) {
 	pause := time.Duration(0)
 	for {
 		select {
 		case <-c.kick:
 		case <-c.closed:
-			c.drain(io)
+			c.drain(detached)
 			return
 		}
 		// Let a batch gather, unless one is already full.
-		c.mu.Lock()
-		n := c.pending.len()
-		c.mu.Unlock()
-		if n < c.w.cfg.CompleteBatch {
+		if c.pendingLen() < c.w.cfg.CompleteBatch {
 			t := time.NewTimer(c.w.cfg.CompleteEvery)
 			select {
 			case <-t.C:
@@ -115,7 +164,7 @@ func (c *completer) run(io context.Context) {
 				t.Stop()
 			}
 		}
-		if err := c.flush(io); err != nil {
+		if err := c.flush(detached); err != nil {
 			pause = min(max(2*pause, c.w.cfg.ErrorBackoffMin), c.w.cfg.ErrorBackoffMax)
 			c.w.log.WithError(err).WithField("retry_in", pause).Warn("completer: flush failed")
 			select {
@@ -131,11 +180,11 @@ func (c *completer) run(io context.Context) {
 
 // drain flushes what is left at shutdown, retrying for up to a shutdown
 // timeout; whatever still fails is redelivered after its lease.
-func (c *completer) drain(io context.Context) {
+func (c *completer) drain(detached context.Context) {
 	deadline := time.Now().Add(c.w.cfg.ShutdownTimeout)
 	pause := c.w.cfg.ErrorBackoffMin
 	for {
-		err := c.flush(io)
+		err := c.flush(detached)
 		if err == nil {
 			return
 		}
@@ -148,135 +197,194 @@ func (c *completer) drain(io context.Context) {
 	}
 }
 
-// flush settles everything pending. What fails stays pending for the next
-// try; the ledger step of each kind always goes before its Redis step.
-func (c *completer) flush(io context.Context) error {
+// flush settles everything pending, kind by kind. What fails stays pending
+// for the next try. It returns the first error.
+func (c *completer) flush(detached context.Context) error {
 	c.mu.Lock()
-	o := c.pending
-	c.pending = outcomes{}
+	pending := c.pending
+	c.pending = [numKinds][]outcome{}
 	c.mu.Unlock()
-	if o.len() == 0 {
+	if total(pending) == 0 {
 		return nil
 	}
-	ctx, cancel := withOpTimeout(io)
+	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	var failed outcomes
 	var firstErr error
-	note := func(err error) {
+	for k, os := range pending {
+		if len(os) == 0 {
+			continue
+		}
+		left, err := c.settle(ctx, outcomeKind(k), os)
+		if err == nil {
+			continue
+		}
 		if firstErr == nil {
 			firstErr = err
 		}
-	}
-
-	if len(o.done) > 0 {
-		if err := c.w.cfg.Ledger.Complete(ctx, o.done); err != nil {
-			note(err)
-			failed.done = o.done
-		} else if _, err := c.w.c.Ack(ctx, o.done); err != nil {
-			// The ledger rows are gone; the lease expires and the job runs
-			// again with a fresh row. At least once.
-			note(err)
-			failed.done = o.done
-		} else {
-			countRefs(o.done, c.w.cfg.Observer.Completed)
-		}
-	}
-	if len(o.release) > 0 {
-		// Redis first: once the job is due again its row is just debris,
-		// deleted fenced by attempt (a newer claim's row stays).
-		if _, err := c.w.c.Release(ctx, o.release); err != nil {
-			note(err)
-			failed.release = o.release
-		} else {
-			countRefs(o.release, c.w.cfg.Observer.Released)
-			if err := c.w.cfg.Ledger.Complete(ctx, o.release); err != nil {
-				c.w.log.WithError(err).Warn("completer: released jobs' ledger rows stay until they are claimed again")
-			}
-		}
-	}
-	if len(o.retries) > 0 {
-		marks := make([]RetryMark, len(o.retries))
-		reqs := make([]RetryRequest, len(o.retries))
-		for i, r := range o.retries {
-			marks[i] = RetryMark{Ref: r.job.Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.err}
-			reqs[i] = RetryRequest{Ref: r.job.Ref(), RunAt: r.runAt, Error: r.err}
-		}
-		if err := c.w.cfg.Ledger.MarkRetrying(ctx, marks); err != nil {
-			note(err)
-			failed.retries = o.retries
-		} else if _, err := c.w.c.Retry(ctx, reqs); err != nil {
-			note(err)
-			failed.retries = o.retries
-		} else {
-			countJobs(o.retries, func(r retryOutcome) *Job { return r.job }, c.w.cfg.Observer.Retried)
-		}
-	}
-	if len(o.dead) > 0 {
-		var toArchive []DeadJob
-		for _, d := range o.dead {
-			if !d.archived {
-				toArchive = append(toArchive, DeadJob{Job: d.job, Error: errorText(d.err), DiedAt: d.diedAt})
-			}
-		}
-		reqs := make([]BuryRequest, len(o.dead))
-		for i, d := range o.dead {
-			reqs[i] = BuryRequest{Ref: d.job.Ref(), Reason: errorText(d.err)}
-		}
-		if err := c.w.cfg.Ledger.Bury(ctx, toArchive); err != nil {
-			note(err)
-			failed.dead = o.dead
-		} else if _, _, err := c.w.c.Bury(ctx, reqs); err != nil {
-			note(err)
-			for _, d := range o.dead {
-				d.archived = true
-				failed.dead = append(failed.dead, d)
-			}
-		} else {
-			countJobs(o.dead, deadJob, c.w.cfg.Observer.Dead)
-			c.onDead(ctx, o.dead)
-		}
-	}
-	if len(o.buried) > 0 {
-		dead := make([]DeadJob, len(o.buried))
-		for i, d := range o.buried {
-			dead[i] = DeadJob{Job: d.job, Error: errorText(d.err), DiedAt: d.diedAt}
-		}
-		if err := c.w.cfg.Ledger.Bury(ctx, dead); err != nil {
-			note(err)
-			failed.buried = o.buried
-		} else {
-			countJobs(o.buried, deadJob, c.w.cfg.Observer.Dead)
-			c.onDead(ctx, o.buried)
-		}
-	}
-	if failed.len() > 0 {
 		c.mu.Lock()
-		c.pending.done = append(c.pending.done, failed.done...)
-		c.pending.release = append(c.pending.release, failed.release...)
-		c.pending.retries = append(c.pending.retries, failed.retries...)
-		c.pending.dead = append(c.pending.dead, failed.dead...)
-		c.pending.buried = append(c.pending.buried, failed.buried...)
+		c.pending[k] = append(c.pending[k], left...)
 		c.mu.Unlock()
 	}
 	return firstErr
 }
 
-func deadJob(d deadOutcome) *Job { return d.job }
+// settle writes one kind's batch to both stores in the kind's order and
+// reports what settled. It returns the outcomes to try again, marked with
+// the steps already done, and the error that stopped them.
+func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcome) ([]outcome, error) {
+	s := k.settlement()
+	all := &batch{outcomes: outcomes}
+	if s.redisFirst {
+		if err := s.redis(c, ctx, all); err != nil {
+			return outcomes, err
+		}
+		c.report(ctx, s, outcomes)
+		if err := s.ledger(c, ctx, all); err != nil {
+			c.w.log.WithError(err).WithField("outcome", k).Warn("completer: ledger rows of jobs due again in Redis stay until they are claimed again")
+		}
+		return nil, nil
+	}
+	if todo := all.without(func(o outcome) bool { return o.ledgerDone }); len(todo.outcomes) > 0 {
+		if err := s.ledger(c, ctx, todo); err != nil {
+			return outcomes, err
+		}
+	}
+	for i := range outcomes {
+		outcomes[i].ledgerDone = true
+	}
+	if todo := all.without(func(o outcome) bool { return o.redisDone }); len(todo.outcomes) > 0 {
+		if err := s.redis(c, ctx, todo); err != nil {
+			// Outcomes Redis had settled already (buried by Claim) are done.
+			if todo != all {
+				c.report(ctx, s, all.without(func(o outcome) bool { return !o.redisDone }).outcomes)
+			}
+			return todo.outcomes, err
+		}
+	}
+	c.report(ctx, s, outcomes)
+	return nil, nil
+}
 
-func (c *completer) onDead(ctx context.Context, dead []deadOutcome) {
+// batch is outcomes of one kind going to one store, with what the steps
+// build from them, built once.
+type batch struct {
+	outcomes []outcome
+	refs     []Ref
+}
+
+// without returns the outcomes of b for which skip is false: b itself when
+// that is all of them (the usual case: its refs then serve both steps).
+func (b *batch) without(skip func(outcome) bool) *batch {
+	n := 0
+	for _, o := range b.outcomes {
+		if !skip(o) {
+			n++
+		}
+	}
+	if n == len(b.outcomes) {
+		return b
+	}
+	out := &batch{outcomes: make([]outcome, 0, n)}
+	for _, o := range b.outcomes {
+		if !skip(o) {
+			out.outcomes = append(out.outcomes, o)
+		}
+	}
+	return out
+}
+
+func (b *batch) refList() []Ref {
+	if b.refs == nil {
+		b.refs = make([]Ref, len(b.outcomes))
+		for i, o := range b.outcomes {
+			b.refs[i] = o.job.Ref()
+		}
+	}
+	return b.refs
+}
+
+func (b *batch) retryRequests() []RetryRequest {
+	rs := make([]RetryRequest, len(b.outcomes))
+	for i, o := range b.outcomes {
+		f := o.failure
+		rs[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+	}
+	return rs
+}
+
+func (b *batch) deadJobs() []DeadJob {
+	ds := make([]DeadJob, len(b.outcomes))
+	for i, o := range b.outcomes {
+		f := o.failure
+		ds[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+	}
+	return ds
+}
+
+// report tells the observer (once per topic) and the kind's hook about
+// outcomes settled in both stores.
+func (c *completer) report(ctx context.Context, s settlement, outcomes []outcome) {
+	n := make(map[string]int, 1)
+	for _, o := range outcomes {
+		n[o.job.Topic]++
+	}
+	for topic, k := range n {
+		s.count(c.w.cfg.Observer, topic, k)
+	}
+	if s.settled != nil {
+		s.settled(c, ctx, outcomes)
+	}
+}
+
+// The steps of each kind: one call to one store for a whole batch.
+
+func (c *completer) deleteRows(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.Complete(ctx, b.refList())
+}
+
+func (c *completer) ack(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Ack(ctx, b.refList())
+	return err
+}
+
+func (c *completer) release(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Release(ctx, b.refList())
+	return err
+}
+
+func (c *completer) markRetrying(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.MarkRetrying(ctx, b.retryRequests())
+}
+
+func (c *completer) retry(ctx context.Context, b *batch) error {
+	_, err := c.w.c.Retry(ctx, b.retryRequests())
+	return err
+}
+
+func (c *completer) archive(ctx context.Context, b *batch) error {
+	return c.w.cfg.Ledger.Bury(ctx, b.deadJobs())
+}
+
+func (c *completer) bury(ctx context.Context, b *batch) error {
+	_, _, err := c.w.c.Bury(ctx, b.deadJobs())
+	return err
+}
+
+func (c *completer) onDead(ctx context.Context, outcomes []outcome) {
 	if c.w.cfg.OnDead == nil {
 		return
 	}
-	for _, d := range dead {
-		c.w.cfg.OnDead(ctx, d.job, d.err)
+	for _, o := range outcomes {
+		c.w.cfg.OnDead(ctx, o.job, o.failure.err)
 	}
 }
 
 // maxErrorText bounds the error text kept with a job.
 const maxErrorText = 4096
 
-func errorText(err error) string {
-	s := err.Error()
+func errorText(err error) string { return clipErrorText(err.Error()) }
+
+func clipErrorText(s string) string {
 	if len(s) > maxErrorText {
 		s = s[:maxErrorText]
 	}

@@ -26,9 +26,9 @@ func buryN(t *testing.T, e env, topic string, n int) {
 		if len(c.Jobs) == 0 {
 			return
 		}
-		reqs := make([]queue.BuryRequest, len(c.Jobs))
+		reqs := make([]queue.DeadJob, len(c.Jobs))
 		for i, j := range c.Jobs {
-			reqs[i] = queue.BuryRequest{Ref: j.Ref(), Reason: "boom"}
+			reqs[i] = queue.DeadJob{Job: j, Error: "boom"}
 		}
 		if _, _, err := e.c.Bury(ctxT(t), reqs); err != nil {
 			t.Fatal(err)
@@ -80,7 +80,7 @@ func TestPurgeDeadOlderThan(t *testing.T) {
 		waitRedisPast(t, e, cut)
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "young"})
 		y := mustClaim(t, e, "t", 1, time.Minute)
-		if _, _, err := e.c.Bury(ctxT(t), []queue.BuryRequest{{Ref: y.Jobs[0].Ref(), Reason: "r"}}); err != nil {
+		if _, _, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: y.Jobs[0], Error: "r"}}); err != nil {
 			t.Fatal(err)
 		}
 		n, err := e.c.PurgeDead(ctxT(t), "t", cut)

@@ -74,7 +74,7 @@ func TestEnqueueBinaryPayloadRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		c = mustClaim(t, e, "bin", 1, time.Minute)
-		if n, _, err := e.c.Bury(ctxT(t), []queue.BuryRequest{{Ref: c.Jobs[0].Ref(), Reason: "gone\x00"}}); err != nil || n != 1 {
+		if n, _, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: c.Jobs[0], Error: "gone\x00"}}); err != nil || n != 1 {
 			t.Fatalf("bury = %d, %v", n, err)
 		}
 		info := mustGet(t, e, "bin", "b")
@@ -96,7 +96,7 @@ func TestEnqueueDuplicateInEveryState(t *testing.T) {
 		}
 		for _, j := range c.Jobs {
 			if j.ID == "dead" {
-				if _, _, err := e.c.Bury(ctx, []queue.BuryRequest{{Ref: j.Ref(), Reason: "r"}}); err != nil {
+				if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: j, Error: "r"}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -8,7 +8,7 @@ import (
 // heartbeat renews the leases of running jobs, in Redis and in the ledger,
 // every Heartbeat (the shortest of the topics'): one Redis script per topic
 // and one ledger statement per lease length per beat, not one per job.
-func (w *Worker) heartbeat(ctx, io context.Context) {
+func (w *Worker) heartbeat(ctx, detached context.Context) {
 	every := time.Duration(0)
 	for _, tr := range w.topics {
 		if every == 0 || tr.cfg.Heartbeat < every {
@@ -24,13 +24,13 @@ func (w *Worker) heartbeat(ctx, io context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		w.beat(io)
+		w.beat(detached)
 		w.cfg.Observer.Heartbeat(w.cfg.ID, time.Now())
 	}
 }
 
-func (w *Worker) beat(io context.Context) {
-	ctx, cancel := withOpTimeout(io)
+func (w *Worker) beat(detached context.Context) {
+	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	byLease := make(map[time.Duration][]Ref)
 	for _, tr := range w.topics {

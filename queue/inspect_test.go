@@ -26,7 +26,7 @@ func TestCancel(t *testing.T) {
 		if _, err := e.c.Cancel(ctx, "t", "held"); !errors.Is(err, queue.ErrInFlight) {
 			t.Fatalf("cancel in flight: %v, want ErrInFlight", err)
 		}
-		if _, _, err := e.c.Bury(ctx, []queue.BuryRequest{{Ref: held.Ref(), Reason: "r"}}); err != nil {
+		if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: held, Error: "r"}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.c.Cancel(ctx, "t", "held"); !errors.Is(err, queue.ErrDead) {

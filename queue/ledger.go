@@ -21,23 +21,8 @@ type Ledger interface {
 	Extend(ctx context.Context, refs []Ref, leaseUntil int64) error
 	// MarkRetrying marks rows as waiting for a retry at RunAt, leased until
 	// LeaseUntil, so a Redis loss during the backoff loses nothing.
-	MarkRetrying(ctx context.Context, marks []RetryMark) error
+	MarkRetrying(ctx context.Context, retries []RetryRequest) error
 	// Bury archives dead jobs with their last error and deletes their rows,
 	// in one transaction.
 	Bury(ctx context.Context, dead []DeadJob) error
-}
-
-// RetryMark is a failed claim going back to due for another attempt.
-type RetryMark struct {
-	Ref
-	RunAt      int64 // Unix ms of the next attempt
-	LeaseUntil int64 // RunAt plus a lease: when the recoverer may step in
-	Error      string
-}
-
-// DeadJob is a job that died: out of attempts, or failed permanently.
-type DeadJob struct {
-	Job    *Job
-	Error  string
-	DiedAt int64 // Unix ms
 }

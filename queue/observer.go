@@ -77,21 +77,3 @@ var (
 	_ Observer        = NopObserver{}
 	_ EnqueueObserver = NopObserver{}
 )
-
-// countRefs calls f once per topic of refs with how many refs it has.
-func countRefs(refs []Ref, f func(topic string, n int)) {
-	for topic, rs := range byTopic(refs) {
-		f(topic, len(rs))
-	}
-}
-
-// countJobs calls f once per topic of the jobs with how many it has.
-func countJobs[T any](items []T, job func(T) *Job, f func(topic string, n int)) {
-	n := make(map[string]int, 1)
-	for _, it := range items {
-		n[job(it).Topic]++
-	}
-	for topic, k := range n {
-		f(topic, k)
-	}
-}

@@ -38,9 +38,9 @@ func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	return nil
 }
 
-func (m *memLedger) Extend(context.Context, []Ref, int64) error      { return nil }
-func (m *memLedger) MarkRetrying(context.Context, []RetryMark) error { return nil }
-func (m *memLedger) Bury(context.Context, []DeadJob) error           { return nil }
+func (m *memLedger) Extend(context.Context, []Ref, int64) error         { return nil }
+func (m *memLedger) MarkRetrying(context.Context, []RetryRequest) error { return nil }
+func (m *memLedger) Bury(context.Context, []DeadJob) error              { return nil }
 
 // Jobs claimed and recorded but not started when shutdown begins go back to
 // due at once, attempt unspent, and their ledger rows go.

@@ -84,7 +84,7 @@ func TestRestoreLeavesTrackedJobsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := claimOne(t, e, "t", "dead", time.Minute)
-		if _, _, err := e.c.Bury(ctx, []queue.BuryRequest{{Ref: d.Ref(), Reason: "r"}}); err != nil {
+		if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: d, Error: "r"}}); err != nil {
 			t.Fatal(err)
 		}
 		before := dumpNamespace(t, e)

@@ -55,13 +55,19 @@ func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 	return n, nil
 }
 
-// RetryRequest puts one failed claim back for another attempt, after Delay
-// (from Redis's clock) or at RunAt (Unix ms) when that is set.
+// RetryRequest is a failed claim going back to due for another attempt:
+// Client.Retry puts it back in Redis, Ledger.MarkRetrying marks its row.
 type RetryRequest struct {
 	Ref
-	Delay time.Duration
+	// RunAt is when the next attempt is due (Unix ms). Client.Retry may
+	// instead take Delay from Redis's clock when RunAt is 0; the ledger
+	// needs RunAt.
 	RunAt int64
-	Error string
+	Delay time.Duration
+	// LeaseUntil is RunAt plus a lease: when the recoverer may step in if
+	// Redis lost the job during its backoff. Only the ledger keeps it.
+	LeaseUntil int64
+	Error      string
 }
 
 // Retry puts failed claims back in due, recording their error. It returns
@@ -102,29 +108,37 @@ func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error
 	return out, nil
 }
 
-// BuryRequest moves one failed claim to the dead set.
-type BuryRequest struct {
-	Ref
-	Reason string
+// DeadJob is a failed claim that died: out of attempts, or failed for good.
+// Client.Bury moves it to the dead set, Ledger.Bury archives it with its
+// payload.
+type DeadJob struct {
+	Job   *Job
+	Error string
+	// DiedAt is the time of death (Unix ms) the ledger archives; 0: the
+	// ledger's clock. Client.Bury stamps Redis's own time instead.
+	DiedAt int64
 }
 
-// Bury moves failed claims to the dead set with their reason as last error.
+// Bury moves failed claims to the dead set with their error as last error.
 // It returns how many were buried and Redis's time of death (Unix ms).
-func (c *Client) Bury(ctx context.Context, reqs []BuryRequest) (int, int64, error) {
-	groups := make(map[string][]BuryRequest)
-	for _, r := range reqs {
-		groups[r.Topic] = append(groups[r.Topic], r)
+func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
+	groups := make(map[string][]DeadJob)
+	for i, d := range dead {
+		if d.Job == nil {
+			return 0, 0, fmt.Errorf("queue: bury: dead job %d has no job", i)
+		}
+		groups[d.Job.Topic] = append(groups[d.Job.Topic], d)
 	}
 	ks, err := keysForAll(c, groups)
 	if err != nil {
 		return 0, 0, fmt.Errorf("queue: bury: %w", err)
 	}
 	n, at := 0, int64(0)
-	for topic, rs := range groups {
+	for topic, ds := range groups {
 		k := ks[topic]
-		args := make([]any, 0, 3*len(rs))
-		for _, r := range rs {
-			args = append(args, r.ID, r.Attempt, r.Reason)
+		args := make([]any, 0, 3*len(ds))
+		for _, d := range ds {
+			args = append(args, d.Job.ID, d.Job.Attempt, d.Error)
 		}
 		reply, err := c.scripts.bury.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.dead}, args...).Int64Slice()
 		if err != nil {

@@ -48,7 +48,7 @@ func TestAckIsFencedByAttempt(t *testing.T) {
 		if _, err := e.c.Retry(ctxT(t), []queue.RetryRequest{{Ref: old.Ref(), Error: "stale"}}); err != nil {
 			t.Fatal(err)
 		}
-		if n, _, _ := e.c.Bury(ctxT(t), []queue.BuryRequest{{Ref: old.Ref(), Reason: "stale"}}); n != 0 {
+		if n, _, _ := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: old, Error: "stale"}}); n != 0 {
 			t.Fatal("a stale claim buried the job")
 		}
 		if n, _ := e.c.Release(ctxT(t), []queue.Ref{old.Ref()}); n != 0 {
@@ -131,7 +131,7 @@ func TestRetrySchedulesWithError(t *testing.T) {
 func TestBuryKeepsEnvelopeAndReason(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		j := claimOne(t, e, "t", "j", time.Minute)
-		n, at, err := e.c.Bury(ctxT(t), []queue.BuryRequest{{Ref: j.Ref(), Reason: "permanent: no such order"}})
+		n, at, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: j, Error: "permanent: no such order"}})
 		if err != nil || n != 1 {
 			t.Fatalf("bury = %d, %v", n, err)
 		}

@@ -65,7 +65,7 @@ func signal(ch chan struct{}) {
 // Recording a batch in the ledger (a durable commit) takes longer than
 // claiming it, so the fetcher does not wait for it: up to recordPipeline
 // batches are being recorded while it claims the next one.
-func (tr *topicRunner) fetchLoop(stop, io context.Context) {
+func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 	defer func() { // every batch recorded or released before shutdown goes on
 		for i := 0; i < cap(tr.tokens); i++ {
 			tr.tokens <- struct{}{}
@@ -86,7 +86,7 @@ func (tr *topicRunner) fetchLoop(stop, io context.Context) {
 		case <-stop.Done():
 			continue
 		}
-		wait, err := tr.fetch(io, min(free, tr.cfg.BatchSize))
+		wait, err := tr.fetch(detached, min(free, tr.cfg.BatchSize))
 		if err == nil {
 			select {
 			case err = <-tr.recordErr:
@@ -121,8 +121,8 @@ const recordPipeline = 2
 // goroutine queues them for the handlers, or hands them back if the ledger
 // fails. It holds one token of tr.tokens and gives it back. It returns how
 // long to wait before the next claim, or -1 to claim again at once.
-func (tr *topicRunner) fetch(io context.Context, n int) (time.Duration, error) {
-	ctx, cancel := withOpTimeout(io)
+func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, error) {
+	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	cl, err := tr.w.c.Claim(ctx, tr.topic, n, tr.cfg.Lease)
 	if err != nil {
@@ -131,14 +131,18 @@ func (tr *topicRunner) fetch(io context.Context, n int) (time.Duration, error) {
 	}
 	tr.w.clockOffset.Store(cl.Now - time.Now().UnixMilli())
 	if len(cl.Buried) > 0 {
-		tr.w.completer.buriedByClaim(cl.Buried, cl.Now)
+		buried := make([]outcome, len(cl.Buried))
+		for i, j := range cl.Buried {
+			buried[i] = buriedOutcome(j, cl.Now)
+		}
+		tr.w.completer.add(buried...)
 	}
 	if len(cl.Jobs) == 0 {
 		<-tr.tokens
 	} else {
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
-		go tr.record(io, cl.Jobs)
+		go tr.record(detached, cl.Jobs)
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
 			return -1, nil
 		}
@@ -161,9 +165,9 @@ func (tr *topicRunner) fetch(io context.Context, n int) (time.Duration, error) {
 // record writes claimed jobs to the ledger, then queues them for the
 // handlers. No handler runs unrecorded: if the ledger fails, the jobs go
 // back to due with their attempt unspent and the fetcher backs off.
-func (tr *topicRunner) record(io context.Context, jobs []*Job) {
+func (tr *topicRunner) record(detached context.Context, jobs []*Job) {
 	defer func() { <-tr.tokens }()
-	ctx, cancel := withOpTimeout(io)
+	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
 	if err == nil {
@@ -186,7 +190,7 @@ func (tr *topicRunner) record(io context.Context, jobs []*Job) {
 }
 
 // releaseQueued hands back every job claimed but not started (shutdown).
-func (tr *topicRunner) releaseQueued(io context.Context) {
+func (tr *topicRunner) releaseQueued(detached context.Context) {
 	var jobs []*Job
 	for {
 		select {
@@ -201,7 +205,7 @@ func (tr *topicRunner) releaseQueued(io context.Context) {
 		return
 	}
 	tr.busy.Add(-int64(len(jobs)))
-	ctx, cancel := withOpTimeout(io)
+	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	refs := refsOf(jobs)
 	n, err := tr.w.c.Release(ctx, refs)
@@ -221,7 +225,7 @@ func (tr *topicRunner) releaseQueued(io context.Context) {
 }
 
 // handleLoop runs queued jobs until work is closed.
-func (tr *topicRunner) handleLoop(base, io context.Context) {
+func (tr *topicRunner) handleLoop(base context.Context) {
 	for j := range tr.work {
 		tr.run(base, j)
 	}
@@ -266,7 +270,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
 		// Cut off by shutdown, not failed: back to due, attempt unspent.
 		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
-		tr.w.completer.release(j.Ref())
+		tr.w.completer.add(releasedOutcome(j))
 		return
 	}
 	tr.settle(j, err)
@@ -276,7 +280,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 // completer.
 func (tr *topicRunner) settle(j *Job, err error) {
 	if err == nil {
-		tr.w.completer.done(j.Ref())
+		tr.w.completer.add(completedOutcome(j))
 		return
 	}
 	log := tr.w.jobLog(j).WithError(err)
@@ -290,7 +294,7 @@ func (tr *topicRunner) settle(j *Job, err error) {
 	}
 	if errors.Is(err, ErrSkipRetry) || j.Attempt >= maxAttempts {
 		log.Error("job failed for good: dead")
-		tr.w.completer.bury(j, err)
+		tr.w.completer.add(deadOutcome(j, err, tr.w.redisNow()))
 		return
 	}
 	runAt := tr.w.redisNow() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
@@ -303,7 +307,7 @@ func (tr *topicRunner) settle(j *Job, err error) {
 		}
 	}
 	log.WithField("retry_at", time.UnixMilli(runAt).UTC().Format(time.RFC3339Nano)).Warn("job failed: retrying")
-	tr.w.completer.retry(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds())
+	tr.w.completer.add(retryOutcome(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds()))
 }
 
 // activeRefs lists the running jobs.

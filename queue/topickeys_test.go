@@ -57,7 +57,7 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 					return err
 				},
 				"Bury": func() error {
-					_, _, err := e.c.Bury(ctx, []queue.BuryRequest{{Ref: good}, {Ref: bad}})
+					_, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: held[0]}, {Job: &queue.Job{Topic: bad.Topic, ID: bad.ID, Attempt: bad.Attempt}}})
 					return err
 				},
 			}

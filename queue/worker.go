@@ -88,30 +88,31 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("queue: worker: no topic registered")
 	}
 	// I/O outlives ctx: a claim or ledger write cut off half way would leave
-	// jobs leased for nothing. Every call has its own timeout instead.
-	io := context.WithoutCancel(ctx)
-	handlerCtx, stopHandlers := context.WithCancelCause(io)
+	// jobs leased for nothing. Every call derives its own timeout from
+	// detached instead (withOpTimeout).
+	detached := context.WithoutCancel(ctx)
+	handlerCtx, stopHandlers := context.WithCancelCause(detached)
 	defer stopHandlers(ErrShutdown)
 
 	completerDone := make(chan struct{})
-	go func() { defer close(completerDone); w.completer.run(io) }()
+	go func() { defer close(completerDone); w.completer.run(detached) }()
 
 	// Heartbeats go on until the last handler returned.
-	bg, stopBG := context.WithCancel(io)
+	bg, stopBG := context.WithCancel(detached)
 	defer stopBG()
 	var bgWG sync.WaitGroup
 	bgWG.Add(2)
 	go func() { defer bgWG.Done(); w.listenWake(bg) }()
-	go func() { defer bgWG.Done(); w.heartbeat(bg, io) }()
+	go func() { defer bgWG.Done(); w.heartbeat(bg, detached) }()
 
 	var fetchers, handlers sync.WaitGroup
 	for _, tr := range w.topics {
 		for i := 0; i < tr.cfg.Concurrency; i++ {
 			handlers.Add(1)
-			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx, io) }()
+			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx) }()
 		}
 		fetchers.Add(1)
-		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, io) }()
+		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, detached) }()
 	}
 	w.log.WithField("topics", len(w.topics)).Info("worker started")
 
@@ -119,7 +120,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker stopping: no more claims")
 	fetchers.Wait()
 	for _, tr := range w.topics {
-		tr.releaseQueued(io)
+		tr.releaseQueued(detached)
 		close(tr.work)
 	}
 	handlersDone := make(chan struct{})
@@ -152,8 +153,8 @@ func (w *Worker) untilRedis(ms int64) time.Duration {
 // opTimeout bounds one Redis or ledger call of the runtime.
 const opTimeout = 10 * time.Second
 
-func withOpTimeout(io context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(io, opTimeout)
+func withOpTimeout(detached context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(detached, opTimeout)
 }
 
 // jobLog returns a logger with the job's fields.

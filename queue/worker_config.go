@@ -64,7 +64,7 @@ type TopicConfig struct {
 	// it over; the heartbeat renews it while the handler runs. Default 30s.
 	Lease time.Duration
 	// Heartbeat is how often running jobs' leases are renewed. Default
-	// Lease/3.
+	// DefaultHeartbeat(Lease).
 	Heartbeat time.Duration
 	// Timeout, if set, bounds one handler run, heartbeats or not. Default
 	// none.
@@ -75,6 +75,10 @@ type TopicConfig struct {
 	// Backoff spaces retries.
 	Backoff Backoff
 }
+
+// DefaultHeartbeat is the heartbeat of a topic that sets none: a third of
+// its lease, so a lease outlives two missed beats.
+func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
 
 // MaxConcurrency bounds a topic's handlers per worker: the worker holds a
 // slot and a goroutine for each, so a typo of a few zeros must be an error
@@ -98,7 +102,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	c.Concurrency = pickInt(pickInt(c.Concurrency, def.Concurrency), 10)
 	c.BatchSize = pickInt(pickInt(c.BatchSize, def.BatchSize), 100)
 	c.Lease = pick(pick(c.Lease, def.Lease), 30*time.Second)
-	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), c.Lease/3)
+	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), DefaultHeartbeat(c.Lease))
 	c.Timeout = pick(c.Timeout, def.Timeout)
 	c.MaxAttempts = pickInt(c.MaxAttempts, def.MaxAttempts)
 	if c.Backoff == (Backoff{}) {

@@ -346,12 +346,12 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 func seedStale(t *testing.T, fdb faultDB, n int, now int64) {
 	t.Helper()
 	jobs := make([]*queue.Job, n)
-	var marks []queue.RetryMark
+	var marks []queue.RetryRequest
 	for i := range jobs {
 		jobs[i] = &queue.Job{Topic: faultTopic, ID: jobID(i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)),
 			Attempt: 1 + i%3, MaxAttempts: 10, RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000}
 		if i%2 == 1 {
-			marks = append(marks, queue.RetryMark{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
+			marks = append(marks, queue.RetryRequest{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
 		}
 	}
 	if err := fdb.led.Record(ctxT(t), jobs, "dead-worker:1"); err != nil {

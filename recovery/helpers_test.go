@@ -106,12 +106,12 @@ func (e renv) record(t testing.TB, rows []row) {
 	for lo := 0; lo < len(rows); lo += 4000 {
 		batch := rows[lo:min(lo+4000, len(rows))]
 		jobs := make([]*queue.Job, len(batch))
-		var marks []queue.RetryMark
+		var marks []queue.RetryRequest
 		for i, r := range batch {
 			jobs[i] = &queue.Job{Topic: r.topic, ID: r.id, Payload: []byte(fmt.Sprintf(`{"id":%q}`, r.id)),
 				Attempt: r.attempt, MaxAttempts: 5, RunAt: r.runAt, LeaseUntil: r.leaseUntil}
 			if r.retrying {
-				marks = append(marks, queue.RetryMark{Ref: jobs[i].Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.lastError})
+				marks = append(marks, queue.RetryRequest{Ref: jobs[i].Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.lastError})
 			}
 		}
 		if err := e.led.Record(ctx, jobs, "test-worker:1"); err != nil {

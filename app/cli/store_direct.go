@@ -78,12 +78,8 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 }
 
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
-	heartbeat := s.cfg.Worker.Heartbeat
-	if heartbeat == 0 {
-		heartbeat = s.cfg.Worker.Lease / 3
-	}
 	r, err := recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), recovery.Config{
-		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: s.cfg.Recovery.LockTTL,
+		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: s.cfg.Worker.HeartbeatInterval(), LockTTL: s.cfg.Recovery.LockTTL,
 		DryRun: dryRun, Logger: s.log,
 	})
 	if err != nil {

@@ -77,15 +77,11 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			s.sweep = orderclose.NewSweeper(s.orders)
 		}
 	}
-	heartbeat := cfg.Worker.Heartbeat
-	if heartbeat == 0 {
-		heartbeat = cfg.Worker.Lease / 3
-	}
 	rcfg := recovery.Config{
 		Schedule:          cfg.Recovery.Spec,
 		Grace:             cfg.Recovery.Grace,
 		LockTTL:           cfg.Recovery.LockTTL,
-		HeartbeatInterval: heartbeat,
+		HeartbeatInterval: cfg.Worker.HeartbeatInterval(),
 		DryRun:            cfg.Recovery.DryRun,
 		OnReport:          s.obs.metrics.RecoveryReport,
 		Logger:            log,
@@ -103,12 +99,12 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		if s.orders != nil {
 			handlers[orderclose.Topic] = s.orders.CloseHandler()
 		}
-		hooks := queue.WorkerConfig{Observer: s.obs.metrics}
+		hooks := workerHooks{observer: s.obs.metrics}
 		for topic := range handlers {
 			s.obs.metrics.InitTopic(topic)
 		}
 		if p.recovery {
-			hooks.OnRedisReconnect = s.rec.RedisReconnected
+			hooks.onRedisReconnect = s.rec.RedisReconnected
 		}
 		if s.worker, err = newWorker(cfg, s.b, log, handlers, hooks); err != nil {
 			return nil, err
@@ -178,10 +174,13 @@ func (s *system) apiURL() string {
 	return "http://" + s.ln.Addr().String()
 }
 
-// run runs every assembled part until ctx ends, then shuts them down: the
-// API first (no new work), then the sweeper and recoverer, then the workers
-// (their graceful shutdown), then the backends. A part that fails stops the
-// others.
+// run runs every assembled part until ctx ends, then stops them all at
+// once: the API's graceful shutdown, the worker's (no more claims, running
+// handlers finish, outcomes settled), the recoverer and the sweeper run
+// side by side. No part needs another stopped first: each is safe next to
+// the others running, as it is next to other instances of the program.
+// Only the backends wait, until every part has returned. A part that fails
+// stops the others.
 func (s *system) run(ctx context.Context, p parts) error {
 	defer s.close()
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/app/backend"
@@ -8,24 +10,36 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
+// workerHooks is what the rest of the program plugs into the worker; all
+// else comes from the configuration.
+type workerHooks struct {
+	observer queue.Observer
+	// onRedisReconnect, if set, is told when Redis came back (recovery
+	// checks for a data loss).
+	onRedisReconnect func(ctx context.Context)
+}
+
 // newWorker builds the worker of the configuration with a handler per
 // topic; worker.topics overrides the defaults per topic.
-func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, handlers map[string]queue.Handler, hooks queue.WorkerConfig) (*queue.Worker, error) {
+func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, handlers map[string]queue.Handler, hooks workerHooks) (*queue.Worker, error) {
 	wc := cfg.Worker
-	hooks.Ledger = b.Ledger
-	hooks.ID = wc.ID
-	hooks.ShutdownTimeout = wc.ShutdownTimeout
-	hooks.MaxIdle = wc.MaxIdle
-	hooks.Logger = log
-	hooks.Topic = queue.TopicConfig{
-		Concurrency: wc.Concurrency,
-		BatchSize:   wc.BatchSize,
-		Lease:       wc.Lease,
-		Heartbeat:   wc.Heartbeat,
-		MaxAttempts: wc.MaxAttempts,
-		Backoff:     queue.Backoff{Base: wc.BackoffBase, Cap: wc.BackoffCap},
-	}
-	w, err := queue.NewWorker(b.Queue, hooks)
+	w, err := queue.NewWorker(b.Queue, queue.WorkerConfig{
+		Ledger:           b.Ledger,
+		ID:               wc.ID,
+		ShutdownTimeout:  wc.ShutdownTimeout,
+		MaxIdle:          wc.MaxIdle,
+		Logger:           log,
+		Observer:         hooks.observer,
+		OnRedisReconnect: hooks.onRedisReconnect,
+		Topic: queue.TopicConfig{
+			Concurrency: wc.Concurrency,
+			BatchSize:   wc.BatchSize,
+			Lease:       wc.Lease,
+			Heartbeat:   wc.Heartbeat,
+			MaxAttempts: wc.MaxAttempts,
+			Backoff:     queue.Backoff{Base: wc.BackoffBase, Cap: wc.BackoffCap},
+		},
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,11 @@
 // before anything starts. configs/delayq.yaml writes out every default.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/delayq/delayq/queue"
+)
 
 // Config is the whole configuration. The koanf tags are the YAML keys; the
 // environment variable of a key is DELAYQ_<SECTION>_<KEY> in upper case
@@ -140,6 +144,15 @@ type Worker struct {
 	BackoffCap  time.Duration    `koanf:"backoff_cap"`  // Default 1h.
 	MaxAttempts int              `koanf:"max_attempts"` // 0 = each job's own.
 	Topics      map[string]Topic `koanf:"topics"`
+}
+
+// HeartbeatInterval is how often the workers renew their leases: Heartbeat,
+// or else the worker's default for Lease.
+func (w Worker) HeartbeatInterval() time.Duration {
+	if w.Heartbeat != 0 {
+		return w.Heartbeat
+	}
+	return queue.DefaultHeartbeat(w.Lease)
 }
 
 // Topic overrides the worker defaults for one topic; zero fields inherit.

@@ -81,11 +81,11 @@ func checkLoadError(t *testing.T, err error, keys map[string]bool, maps []string
 // nopLedger lets the fuzz target build a worker; it is never called.
 type nopLedger struct{}
 
-func (nopLedger) Record(context.Context, []*queue.Job, string) error    { return nil }
-func (nopLedger) Complete(context.Context, []queue.Ref) error           { return nil }
-func (nopLedger) Extend(context.Context, []queue.Ref, int64) error      { return nil }
-func (nopLedger) MarkRetrying(context.Context, []queue.RetryMark) error { return nil }
-func (nopLedger) Bury(context.Context, []queue.DeadJob) error           { return nil }
+func (nopLedger) Record(context.Context, []*queue.Job, string) error       { return nil }
+func (nopLedger) Complete(context.Context, []queue.Ref) error              { return nil }
+func (nopLedger) Extend(context.Context, []queue.Ref, int64) error         { return nil }
+func (nopLedger) MarkRetrying(context.Context, []queue.RetryRequest) error { return nil }
+func (nopLedger) Bury(context.Context, []queue.DeadJob) error              { return nil }
 
 // checkStarts fails unless the components a config configures accept it,
 // mapped the way app/backend and app/cli map it: Load's promise is that a

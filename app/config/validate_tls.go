@@ -14,11 +14,8 @@ var tablePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
 // validateSecurity checks the keys that keep input out of SQL and configure
 // TLS: sql.table_prefix, and the redis.tls_* and sql.tls_* files and names.
 // Values here are paths and names, never secrets, so errors may show them.
-func (c *Config) validateSecurity() []error {
-	var errs []error
-	bad := func(key string, value any, format string, args ...any) {
-		errs = append(errs, &Error{Key: key, Value: value, Reason: fmt.Sprintf(format, args...)})
-	}
+func (c *Config) validateSecurity(p *problems) {
+	bad := p.bad
 
 	if !tablePrefixRE.MatchString(c.SQL.TablePrefix) {
 		bad("sql.table_prefix", fmt.Sprintf("%q", c.SQL.TablePrefix), "want 1-32 letters, digits or underscores")
@@ -70,7 +67,6 @@ func (c *Config) validateSecurity() []error {
 	file("sql.tls_cert_file", s.TLSCertFile)
 	file("sql.tls_key_file", s.TLSKeyFile)
 	pair("sql.", s.TLSCertFile, s.TLSKeyFile)
-	return errs
 }
 
 // TLSEnabled reports whether any sql.tls_* key is set: the ledger's MySQL

@@ -505,7 +505,7 @@ func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
 	if err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != id {
 		t.Fatalf("claim %s: %+v %v", id, cl, err)
 	}
-	if n, _, err := q.Bury(ctx, []queue.BuryRequest{{Ref: cl.Jobs[0].Ref(), Reason: reason}}); err != nil || n != 1 {
+	if n, _, err := q.Bury(ctx, []queue.DeadJob{{Job: cl.Jobs[0], Error: reason}}); err != nil || n != 1 {
 		t.Fatalf("bury %s: %d %v", id, n, err)
 	}
 }

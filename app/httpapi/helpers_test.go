@@ -276,9 +276,9 @@ func (e *env) claimAll(t testing.TB, topic string) []*queue.Job {
 func (e *env) bury(t testing.TB, topic, reason string) int {
 	t.Helper()
 	jobs := e.claimAll(t, topic)
-	reqs := make([]queue.BuryRequest, len(jobs))
+	reqs := make([]queue.DeadJob, len(jobs))
 	for i, j := range jobs {
-		reqs[i] = queue.BuryRequest{Ref: j.Ref(), Reason: reason}
+		reqs[i] = queue.DeadJob{Job: j, Error: reason}
 	}
 	n, _, err := e.q.Bury(ctxT(t), reqs)
 	if err != nil {

@@ -99,7 +99,7 @@ func TestGetShowsLeaseAndDeath(t *testing.T) {
 		if v.State != "in_flight" || v.LeaseUntil != held[0].LeaseUntil || v.Attempt != 1 {
 			t.Fatalf("in-flight job %+v, want lease until %d", v, held[0].LeaseUntil)
 		}
-		if _, _, err := e.q.Bury(ctxT(t), []queue.BuryRequest{{Ref: held[0].Ref(), Reason: "card declined"}}); err != nil {
+		if _, _, err := e.q.Bury(ctxT(t), []queue.DeadJob{{Job: held[0], Error: "card declined"}}); err != nil {
 			t.Fatal(err)
 		}
 		v = decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/held"))
@@ -148,7 +148,7 @@ func TestCancel(t *testing.T) {
 		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"held"}`), http.StatusAccepted)
 		held := e.claimAll(t, "t")
 		expectError(t, e.del(t, "/v1/topics/t/jobs/held"), http.StatusConflict, httpapi.CodeJobInFlight, "")
-		if _, _, err := e.q.Bury(ctx, []queue.BuryRequest{{Ref: held[0].Ref(), Reason: "x"}}); err != nil {
+		if _, _, err := e.q.Bury(ctx, []queue.DeadJob{{Job: held[0], Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 		expectError(t, e.del(t, "/v1/topics/t/jobs/held"), http.StatusConflict, httpapi.CodeJobDead, "")
@@ -164,7 +164,7 @@ func TestCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []queue.RetryMark{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
+		if err := e.l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
 			t.Fatal(err)
 		}
 		r = e.del(t, "/v1/topics/t/jobs/retrying")
@@ -192,7 +192,7 @@ func TestCancelLedgerOnly(t *testing.T) {
 		if err := e.l.Record(ctx, lost, "host:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []queue.RetryMark{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
+		if err := e.l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
 			t.Fatal(err)
 		}
 		r := e.del(t, "/v1/topics/t/jobs/lost-retrying")

@@ -222,7 +222,7 @@ func TestSweeperPages(t *testing.T) {
 	if err != nil || len(cl.Jobs) != 1 {
 		t.Fatalf("claim: %+v, %v", cl, err)
 	}
-	if n, _, err := w.q.Bury(ctxT(t), []queue.BuryRequest{{Ref: cl.Jobs[0].Ref(), Reason: "test"}}); n != 1 || err != nil {
+	if n, _, err := w.q.Bury(ctxT(t), []queue.DeadJob{{Job: cl.Jobs[0], Error: "test"}}); n != 1 || err != nil {
 		t.Fatalf("bury: %d, %v", n, err)
 	}
 	rep, _, err = sw.RunOnce(ctxT(t))

@@ -84,9 +84,7 @@ func (a *app) cancelCmd() *cobra.Command {
 				return err
 			}
 			defer b.Close()
-			// A job waiting for a retry has a ledger row: it goes first, or
-			// the recoverer could bring the job back.
-			j, err := b.Ledger.Cancel(cmd.Context(), b.Queue, argv[0], argv[1])
+			j, err := b.Queue.Cancel(cmd.Context(), b.Ledger, argv[0], argv[1])
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func (a *app) recoverCmd() *cobra.Command {
 			if heartbeat == 0 {
 				heartbeat = cfg.Worker.Lease / 3
 			}
-			r, err := recovery.New(b.Queue, recovery.LedgerStore(b.Ledger), recovery.Config{
+			r, err := recovery.New(b.Queue, b.Ledger, recovery.Config{
 				Grace: cfg.Recovery.Grace, HeartbeatInterval: heartbeat, LockTTL: cfg.Recovery.LockTTL,
 				DryRun: dryRun || cfg.Recovery.DryRun, Logger: log,
 			})

@@ -43,3 +43,28 @@ func TestStats(t *testing.T) {
 		}
 	})
 }
+
+// Ping, Time and Lock are what the recoverer, the sweeper and the readiness
+// probe need of Redis, so none of them takes the raw client.
+func TestPingTimeLock(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		ctx := ctxT(t)
+		if err := e.c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now, err := e.c.Time(ctx)
+		if err != nil || now.Sub(time.Now()).Abs() > time.Minute {
+			t.Fatalf("Time = %s, %v", now, err)
+		}
+		a, b := e.c.Lock(e.ns+":lock", time.Minute), e.c.Lock(e.ns+":lock", time.Minute)
+		if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+			t.Fatalf("first acquire: %v, %v", ok, err)
+		}
+		if ok, err := b.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("second acquire: %v, %v; want held", ok, err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -9,6 +9,13 @@
 // call (one transaction for Bury), however many jobs it carries: the ledger's
 // cost grows with the number of batches, not with the number of jobs.
 //
+// Every statement against the ledger's two tables is a method here: the
+// worker's writes (queue.Ledger), the row lookup and fenced delete that
+// queue.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
+// TopicCounts, Claims), the audit queries, Migrate and Drop. Other packages
+// get none of the tables' SQL; DB is the handle for a caller's own tables in
+// the same database (Transactional).
+//
 // The package runs on MySQL/MariaDB (production) and SQLite (tests, local
 // development) through gorm; the few places where the two dialects differ are
 // kept in dialect.go.

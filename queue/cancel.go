@@ -39,8 +39,9 @@ var errAttemptChanged = errors.New("job waits at another attempt")
 // the job, and one that finds Redis without it (after step 3) reads the row
 // again first and finds it gone. Redis first would leave, between the two
 // steps, a row without its job: a recovery run then would bring the job back.
-// If step 3 fails after step 2, the job is still due and runs as a plain due
-// job: it is not lost, and the worker writes its row again when it claims it.
+// If step 3 fails after step 2 (Redis down, or the job claimed meanwhile),
+// the job runs as it would have: it is not lost while Redis keeps it, and
+// the worker writes its row again when it claims it.
 //
 // A job Redis has no trace of (its data was lost) but whose row waits for a
 // retry is cancelled from that row: it is deleted, fenced by its attempt,

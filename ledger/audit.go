@@ -2,7 +2,10 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // The audit queries answer "what is in flight, what is stuck and since when,
@@ -101,6 +104,22 @@ func (l *Ledger) Row(ctx context.Context, topic, id string) (Entry, error) {
 		return Entry{}, fmt.Errorf("ledger: row %s/%s: %w", topic, id, ErrNotFound)
 	}
 	return rows[0], nil
+}
+
+// Lookup returns the row of one job as the queue reads it (queue.Ledger),
+// or nil when there is none.
+func (l *Ledger) Lookup(ctx context.Context, topic, id string) (*queue.RestoreRow, error) {
+	e, err := l.Row(ctx, topic, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &queue.RestoreRow{
+		Topic: e.Topic, ID: e.JobID, Retrying: e.State == StateRetrying, RunAt: e.RunAt,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
+	}, nil
 }
 
 // Count returns how many jobs are in flight (rows in the ledger).

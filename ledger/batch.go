@@ -90,20 +90,6 @@ func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest)
 	return nil
 }
 
-// Delete removes a job's row whatever its attempt: the job was cancelled,
-// so no claim of it is worth keeping. A missing row is not an error.
-func (l *Ledger) Delete(ctx context.Context, topic, id string) error {
-	err := RetryDeadlocks(ctx, func() error {
-		return l.conn(ctx).Table(l.ledgerTable).
-			Where("topic = ? AND job_id = ?", topic, id).
-			Delete(&Entry{}).Error
-	})
-	if err != nil {
-		return fmt.Errorf("ledger: delete %s/%s: %w", topic, id, err)
-	}
-	return nil
-}
-
 // refVars flattens refs into the bind variables of tupleIn: topic, id and,
 // when fenced, attempt.
 func refVars(refs []queue.Ref, fenced bool) []any {

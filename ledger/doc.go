@@ -57,4 +57,13 @@
 // Package recovery pages through the stale rows, asks Redis which of their
 // jobs it no longer has, and re-creates those: the ledger is how a job
 // survives a worker crash or a Redis data loss.
+//
+// # Its SQL
+//
+// Every statement against the ledger's two tables is a method here: the
+// worker's writes (queue.Ledger), the row lookup and fenced delete that
+// queue.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
+// TopicCounts, Claims), the audit queries, Migrate and Drop. Other packages
+// get none of the tables' SQL; DB is the handle for a caller's own tables in
+// the same database (Transactional).
 package ledger

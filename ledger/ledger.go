@@ -51,7 +51,8 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 }
 
 // LedgerTable returns the name of the in-flight table (dq_ledger by default),
-// for callers that join it or inspect it directly.
+// for reports and for tests that inspect it. Every statement against the
+// ledger's tables is a method of Ledger.
 func (l *Ledger) LedgerTable() string { return l.ledgerTable }
 
 // DeadLetterTable returns the name of the dead-letter table (dq_dead_letter
@@ -59,7 +60,9 @@ func (l *Ledger) LedgerTable() string { return l.ledgerTable }
 func (l *Ledger) DeadLetterTable() string { return l.deadTable }
 
 // DB returns the *gorm.DB the ledger uses, for callers that run their own
-// transactions around DeleteInTx.
+// transactions around DeleteInTx on their own tables (Transactional): those
+// tables must live in the ledger's database, so the ledger hands out its
+// handle rather than the caller passing a second one that could differ.
 func (l *Ledger) DB() *gorm.DB { return l.db }
 
 func (l *Ledger) nowMs() int64 { return l.opts.Now().UnixMilli() }

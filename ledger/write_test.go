@@ -219,7 +219,7 @@ func TestMarkRetrying(t *testing.T) {
 
 		// The same job twice: the last mark wins. A job whose row is gone
 		// (completed, cancelled) is not brought back.
-		if err := l.Delete(ctx, "t", "c"); err != nil {
+		if err := l.Complete(ctx, []queue.Ref{c.Ref()}); err != nil {
 			t.Fatal(err)
 		}
 		big := int64(1) << 53
@@ -304,20 +304,28 @@ func TestBuryIsAtomic(t *testing.T) {
 	})
 }
 
-func TestDeleteIsUnfenced(t *testing.T) {
+// Lookup gives the queue a row as a RestoreRow: a job a worker holds, one
+// waiting for a retry, none.
+func TestLookup(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		l, _ := newLedger(t, db, Options{})
-		mustRecord(t, l, "h:1", job("t", "a", 4), job("t", "b", 1))
-		if err := l.Delete(ctx, "t", "a"); err != nil {
+		a, b := job("t", "a", 4), job("t", "b", 1)
+		mustRecord(t, l, "h:1", a, b)
+		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: b.Ref(), RunAt: 7, LeaseUntil: 9, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Delete(ctx, "t", "missing"); err != nil {
-			t.Fatalf("Delete of a missing row: %v", err)
+		ra, err := l.Lookup(ctx, "t", "a")
+		if err != nil || ra == nil || ra.Retrying || ra.Attempt != 4 || ra.Topic != "t" || ra.ID != "a" ||
+			string(ra.Payload) != string(a.Payload) || ra.MaxAttempts != 5 {
+			t.Fatalf("Lookup of a held row: %+v, %v", ra, err)
 		}
-		assertRows(t, l, map[string]int{"t/b": 1})
-		if _, err := l.Row(ctx, "t", "a"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Row after Delete: %v, want ErrNotFound", err)
+		rb, err := l.Lookup(ctx, "t", "b")
+		if err != nil || rb == nil || !rb.Retrying || rb.RunAt != 7 || rb.LastError != "boom" || rb.Attempt != 1 {
+			t.Fatalf("Lookup of a retrying row: %+v, %v", rb, err)
+		}
+		if r, err := l.Lookup(ctx, "t", "missing"); r != nil || err != nil {
+			t.Fatalf("Lookup of a missing row: %+v, %v, want nil, nil", r, err)
 		}
 	})
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/internal/redislock"
 )
 
 // Client runs the data-plane scripts against one Redis (single node,
@@ -38,8 +40,31 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 // Config returns the client's configuration with defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
 
-// Redis returns the underlying Redis client.
-func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+// Ping checks that Redis answers: the readiness probe's Redis check.
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("queue: ping: %w", err)
+	}
+	return nil
+}
+
+// Time returns Redis's clock, the one every due time and lease is measured
+// on.
+func (c *Client) Time(ctx context.Context) (time.Time, error) {
+	t, err := c.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("queue: Redis time: %w", err)
+	}
+	return t, nil
+}
+
+// Lock returns a lock named key, with the given TTL, in this client's Redis:
+// one holder at a time across processes, for the cron jobs (the recoverer,
+// the order sweeper) that one process at a time runs. Each caller takes its
+// own; a Lock is not safe for concurrent use.
+func (c *Client) Lock(key string, ttl time.Duration) *redislock.Lock {
+	return redislock.New(c.rdb, key, ttl)
+}
 
 // maxCachedTopics bounds keysFor's cache: a client that is asked about
 // ever new topic names (an API caller probing GET /v1/topics/{topic}) must

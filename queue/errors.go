@@ -17,12 +17,18 @@ var (
 	ErrInvalidMaxAttempts = errors.New("max attempts out of range")
 	ErrBatchTooLarge      = errors.New("batch too large")
 
-	// ErrInFlight is returned by Cancel for a job whose handler may be running.
+	// ErrInFlight is returned by Cancel for a job a worker holds: its
+	// handler may be running.
 	ErrInFlight = errors.New("job is in flight")
 	// ErrDead is returned by Cancel for a dead job (requeue or purge it instead).
 	ErrDead = errors.New("job is dead")
-	// ErrNotFound is returned when a job id is not known to Redis.
+	// ErrNotFound is returned when a job id is not known to Redis (by
+	// Cancel: to Redis nor to the ledger).
 	ErrNotFound = errors.New("job not found")
+	// ErrLedger is wrapped, with the ledger's own error, by an error of a
+	// Ledger call the queue made on the caller's behalf (Cancel): the SQL
+	// side failed, not Redis.
+	ErrLedger = errors.New("ledger")
 	// ErrBadEnvelope means a stored envelope could not be decoded.
 	ErrBadEnvelope = errors.New("malformed job envelope")
 )

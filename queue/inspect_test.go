@@ -1,51 +1,11 @@
 package queue_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/queue"
 )
-
-func TestCancel(t *testing.T) {
-	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
-		mustEnqueue(t, e, "t", queue.NewJob{ID: "waiting", Payload: []byte("w"), Delay: time.Hour})
-		j, err := e.c.Cancel(ctx, "t", "waiting")
-		if err != nil || j.ID != "waiting" || string(j.Payload) != "w" || j.Attempt != 0 {
-			t.Fatalf("cancel = %+v, %v", j, err)
-		}
-		if info := mustGet(t, e, "t", "waiting"); info.State != queue.StateUnknown {
-			t.Fatalf("cancelled job is %s", info.State)
-		}
-		if _, err := e.c.Cancel(ctx, "t", "waiting"); !errors.Is(err, queue.ErrNotFound) {
-			t.Fatalf("second cancel: %v, want ErrNotFound", err)
-		}
-		held := claimOne(t, e, "t", "held", time.Minute)
-		if _, err := e.c.Cancel(ctx, "t", "held"); !errors.Is(err, queue.ErrInFlight) {
-			t.Fatalf("cancel in flight: %v, want ErrInFlight", err)
-		}
-		if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: held, Error: "r"}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.c.Cancel(ctx, "t", "held"); !errors.Is(err, queue.ErrDead) {
-			t.Fatalf("cancel dead: %v, want ErrDead", err)
-		}
-		// A job waiting for a retry reports its attempt, so the caller
-		// knows a ledger row exists.
-		r := claimOne(t, e, "t", "retrying", time.Minute)
-		if _, err := e.c.Retry(ctx, []queue.RetryRequest{{Ref: r.Ref(), Delay: time.Hour, Error: "x"}}); err != nil {
-			t.Fatal(err)
-		}
-		if j, err := e.c.Cancel(ctx, "t", "retrying"); err != nil || j.Attempt != 1 {
-			t.Fatalf("cancel retrying = %+v, %v", j, err)
-		}
-		if _, err := e.c.Cancel(ctx, "bad topic", "x"); !errors.Is(err, queue.ErrInvalidTopic) {
-			t.Fatalf("bad topic: %v", err)
-		}
-	})
-}
 
 func TestGetUnknown(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
@@ -80,6 +40,31 @@ func TestStats(t *testing.T) {
 		}
 		if st.OldestOverdueMs < 5 || st.OldestOverdueMs != st.Now-st.NextDue {
 			t.Fatalf("oldest overdue %d ms (now %d, next due %d)", st.OldestOverdueMs, st.Now, st.NextDue)
+		}
+	})
+}
+
+// Ping, Time and Lock are what the recoverer, the sweeper and the readiness
+// probe need of Redis, so none of them takes the raw client.
+func TestPingTimeLock(t *testing.T) {
+	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
+		ctx := ctxT(t)
+		if err := e.c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now, err := e.c.Time(ctx)
+		if err != nil || now.Sub(time.Now()).Abs() > time.Minute {
+			t.Fatalf("Time = %s, %v", now, err)
+		}
+		a, b := e.c.Lock(e.ns+":lock", time.Minute), e.c.Lock(e.ns+":lock", time.Minute)
+		if ok, err := a.TryAcquire(ctx); !ok || err != nil {
+			t.Fatalf("first acquire: %v, %v", ok, err)
+		}
+		if ok, err := b.TryAcquire(ctx); ok || err != nil {
+			t.Fatalf("second acquire: %v, %v; want held", ok, err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -10,6 +10,10 @@ import "context"
 // Every method is one statement (or one transaction) per call, however many
 // jobs it carries. Methods that take a Ref are fenced by its attempt: a row
 // rewritten by a later claim of the same job is left alone.
+//
+// Client.Cancel takes one too: it deletes a cancelled job's row (Complete)
+// before the job's Redis entries, and reads the row (Lookup) of a job Redis
+// has no trace of.
 type Ledger interface {
 	// Record upserts one row per job (keyed by topic and id) in one
 	// statement: attempt, payload, run at, lease until, worker. The jobs are
@@ -25,4 +29,9 @@ type Ledger interface {
 	// Bury archives dead jobs with their last error and deletes their rows,
 	// in one transaction.
 	Bury(ctx context.Context, dead []DeadJob) error
+	// Lookup returns the row of one job as a RestoreRow (Retrying tells a
+	// job waiting for a retry from one a worker holds), or nil when there
+	// is none. Client.Cancel uses it for a job Redis has no trace of; the
+	// worker never calls it.
+	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 }

@@ -41,6 +41,9 @@ func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 func (m *memLedger) Extend(context.Context, []Ref, int64) error         { return nil }
 func (m *memLedger) MarkRetrying(context.Context, []RetryRequest) error { return nil }
 func (m *memLedger) Bury(context.Context, []DeadJob) error              { return nil }
+func (m *memLedger) Lookup(context.Context, string, string) (*RestoreRow, error) {
+	return nil, nil
+}
 
 // Jobs claimed and recorded but not started when shutdown begins go back to
 // due at once, attempt unspent, and their ledger rows go.

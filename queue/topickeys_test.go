@@ -28,6 +28,7 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 			t.Fatalf("claimed %d jobs", len(held))
 		}
 		good := held[0].Ref()
+		led := sqliteLedger(t)
 		before := keysOf(t, e)
 		slices.Sort(before)
 
@@ -43,7 +44,7 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 				"Get":            func() error { _, err := e.c.Get(ctx, topic, "j"); return err },
 				"Stats":          func() error { _, err := e.c.Stats(ctx, topic); return err },
 				"List":           func() error { _, err := e.c.List(ctx, topic, queue.StateScheduled, 0, 10); return err },
-				"Cancel":         func() error { _, err := e.c.Cancel(ctx, topic, "j"); return err },
+				"Cancel":         func() error { _, err := e.c.Cancel(ctx, led, topic, "j"); return err },
 				"RequeueDead":    func() error { return e.c.RequeueDead(ctx, topic, "j") },
 				"RequeueAllDead": func() error { _, err := e.c.RequeueAllDead(ctx, topic); return err },
 				"PurgeDead":      func() error { _, err := e.c.PurgeDead(ctx, topic, time.Now().UnixMilli()); return err },

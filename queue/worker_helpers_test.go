@@ -129,3 +129,10 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// sqliteLedger returns a migrated ledger on a SQLite database of the test's
+// own, for tests that need one but not MariaDB.
+func sqliteLedger(t *testing.T) *ledger.Ledger {
+	t.Helper()
+	return migratedLedger(t, testenv.SQLite(t))
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -105,8 +106,8 @@ func TestRunWritesMarkersOfQueueTopics(t *testing.T) {
 // again: what a check racing with completions sees.
 type vanishingRows struct{ recovery.Store }
 
-func (vanishingRows) Claims(ctx context.Context, ids []int64) (map[int64]recovery.Claim, error) {
-	return map[int64]recovery.Claim{}, nil
+func (vanishingRows) Claims(ctx context.Context, ids []int64) (map[int64]ledger.Claim, error) {
+	return map[int64]ledger.Claim{}, nil
 }
 
 // Rows found untracked that are gone when read again were completing (the
@@ -115,7 +116,7 @@ func TestRunLossNeedsRowsStillThere(t *testing.T) {
 	e := newREnv(t)
 	now := e.redisNow(t)
 	e.record(t, []row{{topic: "t", id: "done", attempt: 1, runAt: now, leaseUntil: now + 60_000}})
-	r, err := recovery.New(e.c, vanishingRows{recovery.LedgerStore(e.led)}, recovery.Config{
+	r, err := recovery.New(e.c, vanishingRows{e.led}, recovery.Config{
 		Logger: e.log, Grace: 2 * time.Second, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

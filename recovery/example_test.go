@@ -77,7 +77,7 @@ func ExampleRecoverer_RunOnce() {
 
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	rec, err := recovery.New(q, recovery.LedgerStore(led), recovery.Config{Logger: log})
+	rec, err := recovery.New(q, led, recovery.Config{Logger: log})
 	if err != nil {
 		panic(err)
 	}

@@ -183,7 +183,7 @@ func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease 
 		ShutdownTimeout: 10 * time.Second,
 	}
 	if schedule != "" {
-		p.rec, err = recovery.New(p.q, recovery.LedgerStore(p.led), recovery.Config{
+		p.rec, err = recovery.New(p.q, p.led, recovery.Config{
 			Schedule: schedule, Grace: grace, HeartbeatInterval: lease / 3, Logger: log,
 		})
 		if err != nil {
@@ -298,7 +298,7 @@ func runRecovererProc(s recovererSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recovery.New(q, recovery.LedgerStore(led), recovery.Config{
+	rec, err := recovery.New(q, led, recovery.Config{
 		LockKey: s.LockKey, PageSize: s.PageSize, Chunk: s.Chunk, Logger: log,
 	})
 	if err != nil {

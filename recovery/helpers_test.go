@@ -65,7 +65,7 @@ func (e renv) recoverer(t testing.TB, cfg recovery.Config) *recovery.Recoverer {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Second
 	}
-	r, err := recovery.New(e.c, recovery.LedgerStore(e.led), cfg)
+	r, err := recovery.New(e.c, e.led, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
 
-	"github.com/delayq/delayq/internal/redislock"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -99,7 +98,7 @@ func (r *Recoverer) runOnce(ctx context.Context, trigger string) (Report, error)
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.RunTimeout)
 	defer cancel()
 	rep := Report{Start: time.Now(), Trigger: trigger, Recoverer: r.id, DryRun: r.cfg.DryRun}
-	lock := redislock.New(r.q.Redis(), r.cfg.LockKey, r.cfg.LockTTL)
+	lock := r.q.Lock(r.cfg.LockKey, r.cfg.LockTTL)
 	// A lock lost mid-run cancels the run's context: the run then stops
 	// with that error.
 	ran, err := lock.Do(ctx, func(ctx context.Context) error { return r.run(ctx, &rep) })
@@ -168,9 +167,9 @@ func (r *Recoverer) finish(rep Report, interrupted bool) {
 
 // run is one run, under the lock.
 func (r *Recoverer) run(ctx context.Context, rep *Report) error {
-	redisNow, err := r.q.Redis().Time(ctx).Result()
+	redisNow, err := r.q.Time(ctx)
 	if err != nil {
-		return fmt.Errorf("recovery: Redis time: %w", err)
+		return fmt.Errorf("recovery: %w", err)
 	}
 	counts, err := r.store.TopicCounts(ctx)
 	if err != nil {

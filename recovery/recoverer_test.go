@@ -198,13 +198,13 @@ func TestConfigValidation(t *testing.T) {
 		{LockTTL: time.Millisecond},
 	}
 	for _, cfg := range bad {
-		if _, err := recovery.New(e.c, recovery.LedgerStore(e.led), cfg); err == nil {
+		if _, err := recovery.New(e.c, e.led, cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		} else if cfg.Grace != 0 && !strings.Contains(err.Error(), "Grace") {
 			t.Errorf("config %+v: error %q does not name Grace", cfg, err)
 		}
 	}
-	r, err := recovery.New(e.c, recovery.LedgerStore(e.led), recovery.Config{})
+	r, err := recovery.New(e.c, e.led, recovery.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	for _, spec := range []string{"*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 1m30s"} {
-		if _, err := recovery.New(e.c, recovery.LedgerStore(e.led), recovery.Config{Schedule: spec}); err != nil {
+		if _, err := recovery.New(e.c, e.led, recovery.Config{Schedule: spec}); err != nil {
 			t.Errorf("spec %q refused: %v", spec, err)
 		}
 	}
@@ -293,7 +293,7 @@ func TestRunLeavesRowsThatFinishedMeanwhile(t *testing.T) {
 		{topic: "t", id: "finished", attempt: 1, runAt: now, leaseUntil: now - 10_000},
 		{topic: "t", id: "lost", attempt: 1, runAt: now, leaseUntil: now - 10_000},
 	})
-	store := &finishing{Store: recovery.LedgerStore(e.led), led: e.led, ids: map[string]bool{"finished": true}}
+	store := &finishing{Store: e.led, led: e.led, ids: map[string]bool{"finished": true}}
 	r, err := recovery.New(e.c, store, recovery.Config{Logger: e.log, Grace: 2 * time.Second, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

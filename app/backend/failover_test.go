@@ -407,7 +407,7 @@ func openFoProc(t *testing.T, cfg config.Config, log *logrus.Logger, id string, 
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	heartbeat := cfg.Worker.Lease / 3
-	rec, err := recovery.New(b.Queue, recovery.LedgerStore(b.Ledger), recovery.Config{
+	rec, err := recovery.New(b.Queue, b.Ledger, recovery.Config{
 		Schedule:          cfg.Recovery.Spec,
 		Grace:             cfg.Recovery.Grace,
 		HeartbeatInterval: heartbeat,

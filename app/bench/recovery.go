@@ -40,7 +40,7 @@ func recoveryBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	// would only alarm; its report says the same in the result's notes.
 	quiet := logrus.New()
 	quiet.SetOutput(discard{})
-	rec, err := recovery.New(s.q, recovery.LedgerStore(s.led), recovery.Config{
+	rec, err := recovery.New(s.q, s.led, recovery.Config{
 		Grace:             2 * time.Second,
 		HeartbeatInterval: time.Second,
 		Logger:            quiet,

@@ -72,8 +72,8 @@ func (s *sandbox) close(ctx context.Context) error {
 	if err := deleteKeys(ctx, s.env.Redis, s.ns+":*"); err != nil {
 		errs = append(errs, fmt.Errorf("bench: delete the keys of namespace %s: %w", s.ns, err))
 	}
-	if err := s.env.DB.WithContext(ctx).Migrator().DropTable(s.led.LedgerTable(), s.led.DeadLetterTable()); err != nil {
-		errs = append(errs, fmt.Errorf("bench: drop tables %s and %s: %w", s.led.LedgerTable(), s.led.DeadLetterTable(), err))
+	if err := s.led.Drop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("bench: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -26,9 +26,7 @@ func (s *directStore) Enqueue(ctx context.Context, topic string, j queue.NewJob)
 }
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
-	// A job waiting for a retry has a ledger row: it goes first, or the
-	// recoverer could bring the job back.
-	return s.b.Ledger.Cancel(ctx, s.b.Queue, topic, id)
+	return s.b.Queue.Cancel(ctx, s.b.Ledger, topic, id)
 }
 
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
@@ -78,7 +76,7 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 }
 
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
-	r, err := recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), recovery.Config{
+	r, err := recovery.New(s.b.Queue, s.b.Ledger, recovery.Config{
 		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: s.cfg.Worker.HeartbeatInterval(), LockTTL: s.cfg.Recovery.LockTTL,
 		DryRun: dryRun, Logger: s.log,
 	})

@@ -86,12 +86,12 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		OnReport:          s.obs.metrics.RecoveryReport,
 		Logger:            log,
 	}
-	if s.rec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
+	if s.rec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
 	}
 	rcfg.DryRun = true
 	rcfg.OnReport = nil // the API's dry runs change nothing worth a metric
-	if s.dryRec, err = recovery.New(s.b.Queue, recovery.LedgerStore(s.b.Ledger), rcfg); err != nil {
+	if s.dryRec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
 	}
 	if p.workers {

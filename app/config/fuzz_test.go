@@ -86,6 +86,9 @@ func (nopLedger) Complete(context.Context, []queue.Ref) error              { ret
 func (nopLedger) Extend(context.Context, []queue.Ref, int64) error         { return nil }
 func (nopLedger) MarkRetrying(context.Context, []queue.RetryRequest) error { return nil }
 func (nopLedger) Bury(context.Context, []queue.DeadJob) error              { return nil }
+func (nopLedger) Lookup(context.Context, string, string) (*queue.RestoreRow, error) {
+	return nil, nil
+}
 
 // checkStarts fails unless the components a config configures accept it,
 // mapped the way app/backend and app/cli map it: Load's promise is that a

@@ -43,15 +43,11 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 // addresses included, go to the log).
 func (a *api) pingBackends(ctx context.Context) error {
 	var failed []string
-	if err := a.q.Redis().Ping(ctx).Err(); err != nil {
+	if err := a.q.Ping(ctx); err != nil {
 		a.log.WithError(err).Warn("httpapi: readiness: Redis does not answer")
 		failed = append(failed, "redis")
 	}
-	sqlDB, err := a.l.DB().DB()
-	if err == nil {
-		err = sqlDB.PingContext(ctx)
-	}
-	if err != nil {
+	if err := a.l.Ping(ctx); err != nil {
 		a.log.WithError(err).Warn("httpapi: readiness: SQL does not answer")
 		failed = append(failed, "sql")
 	}

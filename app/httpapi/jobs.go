@@ -11,7 +11,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/httpjson"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -144,50 +143,19 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 
 // cancelJob handles DELETE /v1/topics/{topic}/jobs/{id...}: a waiting job
 // is removed; one a worker holds (409 job_in_flight) or a dead one (409
-// job_dead) is not.
-//
-// A job waiting for a retry still has its ledger row, and the recoverer
-// would bring the job back from it once its lease time passes, so cancel
-// deletes the row too. Redis goes first: deleting the row of a job that
-// turns out to be in flight would leave a running job untracked. If the row
-// cannot be deleted, the answer is 503 and the DELETE is safe to repeat:
-// when Redis no longer knows the job, a row of a job waiting for a retry is
-// deleted then (that also cancels a job whose Redis data was lost).
-// A recoverer re-creating the job in the instant between the two steps can
-// still win; the job then runs once more, as if cancelled a moment too late.
+// job_dead) is not. queue.Client.Cancel does it, in both stores, in the
+// order its doc comment gives; a job Redis has lost is cancelled from its
+// ledger row. A failed DELETE (503) is safe to repeat.
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
 	topic, id := r.PathValue("topic"), r.PathValue("id")
-	// The ledger's Cancel removes a retrying job's row before its Redis
-	// entries, so no recovery run can bring the job back in between.
-	job, err := a.l.Cancel(ctx, a.q, topic, id)
+	job, err := a.q.Cancel(r.Context(), a.l, topic, id)
 	switch {
-	case err == nil:
-		a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
-		writeJSON(w, http.StatusOK, NewCancelledJobView(job))
-		return nil
-	case job != nil:
-		return fromSQL(fmt.Errorf("job cancelled in Redis, its ledger row remains (repeat the DELETE): %w", err))
-	case !errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, queue.ErrLedger):
+		return fromSQL(err)
+	case err != nil:
 		return fromRedis(err)
 	}
-	row, err := a.l.Row(ctx, topic, id)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
-	case err != nil:
-		return fromSQL(err)
-	case row.State != ledger.StateRetrying:
-		return fmt.Errorf("the ledger says a worker holds it: %w", queue.ErrInFlight)
-	}
-	if err := a.l.Delete(ctx, topic, id); err != nil {
-		return fromSQL(err)
-	}
-	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": row.Attempt}).
-		Info("httpapi: job cancelled (its ledger row only: Redis no longer had it)")
-	writeJSON(w, http.StatusOK, NewCancelledJobView(&queue.Job{
-		Topic: topic, ID: id, RunAt: row.RunAt, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		LastError: row.LastError, Payload: row.Payload,
-	}))
+	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
+	writeJSON(w, http.StatusOK, NewCancelledJobView(job))
 	return nil
 }

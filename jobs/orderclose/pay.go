@@ -60,23 +60,18 @@ func (s *Service) Pay(ctx context.Context, orderNo string) (*Order, error) {
 	return &o, nil
 }
 
-// cancelClose removes a paid order's close job if it is still waiting. It
+// cancelClose removes a paid order's close job if it is still waiting,
+// with queue.Client.Cancel (its ledger row too, if it waits for a retry). It
 // never fails the payment: a job it cannot remove finds the order paid and
 // does nothing.
 func (s *Service) cancelClose(ctx context.Context, orderNo string) {
 	log := s.orderLog(orderNo)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
 	defer cancel()
-	job, err := s.q.Cancel(ctx, Topic, JobID(orderNo))
+	job, err := s.q.Cancel(ctx, s.led, Topic, JobID(orderNo))
 	switch {
 	case err == nil:
-		if job.Attempt > 0 {
-			// It was waiting for a retry: its ledger row is still there.
-			if err := s.led.Delete(ctx, Topic, job.ID); err != nil {
-				log.WithError(err).Warn("close job cancelled but its ledger row could not be deleted: the recoverer may run it again, and it will find the order paid")
-			}
-		}
-		log.Debug("close job cancelled")
+		log.WithField("attempt", job.Attempt).Debug("close job cancelled")
 	case errors.Is(err, queue.ErrNotFound):
 		log.Debug("no close job to cancel (already done, or never enqueued)")
 	case errors.Is(err, queue.ErrInFlight):

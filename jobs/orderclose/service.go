@@ -41,6 +41,9 @@ func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
 	}
 	return &Service{
 		led: led,
+		// The orders tables are the module's, not the ledger's, but they
+		// must share its database: the close updates the order and deletes
+		// the job's ledger row in one transaction (ledger.Transactional).
 		db:  led.DB(),
 		q:   q,
 		cfg: cfg,

@@ -10,7 +10,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
 
-	"github.com/delayq/delayq/internal/redislock"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -81,7 +80,7 @@ func (sw *Sweeper) Run(ctx context.Context) error {
 // the next run starts over).
 func (sw *Sweeper) RunOnce(ctx context.Context) (SweepReport, bool, error) {
 	var rep SweepReport
-	lock := redislock.New(sw.s.q.Redis(), sw.s.cfg.SweepLockKey, sw.s.cfg.SweepLockTTL)
+	lock := sw.s.q.Lock(sw.s.cfg.SweepLockKey, sw.s.cfg.SweepLockTTL)
 	ran, err := lock.Do(ctx, func(ctx context.Context) error {
 		var err error
 		rep, err = sw.sweep(ctx)

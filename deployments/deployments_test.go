@@ -21,10 +21,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 const (
@@ -503,24 +504,6 @@ func (rc *respConn) read() (any, error) {
 	return nil, fmt.Errorf("unexpected reply %q", line)
 }
 
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -534,7 +517,7 @@ func freePort(t *testing.T) int {
 // redisProc is a redis-server this test started; only it is ever signalled.
 type redisProc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	done chan struct{}
 	port int
 }
@@ -584,7 +567,7 @@ func tryStartRedis(t *testing.T, redisServer, conf, dir string, env []string) *r
 	// Only what must differ for a test: the port and the data directory.
 	cmd := exec.Command(redisServer, conf, "--port", strconv.Itoa(port), "--dir", dir)
 	cmd.Env = env
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)

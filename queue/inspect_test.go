@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
 func TestCancel(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "waiting", Payload: []byte("w"), Delay: time.Hour})
 		j, err := e.c.Cancel(ctx, "t", "waiting")
 		if err != nil || j.ID != "waiting" || string(j.Payload) != "w" || j.Attempt != 0 {
@@ -57,7 +58,7 @@ func TestGetUnknown(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		st, err := e.c.Stats(ctx, "empty")
 		if err != nil || st.Due != 0 || st.NextDue != 0 || st.OldestOverdueMs != 0 {
 			t.Fatalf("empty topic stats %+v, %v", st, err)

@@ -77,7 +77,7 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	seen := map[string]int{}
 	var handled, unrecorded, spent atomic.Int64
 	w, err := queue.NewWorker(c, queue.WorkerConfig{
-		Ledger: led, Logger: quietLogger(),
+		Ledger: led, Logger: testenv.QuietLogger(),
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -102,14 +102,14 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	}
 	startWorker(t, w)
 
-	waitFor(t, time.Minute, "a first part handled", func() bool { return handled.Load() >= 500 })
+	testenv.WaitFor(testenv.Context(t), t, "a first part handled", func() bool { return handled.Load() >= 500 })
 	proxy.Cut()
-	waitFor(t, 30*time.Second, "claims refused while the ledger is down", func() bool { return led.recordFails.Load() >= 5 })
+	testenv.WaitFor(testenv.Context(t), t, "claims refused while the ledger is down", func() bool { return led.recordFails.Load() >= 5 })
 	during := handled.Load()
 	proxy.Restore()
-	waitFor(t, 2*time.Minute, "every job handled", func() bool { return handled.Load() >= total })
-	waitFor(t, time.Minute, "ledger empty", func() bool {
-		n, err := direct.Count(ctxT(t))
+	testenv.WaitFor(testenv.Context(t), t, "every job handled", func() bool { return handled.Load() >= total })
+	testenv.WaitFor(testenv.Context(t), t, "ledger empty", func() bool {
+		n, err := direct.Count(testenv.Context(t))
 		return err == nil && n == 0
 	})
 	if during >= total {

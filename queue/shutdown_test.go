@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -39,19 +40,19 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- stop() }()
 	// Shutdown is waiting on the four running handlers; let them finish.
-	waitFor(t, 10*time.Second, "no further claims", func() bool {
-		st, _ := e.c.Stats(ctxT(t), "t")
+	testenv.WaitFor(testenv.Context(t), t, "no further claims", func() bool {
+		st, _ := e.c.Stats(testenv.Context(t), "t")
 		return st.InFlight == 4 && st.Due == 16
 	})
 	close(release)
 	if err := <-stopErr; err != nil {
 		t.Fatal(err)
 	}
-	st, _ := e.c.Stats(ctxT(t), "t")
+	st, _ := e.c.Stats(testenv.Context(t), "t")
 	if st.InFlight != 0 || st.Due != 16 {
 		t.Fatalf("after shutdown: %+v; want the 4 running acked and 16 due", st)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows after shutdown", n)
 	}
 
@@ -60,7 +61,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, w2)
-	waitFor(t, 30*time.Second, "the rest handled", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the rest handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == 20
@@ -90,7 +91,7 @@ func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 10*time.Second, "3 handlers running", func() bool { return running.Load() == 3 })
+	testenv.WaitFor(testenv.Context(t), t, "3 handlers running", func() bool { return running.Load() == 3 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +106,11 @@ func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("%d handlers saw their context end", n)
 	}
-	st, _ := e.c.Stats(ctxT(t), "t")
+	st, _ := e.c.Stats(testenv.Context(t), "t")
 	if st.InFlight != 0 || st.Dead != 0 || st.DueNow != 6 {
 		t.Fatalf("after shutdown: %+v; want all 6 due again, none dead (max attempts 1)", st)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows", n)
 	}
 	for i := 0; i < 6; i++ {

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -52,20 +53,20 @@ func TestTransactionalCompletion(t *testing.T) {
 	startWorker(t, w)
 
 	// Between the attempts: no business row, the ledger row kept as retrying.
-	waitFor(t, 10*time.Second, "the first attempt to fail", func() bool {
-		row, err := e.led.Row(ctxT(t), "t", "order_close:1")
+	testenv.WaitFor(testenv.Context(t), t, "the first attempt to fail", func() bool {
+		row, err := e.led.Row(testenv.Context(t), "t", "order_close:1")
 		return err == nil && row.State == "retrying"
 	})
 	var n int64
 	if err := e.db.Model(&closed{}).Count(&n).Error; err != nil || n != 0 {
 		t.Fatalf("rolled-back attempt left %d business rows (%v)", n, err)
 	}
-	waitFor(t, 10*time.Second, "the second attempt to commit", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the second attempt to commit", func() bool {
 		var n int64
 		return e.db.Model(&closed{}).Count(&n).Error == nil && n == 1
 	})
 	// The commit removed the ledger row with the business write.
-	if _, err := e.led.Row(ctxT(t), "t", "order_close:1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.led.Row(testenv.Context(t), "t", "order_close:1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("ledger row after commit: %v, want ErrNotFound", err)
 	}
 	if attempts.Load() != 2 || rowDuringRetry.Load() != 1 {

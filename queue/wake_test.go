@@ -28,18 +28,18 @@ func TestWorkerWakesOnEnqueueNotPolling(t *testing.T) {
 	startWorker(t, w)
 	waitSubscribed(t, e.rdb, e.c.WakeChannel("t"))
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "now"})
-	waitFor(t, 20*time.Second, "the job enqueued to an idle worker", func() bool { return ran.Load() == 1 })
+	testenv.WaitFor(testenv.Context(t), t, "the job enqueued to an idle worker", func() bool { return ran.Load() == 1 })
 	// Due in 200 ms: the wake makes the fetcher claim (too early), learn the
 	// due time, and sleep exactly until then.
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "soon", Delay: 200 * time.Millisecond})
-	waitFor(t, 20*time.Second, "the delayed job", func() bool { return ran.Load() == 2 })
+	testenv.WaitFor(testenv.Context(t), t, "the delayed job", func() bool { return ran.Load() == 2 })
 }
 
 // waitSubscribed waits until channel has a subscriber.
 func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the worker's subscription", func() bool {
-		n, err := rdb.PubSubNumSub(ctxT(t), channel).Result()
+	testenv.WaitFor(testenv.Context(t), t, "the worker's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(testenv.Context(t), channel).Result()
 		return err == nil && n[channel] > 0
 	})
 }
@@ -57,7 +57,7 @@ func TestWorkerReconnectsAfterRedisRestart(t *testing.T) {
 	}
 	e := newWEnv(t)
 	var ran atomic.Int64
-	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: quietLogger(), MaxIdle: time.Hour,
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: testenv.QuietLogger(), MaxIdle: time.Hour,
 		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -70,16 +70,16 @@ func TestWorkerReconnectsAfterRedisRestart(t *testing.T) {
 	}
 	startWorker(t, w)
 	waitSubscribed(t, rdb, c.WakeChannel("t"))
-	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "before"}); err != nil {
+	if _, err := c.Enqueue(testenv.Context(t), "t", queue.NewJob{ID: "before"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the first job", func() bool { return ran.Load() == 1 })
+	testenv.WaitFor(testenv.Context(t), t, "the first job", func() bool { return ran.Load() == 1 })
 
 	srv.Kill(t)
 	srv.Restart(t)
 	waitSubscribed(t, rdb, c.WakeChannel("t"))
-	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "after"}); err != nil {
+	if _, err := c.Enqueue(testenv.Context(t), "t", queue.NewJob{ID: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the job enqueued after the restart", func() bool { return ran.Load() == 2 })
+	testenv.WaitFor(testenv.Context(t), t, "the job enqueued after the restart", func() bool { return ran.Load() == 2 })
 }

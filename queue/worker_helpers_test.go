@@ -3,11 +3,9 @@ package queue_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
@@ -40,17 +38,10 @@ func migratedLedger(t *testing.T, db *gorm.DB) *ledger.Ledger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	return led
-}
-
-// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // startWorker runs w until the returned stop is called; stop returns Run's
@@ -85,7 +76,7 @@ func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {
 		cfg.Ledger = e.led
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
+		cfg.Logger = testenv.QuietLogger()
 	}
 	w, err := queue.NewWorker(e.c, cfg)
 	if err != nil {
@@ -106,7 +97,7 @@ func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod
 			}
 			batch = append(batch, j)
 		}
-		res, err := c.EnqueueBatch(ctxT(t), topic, batch)
+		res, err := c.EnqueueBatch(testenv.Context(t), topic, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,17 +106,5 @@ func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod
 				t.Fatalf("enqueue %s: %s %v", r.ID, r.Status, r.Err)
 			}
 		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

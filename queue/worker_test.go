@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -39,9 +40,9 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 3*time.Minute, "all jobs handled", func() bool { return handled.Load() >= total })
-	waitFor(t, time.Minute, "ledger empty", func() bool {
-		n, err := e.led.Count(ctxT(t))
+	testenv.WaitFor(testenv.ContextTimeout(t, 3*time.Minute), t, "all jobs handled", func() bool { return handled.Load() >= total })
+	testenv.WaitFor(testenv.Context(t), t, "ledger empty", func() bool {
+		n, err := e.led.Count(testenv.Context(t))
 		return err == nil && n == 0
 	})
 	if err := stop(); err != nil {
@@ -60,7 +61,7 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 	}
 	for _, k := range keysOf(t, e.env) {
 		if k != e.ns+":topics" {
-			if n, _ := e.rdb.Exists(ctxT(t), k).Result(); n > 0 {
+			if n, _ := e.rdb.Exists(testenv.Context(t), k).Result(); n > 0 {
 				t.Fatalf("Redis still holds %s", k)
 			}
 		}
@@ -95,7 +96,7 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	}
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "always-fails", Payload: []byte("p"), MaxAttempts: 4})
 	startWorker(t, w)
-	waitFor(t, 30*time.Second, "the job to die", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the job to die", func() bool {
 		deadMu.Lock()
 		defer deadMu.Unlock()
 		return len(dead) == 1
@@ -115,11 +116,11 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	if info.State != queue.StateDead || info.Job.LastError != "failure 4" {
 		t.Fatalf("Redis: %s, last error %q", info.State, info.Job.LastError)
 	}
-	letters, err := e.led.DeadLetters(ctxT(t), "t", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
+	letters, err := e.led.DeadLetters(testenv.Context(t), "t", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
 	if err != nil || len(letters) != 1 || letters[0].LastError != "failure 4" || string(letters[0].Payload) != "p" || letters[0].Attempts != 4 {
 		t.Fatalf("archive: %+v, %v", letters, err)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows after the job died", n)
 	}
 	if dead[0] != "always-fails: failure 4" {
@@ -160,8 +161,8 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 		mustEnqueue(t, e.env, "t", queue.NewJob{ID: id, MaxAttempts: 5})
 	}
 	startWorker(t, w)
-	waitFor(t, 30*time.Second, "all settled", func() bool {
-		st, err := e.c.Stats(ctxT(t), "t")
+	testenv.WaitFor(testenv.Context(t), t, "all settled", func() bool {
+		st, err := e.c.Stats(testenv.Context(t), "t")
 		return err == nil && st.Due == 0 && st.InFlight == 0 && deadCount.Load() == 1
 	})
 	mu.Lock()
@@ -180,7 +181,7 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 	if len(p) != 2 || p[1].Attempt != 2 || p[1].LastError != "handler panic: nil map" {
 		t.Fatalf("panicking job runs %+v", p)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows", n)
 	}
 }

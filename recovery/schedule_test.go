@@ -3,10 +3,10 @@ package recovery_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestRunScheduleAndTriggers(t *testing.T) {
 	e := newREnv(t)
 	r := e.recoverer(t, recovery.Config{Schedule: "@every 1s"})
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(testenv.Context(t))
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 	defer func() {
@@ -34,27 +34,27 @@ func TestRunScheduleAndTriggers(t *testing.T) {
 			return false
 		}
 	}
-	waitFor(t, 10*time.Second, "the run at start", hasTrigger("start"))
-	waitFor(t, 10*time.Second, "a scheduled run", hasTrigger("schedule"))
+	testenv.WaitFor(testenv.Context(t), t, "the run at start", hasTrigger("start"))
+	testenv.WaitFor(testenv.Context(t), t, "a scheduled run", hasTrigger("schedule"))
 	r.Trigger("operator")
-	waitFor(t, 10*time.Second, "the triggered run", hasTrigger("operator"))
+	testenv.WaitFor(testenv.Context(t), t, "the triggered run", hasTrigger("operator"))
 
 	// Nothing missing: a reconnect triggers nothing.
 	now := e.redisNow(t)
 	e.record(t, []row{{topic: "t", id: "waiting", attempt: 1, runAt: now + 600_000, leaseUntil: now + 630_000, retrying: true}})
-	if _, err := e.c.EnsureEpoch(ctxT(t), []string{"t"}, "x"); err != nil {
+	if _, err := e.c.EnsureEpoch(testenv.Context(t), []string{"t"}, "x"); err != nil {
 		t.Fatal(err)
 	}
 	r.Trigger("learn-topics")
-	waitFor(t, 10*time.Second, "a run that sees topic t", hasTrigger("learn-topics"))
-	r.RedisReconnected(ctxT(t))
+	testenv.WaitFor(testenv.Context(t), t, "a run that sees topic t", hasTrigger("learn-topics"))
+	r.RedisReconnected(testenv.Context(t))
 	if len(e.logged(logrus.InfoLevel, "every epoch marker is there")) != 1 {
 		t.Fatal("the reconnect check did not report markers present")
 	}
 	// Redis lost the topic: the reconnect check runs recovery at once.
 	e.dropTopic(t, "t")
-	r.RedisReconnected(ctxT(t))
-	waitFor(t, 10*time.Second, "the run after the reconnect", hasTrigger("redis-reconnect"))
+	r.RedisReconnected(testenv.Context(t))
+	testenv.WaitFor(testenv.Context(t), t, "the run after the reconnect", hasTrigger("redis-reconnect"))
 	var rep recovery.Report
 	for _, x := range r.Reports() {
 		if x.Trigger == "redis-reconnect" {

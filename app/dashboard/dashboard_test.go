@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -54,12 +53,6 @@ func TestSamplerReadsStateOnlyWhenWatched(t *testing.T) {
 			t.Errorf("watched %t: %d state reads in %d samples", watched, reads, src.sample.Load())
 		}
 	}
-}
-
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // The history turns cumulative totals into rates per second, keeps the
@@ -117,7 +110,7 @@ func TestHistoryRatesAndGaps(t *testing.T) {
 func TestPageAssetsAndSeries(t *testing.T) {
 	src := &fakeSource{live: map[string]metrics.TopicSample{"a": {Completed: 1}}, state: metrics.State{}}
 	d, err := New(Config{Source: src, Auth: true, ReadOnly: true, Orders: true, StaleAfter: 90 * time.Second,
-		SampleEvery: 10 * time.Millisecond, History: time.Second, Logger: quietLogger()})
+		SampleEvery: 10 * time.Millisecond, History: time.Second, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

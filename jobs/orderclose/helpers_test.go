@@ -2,13 +2,10 @@ package orderclose_test
 
 import (
 	"context"
-	"io"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
@@ -56,37 +53,20 @@ func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := orderclose.Migrate(ctxT(t), db); err != nil {
+	if err := orderclose.Migrate(testenv.Context(t), db); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
+		cfg.Logger = testenv.QuietLogger()
 	}
 	svc, err := orderclose.New(led, q, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc}
-}
-
-// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	if os.Getenv("DELAYQ_TEST_LOG") == "" {
-		l.SetOutput(io.Discard)
-	} else {
-		l.SetLevel(logrus.DebugLevel)
-	}
-	return l
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // seed creates SKUs with the given stock, price 100 cents each.
@@ -96,7 +76,7 @@ func (w *world) seed(stock map[string]int64) {
 	for sku, n := range stock {
 		skus = append(skus, orderclose.SKU{SKU: sku, Stock: n, PriceCents: 100})
 	}
-	if err := orderclose.SeedSKUs(ctxT(w.t), w.db, skus...); err != nil {
+	if err := orderclose.SeedSKUs(testenv.Context(w.t), w.db, skus...); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -127,7 +107,7 @@ func (w *world) count(model any) int64 {
 
 func (w *world) mustCreate(in orderclose.NewOrder) *orderclose.Created {
 	w.t.Helper()
-	c, err := w.svc.CreateOrder(ctxT(w.t), in)
+	c, err := w.svc.CreateOrder(testenv.Context(w.t), in)
 	if err != nil {
 		w.t.Fatalf("CreateOrder: %v", err)
 	}
@@ -157,7 +137,7 @@ func (w *world) closeLogs(no string) int64 {
 // handler registered.
 func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 	w.t.Helper()
-	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: quietLogger(), MaxIdle: 200 * time.Millisecond})
+	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: testenv.QuietLogger(), MaxIdle: 200 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -191,16 +171,4 @@ func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -3,7 +3,6 @@ package queue_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,31 +20,35 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	handled := map[string]int{}
+	var changed testenv.Event
 	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		started <- j.ID
 		<-release
 		mu.Lock()
 		handled[j.ID]++
 		mu.Unlock()
+		changed.Notify()
 		return nil
 	})
 	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: time.Minute})
 	if err := w.Handle("t", h, queue.TopicConfig{Concurrency: 4}); err != nil {
 		t.Fatal(err)
 	}
-	stop := startWorker(t, w)
+	cancel, wait := runWorker(t, w)
 	for i := 0; i < 4; i++ {
 		<-started
 	}
-	stopErr := make(chan error, 1)
-	go func() { stopErr <- stop() }()
-	// Shutdown is waiting on the four running handlers; let them finish.
+	// Shutdown has begun before the handlers may finish, so a freed slot
+	// cannot take another job; it hands back what was claimed unstarted and
+	// waits on the four running handlers. Redis's state is the one witness
+	// of that hand-back.
+	cancel()
 	testenv.WaitFor(testenv.Context(t), t, "no further claims", func() bool {
 		st, _ := e.c.Stats(testenv.Context(t), "t")
 		return st.InFlight == 4 && st.Due == 16
 	})
 	close(release)
-	if err := <-stopErr; err != nil {
+	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := e.c.Stats(testenv.Context(t), "t")
@@ -61,7 +64,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, w2)
-	testenv.WaitFor(testenv.Context(t), t, "the rest handled", func() bool {
+	changed.Wait(testenv.Context(t), t, "the rest handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == 20
@@ -78,7 +81,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 	e := newWEnv(t)
 	enqueueMany(t, e.c, "t", "j", 6, func(j *queue.NewJob) { j.MaxAttempts = 1 })
-	var running atomic.Int64
+	var running testenv.Counter
 	var causes sync.Map
 	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: 50 * time.Millisecond})
 	err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
@@ -91,7 +94,7 @@ func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	testenv.WaitFor(testenv.Context(t), t, "3 handlers running", func() bool { return running.Load() == 3 })
+	running.WaitAtLeast(testenv.Context(t), t, 3, "3 handlers running")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

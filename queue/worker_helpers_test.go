@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,26 +49,38 @@ func migratedLedger(t *testing.T, db *gorm.DB) *ledger.Ledger {
 // error and fails the test if Run does not return within a minute.
 func startWorker(t *testing.T, w *queue.Worker) (stop func() error) {
 	t.Helper()
+	cancel, wait := runWorker(t, w)
+	return func() error {
+		cancel()
+		return wait()
+	}
+}
+
+// runWorker runs w until cancel is called (or the test ends); wait returns
+// Run's error and fails the test if Run does not return within a minute
+// of the cancel.
+func runWorker(t *testing.T, w *queue.Worker) (cancel context.CancelFunc, wait func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Minute):
-			t.Fatal("worker did not stop within a minute")
-			return nil
-		}
+	var once sync.Once
+	var err error
+	wait = func() error {
+		once.Do(func() {
+			select {
+			case err = <-done:
+			case <-time.After(time.Minute):
+				t.Error("worker did not stop within a minute")
+			}
+		})
+		return err
 	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	t.Cleanup(func() {
+		cancel()
+		_ = wait()
+	})
+	return cancel, wait
 }
 
 func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {
@@ -108,3 +121,16 @@ func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod
 		}
 	}
 }
+
+// settled is an Observer that counts the outcomes a worker has settled in
+// both stores (the worker reports an outcome only then), so a test waits
+// for them instead of polling Redis or the ledger.
+type settled struct {
+	queue.NopObserver
+	completed, retried, dead, released testenv.Counter
+}
+
+func (s *settled) Completed(_ string, n int) { s.completed.Add(int64(n)) }
+func (s *settled) Retried(_ string, n int)   { s.retried.Add(int64(n)) }
+func (s *settled) Dead(_ string, n int)      { s.dead.Add(int64(n)) }
+func (s *settled) Released(_ string, n int)  { s.released.Add(int64(n)) }

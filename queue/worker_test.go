@@ -24,7 +24,8 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 	var mu sync.Mutex
 	seen := make(map[string]int, total)
 	var missingRow, handled atomic.Int64
-	w := newWorker(t, e, queue.WorkerConfig{Topic: queue.TopicConfig{Concurrency: 50}})
+	obs := &settled{}
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, Topic: queue.TopicConfig{Concurrency: 50}})
 	err := w.Handle("orders", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		row, err := e.led.Row(ctx, j.Topic, j.ID)
 		if err != nil || row.Attempt != j.Attempt || row.Worker != w.ID() || row.State != "in_progress" {
@@ -40,11 +41,13 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	testenv.WaitFor(testenv.ContextTimeout(t, 3*time.Minute), t, "all jobs handled", func() bool { return handled.Load() >= total })
-	testenv.WaitFor(testenv.Context(t), t, "ledger empty", func() bool {
-		n, err := e.led.Count(testenv.Context(t))
-		return err == nil && n == 0
-	})
+	obs.completed.WaitAtLeast(testenv.ContextTimeout(t, 3*time.Minute), t, total, "every job completed")
+	if n := handled.Load(); n != total {
+		t.Fatalf("%d handler runs, want %d", n, total)
+	}
+	if n, err := e.led.Count(testenv.Context(t)); err != nil || n != 0 {
+		t.Fatalf("ledger holds %d rows after every job completed (%v)", n, err)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +75,14 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	e := newWEnv(t)
 	var deadMu sync.Mutex
 	var dead []string
+	var died testenv.Event
 	w := newWorker(t, e, queue.WorkerConfig{
+		// OnDead runs once the death is settled in both stores.
 		OnDead: func(ctx context.Context, j *queue.Job, err error) {
 			deadMu.Lock()
 			dead = append(dead, fmt.Sprintf("%s: %v", j.ID, err))
 			deadMu.Unlock()
+			died.Notify()
 		},
 	})
 	backoff := queue.Backoff{Base: 40 * time.Millisecond, Cap: 100 * time.Millisecond, Jitter: -1}
@@ -96,7 +102,7 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	}
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "always-fails", Payload: []byte("p"), MaxAttempts: 4})
 	startWorker(t, w)
-	testenv.WaitFor(testenv.Context(t), t, "the job to die", func() bool {
+	died.Wait(testenv.Context(t), t, "the job to die", func() bool {
 		deadMu.Lock()
 		defer deadMu.Unlock()
 		return len(dead) == 1
@@ -130,8 +136,10 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 
 func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 	e := newWEnv(t)
-	var deadCount atomic.Int64
+	var deadCount testenv.Counter
+	obs := &settled{}
 	w := newWorker(t, e, queue.WorkerConfig{
+		Observer: obs,
 		OnDead: func(ctx context.Context, j *queue.Job, err error) {
 			if j.ID == "permanent" && errors.Is(err, queue.ErrSkipRetry) {
 				deadCount.Add(1)
@@ -161,10 +169,13 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 		mustEnqueue(t, e.env, "t", queue.NewJob{ID: id, MaxAttempts: 5})
 	}
 	startWorker(t, w)
-	testenv.WaitFor(testenv.Context(t), t, "all settled", func() bool {
-		st, err := e.c.Stats(testenv.Context(t), "t")
-		return err == nil && st.Due == 0 && st.InFlight == 0 && deadCount.Load() == 1
-	})
+	// rate-limited and panics complete on their second attempt; permanent
+	// dies (OnDead runs once the death is settled in both stores).
+	obs.completed.WaitAtLeast(testenv.Context(t), t, 2, "two jobs completed")
+	deadCount.WaitAtLeast(testenv.Context(t), t, 1, "the permanent failure to die")
+	if st, err := e.c.Stats(testenv.Context(t), "t"); err != nil || st.Due != 0 || st.InFlight != 0 || deadCount.Load() != 1 {
+		t.Fatalf("settled: stats %+v (%v), %d deaths by SkipRetry", st, err, deadCount.Load())
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if n := len(runs["permanent"]); n != 1 {

@@ -14,7 +14,8 @@ import (
 // reconnect with an epoch marker gone triggers a run that finds the loss.
 func TestRunScheduleAndTriggers(t *testing.T) {
 	e := newREnv(t)
-	r := e.recoverer(t, recovery.Config{Schedule: "@every 1s"})
+	var reported testenv.Event // OnReport: a run finished, its report kept
+	r := e.recoverer(t, recovery.Config{Schedule: "@every 1s", OnReport: func(recovery.Report) { reported.Notify() }})
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -34,10 +35,10 @@ func TestRunScheduleAndTriggers(t *testing.T) {
 			return false
 		}
 	}
-	testenv.WaitFor(testenv.Context(t), t, "the run at start", hasTrigger("start"))
-	testenv.WaitFor(testenv.Context(t), t, "a scheduled run", hasTrigger("schedule"))
+	reported.Wait(testenv.Context(t), t, "the run at start", hasTrigger("start"))
+	reported.Wait(testenv.Context(t), t, "a scheduled run", hasTrigger("schedule"))
 	r.Trigger("operator")
-	testenv.WaitFor(testenv.Context(t), t, "the triggered run", hasTrigger("operator"))
+	reported.Wait(testenv.Context(t), t, "the triggered run", hasTrigger("operator"))
 
 	// Nothing missing: a reconnect triggers nothing.
 	now := e.redisNow(t)
@@ -46,7 +47,7 @@ func TestRunScheduleAndTriggers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Trigger("learn-topics")
-	testenv.WaitFor(testenv.Context(t), t, "a run that sees topic t", hasTrigger("learn-topics"))
+	reported.Wait(testenv.Context(t), t, "a run that sees topic t", hasTrigger("learn-topics"))
 	r.RedisReconnected(testenv.Context(t))
 	if len(e.logged(logrus.InfoLevel, "every epoch marker is there")) != 1 {
 		t.Fatal("the reconnect check did not report markers present")
@@ -54,7 +55,7 @@ func TestRunScheduleAndTriggers(t *testing.T) {
 	// Redis lost the topic: the reconnect check runs recovery at once.
 	e.dropTopic(t, "t")
 	r.RedisReconnected(testenv.Context(t))
-	testenv.WaitFor(testenv.Context(t), t, "the run after the reconnect", hasTrigger("redis-reconnect"))
+	reported.Wait(testenv.Context(t), t, "the run after the reconnect", hasTrigger("redis-reconnect"))
 	var rep recovery.Report
 	for _, x := range r.Reports() {
 		if x.Trigger == "redis-reconnect" {

@@ -24,7 +24,7 @@ func TestEmbeddedSQLiteMiniredis(t *testing.T) {
 	if _, err := w.svc.Pay(testenv.Context(t), paying); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(testenv.Context(t), t, "the order to close", func() bool { return w.order(closing).Status == orderclose.StatusClosed })
+	w.waitSettled(testenv.Context(t), "the order to close", func() bool { return w.order(closing).Status == orderclose.StatusClosed })
 	if w.stock()["A"] != 8 || w.closeLogs(closing) != 1 || w.order(paying).Status != orderclose.StatusPaid {
 		t.Fatalf("stock %v, close logs %d, paid order %+v", w.stock(), w.closeLogs(closing), w.order(paying))
 	}
@@ -33,7 +33,7 @@ func TestEmbeddedSQLiteMiniredis(t *testing.T) {
 	if err := w.db.Create(&orderclose.CloseLog{OrderNo: dup, ClosedAt: 1, JobAttempt: 1}).Error; err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(testenv.Context(t), t, "the order to close", func() bool { return w.order(dup).Status == orderclose.StatusClosed })
+	w.waitSettled(testenv.Context(t), "the order to close", func() bool { return w.order(dup).Status == orderclose.StatusClosed })
 	if w.stock()["A"] != 7 || w.closeLogs(dup) != 1 {
 		t.Fatalf("stock %v, close logs %d: want no second release", w.stock(), w.closeLogs(dup))
 	}

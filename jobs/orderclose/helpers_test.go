@@ -24,6 +24,8 @@ type world struct {
 	led *ledger.Ledger
 	q   *queue.Client
 	svc *orderclose.Service
+	// settled hears the outcomes of the worlds' workers.
+	settled *settledEvent
 }
 
 // newWorld builds a world on the shared Redis (rdb nil) or on rdb, with
@@ -66,7 +68,7 @@ func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc}
+	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc, settled: &settledEvent{}}
 }
 
 // seed creates SKUs with the given stock, price 100 cents each.
@@ -137,7 +139,7 @@ func (w *world) closeLogs(no string) int64 {
 // handler registered.
 func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 	w.t.Helper()
-	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: testenv.QuietLogger(), MaxIdle: 200 * time.Millisecond})
+	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -171,4 +173,24 @@ func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// settledEvent is an Observer that notifies changed whenever a worker has
+// settled outcomes in both stores (it reports them only then).
+type settledEvent struct {
+	queue.NopObserver
+	changed testenv.Event
+}
+
+func (s *settledEvent) Completed(string, int) { s.changed.Notify() }
+func (s *settledEvent) Retried(string, int)   { s.changed.Notify() }
+func (s *settledEvent) Dead(string, int)      { s.changed.Notify() }
+func (s *settledEvent) Released(string, int)  { s.changed.Notify() }
+
+// waitSettled returns once cond holds, checking it now and each time one
+// of the world's workers settles jobs: what a close job does to the orders
+// is committed by then.
+func (w *world) waitSettled(ctx context.Context, what string, cond func() bool) {
+	w.t.Helper()
+	w.settled.changed.Wait(ctx, w.t, what, cond)
 }

@@ -97,7 +97,7 @@ func TestPayCloseRace(t *testing.T) {
 		t.Fatalf("created %d orders of %d", created.Load(), orders)
 	}
 	pays.Wait()
-	testenv.WaitFor(testenv.Context(t), t, "every order to be paid or closed", func() bool {
+	w.waitSettled(testenv.Context(t), "every order to be paid or closed", func() bool {
 		var n int64
 		if err := w.db.Model(&orderclose.Order{}).Where("status = ?", orderclose.StatusPending).Count(&n).Error; err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func TestPayCloseRace(t *testing.T) {
 		return n == 0
 	})
 	// Every close job finished: no ledger row, nothing left in Redis.
-	testenv.WaitFor(testenv.Context(t), t, "the close jobs to finish", func() bool {
+	w.waitSettled(testenv.Context(t), "the close jobs to finish", func() bool {
 		n, err := w.led.Count(testenv.Context(t))
 		if err != nil {
 			t.Fatal(err)

@@ -26,7 +26,7 @@ func TestHTTPSummary(t *testing.T) {
 	w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}}}) // pending for 30 min
 	closing := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 3}}, PaymentWindow: 50 * time.Millisecond})
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
-	testenv.WaitFor(testenv.Context(t), t, "the short order closed", func() bool {
+	w.waitSettled(testenv.Context(t), "the short order closed", func() bool {
 		return w.order(closing.Order.OrderNo).Status == orderclose.StatusClosed
 	})
 

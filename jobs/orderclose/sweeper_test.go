@@ -36,9 +36,9 @@ func runSweeper(t *testing.T, sw *orderclose.Sweeper) {
 
 // waitClosed waits until every order in nos is closed, then checks that
 // each has one close-log row and that all the stock is back.
-func (w *world) waitClosed(nos []string, initial map[string]int64, limit time.Duration) {
+func (w *world) waitClosed(nos []string, initial map[string]int64) {
 	w.t.Helper()
-	testenv.WaitFor(testenv.ContextTimeout(w.t, limit), w.t, "the sweeper to get every order closed", func() bool {
+	w.waitSettled(testenv.Context(w.t), "the sweeper to get every order closed", func() bool {
 		var n int64
 		if err := w.db.Model(&orderclose.Order{}).Where("order_no IN ? AND status = ?", nos, orderclose.StatusClosed).Count(&n).Error; err != nil {
 			w.t.Fatal(err)
@@ -112,7 +112,7 @@ func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
 	srv.Restart(t)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)
-	w.waitClosed(nos, initial, 20*time.Second)
+	w.waitClosed(nos, initial)
 	if sw.Enqueued() < n {
 		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
 	}
@@ -142,7 +142,7 @@ func TestSweeperClosesOrdersWhoseJobsRedisLost(t *testing.T) {
 	sw := orderclose.NewSweeper(w.svc)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)
-	w.waitClosed(nos, initial, 20*time.Second)
+	w.waitClosed(nos, initial)
 	if sw.Enqueued() < n {
 		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
 	}

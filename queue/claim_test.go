@@ -161,21 +161,16 @@ func TestClaimDropsDueEntryWithoutEnvelope(t *testing.T) {
 	})
 }
 
-// waitRedisPast polls Redis's clock (through Stats) until it passes ms.
+// waitRedisPast waits until Redis's clock (read through Stats) passes ms.
 func waitRedisPast(t *testing.T, e env, ms int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("Redis's clock to pass %d", ms), func() bool {
 		st, err := e.c.Stats(testenv.Context(t), "clock")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Now > ms {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("Redis clock did not pass %d", ms)
+		return st.Now > ms
+	})
 }
 
 // redisNow returns Redis's clock, Unix ms.

@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -186,13 +185,14 @@ func TestRestoreConcurrentCreatesOnce(t *testing.T) {
 		for i := 0; i < 2000; i++ {
 			rows = append(rows, queue.RestoreRow{Topic: "t", ID: fmt.Sprintf("j%d", i), Attempt: 1, MaxAttempts: 3, RunAt: 1})
 		}
+		ctx := testenv.Context(t)
 		var wg sync.WaitGroup
 		created := make([]int, 4)
 		for g := range created {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, err := e.c.Restore(context.Background(), rows, queue.RestoreOptions{Chunk: 50})
+				out, err := e.c.Restore(ctx, rows, queue.RestoreOptions{Chunk: 50})
 				if err != nil {
 					t.Error(err)
 				}

@@ -34,7 +34,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 	if err := w.Handle("t", h, queue.TopicConfig{Concurrency: 4}); err != nil {
 		t.Fatal(err)
 	}
-	cancel, wait := runWorker(t, w)
+	run := testenv.Start(t, w.Run)
 	for i := 0; i < 4; i++ {
 		<-started
 	}
@@ -42,13 +42,13 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 	// cannot take another job; it hands back what was claimed unstarted and
 	// waits on the four running handlers. Redis's state is the one witness
 	// of that hand-back.
-	cancel()
+	run.Cancel()
 	testenv.WaitFor(testenv.Context(t), t, "no further claims", func() bool {
 		st, _ := e.c.Stats(testenv.Context(t), "t")
 		return st.InFlight == 4 && st.Due == 16
 	})
 	close(release)
-	if err := wait(); err != nil {
+	if err := run.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := e.c.Stats(testenv.Context(t), "t")

@@ -1,11 +1,8 @@
 package queue_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -45,42 +42,11 @@ func migratedLedger(t *testing.T, db *gorm.DB) *ledger.Ledger {
 	return led
 }
 
-// startWorker runs w until the returned stop is called; stop returns Run's
-// error and fails the test if Run does not return within a minute.
+// startWorker runs w until the returned stop is called (or the test ends);
+// stop returns Run's error.
 func startWorker(t *testing.T, w *queue.Worker) (stop func() error) {
 	t.Helper()
-	cancel, wait := runWorker(t, w)
-	return func() error {
-		cancel()
-		return wait()
-	}
-}
-
-// runWorker runs w until cancel is called (or the test ends); wait returns
-// Run's error and fails the test if Run does not return within a minute
-// of the cancel.
-func runWorker(t *testing.T, w *queue.Worker) (cancel context.CancelFunc, wait func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	var err error
-	wait = func() error {
-		once.Do(func() {
-			select {
-			case err = <-done:
-			case <-time.After(time.Minute):
-				t.Error("worker did not stop within a minute")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = wait()
-	})
-	return cancel, wait
+	return testenv.Start(t, w.Run).Stop
 }
 
 func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {

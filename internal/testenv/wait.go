@@ -179,3 +179,49 @@ func Receive[T any](ctx context.Context, t testing.TB, ch <-chan T, what string)
 	var zero T
 	return zero
 }
+
+// runStopTimeout bounds how long Running.Wait waits for a stopped function.
+const runStopTimeout = time.Minute
+
+// Running is a function a test started with Start: a worker's, a
+// sweeper's or a server's Run.
+type Running struct {
+	t      testing.TB
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // f's result, set before done is closed
+}
+
+// Start runs f in a goroutine with a context that Cancel (or Stop, or the
+// end of the test) cancels.
+func Start(t testing.TB, f func(ctx context.Context) error) *Running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{t: t, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = f(ctx)
+	}()
+	t.Cleanup(func() { _ = r.Stop() })
+	return r
+}
+
+// Cancel cancels f's context and returns at once.
+func (r *Running) Cancel() { r.cancel() }
+
+// Wait returns f's error once f has returned; it fails the test if f has
+// not returned within a minute.
+func (r *Running) Wait() error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(runStopTimeout):
+		r.t.Errorf("testenv: a started function did not return within %s", runStopTimeout)
+		return nil
+	}
+}
+
+// Stop cancels f's context and waits for it (Cancel, then Wait).
+func (r *Running) Stop() error {
+	r.cancel()
+	return r.Wait()
+}

@@ -2,6 +2,7 @@ package orderclose_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,27 +150,23 @@ func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 	return wk
 }
 
-// startWorker runs wk until the test ends (or the returned stop is called).
+// startWorker runs wk until the test ends (or the returned stop is called),
+// failing the test if Run fails.
 func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- wk.Run(ctx) }()
-	stopped := false
+	return stopChecked(t, "worker", testenv.Start(t, wk.Run))
+}
+
+// stopChecked returns a stop for r that fails the test if r's function
+// failed, and stops r that way when the test ends too.
+func stopChecked(t *testing.T, what string, r *testenv.Running) (stop func()) {
+	var once sync.Once
 	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker: %v", err)
+		once.Do(func() {
+			if err := r.Stop(); err != nil {
+				t.Errorf("%s: %v", what, err)
 			}
-		case <-time.After(time.Minute):
-			t.Error("worker did not stop within a minute")
-		}
+		})
 	}
 	t.Cleanup(stop)
 	return stop

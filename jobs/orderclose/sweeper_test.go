@@ -18,20 +18,7 @@ import (
 // runSweeper runs a Sweeper of w's service until the test ends.
 func runSweeper(t *testing.T, sw *orderclose.Sweeper) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sw.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("sweeper: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("sweeper did not stop within a minute")
-		}
-	})
+	stopChecked(t, "sweeper", testenv.Start(t, sw.Run))
 }
 
 // waitClosed waits until every order in nos is closed, then checks that

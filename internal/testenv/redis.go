@@ -31,7 +31,7 @@ func Redis(t testing.TB) (redis.UniversalClient, string) {
 		t.Fatalf("testenv: Redis at %s (%s) does not answer: %v; %s", addr, EnvRedisAddr, err, hint)
 	}
 	_ = c.Close()
-	rdb := redis.NewClient(clientOptions(addr))
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -97,7 +97,7 @@ func MiniRedis(t testing.TB) (redis.UniversalClient, string) {
 	if err := mr.Start(); err != nil {
 		t.Fatalf("testenv: starting miniredis: %v", err)
 	}
-	rdb := redis.NewClient(clientOptions(mr.Addr()))
+	rdb := redis.NewClient(miniredisOptions(mr.Addr()))
 	t.Cleanup(func() {
 		_ = rdb.Close()
 		mr.Close()
@@ -105,12 +105,12 @@ func MiniRedis(t testing.TB) (redis.UniversalClient, string) {
 	return rdb, namespace(t)
 }
 
-// clientOptions are the options of the clients Redis and MiniRedis return.
-// A call given a context with a deadline (Context's) waits for its answer
-// until that deadline rather than go-redis's 3 s socket default: on a
-// loaded machine, or on miniredis under the race detector, a script can
-// take longer, and a client that gives up and retries a pipeline whose
-// scripts did run reports their work twice.
-func clientOptions(addr string) *redis.Options {
-	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true}
+// miniredisOptions are the options of the clients MiniRedis returns. Under
+// the race detector on a loaded machine, miniredis can take longer than
+// go-redis's 3 s read timeout to answer a pipeline of scripts; go-redis
+// then sends the whole pipeline again, and the scripts that had run report
+// their work as already done. So a call waits for its answer as long as
+// its context allows (no deadline of its own), as Context bounds it.
+func miniredisOptions(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true}
 }

@@ -21,10 +21,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 const (
@@ -503,24 +504,6 @@ func (rc *respConn) read() (any, error) {
 	return nil, fmt.Errorf("unexpected reply %q", line)
 }
 
-// syncBuffer collects a process's output while it runs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -534,7 +517,7 @@ func freePort(t *testing.T) int {
 // redisProc is a redis-server this test started; only it is ever signalled.
 type redisProc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.SyncBuffer
 	done chan struct{}
 	port int
 }
@@ -584,7 +567,7 @@ func tryStartRedis(t *testing.T, redisServer, conf, dir string, env []string) *r
 	// Only what must differ for a test: the port and the data directory.
 	cmd := exec.Command(redisServer, conf, "--port", strconv.Itoa(port), "--dir", dir)
 	cmd.Env = env
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
@@ -592,30 +575,32 @@ func tryStartRedis(t *testing.T, redisServer, conf, dir string, env []string) *r
 	p := &redisProc{cmd: cmd, out: out, done: make(chan struct{}), port: port}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { p.stop(t) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	exited := false
+	testenv.WaitFor(testenv.Context(t), t, "redis-server to answer PING", func() bool {
 		select {
 		case <-p.done:
-			if strings.Contains(out.String(), "Address already in use") {
-				t.Logf("port %d was taken; trying another", port)
-				return nil
-			}
-			t.Fatalf("redis-server refused deployments/redis/redis.conf (%v):\n%s", cmd.ProcessState, out.String())
+			exited = true
+			return true
 		default:
 		}
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
-			rc := &respConn{c: c, r: bufio.NewReader(c)}
-			v, err := rc.do("PING")
-			c.Close()
-			if err == nil && v == "PONG" {
-				return p
-			}
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server did not answer PING within 30s:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer c.Close()
+		rc := &respConn{c: c, r: bufio.NewReader(c)}
+		v, err := rc.do("PING")
+		return err == nil && v == "PONG"
+	}, out.String)
+	if !exited {
+		return p
 	}
+	if strings.Contains(out.String(), "Address already in use") {
+		t.Logf("port %d was taken; trying another", port)
+		return nil
+	}
+	t.Fatalf("redis-server refused deployments/redis/redis.conf (%v):\n%s", cmd.ProcessState, out.String())
+	return nil
 }
 
 func TestRedisServerAcceptsConf(t *testing.T) {
@@ -694,22 +679,17 @@ func TestRedisServerAcceptsConf(t *testing.T) {
 	if s, _ := info.(string); !strings.Contains(s, "aof_enabled:1") {
 		t.Errorf("INFO persistence: aof_enabled is not 1:\n%s", s)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(testenv.Context(t), t, "an append-only file in "+dataDir, func() bool {
 		// Redis 7: appendonlydir/ (multi-part AOF); 6.2: appendonly.aof.
 		aof, _ := filepath.Glob(filepath.Join(dataDir, "appendonlydir", "*.aof"))
 		if _, err := os.Stat(filepath.Join(dataDir, "appendonly.aof")); err == nil {
 			aof = append(aof, "appendonly.aof")
 		}
-		if len(aof) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			entries, _ := os.ReadDir(dataDir)
-			t.Fatalf("no append-only file in %s after 10s (%v)", dataDir, entries)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(aof) > 0
+	}, func() string {
+		entries, _ := os.ReadDir(dataDir)
+		return fmt.Sprint(entries)
+	})
 	p.stop(t)
 	if st := p.cmd.ProcessState; st == nil || !st.Success() {
 		t.Errorf("redis-server did not exit cleanly on SIGTERM (%v):\n%s", st, p.out.String())

@@ -32,7 +32,7 @@ func reportJobs(b *testing.B, jobs int) {
 // One goroutine, one job per round trip.
 func BenchmarkEnqueue(b *testing.B) {
 	c := benchClient(b)
-	ctx := ctxT(b)
+	ctx := testenv.Context(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := c.Enqueue(ctx, "bench", queue.NewJob{ID: "o:" + strconv.Itoa(i), Payload: benchPayload, Delay: time.Minute}); err != nil {
@@ -45,7 +45,7 @@ func BenchmarkEnqueue(b *testing.B) {
 // One goroutine, batches of 100 jobs.
 func BenchmarkEnqueueBatch100(b *testing.B) {
 	c := benchClient(b)
-	ctx := ctxT(b)
+	ctx := testenv.Context(b)
 	batch := make([]queue.NewJob, 100)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -62,7 +62,7 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 // One goroutine: claim 100 due jobs, ack them, repeat.
 func BenchmarkClaimAck100(b *testing.B) {
 	c := benchClient(b)
-	ctx := ctxT(b)
+	ctx := testenv.Context(b)
 	total := 100 * b.N
 	batch := make([]queue.NewJob, 0, 1000)
 	for i := 0; i < total; i++ {
@@ -102,7 +102,7 @@ func BenchmarkClaimAck100(b *testing.B) {
 // encoding overlaps Redis's work, as in a producer service.
 func BenchmarkEnqueueBatch100Parallel(b *testing.B) {
 	c := benchClient(b)
-	ctx := ctxT(b)
+	ctx := testenv.Context(b)
 	var seq atomic.Int64
 	b.SetParallelism(4)
 	b.ResetTimer()
@@ -125,7 +125,7 @@ func BenchmarkEnqueueBatch100Parallel(b *testing.B) {
 // Single jobs from 50 goroutines: one round trip each, many in flight.
 func BenchmarkEnqueueParallel50(b *testing.B) {
 	c := benchClient(b)
-	ctx := ctxT(b)
+	ctx := testenv.Context(b)
 	var seq atomic.Int64
 	b.SetParallelism(25) // x GOMAXPROCS 2 = 50 goroutines
 	b.ResetTimer()

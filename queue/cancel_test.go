@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -14,7 +15,7 @@ import (
 func claimRecord(t *testing.T, e wenv, topic, id string) *queue.Job {
 	t.Helper()
 	j := claimOne(t, e.env, topic, id, time.Minute)
-	if err := e.led.Record(ctxT(t), []*queue.Job{j}, "w:1"); err != nil {
+	if err := e.led.Record(testenv.Context(t), []*queue.Job{j}, "w:1"); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -24,7 +25,7 @@ func claimRecord(t *testing.T, e wenv, topic, id string) *queue.Job {
 // the worker does.
 func failRetry(t *testing.T, e wenv, j *queue.Job, runAt int64) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	if err := e.led.MarkRetrying(ctx, []queue.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: runAt + 60_000, Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func failRetry(t *testing.T, e wenv, j *queue.Job, runAt int64) {
 // hasRow reports whether the ledger holds a row of topic/id.
 func hasRow(t *testing.T, e wenv, topic, id string) bool {
 	t.Helper()
-	_, err := e.led.Row(ctxT(t), topic, id)
+	_, err := e.led.Row(testenv.Context(t), topic, id)
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func hasRow(t *testing.T, e wenv, topic, id string) bool {
 
 func TestCancel(t *testing.T) {
 	e := newWEnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "waiting", Payload: []byte("w"), Delay: time.Hour})
@@ -97,7 +98,7 @@ func TestCancel(t *testing.T) {
 // waiting for a retry is cancelled from the row; one a worker holds is not.
 func TestCancelJobRedisLost(t *testing.T) {
 	e := newWEnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	later := time.Now().Add(time.Hour).UnixMilli()
 	failRetry(t, e, claimRecord(t, e, "t", "lost-retrying"), later)
 	claimRecord(t, e, "t", "lost-running")
@@ -139,7 +140,7 @@ func (h *hookLedger) Complete(ctx context.Context, refs []queue.Ref) error {
 // and removes both, rather than the Redis entries alone.
 func TestCancelJobRetriedMeanwhile(t *testing.T) {
 	e := newWEnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	later := time.Now().Add(time.Hour).UnixMilli()
 	first := claimRecord(t, e, "t", "j")
 	failRetry(t, e, first, time.Now().Add(-time.Second).UnixMilli())
@@ -173,7 +174,7 @@ func (failingComplete) Complete(context.Context, []queue.Ref) error {
 // and says which store failed.
 func TestCancelLedgerFails(t *testing.T) {
 	e := newWEnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	failRetry(t, e, claimRecord(t, e, "t", "j"), time.Now().Add(time.Hour).UnixMilli())
 	if _, err := e.c.Cancel(ctx, failingComplete{e.led}, "t", "j"); !errors.Is(err, queue.ErrLedger) {
 		t.Fatalf("cancel: %v, want ErrLedger", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -147,40 +148,35 @@ func TestClaimBuriesJobOutOfAttempts(t *testing.T) {
 func TestClaimDropsDueEntryWithoutEnvelope(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "ok"})
-		if err := e.rdb.ZAdd(ctxT(t), e.ns+":{t}:due", redisZ(1, "debris")).Err(); err != nil {
+		if err := e.rdb.ZAdd(testenv.Context(t), e.ns+":{t}:due", redisZ(1, "debris")).Err(); err != nil {
 			t.Fatal(err)
 		}
 		c := mustClaim(t, e, "t", 10, time.Minute)
 		if got := ids(c.Jobs); !slices.Equal(got, []string{"ok"}) {
 			t.Fatalf("claimed %v", got)
 		}
-		if st, _ := e.c.Stats(ctxT(t), "t"); st.Due != 0 {
+		if st, _ := e.c.Stats(testenv.Context(t), "t"); st.Due != 0 {
 			t.Fatalf("debris left in due: %+v", st)
 		}
 	})
 }
 
-// waitRedisPast polls Redis's clock (through Stats) until it passes ms.
+// waitRedisPast waits until Redis's clock (read through Stats) passes ms.
 func waitRedisPast(t *testing.T, e env, ms int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := e.c.Stats(ctxT(t), "clock")
+	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("Redis's clock to pass %d", ms), func() bool {
+		st, err := e.c.Stats(testenv.Context(t), "clock")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Now > ms {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("Redis clock did not pass %d", ms)
+		return st.Now > ms
+	})
 }
 
 // redisNow returns Redis's clock, Unix ms.
 func redisNow(t *testing.T, e env) int64 {
 	t.Helper()
-	st, err := e.c.Stats(ctxT(t), "clock")
+	st, err := e.c.Stats(testenv.Context(t), "clock")
 	if err != nil {
 		t.Fatal(err)
 	}

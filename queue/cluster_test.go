@@ -22,7 +22,7 @@ func TestClusterLifecycleAcrossTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	topics := []string{"orders", "payments", "emails", "refunds", "t5", "t6"}
 	slots := map[int64]bool{}
 	for _, topic := range topics {

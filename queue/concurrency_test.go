@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -19,7 +20,7 @@ func TestConcurrentClaimHandsOutEachJobOnce(t *testing.T) {
 			for i := range batch {
 				batch[i] = queue.NewJob{ID: fmt.Sprintf("j%05d", start+i)}
 			}
-			if _, err := e.c.EnqueueBatch(ctxT(t), "t", batch); err != nil {
+			if _, err := e.c.EnqueueBatch(testenv.Context(t), "t", batch); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -32,7 +33,7 @@ func TestConcurrentClaimHandsOutEachJobOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for {
-					c, err := e.c.Claim(ctxT(t), "t", 37, time.Minute)
+					c, err := e.c.Claim(testenv.Context(t), "t", 37, time.Minute)
 					if err != nil {
 						errs <- err
 						return
@@ -45,7 +46,7 @@ func TestConcurrentClaimHandsOutEachJobOnce(t *testing.T) {
 						seen[j.ID]++
 					}
 					mu.Unlock()
-					if _, err := e.c.Ack(ctxT(t), refs(c.Jobs)); err != nil {
+					if _, err := e.c.Ack(testenv.Context(t), refs(c.Jobs)); err != nil {
 						errs <- err
 						return
 					}
@@ -65,7 +66,7 @@ func TestConcurrentClaimHandsOutEachJobOnce(t *testing.T) {
 				t.Fatalf("job %s claimed %d times", id, n)
 			}
 		}
-		if st, _ := e.c.Stats(ctxT(t), "t"); st.Due != 0 || st.InFlight != 0 {
+		if st, _ := e.c.Stats(testenv.Context(t), "t"); st.Due != 0 || st.InFlight != 0 {
 			t.Fatalf("left over: %+v", st)
 		}
 	})

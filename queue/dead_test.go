@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -17,7 +18,7 @@ func buryN(t *testing.T, e env, topic string, n int) {
 		for i := start; i < min(n, start+1000); i++ {
 			jobs = append(jobs, queue.NewJob{ID: fmt.Sprintf("d%d", i), MaxAttempts: 2})
 		}
-		if _, err := e.c.EnqueueBatch(ctxT(t), topic, jobs); err != nil {
+		if _, err := e.c.EnqueueBatch(testenv.Context(t), topic, jobs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,7 +31,7 @@ func buryN(t *testing.T, e env, topic string, n int) {
 		for i, j := range c.Jobs {
 			reqs[i] = queue.DeadJob{Job: j, Error: "boom"}
 		}
-		if _, _, err := e.c.Bury(ctxT(t), reqs); err != nil {
+		if _, _, err := e.c.Bury(testenv.Context(t), reqs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,10 +40,10 @@ func buryN(t *testing.T, e env, topic string, n int) {
 func TestRequeueDeadOne(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		buryN(t, e, "t", 2)
-		if err := e.c.RequeueDead(ctxT(t), "t", "d0"); err != nil {
+		if err := e.c.RequeueDead(testenv.Context(t), "t", "d0"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.c.RequeueDead(ctxT(t), "t", "d0"); !errors.Is(err, queue.ErrNotFound) {
+		if err := e.c.RequeueDead(testenv.Context(t), "t", "d0"); !errors.Is(err, queue.ErrNotFound) {
 			t.Fatalf("second requeue: %v, want ErrNotFound", err)
 		}
 		info := mustGet(t, e, "t", "d0")
@@ -62,11 +63,11 @@ func TestRequeueDeadOne(t *testing.T) {
 func TestRequeueAllDeadInChunks(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		buryN(t, e, "t", 1234) // more than one chunk
-		n, err := e.c.RequeueAllDead(ctxT(t), "t")
+		n, err := e.c.RequeueAllDead(testenv.Context(t), "t")
 		if err != nil || n != 1234 {
 			t.Fatalf("requeue all = %d, %v", n, err)
 		}
-		st, _ := e.c.Stats(ctxT(t), "t")
+		st, _ := e.c.Stats(testenv.Context(t), "t")
 		if st.Dead != 0 || st.DueNow != 1234 {
 			t.Fatalf("stats %+v", st)
 		}
@@ -80,10 +81,10 @@ func TestPurgeDeadOlderThan(t *testing.T) {
 		waitRedisPast(t, e, cut)
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "young"})
 		y := mustClaim(t, e, "t", 1, time.Minute)
-		if _, _, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: y.Jobs[0], Error: "r"}}); err != nil {
+		if _, _, err := e.c.Bury(testenv.Context(t), []queue.DeadJob{{Job: y.Jobs[0], Error: "r"}}); err != nil {
 			t.Fatal(err)
 		}
-		n, err := e.c.PurgeDead(ctxT(t), "t", cut)
+		n, err := e.c.PurgeDead(testenv.Context(t), "t", cut)
 		if err != nil || n != 600 {
 			t.Fatalf("purge = %d, %v; want the 600 that died before the cut", n, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -29,11 +30,11 @@ func TestEnqueueWritesEnvelopeAndDueEntry(t *testing.T) {
 			t.Fatalf("run at - enqueued at = %d ms, want exactly one hour from Redis's clock", d)
 		}
 		// Readable in redis-cli: the raw hash value shows the JSON as is.
-		raw, err := e.rdb.HGet(ctxT(t), e.ns+":{orders}:job", "order_close:123").Result()
+		raw, err := e.rdb.HGet(testenv.Context(t), e.ns+":{orders}:job", "order_close:123").Result()
 		if err != nil || !strings.HasSuffix(raw, string(payload)) {
 			t.Fatalf("raw envelope %q (%v) does not end with the JSON payload", raw, err)
 		}
-		topics, err := e.c.Topics(ctxT(t))
+		topics, err := e.c.Topics(testenv.Context(t))
 		if err != nil || len(topics) != 1 || topics[0] != "orders" {
 			t.Fatalf("topics = %v, %v", topics, err)
 		}
@@ -70,11 +71,11 @@ func TestEnqueueBinaryPayloadRoundTrips(t *testing.T) {
 			t.Fatalf("payload did not round-trip")
 		}
 		// Also through a retry and a bury, which rewrite the envelope.
-		if _, err := e.c.Retry(ctxT(t), []queue.RetryRequest{{Ref: c.Jobs[0].Ref(), Error: "x|y"}}); err != nil {
+		if _, err := e.c.Retry(testenv.Context(t), []queue.RetryRequest{{Ref: c.Jobs[0].Ref(), Error: "x|y"}}); err != nil {
 			t.Fatal(err)
 		}
 		c = mustClaim(t, e, "bin", 1, time.Minute)
-		if n, _, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: c.Jobs[0], Error: "gone\x00"}}); err != nil || n != 1 {
+		if n, _, err := e.c.Bury(testenv.Context(t), []queue.DeadJob{{Job: c.Jobs[0], Error: "gone\x00"}}); err != nil || n != 1 {
 			t.Fatalf("bury = %d, %v", n, err)
 		}
 		info := mustGet(t, e, "bin", "b")
@@ -86,7 +87,7 @@ func TestEnqueueBinaryPayloadRoundTrips(t *testing.T) {
 
 func TestEnqueueDuplicateInEveryState(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		first := mustEnqueue(t, e, "t", queue.NewJob{ID: "due", Payload: []byte("one"), Delay: time.Hour})
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "leased", Payload: []byte("one")})
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "dead", Payload: []byte("one")})
@@ -122,7 +123,7 @@ func TestEnqueueDuplicateInEveryState(t *testing.T) {
 
 func TestEnqueueBatch(t *testing.T) {
 	forEachBackend(t, queue.Config{MaxBatch: 1000}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "old"})
 		jobs := make([]queue.NewJob, 0, 1000)
 		for i := 0; i < 996; i++ {
@@ -167,7 +168,7 @@ func TestEnqueueBatch(t *testing.T) {
 
 func TestEnqueuePublishesWakeForNewHead(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		sub := e.rdb.Subscribe(ctx, e.c.WakeChannel("t"))
 		defer sub.Close()
 		if _, err := sub.Receive(ctx); err != nil { // subscription confirmed

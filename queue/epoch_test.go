@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -11,7 +12,7 @@ import (
 // and says which; a marker deleted (Redis lost it) is missing again.
 func TestEpochMarkers(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		topics := []string{"a", "b", "c"}
 		missing, err := e.c.EpochMissing(ctx, topics)
 		if err != nil || !slices.Equal(missing, topics) {

@@ -48,12 +48,6 @@ func forEachBackend(t *testing.T, cfg queue.Config, f func(t *testing.T, e env))
 	}
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // keysOf lists every key in the test's namespace.
 func keysOf(t testing.TB, e env) []string {
 	t.Helper()
@@ -66,7 +60,7 @@ func keysOf(t testing.TB, e env) []string {
 
 func mustEnqueue(t testing.TB, e env, topic string, j queue.NewJob) queue.EnqueueResult {
 	t.Helper()
-	r, err := e.c.Enqueue(ctxT(t), topic, j)
+	r, err := e.c.Enqueue(testenv.Context(t), topic, j)
 	if err != nil {
 		t.Fatalf("enqueue %s: %v", j.ID, err)
 	}
@@ -78,7 +72,7 @@ func mustEnqueue(t testing.TB, e env, topic string, j queue.NewJob) queue.Enqueu
 
 func mustClaim(t testing.TB, e env, topic string, n int, lease time.Duration) *queue.Claimed {
 	t.Helper()
-	c, err := e.c.Claim(ctxT(t), topic, n, lease)
+	c, err := e.c.Claim(testenv.Context(t), topic, n, lease)
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
@@ -87,7 +81,7 @@ func mustClaim(t testing.TB, e env, topic string, n int, lease time.Duration) *q
 
 func mustGet(t testing.TB, e env, topic, id string) *queue.JobInfo {
 	t.Helper()
-	info, err := e.c.Get(ctxT(t), topic, id)
+	info, err := e.c.Get(testenv.Context(t), topic, id)
 	if err != nil {
 		t.Fatalf("get %s: %v", id, err)
 	}

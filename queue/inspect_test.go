@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -17,7 +18,7 @@ func TestGetUnknown(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		st, err := e.c.Stats(ctx, "empty")
 		if err != nil || st.Due != 0 || st.NextDue != 0 || st.OldestOverdueMs != 0 {
 			t.Fatalf("empty topic stats %+v, %v", st, err)
@@ -48,7 +49,7 @@ func TestStats(t *testing.T) {
 // probe need of Redis, so none of them takes the raw client.
 func TestPingTimeLock(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		if err := e.c.Ping(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 // failCounter counts failed Record calls of the ledger it wraps.
 type failCounter struct {
 	queue.Ledger
-	recordFails atomic.Int64
+	recordFails testenv.Counter
 }
 
 func (f *failCounter) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
@@ -75,9 +75,11 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	enqueueMany(t, c, "t", "j", total, nil)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	var handled, unrecorded, spent atomic.Int64
+	var handled testenv.Counter
+	var unrecorded, spent atomic.Int64
+	obs := &settled{}
 	w, err := queue.NewWorker(c, queue.WorkerConfig{
-		Ledger: led, Logger: quietLogger(),
+		Ledger: led, Logger: testenv.QuietLogger(), Observer: obs,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -102,16 +104,15 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	}
 	startWorker(t, w)
 
-	waitFor(t, time.Minute, "a first part handled", func() bool { return handled.Load() >= 500 })
+	handled.WaitAtLeast(testenv.Context(t), t, 500, "a first part handled")
 	proxy.Cut()
-	waitFor(t, 30*time.Second, "claims refused while the ledger is down", func() bool { return led.recordFails.Load() >= 5 })
+	led.recordFails.WaitAtLeast(testenv.Context(t), t, 5, "claims refused while the ledger is down")
 	during := handled.Load()
 	proxy.Restore()
-	waitFor(t, 2*time.Minute, "every job handled", func() bool { return handled.Load() >= total })
-	waitFor(t, time.Minute, "ledger empty", func() bool {
-		n, err := direct.Count(ctxT(t))
-		return err == nil && n == 0
-	})
+	obs.completed.WaitAtLeast(testenv.Context(t), t, total, "every job completed")
+	if n, err := direct.Count(testenv.Context(t)); err != nil || n != 0 {
+		t.Fatalf("ledger holds %d rows after every job completed (%v)", n, err)
+	}
 	if during >= total {
 		t.Fatalf("the cut came too late to matter (%d handled)", during)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -15,7 +16,7 @@ func TestListPagesThroughEachState(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			mustEnqueue(t, e, "t", queue.NewJob{ID: fmt.Sprint("later", i), Delay: time.Duration(i+1) * time.Hour})
 		}
-		p, err := e.c.List(ctxT(t), "t", queue.StateDead, 1, 2)
+		p, err := e.c.List(testenv.Context(t), "t", queue.StateDead, 1, 2)
 		if err != nil || p.Total != 5 || len(p.Jobs) != 2 {
 			t.Fatalf("dead page: %+v, %v", p, err)
 		}
@@ -24,7 +25,7 @@ func TestListPagesThroughEachState(t *testing.T) {
 				t.Fatalf("dead entry %+v %+v", j, j.Job)
 			}
 		}
-		p, err = e.c.List(ctxT(t), "t", queue.StateScheduled, 0, 10)
+		p, err = e.c.List(testenv.Context(t), "t", queue.StateScheduled, 0, 10)
 		var got []string
 		for _, j := range p.Jobs {
 			got = append(got, j.Job.ID)
@@ -32,7 +33,7 @@ func TestListPagesThroughEachState(t *testing.T) {
 		if err != nil || p.Total != 3 || !slices.Equal(got, []string{"later0", "later1", "later2"}) {
 			t.Fatalf("scheduled page %v (total %d), %v", got, p.Total, err)
 		}
-		if _, err := e.c.List(ctxT(t), "t", queue.StateDead, 0, 0); err == nil {
+		if _, err := e.c.List(testenv.Context(t), "t", queue.StateDead, 0, 0); err == nil {
 			t.Fatal("limit 0 accepted")
 		}
 	})

@@ -19,6 +19,7 @@ type recorder struct {
 	handled    int
 	failed     int
 	heartbeats map[string]int
+	changed    testenv.Event // notified after every count and heartbeat
 }
 
 func newRecorder() *recorder {
@@ -27,8 +28,9 @@ func newRecorder() *recorder {
 
 func (r *recorder) add(event, topic string, n int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.counts[event+"/"+topic] += n
+	r.mu.Unlock()
+	r.changed.Notify()
 }
 
 func (r *recorder) count(event, topic string) int {
@@ -61,8 +63,9 @@ func (r *recorder) Handled(topic string, took time.Duration, err error) {
 
 func (r *recorder) Heartbeat(worker string, at time.Time) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.heartbeats[worker]++
+	r.mu.Unlock()
+	r.changed.Notify()
 }
 
 // The observer hears every claim, start, outcome and heartbeat, once each,
@@ -81,7 +84,7 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 	for _, id := range []string{"ok:1", "ok:2", "ok:3", "flaky", "doomed"} {
 		mustEnqueue(t, e.env, topic, queue.NewJob{ID: id})
 	}
-	if _, err := c.Enqueue(ctxT(t), topic, queue.NewJob{ID: "ok:1"}); err != nil { // a duplicate: not counted
+	if _, err := c.Enqueue(testenv.Context(t), topic, queue.NewJob{ID: "ok:1"}); err != nil { // a duplicate: not counted
 		t.Fatal(err)
 	}
 	w := newWorker(t, e, queue.WorkerConfig{
@@ -106,10 +109,10 @@ func TestObserverSeesEveryEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 30*time.Second, "4 completions and 1 death", func() bool {
+	rec.changed.Wait(testenv.Context(t), t, "4 completions and 1 death", func() bool {
 		return rec.count("completed", topic) == 4 && rec.count("dead", topic) == 1
 	})
-	waitFor(t, 10*time.Second, "heartbeats", func() bool {
+	rec.changed.Wait(testenv.Context(t), t, "heartbeats", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return rec.heartbeats["obs-worker"] >= 2
@@ -152,7 +155,7 @@ func TestObserverSeesReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 10*time.Second, "a release", func() bool { return rec.count("released", "rel") >= 1 })
+	rec.changed.Wait(testenv.Context(t), t, "a release", func() bool { return rec.count("released", "rel") >= 1 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

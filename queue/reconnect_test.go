@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +22,8 @@ func TestWorkerCallsReconnectHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newWEnv(t)
-	var calls atomic.Int64
-	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: quietLogger(),
+	var calls testenv.Counter
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: testenv.QuietLogger(),
 		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond,
 		OnRedisReconnect: func(ctx context.Context) { calls.Add(1) }})
 	if err != nil {
@@ -46,7 +45,7 @@ func TestWorkerCallsReconnectHook(t *testing.T) {
 	for round := int64(1); round <= 2; round++ {
 		srv.Kill(t)
 		srv.Restart(t)
-		waitFor(t, 30*time.Second, "the reconnect hook", func() bool { return calls.Load() >= round })
+		calls.WaitAtLeast(testenv.Context(t), t, round, "the reconnect hook")
 		for _, topic := range []string{"a", "b", "c"} {
 			waitSubscribed(t, rdb, c.WakeChannel(topic))
 		}

@@ -20,7 +20,7 @@ func TestClusterRestoreAndEpochs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	topics := []string{"orders", "payments", "emails", "refunds", "t5", "t6"}
 	var rows []queue.RestoreRow
 	for _, topic := range topics {

@@ -2,13 +2,13 @@ package queue_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -18,7 +18,7 @@ import (
 // the attempt as after a lease expiry.
 func TestRestoreRecreatesLostJobs(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		now := redisNow(t, e)
 		payload := []byte("a|b\x00c|{\"n\":1}")
 		rows := []queue.RestoreRow{
@@ -60,7 +60,7 @@ func TestRestoreDueTimes(t *testing.T) {
 			{Topic: "t", ID: "ahead", RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3},
 			{Topic: "t", ID: "late-retry", Retrying: true, RunAt: now - 1000, Attempt: 1, MaxAttempts: 3},
 		}
-		if _, err := e.c.Restore(ctxT(t), rows, queue.RestoreOptions{}); err != nil {
+		if _, err := e.c.Restore(testenv.Context(t), rows, queue.RestoreOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if info := mustGet(t, e, "t", "ahead"); info.Score > now+5000 {
@@ -76,7 +76,7 @@ func TestRestoreDueTimes(t *testing.T) {
 // left exactly as it is.
 func TestRestoreLeavesTrackedJobsAlone(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "due", Delay: time.Hour})
 		claimOne(t, e, "t", "leased", time.Minute)
 		r := claimOne(t, e, "t", "retrying", time.Minute)
@@ -117,7 +117,7 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 			{Topic: "t", ID: "lost", Attempt: 1, MaxAttempts: 3, RunAt: 1},
 			{Topic: "u", ID: "lost", Retrying: true, Attempt: 1, MaxAttempts: 3, RunAt: 1},
 		}
-		out, err := e.c.Restore(ctxT(t), rows, queue.RestoreOptions{DryRun: true})
+		out, err := e.c.Restore(testenv.Context(t), rows, queue.RestoreOptions{DryRun: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 // one call are re-created once.
 func TestRestoreChunksAcrossTopics(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		var rows []queue.RestoreRow
 		for i := 0; i < 1250; i++ {
 			topic := []string{"a", "b", "c"}[i%3]
@@ -185,13 +185,14 @@ func TestRestoreConcurrentCreatesOnce(t *testing.T) {
 		for i := 0; i < 2000; i++ {
 			rows = append(rows, queue.RestoreRow{Topic: "t", ID: fmt.Sprintf("j%d", i), Attempt: 1, MaxAttempts: 3, RunAt: 1})
 		}
+		ctx := testenv.Context(t)
 		var wg sync.WaitGroup
 		created := make([]int, 4)
 		for g := range created {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				out, err := e.c.Restore(context.Background(), rows, queue.RestoreOptions{Chunk: 50})
+				out, err := e.c.Restore(ctx, rows, queue.RestoreOptions{Chunk: 50})
 				if err != nil {
 					t.Error(err)
 				}
@@ -217,7 +218,7 @@ func TestRestoreConcurrentCreatesOnce(t *testing.T) {
 // again by itself.
 func TestRestoreAfterScriptFlush(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		rows := []queue.RestoreRow{{Topic: "t", ID: "a", Attempt: 1, MaxAttempts: 3, RunAt: 1}}
 		if _, err := e.c.Restore(ctx, rows, queue.RestoreOptions{}); err != nil {
 			t.Fatal(err)
@@ -241,7 +242,7 @@ func TestRestoreReportsBadRows(t *testing.T) {
 			{Topic: "t", ID: "bad id", Attempt: 1, MaxAttempts: 3, RunAt: 1},
 			{Topic: "{bad}", ID: "x", Attempt: 1, MaxAttempts: 3, RunAt: 1},
 		}
-		out, err := e.c.Restore(ctxT(t), rows, queue.RestoreOptions{})
+		out, err := e.c.Restore(testenv.Context(t), rows, queue.RestoreOptions{})
 		if err == nil {
 			t.Fatal("no error for bad rows")
 		}
@@ -256,7 +257,7 @@ func TestRestoreReportsBadRows(t *testing.T) {
 // to compare Redis before and after.
 func dumpNamespace(t *testing.T, e env) string {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	keys := keysOf(t, e)
 	slices.Sort(keys)
 	var b bytes.Buffer

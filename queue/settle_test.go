@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -22,7 +23,7 @@ func TestAckRemovesEveryTrace(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		a := claimOne(t, e, "t1", "a", time.Minute)
 		b := claimOne(t, e, "t2", "b", time.Minute)
-		n, err := e.c.Ack(ctxT(t), []queue.Ref{a.Ref(), b.Ref(), {Topic: "t1", ID: "never", Attempt: 1}})
+		n, err := e.c.Ack(testenv.Context(t), []queue.Ref{a.Ref(), b.Ref(), {Topic: "t1", ID: "never", Attempt: 1}})
 		if err != nil || n != 2 {
 			t.Fatalf("ack = %d, %v; want 2 across two topics", n, err)
 		}
@@ -42,22 +43,22 @@ func TestAckIsFencedByAttempt(t *testing.T) {
 		if len(c.Jobs) != 1 || c.Jobs[0].Attempt != 2 {
 			t.Fatalf("takeover claim %v", c.Jobs)
 		}
-		if n, _ := e.c.Ack(ctxT(t), []queue.Ref{old.Ref()}); n != 0 {
+		if n, _ := e.c.Ack(testenv.Context(t), []queue.Ref{old.Ref()}); n != 0 {
 			t.Fatal("a stale claim acked the job another worker holds")
 		}
-		if _, err := e.c.Retry(ctxT(t), []queue.RetryRequest{{Ref: old.Ref(), Error: "stale"}}); err != nil {
+		if _, err := e.c.Retry(testenv.Context(t), []queue.RetryRequest{{Ref: old.Ref(), Error: "stale"}}); err != nil {
 			t.Fatal(err)
 		}
-		if n, _, _ := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: old, Error: "stale"}}); n != 0 {
+		if n, _, _ := e.c.Bury(testenv.Context(t), []queue.DeadJob{{Job: old, Error: "stale"}}); n != 0 {
 			t.Fatal("a stale claim buried the job")
 		}
-		if n, _ := e.c.Release(ctxT(t), []queue.Ref{old.Ref()}); n != 0 {
+		if n, _ := e.c.Release(testenv.Context(t), []queue.Ref{old.Ref()}); n != 0 {
 			t.Fatal("a stale claim released the job")
 		}
 		if info := mustGet(t, e, "t", "j"); info.State != queue.StateInFlight || info.Job.Attempt != 2 || info.Job.LastError != "" {
 			t.Fatalf("the new claim's job was touched: %+v %+v", info, info.Job)
 		}
-		if n, _ := e.c.Ack(ctxT(t), []queue.Ref{c.Jobs[0].Ref()}); n != 1 {
+		if n, _ := e.c.Ack(testenv.Context(t), []queue.Ref{c.Jobs[0].Ref()}); n != 1 {
 			t.Fatal("the owning claim could not ack")
 		}
 	})
@@ -69,7 +70,7 @@ func TestAckAfterLeaseExpiredBeforeTakeover(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		j := claimOne(t, e, "t", "j", time.Millisecond)
 		waitRedisPast(t, e, j.LeaseUntil)
-		if n, err := e.c.Ack(ctxT(t), []queue.Ref{j.Ref()}); err != nil || n != 1 {
+		if n, err := e.c.Ack(testenv.Context(t), []queue.Ref{j.Ref()}); err != nil || n != 1 {
 			t.Fatalf("ack = %d, %v", n, err)
 		}
 		if c := mustClaim(t, e, "t", 1, time.Minute); len(c.Jobs) != 0 {
@@ -86,7 +87,7 @@ func TestReleaseDoesNotSpendAnAttempt(t *testing.T) {
 			if len(c.Jobs) != 1 || c.Jobs[0].Attempt != 1 {
 				t.Fatalf("round %d: claimed %v", i, c.Jobs)
 			}
-			if n, err := e.c.Release(ctxT(t), refs(c.Jobs)); err != nil || n != 1 {
+			if n, err := e.c.Release(testenv.Context(t), refs(c.Jobs)); err != nil || n != 1 {
 				t.Fatalf("release = %d, %v", n, err)
 			}
 			info := mustGet(t, e, "t", "j")
@@ -101,7 +102,7 @@ func TestReleaseDoesNotSpendAnAttempt(t *testing.T) {
 func TestRetrySchedulesWithError(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		j := claimOne(t, e, "t", "j", time.Minute)
-		at, err := e.c.Retry(ctxT(t), []queue.RetryRequest{{Ref: j.Ref(), Delay: 2 * time.Second, Error: "db timeout"}})
+		at, err := e.c.Retry(testenv.Context(t), []queue.RetryRequest{{Ref: j.Ref(), Delay: 2 * time.Second, Error: "db timeout"}})
 		if err != nil || len(at) != 1 || at[0] == 0 {
 			t.Fatalf("retry = %v, %v", at, err)
 		}
@@ -120,7 +121,7 @@ func TestRetrySchedulesWithError(t *testing.T) {
 		}
 		k := claimOne(t, e, "t", "k", time.Minute)
 		past := time.Now().Add(-time.Hour).UnixMilli()
-		at, _ = e.c.Retry(ctxT(t), []queue.RetryRequest{{Ref: k.Ref(), RunAt: past, Error: "e"}})
+		at, _ = e.c.Retry(testenv.Context(t), []queue.RetryRequest{{Ref: k.Ref(), RunAt: past, Error: "e"}})
 		c = mustClaim(t, e, "t", 1, time.Minute)
 		if len(c.Jobs) != 1 || c.Jobs[0].ID != "k" || c.Jobs[0].Attempt != 2 || c.Jobs[0].RunAt != at[0] {
 			t.Fatalf("retry at a past time: claimed %+v (due %d)", c.Jobs, at[0])
@@ -131,7 +132,7 @@ func TestRetrySchedulesWithError(t *testing.T) {
 func TestBuryKeepsEnvelopeAndReason(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		j := claimOne(t, e, "t", "j", time.Minute)
-		n, at, err := e.c.Bury(ctxT(t), []queue.DeadJob{{Job: j, Error: "permanent: no such order"}})
+		n, at, err := e.c.Bury(testenv.Context(t), []queue.DeadJob{{Job: j, Error: "permanent: no such order"}})
 		if err != nil || n != 1 {
 			t.Fatalf("bury = %d, %v", n, err)
 		}
@@ -139,7 +140,7 @@ func TestBuryKeepsEnvelopeAndReason(t *testing.T) {
 		if info.State != queue.StateDead || info.Score != at || info.Job.LastError != "permanent: no such order" || string(info.Job.Payload) != "p-j" {
 			t.Fatalf("dead job %+v %+v", info, info.Job)
 		}
-		if st, _ := e.c.Stats(ctxT(t), "t"); st.Dead != 1 || st.InFlight != 0 || st.Due != 0 {
+		if st, _ := e.c.Stats(testenv.Context(t), "t"); st.Dead != 1 || st.InFlight != 0 || st.Due != 0 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
@@ -150,10 +151,10 @@ func TestExtendOnlyLeasedAndNeverShorter(t *testing.T) {
 		long := claimOne(t, e, "t", "long", time.Hour)
 		short := claimOne(t, e, "t", "short", time.Second)
 		done := claimOne(t, e, "t", "done", time.Second)
-		if _, err := e.c.Ack(ctxT(t), []queue.Ref{done.Ref()}); err != nil {
+		if _, err := e.c.Ack(testenv.Context(t), []queue.Ref{done.Ref()}); err != nil {
 			t.Fatal(err)
 		}
-		n, deadline, err := e.c.Extend(ctxT(t), []queue.Ref{long.Ref(), short.Ref(), done.Ref()}, time.Minute)
+		n, deadline, err := e.c.Extend(testenv.Context(t), []queue.Ref{long.Ref(), short.Ref(), done.Ref()}, time.Minute)
 		if err != nil || n != 1 {
 			t.Fatalf("extend = %d, %v; want only the short lease moved", n, err)
 		}

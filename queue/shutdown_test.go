@@ -3,10 +3,10 @@ package queue_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -20,38 +20,42 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	handled := map[string]int{}
+	var changed testenv.Event
 	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		started <- j.ID
 		<-release
 		mu.Lock()
 		handled[j.ID]++
 		mu.Unlock()
+		changed.Notify()
 		return nil
 	})
 	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: time.Minute})
 	if err := w.Handle("t", h, queue.TopicConfig{Concurrency: 4}); err != nil {
 		t.Fatal(err)
 	}
-	stop := startWorker(t, w)
+	run := testenv.Start(t, w.Run)
 	for i := 0; i < 4; i++ {
 		<-started
 	}
-	stopErr := make(chan error, 1)
-	go func() { stopErr <- stop() }()
-	// Shutdown is waiting on the four running handlers; let them finish.
-	waitFor(t, 10*time.Second, "no further claims", func() bool {
-		st, _ := e.c.Stats(ctxT(t), "t")
+	// Shutdown has begun before the handlers may finish, so a freed slot
+	// cannot take another job; it hands back what was claimed unstarted and
+	// waits on the four running handlers. Redis's state is the one witness
+	// of that hand-back.
+	run.Cancel()
+	testenv.WaitFor(testenv.Context(t), t, "no further claims", func() bool {
+		st, _ := e.c.Stats(testenv.Context(t), "t")
 		return st.InFlight == 4 && st.Due == 16
 	})
 	close(release)
-	if err := <-stopErr; err != nil {
+	if err := run.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := e.c.Stats(ctxT(t), "t")
+	st, _ := e.c.Stats(testenv.Context(t), "t")
 	if st.InFlight != 0 || st.Due != 16 {
 		t.Fatalf("after shutdown: %+v; want the 4 running acked and 16 due", st)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows after shutdown", n)
 	}
 
@@ -60,7 +64,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, w2)
-	waitFor(t, 30*time.Second, "the rest handled", func() bool {
+	changed.Wait(testenv.Context(t), t, "the rest handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == 20
@@ -77,7 +81,7 @@ func TestShutdownLetsRunningHandlersFinish(t *testing.T) {
 func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 	e := newWEnv(t)
 	enqueueMany(t, e.c, "t", "j", 6, func(j *queue.NewJob) { j.MaxAttempts = 1 })
-	var running atomic.Int64
+	var running testenv.Counter
 	var causes sync.Map
 	w := newWorker(t, e, queue.WorkerConfig{ShutdownTimeout: 50 * time.Millisecond})
 	err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
@@ -90,7 +94,7 @@ func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 10*time.Second, "3 handlers running", func() bool { return running.Load() == 3 })
+	running.WaitAtLeast(testenv.Context(t), t, 3, "3 handlers running")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +109,11 @@ func TestShutdownTimeoutHandsRunningJobsBack(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("%d handlers saw their context end", n)
 	}
-	st, _ := e.c.Stats(ctxT(t), "t")
+	st, _ := e.c.Stats(testenv.Context(t), "t")
 	if st.InFlight != 0 || st.Dead != 0 || st.DueNow != 6 {
 		t.Fatalf("after shutdown: %+v; want all 6 due again, none dead (max attempts 1)", st)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows", n)
 	}
 	for i := 0; i < 6; i++ {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -21,7 +22,7 @@ var badTopics = []string{"", "a}b", "a{b", "../x", "a:b", "a*", "a?b", "a[b]", "
 // before they write.
 func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		mustEnqueue(t, e, "ok", queue.NewJob{ID: "j"})
 		held := mustClaim(t, e, "ok", 1, time.Hour).Jobs
 		if len(held) != 1 {
@@ -99,10 +100,10 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 func TestTopicsLeavesOutBadNames(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
 		mustEnqueue(t, e, "ok", queue.NewJob{ID: "j"})
-		if err := e.rdb.SAdd(ctxT(t), e.ns+":topics", "a}b", "../x", "").Err(); err != nil {
+		if err := e.rdb.SAdd(testenv.Context(t), e.ns+":topics", "a}b", "../x", "").Err(); err != nil {
 			t.Fatal(err)
 		}
-		topics, err := e.c.Topics(ctxT(t))
+		topics, err := e.c.Topics(testenv.Context(t))
 		if err != nil || !slices.Equal(topics, []string{"ok"}) {
 			t.Fatalf("topics %q %v, want [ok]", topics, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -28,7 +29,29 @@ func TestTransactionalCompletion(t *testing.T) {
 	}
 	var rowDuringRetry atomic.Int64
 	var attempts atomic.Int64
-	w := newWorker(t, e, queue.WorkerConfig{})
+	// What the first attempt left, seen just before the second is
+	// recorded: strictly between the attempts.
+	type leftover struct {
+		row          ledger.Entry
+		rowErr       error
+		businessRows int64
+		countErr     error
+	}
+	between := make(chan leftover, 1)
+	obs := &settled{}
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, Ledger: beforeRecord{Ledger: e.led, look: func(ctx context.Context, jobs []*queue.Job) {
+		for _, j := range jobs {
+			if j.Attempt == 2 {
+				var l leftover
+				l.row, l.rowErr = e.led.Row(ctx, j.Topic, j.ID)
+				l.countErr = e.db.WithContext(ctx).Model(&closed{}).Count(&l.businessRows).Error
+				select {
+				case between <- l:
+				default: // a second claim of attempt 2: the first one's look is what counts
+				}
+			}
+		}
+	}}})
 	h := ledger.Transactional(e.led, func(ctx context.Context, tx *gorm.DB, j *queue.Job) error {
 		attempts.Add(1)
 		if err := tx.Create(&closed{JobID: j.ID}).Error; err != nil {
@@ -52,23 +75,35 @@ func TestTransactionalCompletion(t *testing.T) {
 	startWorker(t, w)
 
 	// Between the attempts: no business row, the ledger row kept as retrying.
-	waitFor(t, 10*time.Second, "the first attempt to fail", func() bool {
-		row, err := e.led.Row(ctxT(t), "t", "order_close:1")
-		return err == nil && row.State == "retrying"
-	})
-	var n int64
-	if err := e.db.Model(&closed{}).Count(&n).Error; err != nil || n != 0 {
-		t.Fatalf("rolled-back attempt left %d business rows (%v)", n, err)
+	l := testenv.Receive(testenv.Context(t), t, between, "the second attempt's claim")
+	if l.rowErr != nil || l.row.State != "retrying" {
+		t.Fatalf("ledger row after the first attempt: %+v, %v; want it kept as retrying", l.row, l.rowErr)
 	}
-	waitFor(t, 10*time.Second, "the second attempt to commit", func() bool {
-		var n int64
-		return e.db.Model(&closed{}).Count(&n).Error == nil && n == 1
-	})
+	if l.countErr != nil || l.businessRows != 0 {
+		t.Fatalf("rolled-back attempt left %d business rows (%v)", l.businessRows, l.countErr)
+	}
+	obs.completed.WaitAtLeast(testenv.Context(t), t, 1, "the second attempt to commit")
+	var n int64
+	if err := e.db.Model(&closed{}).Count(&n).Error; err != nil || n != 1 {
+		t.Fatalf("after the commit: %d business rows (%v), want 1", n, err)
+	}
 	// The commit removed the ledger row with the business write.
-	if _, err := e.led.Row(ctxT(t), "t", "order_close:1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.led.Row(testenv.Context(t), "t", "order_close:1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("ledger row after commit: %v, want ErrNotFound", err)
 	}
 	if attempts.Load() != 2 || rowDuringRetry.Load() != 1 {
 		t.Fatalf("attempts %d, clean retry %d", attempts.Load(), rowDuringRetry.Load())
 	}
+}
+
+// beforeRecord is a ledger that calls look with each claimed batch before
+// recording it: look sees the ledger as the previous attempts left it.
+type beforeRecord struct {
+	queue.Ledger
+	look func(ctx context.Context, jobs []*queue.Job)
+}
+
+func (l beforeRecord) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
+	l.look(ctx, jobs)
+	return l.Ledger.Record(ctx, jobs, worker)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -41,7 +42,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{"max attempts 101", "t", queue.NewJob{ID: "a", MaxAttempts: 101}, queue.ErrInvalidMaxAttempts, "max_attempts"},
 		}
 		for _, tc := range cases {
-			_, err := e.c.Enqueue(ctxT(t), tc.topic, tc.job)
+			_, err := e.c.Enqueue(testenv.Context(t), tc.topic, tc.job)
 			var ve *queue.ValidationError
 			if !errors.As(err, &ve) || !errors.Is(err, tc.kind) || !errors.Is(err, queue.ErrInvalid) || ve.Field != tc.field {
 				t.Errorf("%s: err = %v, want a ValidationError of %v on field %s", tc.name, err, tc.kind, tc.field)
@@ -55,7 +56,7 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 			{ID: strings.Repeat("i", 200), Payload: make([]byte, 1024), MaxAttempts: 100},
 			{ID: "order_close:A-1.b@x/y", Delay: 24 * time.Hour, MaxAttempts: 1},
 		} {
-			if _, err := e.c.Enqueue(ctxT(t), strings.Repeat("T", 64), j); err != nil {
+			if _, err := e.c.Enqueue(testenv.Context(t), strings.Repeat("T", 64), j); err != nil {
 				t.Errorf("job at the limits refused: %v", err)
 			}
 		}

@@ -2,7 +2,7 @@ package queue_test
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +17,7 @@ import (
 // worker still run, so the fetcher is not polling.
 func TestWorkerWakesOnEnqueueNotPolling(t *testing.T) {
 	e := newWEnv(t)
-	var ran atomic.Int64
+	var ran testenv.Counter
 	w := newWorker(t, e, queue.WorkerConfig{MaxIdle: time.Hour})
 	if err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		ran.Add(1)
@@ -28,18 +28,24 @@ func TestWorkerWakesOnEnqueueNotPolling(t *testing.T) {
 	startWorker(t, w)
 	waitSubscribed(t, e.rdb, e.c.WakeChannel("t"))
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "now"})
-	waitFor(t, 20*time.Second, "the job enqueued to an idle worker", func() bool { return ran.Load() == 1 })
+	ran.WaitAtLeast(testenv.Context(t), t, 1, "the job enqueued to an idle worker")
+	if n := ran.Load(); n != 1 {
+		t.Fatalf("%d handler runs, want 1", n)
+	}
 	// Due in 200 ms: the wake makes the fetcher claim (too early), learn the
 	// due time, and sleep exactly until then.
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "soon", Delay: 200 * time.Millisecond})
-	waitFor(t, 20*time.Second, "the delayed job", func() bool { return ran.Load() == 2 })
+	ran.WaitAtLeast(testenv.Context(t), t, 2, "the delayed job")
+	if n := ran.Load(); n != 2 {
+		t.Fatalf("%d handler runs, want 2", n)
+	}
 }
 
 // waitSubscribed waits until channel has a subscriber.
 func waitSubscribed(t *testing.T, rdb redis.UniversalClient, channel string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the worker's subscription", func() bool {
-		n, err := rdb.PubSubNumSub(ctxT(t), channel).Result()
+	testenv.WaitFor(testenv.Context(t), t, "the worker's subscription", func() bool {
+		n, err := rdb.PubSubNumSub(testenv.Context(t), channel).Result()
 		return err == nil && n[channel] > 0
 	})
 }
@@ -56,30 +62,42 @@ func TestWorkerReconnectsAfterRedisRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newWEnv(t)
-	var ran atomic.Int64
-	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: quietLogger(), MaxIdle: time.Hour,
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	var changed testenv.Event
+	hasRun := func(id string) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return ran[id]
+		}
+	}
+	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: e.led, Logger: testenv.QuietLogger(), MaxIdle: time.Hour,
 		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
-		ran.Add(1)
+		mu.Lock()
+		ran[j.ID] = true
+		mu.Unlock()
+		changed.Notify()
 		return nil
 	}), queue.TopicConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	startWorker(t, w)
 	waitSubscribed(t, rdb, c.WakeChannel("t"))
-	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "before"}); err != nil {
+	if _, err := c.Enqueue(testenv.Context(t), "t", queue.NewJob{ID: "before"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the first job", func() bool { return ran.Load() == 1 })
+	changed.Wait(testenv.Context(t), t, "the first job", hasRun("before"))
 
 	srv.Kill(t)
 	srv.Restart(t)
 	waitSubscribed(t, rdb, c.WakeChannel("t"))
-	if _, err := c.Enqueue(ctxT(t), "t", queue.NewJob{ID: "after"}); err != nil {
+	if _, err := c.Enqueue(testenv.Context(t), "t", queue.NewJob{ID: "after"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the job enqueued after the restart", func() bool { return ran.Load() == 2 })
+	changed.Wait(testenv.Context(t), t, "the job enqueued after the restart", hasRun("after"))
 }

@@ -160,7 +160,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 func benchWorker(b *testing.B, e wenv, cfg queue.WorkerConfig) *queue.Worker {
 	cfg.Ledger = e.led
-	cfg.Logger = quietLogger()
+	cfg.Logger = testenv.QuietLogger()
 	w, err := queue.NewWorker(e.c, cfg)
 	if err != nil {
 		b.Fatal(err)

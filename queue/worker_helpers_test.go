@@ -1,13 +1,9 @@
 package queue_test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"testing"
-	"time"
 
-	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
@@ -40,43 +36,17 @@ func migratedLedger(t *testing.T, db *gorm.DB) *ledger.Ledger {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	return led
 }
 
-// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
-// startWorker runs w until the returned stop is called; stop returns Run's
-// error and fails the test if Run does not return within a minute.
+// startWorker runs w until the returned stop is called (or the test ends);
+// stop returns Run's error.
 func startWorker(t *testing.T, w *queue.Worker) (stop func() error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	stopped := false
-	stop = func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(time.Minute):
-			t.Fatal("worker did not stop within a minute")
-			return nil
-		}
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return testenv.Start(t, w.Run).Stop
 }
 
 func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {
@@ -85,7 +55,7 @@ func newWorker(t *testing.T, e wenv, cfg queue.WorkerConfig) *queue.Worker {
 		cfg.Ledger = e.led
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
+		cfg.Logger = testenv.QuietLogger()
 	}
 	w, err := queue.NewWorker(e.c, cfg)
 	if err != nil {
@@ -106,7 +76,7 @@ func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod
 			}
 			batch = append(batch, j)
 		}
-		res, err := c.EnqueueBatch(ctxT(t), topic, batch)
+		res, err := c.EnqueueBatch(testenv.Context(t), topic, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,16 +88,12 @@ func enqueueMany(t *testing.T, c *queue.Client, topic, prefix string, n int, mod
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// settled is an Observer that counts the outcomes a worker has settled in
+// both stores (the worker reports an outcome only then), so a test waits
+// for them instead of polling Redis or the ledger.
+type settled struct {
+	queue.NopObserver
+	completed, retried, dead, released testenv.Counter
 }
 
 // sqliteLedger returns a migrated ledger on a SQLite database of the test's
@@ -136,3 +102,7 @@ func sqliteLedger(t *testing.T) *ledger.Ledger {
 	t.Helper()
 	return migratedLedger(t, testenv.SQLite(t))
 }
+func (s *settled) Completed(_ string, n int) { s.completed.Add(int64(n)) }
+func (s *settled) Retried(_ string, n int)   { s.retried.Add(int64(n)) }
+func (s *settled) Dead(_ string, n int)      { s.dead.Add(int64(n)) }
+func (s *settled) Released(_ string, n int)  { s.released.Add(int64(n)) }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -23,7 +24,8 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 	var mu sync.Mutex
 	seen := make(map[string]int, total)
 	var missingRow, handled atomic.Int64
-	w := newWorker(t, e, queue.WorkerConfig{Topic: queue.TopicConfig{Concurrency: 50}})
+	obs := &settled{}
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, Topic: queue.TopicConfig{Concurrency: 50}})
 	err := w.Handle("orders", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		row, err := e.led.Row(ctx, j.Topic, j.ID)
 		if err != nil || row.Attempt != j.Attempt || row.Worker != w.ID() || row.State != "in_progress" {
@@ -39,11 +41,13 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)
-	waitFor(t, 3*time.Minute, "all jobs handled", func() bool { return handled.Load() >= total })
-	waitFor(t, time.Minute, "ledger empty", func() bool {
-		n, err := e.led.Count(ctxT(t))
-		return err == nil && n == 0
-	})
+	obs.completed.WaitAtLeast(testenv.ContextTimeout(t, 3*time.Minute), t, total, "every job completed")
+	if n := handled.Load(); n != total {
+		t.Fatalf("%d handler runs, want %d", n, total)
+	}
+	if n, err := e.led.Count(testenv.Context(t)); err != nil || n != 0 {
+		t.Fatalf("ledger holds %d rows after every job completed (%v)", n, err)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +64,7 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 	}
 	for _, k := range keysOf(t, e.env) {
 		if k != e.ns+":topics" {
-			if n, _ := e.rdb.Exists(ctxT(t), k).Result(); n > 0 {
+			if n, _ := e.rdb.Exists(testenv.Context(t), k).Result(); n > 0 {
 				t.Fatalf("Redis still holds %s", k)
 			}
 		}
@@ -71,11 +75,14 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	e := newWEnv(t)
 	var deadMu sync.Mutex
 	var dead []string
+	var died testenv.Event
 	w := newWorker(t, e, queue.WorkerConfig{
+		// OnDead runs once the death is settled in both stores.
 		OnDead: func(ctx context.Context, j *queue.Job, err error) {
 			deadMu.Lock()
 			dead = append(dead, fmt.Sprintf("%s: %v", j.ID, err))
 			deadMu.Unlock()
+			died.Notify()
 		},
 	})
 	backoff := queue.Backoff{Base: 40 * time.Millisecond, Cap: 100 * time.Millisecond, Jitter: -1}
@@ -95,7 +102,7 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	}
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "always-fails", Payload: []byte("p"), MaxAttempts: 4})
 	startWorker(t, w)
-	waitFor(t, 30*time.Second, "the job to die", func() bool {
+	died.Wait(testenv.Context(t), t, "the job to die", func() bool {
 		deadMu.Lock()
 		defer deadMu.Unlock()
 		return len(dead) == 1
@@ -115,11 +122,11 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 	if info.State != queue.StateDead || info.Job.LastError != "failure 4" {
 		t.Fatalf("Redis: %s, last error %q", info.State, info.Job.LastError)
 	}
-	letters, err := e.led.DeadLetters(ctxT(t), "t", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
+	letters, err := e.led.DeadLetters(testenv.Context(t), "t", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
 	if err != nil || len(letters) != 1 || letters[0].LastError != "failure 4" || string(letters[0].Payload) != "p" || letters[0].Attempts != 4 {
 		t.Fatalf("archive: %+v, %v", letters, err)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows after the job died", n)
 	}
 	if dead[0] != "always-fails: failure 4" {
@@ -129,8 +136,10 @@ func TestWorkerRetriesWithConfiguredBackoffThenBuries(t *testing.T) {
 
 func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 	e := newWEnv(t)
-	var deadCount atomic.Int64
+	var deadCount testenv.Counter
+	obs := &settled{}
 	w := newWorker(t, e, queue.WorkerConfig{
+		Observer: obs,
 		OnDead: func(ctx context.Context, j *queue.Job, err error) {
 			if j.ID == "permanent" && errors.Is(err, queue.ErrSkipRetry) {
 				deadCount.Add(1)
@@ -160,10 +169,13 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 		mustEnqueue(t, e.env, "t", queue.NewJob{ID: id, MaxAttempts: 5})
 	}
 	startWorker(t, w)
-	waitFor(t, 30*time.Second, "all settled", func() bool {
-		st, err := e.c.Stats(ctxT(t), "t")
-		return err == nil && st.Due == 0 && st.InFlight == 0 && deadCount.Load() == 1
-	})
+	// rate-limited and panics complete on their second attempt; permanent
+	// dies (OnDead runs once the death is settled in both stores).
+	obs.completed.WaitAtLeast(testenv.Context(t), t, 2, "two jobs completed")
+	deadCount.WaitAtLeast(testenv.Context(t), t, 1, "the permanent failure to die")
+	if st, err := e.c.Stats(testenv.Context(t), "t"); err != nil || st.Due != 0 || st.InFlight != 0 || deadCount.Load() != 1 {
+		t.Fatalf("settled: stats %+v (%v), %d deaths by SkipRetry", st, err, deadCount.Load())
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if n := len(runs["permanent"]); n != 1 {
@@ -180,7 +192,7 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 	if len(p) != 2 || p[1].Attempt != 2 || p[1].LastError != "handler panic: nil map" {
 		t.Fatalf("panicking job runs %+v", p)
 	}
-	if n, _ := e.led.Count(ctxT(t)); n != 0 {
+	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows", n)
 	}
 }

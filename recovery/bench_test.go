@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkRecoverLost100k(b *testing.B) {
 		e.dropTopic(b, "orders")
 		e.ensureEpoch(b, "orders")
 		b.StartTimer()
-		rep, err := r.RunOnce(ctxT(b))
+		rep, err := r.RunOnce(testenv.Context(b))
 		if err != nil {
 			b.Fatal(err)
 		}

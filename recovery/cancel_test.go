@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -48,7 +49,7 @@ func (e renv) gone(t testing.TB, topic, id, when string) {
 	if info := e.state(t, topic, id); info.State != queue.StateUnknown {
 		t.Errorf("%s %s: %s in Redis, want no trace", when, id, info.State)
 	}
-	if _, err := e.led.Row(ctxT(t), topic, id); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := e.led.Row(testenv.Context(t), topic, id); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("%s %s: ledger row: %v, want none", when, id, err)
 	}
 }
@@ -60,7 +61,7 @@ func (e renv) gone(t testing.TB, topic, id, when string) {
 // steps finds a row whose job Redis no longer tracks and puts it back.
 func TestCancelAtEveryStepOfARecoveryRun(t *testing.T) {
 	e := newREnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	now := e.redisNow(t)
 	e.ensureEpoch(t, "t")
 	mustEnqueue := func(id string, delay time.Duration) {
@@ -136,7 +137,7 @@ func TestCancelAtEveryStepOfARecoveryRun(t *testing.T) {
 func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 	const n = 300
 	e := newREnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	e.ensureEpoch(t, "t")
 	r := e.recoverer(t, recovery.Config{})
 	ids := make([]string, n)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -20,7 +21,7 @@ import (
 // next run finds no loss. Another topic is untouched.
 func TestRunDetectsDataLoss(t *testing.T) {
 	e := newREnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	now := e.redisNow(t)
 	e.ensureEpoch(t, "orders", "other")
 	e.claimAndRecord(t, "other", []string{"o1"}, now+60_000)
@@ -77,7 +78,7 @@ func TestRunNewTopicIsNotALoss(t *testing.T) {
 	now := e.redisNow(t)
 	e.claimAndRecord(t, "fresh", []string{"a", "b", "c"}, now+60_000)
 	r := e.recoverer(t, recovery.Config{})
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +94,10 @@ func TestRunNewTopicIsNotALoss(t *testing.T) {
 // without any check.
 func TestRunWritesMarkersOfQueueTopics(t *testing.T) {
 	e := newREnv(t)
-	if _, err := e.c.Enqueue(ctxT(t), "queued", queue.NewJob{ID: "x", Delay: time.Hour}); err != nil {
+	if _, err := e.c.Enqueue(testenv.Context(t), "queued", queue.NewJob{ID: "x", Delay: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.recoverer(t, recovery.Config{}).RunOnce(ctxT(t))
+	rep, err := e.recoverer(t, recovery.Config{}).RunOnce(testenv.Context(t))
 	if err != nil || rep.Topics != 1 || len(rep.EpochsWritten) != 1 {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
@@ -121,7 +122,7 @@ func TestRunLossNeedsRowsStillThere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil || rep.DataLossDetected() {
 		t.Fatalf("report %+v, %v", rep, err)
 	}

@@ -41,7 +41,7 @@ func newFaultDB(t testing.TB) faultDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, ddl := range []string{
@@ -60,7 +60,7 @@ func newFaultDB(t testing.TB) faultDB {
 func (f faultDB) count(t testing.TB, query string) int64 {
 	t.Helper()
 	var n int64
-	if err := f.db.WithContext(ctxT(t)).Raw(query).Scan(&n).Error; err != nil {
+	if err := f.db.WithContext(testenv.Context(t)).Raw(query).Scan(&n).Error; err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -75,7 +75,7 @@ func (f faultDB) ledgerRows(t testing.TB) int64 {
 func (f faultDB) ids(t testing.TB, query string) map[string]bool {
 	t.Helper()
 	var ids []string
-	if err := f.db.WithContext(ctxT(t)).Raw(query).Scan(&ids).Error; err != nil {
+	if err := f.db.WithContext(testenv.Context(t)).Raw(query).Scan(&ids).Error; err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	m := make(map[string]bool, len(ids))
@@ -103,7 +103,7 @@ func (f faultDB) outcome(t testing.TB, n int) outcome {
 		Runs       int
 		Unrecorded int
 	}
-	if err := f.db.WithContext(ctxT(t)).Raw("SELECT job_id, attempt, runs, unrecorded FROM handled").Scan(&rows).Error; err != nil {
+	if err := f.db.WithContext(testenv.Context(t)).Raw("SELECT job_id, attempt, runs, unrecorded FROM handled").Scan(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
 	seen := make(map[string]bool, len(rows))
@@ -150,7 +150,7 @@ func enqueueRange(t testing.TB, c *queue.Client, topic string, lo, hi int) {
 		for i := from; i < min(hi, from+1000); i++ {
 			batch = append(batch, queue.NewJob{ID: jobID(i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)), MaxAttempts: 10})
 		}
-		res, err := c.EnqueueBatch(ctxT(t), topic, batch)
+		res, err := c.EnqueueBatch(testenv.Context(t), topic, batch)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,13 +79,21 @@ func startChild(t testing.TB, name, role string, spec any) *child {
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.cmd.StdoutPipe()
+	// An os.Pipe rather than StdoutPipe: Wait (in the goroutine below)
+	// closes a StdoutPipe as soon as the child exits, dropping what it wrote
+	// and the test has not read yet (a recoverer that was skipped prints
+	// its report and exits while the test still reads the other one's).
+	out, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = out.Close() })
+	c.cmd.Stdout = w
 	c.stdout = bufio.NewScanner(out)
 	c.stdout.Buffer(make([]byte, 64<<10), 16<<20)
-	if err := c.cmd.Start(); err != nil {
+	err = c.cmd.Start()
+	_ = w.Close() // the child holds its own copy
+	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {

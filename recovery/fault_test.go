@@ -40,9 +40,9 @@ func drainSpec(redisAddr, namespace, dsn string) workerSpec {
 // empty and Redis holds nothing due or in flight.
 func waitDrained(t *testing.T, fdb faultDB, q *queue.Client, n int, limit time.Duration) {
 	t.Helper()
-	waitFor(t, limit, fmt.Sprintf("all %d jobs handled", n), func() bool { return fdb.handled(t) >= int64(n) })
-	waitFor(t, time.Minute, "the ledger empty and Redis drained", func() bool {
-		st, err := q.Stats(ctxT(t), faultTopic)
+	testenv.WaitFor(testenv.ContextTimeout(t, limit), t, fmt.Sprintf("all %d jobs handled", n), func() bool { return fdb.handled(t) >= int64(n) })
+	testenv.WaitFor(testenv.Context(t), t, "the ledger empty and Redis drained", func() bool {
+		st, err := q.Stats(testenv.Context(t), faultTopic)
 		return err == nil && st.Due == 0 && st.InFlight == 0 && fdb.ledgerRows(t) == 0
 	})
 }
@@ -68,11 +68,11 @@ func TestFaultWorkerKilledThreeTimes(t *testing.T) {
 		w := startChild(t, spec.WorkerID, "worker", spec)
 		workers = append(workers, w)
 		target := fdb.handled(t) + int64(n/6)
-		waitFor(t, time.Minute, fmt.Sprintf("worker %d to handle %d more jobs", kill, n/6),
+		testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("worker %d to handle %d more jobs", kill, n/6),
 			func() bool { return fdb.handled(t) >= target })
 		w.kill(t)
 		// No worker runs now: the lease set holds what the dead ones held.
-		held, err := rdb.ZRange(ctxT(t), ns+":{"+faultTopic+"}:lease", 0, -1).Result()
+		held, err := rdb.ZRange(testenv.Context(t), ns+":{"+faultTopic+"}:lease", 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,11 +153,11 @@ func redisCrashDrain(t *testing.T, opts testenv.RedisOptions, wantLoss bool) (ou
 	spec.FailEvery, spec.RetryAfter = 5, 300*time.Millisecond
 	w := startChild(t, spec.WorkerID, "worker", spec)
 
-	waitFor(t, time.Minute, "the recoverer's epoch marker", func() bool {
-		missing, err := q.EpochMissing(ctxT(t), []string{faultTopic})
+	testenv.WaitFor(testenv.Context(t), t, "the recoverer's epoch marker", func() bool {
+		missing, err := q.EpochMissing(testenv.Context(t), []string{faultTopic})
 		return err == nil && len(missing) == 0
 	})
-	waitFor(t, time.Minute, "a third of the jobs handled", func() bool { return fdb.handled(t) >= int64(n/3) })
+	testenv.WaitFor(testenv.Context(t), t, "a third of the jobs handled", func() bool { return fdb.handled(t) >= int64(n/3) })
 	srv.Kill(t)
 	t.Logf("Redis killed with %d jobs handled, %d ledger rows", fdb.handled(t), fdb.ledgerRows(t))
 	srv.Restart(t)
@@ -172,11 +172,11 @@ func redisCrashDrain(t *testing.T, opts testenv.RedisOptions, wantLoss bool) (ou
 		return fdb.outcome(t, n), n
 	}
 
-	waitFor(t, time.Minute, "the data loss logged", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the data loss logged", func() bool {
 		return len(w.logLines(`"level":"error"`, `"msg":"Redis lost data`, `"topic":"fault"`, `"rows":`)) > 0
 	})
 	unhandledClaims := "SELECT COUNT(*) FROM claims c LEFT JOIN handled h ON h.job_id = c.job_id WHERE h.job_id IS NULL"
-	waitFor(t, 2*time.Minute, "every claimed job handled and the ledger empty", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "every claimed job handled and the ledger empty", func() bool {
 		return fdb.ledgerRows(t) == 0 && fdb.count(t, unhandledClaims) == 0
 	})
 	w.stop(t, 30*time.Second)
@@ -230,10 +230,10 @@ func TestFaultMariaDBCut(t *testing.T) {
 	spec.Lease, spec.Grace = 10*time.Second, 5*time.Second
 	w := startChild(t, spec.WorkerID, "worker", spec)
 
-	waitFor(t, time.Minute, "a third of the jobs handled", func() bool { return fdb.handled(t) >= int64(n/3) })
+	testenv.WaitFor(testenv.Context(t), t, "a third of the jobs handled", func() bool { return fdb.handled(t) >= int64(n/3) })
 	proxy.Cut()
 	atCut := fdb.handled(t)
-	waitFor(t, 30*time.Second, "claims refused while MariaDB is cut off", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "claims refused while MariaDB is cut off", func() bool {
 		return len(w.logLines(`"msg":"fetch failed"`, "ledger record")) >= 3
 	})
 	proxy.Restore()
@@ -268,7 +268,7 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 	}
 	fdb := newFaultDB(t)
 	const rows = 1000
-	now, err := rdb.Time(ctxT(t)).Result()
+	now, err := rdb.Time(testenv.Context(t)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,10 +280,10 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 	addr := redisAddr(t, rdb)
 	for round := 0; round < scale(2, 10); round++ {
 		p := ns + ":{" + faultTopic + "}:"
-		if err := rdb.Del(ctxT(t), p+"due", p+"job", p+"lease").Err(); err != nil { // Redis lost the jobs again
+		if err := rdb.Del(testenv.Context(t), p+"due", p+"job", p+"lease").Err(); err != nil { // Redis lost the jobs again
 			t.Fatal(err)
 		}
-		if _, err := q.EnsureEpoch(ctxT(t), []string{faultTopic}, "test"); err != nil {
+		if _, err := q.EnsureEpoch(testenv.Context(t), []string{faultTopic}, "test"); err != nil {
 			t.Fatal(err)
 		}
 		separate := round%2 == 1
@@ -325,15 +325,15 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 		if !separate && !reps[0].Skipped && !reps[1].Skipped && reps[0].Reenqueued != 0 && reps[1].Reenqueued != 0 {
 			t.Fatalf("round %d: both recoverers ran under one lock", round)
 		}
-		st, err := q.Stats(ctxT(t), faultTopic)
+		st, err := q.Stats(testenv.Context(t), faultTopic)
 		if err != nil || st.Due != rows || st.InFlight != 0 {
 			t.Fatalf("round %d: stats %+v, %v", round, st, err)
 		}
-		if nJobs, err := rdb.HLen(ctxT(t), p+"job").Result(); err != nil || nJobs != rows {
+		if nJobs, err := rdb.HLen(testenv.Context(t), p+"job").Result(); err != nil || nJobs != rows {
 			t.Fatalf("round %d: %d envelopes, %v", round, nJobs, err)
 		}
 		for i := 0; i < rows; i += 97 {
-			info, err := q.Get(ctxT(t), faultTopic, jobID(i))
+			info, err := q.Get(testenv.Context(t), faultTopic, jobID(i))
 			if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != attempts[jobID(i)] {
 				t.Fatalf("round %d: %s: %+v, %v", round, jobID(i), info, err)
 			}
@@ -354,10 +354,10 @@ func seedStale(t *testing.T, fdb faultDB, n int, now int64) {
 			marks = append(marks, queue.RetryRequest{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
 		}
 	}
-	if err := fdb.led.Record(ctxT(t), jobs, "dead-worker:1"); err != nil {
+	if err := fdb.led.Record(testenv.Context(t), jobs, "dead-worker:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fdb.led.MarkRetrying(ctxT(t), marks); err != nil {
+	if err := fdb.led.MarkRetrying(testenv.Context(t), marks); err != nil {
 		t.Fatal(err)
 	}
 }

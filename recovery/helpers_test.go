@@ -1,7 +1,6 @@
 package recovery_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -41,7 +40,7 @@ func newREnv(t testing.TB) renv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	log, hook := logtest.NewNullLogger()
@@ -72,16 +71,10 @@ func (e renv) recoverer(t testing.TB, cfg recovery.Config) *recovery.Recoverer {
 	return r
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // redisNow returns Redis's clock in Unix ms.
 func (e renv) redisNow(t testing.TB) int64 {
 	t.Helper()
-	tm, err := e.rdb.Time(ctxT(t)).Result()
+	tm, err := e.rdb.Time(testenv.Context(t)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +95,7 @@ type row struct {
 // MarkRetrying for the retrying ones), in batches.
 func (e renv) record(t testing.TB, rows []row) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	for lo := 0; lo < len(rows); lo += 4000 {
 		batch := rows[lo:min(lo+4000, len(rows))]
 		jobs := make([]*queue.Job, len(batch))
@@ -128,7 +121,7 @@ func (e renv) record(t testing.TB, rows []row) {
 // look abandoned.
 func (e renv) claimAndRecord(t testing.TB, topic string, ids []string, leaseUntil int64) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	jobs := make([]queue.NewJob, len(ids))
 	for i, id := range ids {
 		jobs[i] = queue.NewJob{ID: id}
@@ -151,7 +144,7 @@ func (e renv) claimAndRecord(t testing.TB, topic string, ids []string, leaseUnti
 // ensureEpoch writes topics' epoch markers, as an earlier run would have.
 func (e renv) ensureEpoch(t testing.TB, topics ...string) {
 	t.Helper()
-	if _, err := e.c.EnsureEpoch(ctxT(t), topics, "test"); err != nil {
+	if _, err := e.c.EnsureEpoch(testenv.Context(t), topics, "test"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -159,7 +152,7 @@ func (e renv) ensureEpoch(t testing.TB, topics ...string) {
 // state returns a job's state in Redis.
 func (e renv) state(t testing.TB, topic, id string) *queue.JobInfo {
 	t.Helper()
-	info, err := e.c.Get(ctxT(t), topic, id)
+	info, err := e.c.Get(testenv.Context(t), topic, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +164,7 @@ func (e renv) state(t testing.TB, topic, id string) *queue.JobInfo {
 func (e renv) dropTopic(t testing.TB, topic string) {
 	t.Helper()
 	p := e.ns + ":{" + topic + "}:"
-	if err := e.rdb.Del(ctxT(t), p+"due", p+"job", p+"lease", p+"dead", p+"epoch").Err(); err != nil {
+	if err := e.rdb.Del(testenv.Context(t), p+"due", p+"job", p+"lease", p+"dead", p+"epoch").Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -185,16 +178,4 @@ func (e renv) logged(level logrus.Level, msg string) []*logrus.Entry {
 		}
 	}
 	return out
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

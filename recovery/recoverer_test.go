@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/redislock"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -22,7 +23,7 @@ import (
 // nothing left to do.
 func TestRunRestoresLostStaleRows(t *testing.T) {
 	e := newREnv(t)
-	ctx := ctxT(t)
+	ctx := testenv.Context(t)
 	now := e.redisNow(t)
 	stale := now - 10_000
 	e.ensureEpoch(t, "orders")
@@ -96,14 +97,14 @@ func TestRunPagesPastRowsNeedingNothing(t *testing.T) {
 	}
 	e.record(t, lost)
 	r := e.recoverer(t, recovery.Config{PageSize: 10, Chunk: 3})
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Scanned != 52 || rep.StillTracked != 45 || rep.Reenqueued != 7 {
 		t.Fatalf("report %+v", rep)
 	}
-	st, err := e.c.Stats(ctxT(t), "t")
+	st, err := e.c.Stats(testenv.Context(t), "t")
 	if err != nil || st.Due != 7 || st.InFlight != 45 {
 		t.Fatalf("stats %+v, %v", st, err)
 	}
@@ -120,20 +121,20 @@ func TestRunDryRunChangesNothing(t *testing.T) {
 		{topic: "b", id: "lost-2", attempt: 1, runAt: now, leaseUntil: now - 10_000},
 	})
 	e.ensureEpoch(t, "b")
-	before, err := e.rdb.Keys(ctxT(t), e.ns+":*").Result()
+	before, err := e.rdb.Keys(testenv.Context(t), e.ns+":*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	slices.Sort(before)
 	r := e.recoverer(t, recovery.Config{DryRun: true})
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.DryRun || rep.Reenqueued != 2 || rep.StillTracked != 1 || len(rep.EpochsWritten) != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	after, err := e.rdb.Keys(ctxT(t), e.ns+":*").Result()
+	after, err := e.rdb.Keys(testenv.Context(t), e.ns+":*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +156,10 @@ func TestRunSkipsWhenLockHeld(t *testing.T) {
 	e.record(t, []row{{topic: "t", id: "lost", attempt: 1, runAt: now, leaseUntil: now - 10_000}})
 	r := e.recoverer(t, recovery.Config{})
 	other := redislock.New(e.rdb, r.Config().LockKey, time.Minute)
-	if ok, err := other.TryAcquire(ctxT(t)); !ok || err != nil {
+	if ok, err := other.TryAcquire(testenv.Context(t)); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil || !rep.Skipped || rep.Scanned != 0 {
 		t.Fatalf("report %+v, %v", rep, err)
 	}
@@ -168,17 +169,17 @@ func TestRunSkipsWhenLockHeld(t *testing.T) {
 	if info := e.state(t, "t", "lost"); info.State != queue.StateUnknown {
 		t.Fatal("a skipped run restored a job")
 	}
-	if err := other.Release(ctxT(t)); err != nil {
+	if err := other.Release(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = r.RunOnce(ctxT(t))
+	rep, err = r.RunOnce(testenv.Context(t))
 	if err != nil || rep.Skipped || rep.Reenqueued != 1 {
 		t.Fatalf("after release: %+v, %v", rep, err)
 	}
 	if c := r.Counters(); c.Skipped != 1 || c.Runs != 1 {
 		t.Fatalf("counters %+v", c)
 	}
-	if v, _ := e.rdb.Exists(ctxT(t), r.Config().LockKey).Result(); v != 0 {
+	if v, _ := e.rdb.Exists(testenv.Context(t), r.Config().LockKey).Result(); v != 0 {
 		t.Fatal("lock left behind")
 	}
 }
@@ -227,7 +228,7 @@ func TestReportsKept(t *testing.T) {
 	r := e.recoverer(t, recovery.Config{KeepReports: 3, OnReport: func(rep recovery.Report) { seen = append(seen, rep) }})
 	var starts []time.Time
 	for i := 0; i < 5; i++ {
-		rep, err := r.RunOnce(ctxT(t))
+		rep, err := r.RunOnce(testenv.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +249,7 @@ func TestReportsKept(t *testing.T) {
 func TestRunReportsRedisDown(t *testing.T) {
 	e := newREnv(t)
 	r := e.recoverer(t, recovery.Config{})
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(testenv.Context(t))
 	cancel()
 	rep, err := r.RunOnce(ctx)
 	if err == nil || rep.Errors == 0 || rep.Skipped {
@@ -298,7 +299,7 @@ func TestRunLeavesRowsThatFinishedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := r.RunOnce(ctxT(t))
+	rep, err := r.RunOnce(testenv.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

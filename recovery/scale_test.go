@@ -67,22 +67,22 @@ func scaleDrain(tb testing.TB, procs, n int) time.Duration {
 		workers[i] = startChild(tb, spec.WorkerID, "soakworker", spec)
 	}
 	for _, w := range workers {
-		waitFor(tb, time.Minute, w.name+" ready", func() bool { return len(w.logLines(`"msg":"soak worker ready"`)) > 0 })
+		testenv.WaitFor(testenv.Context(tb), tb, w.name+" ready", func() bool { return len(w.logLines(`"msg":"soak worker ready"`)) > 0 })
 	}
 
 	start := time.Now()
 	half := n / 2
 	enqueueRange(tb, q, scaleTopics[0], 0, half)
 	enqueueRange(tb, q, scaleTopics[1], half, n)
-	waitFor(tb, 10*time.Minute, fmt.Sprintf("%d jobs handled", n), func() bool {
-		got, err := rdb.HLen(ctxT(tb), tally+":runs").Result()
+	testenv.WaitFor(testenv.ContextTimeout(tb, 10*time.Minute), tb, fmt.Sprintf("%d jobs handled", n), func() bool {
+		got, err := rdb.HLen(testenv.Context(tb), tally+":runs").Result()
 		return err == nil && got >= int64(n)
 	})
 	took := time.Since(start)
 
-	waitFor(tb, time.Minute, "the ledger empty and Redis drained", func() bool {
+	testenv.WaitFor(testenv.Context(tb), tb, "the ledger empty and Redis drained", func() bool {
 		for _, topic := range scaleTopics {
-			st, err := q.Stats(ctxT(tb), topic)
+			st, err := q.Stats(testenv.Context(tb), topic)
 			if err != nil || st.Due != 0 || st.InFlight != 0 {
 				return false
 			}
@@ -93,7 +93,7 @@ func scaleDrain(tb testing.TB, procs, n int) time.Duration {
 		w.stop(tb, 30*time.Second)
 		w.checkNoRace(tb)
 	}
-	runs, err := rdb.HGetAll(ctxT(tb), tally+":runs").Result()
+	runs, err := rdb.HGetAll(testenv.Context(tb), tally+":runs").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func scaleDrain(tb testing.TB, procs, n int) time.Duration {
 			tb.Errorf("%s ran %s times", id, c)
 		}
 	}
-	perWorker, err := rdb.HGetAll(ctxT(tb), tally+":workers").Result()
+	perWorker, err := rdb.HGetAll(testenv.Context(tb), tally+":workers").Result()
 	if err != nil {
 		tb.Fatal(err)
 	}

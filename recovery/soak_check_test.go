@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -25,7 +26,7 @@ func soakQuiet(t *testing.T, fdb faultDB, q *queue.Client, topics []string, acce
 		return false
 	}
 	for _, topic := range topics {
-		st, err := q.Stats(ctxT(t), topic)
+		st, err := q.Stats(testenv.Context(t), topic)
 		if err != nil || st.Due != 0 || st.InFlight != 0 {
 			return false
 		}
@@ -77,7 +78,7 @@ type runRow struct {
 // at most slack ms after the earlier one.
 func checkSoak(t *testing.T, fdb faultDB, accepted map[string]soakJob, faults []faultEvent, slack int64) soakResult {
 	var rows []runRow
-	if err := fdb.db.WithContext(ctxT(t)).Raw("SELECT job_id, worker, attempt, started_ms, run_at, unrecorded FROM runs ORDER BY job_id, started_ms").
+	if err := fdb.db.WithContext(testenv.Context(t)).Raw("SELECT job_id, worker, attempt, started_ms, run_at, unrecorded FROM runs ORDER BY job_id, started_ms").
 		Scan(&rows).Error; err != nil {
 		t.Fatal(err)
 	}

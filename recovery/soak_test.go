@@ -110,7 +110,7 @@ func TestSoak(t *testing.T) {
 
 	q := queueClient(t, srv.Addr, ns)
 	until := time.Until(time.UnixMilli(maxRunAt)) + 2*time.Minute
-	waitFor(t, until, "quiescence: every job handled or dead, ledger empty, nothing due or in flight", func() bool {
+	testenv.WaitFor(testenv.ContextTimeout(t, until), t, "quiescence: every job handled or dead, ledger empty, nothing due or in flight", func() bool {
 		return soakQuiet(t, fdb, q, topics, accepted)
 	})
 	quiet := time.Now()
@@ -189,7 +189,7 @@ orders: {enabled: false}
 	}
 	api := startChild(t, "api", "api", apiSpec{Args: []string{"serve", "--config", conf, "--no-workers", "--no-recovery", "--no-sweeper"}})
 	base := "http://" + listen
-	waitFor(t, time.Minute, "the API's /healthz", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the API's /healthz", func() bool {
 		if api.exited() {
 			t.Fatalf("the API exited: %s", tail(api.log(), 3000))
 		}

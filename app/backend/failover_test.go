@@ -59,7 +59,7 @@ func TestFailoverSentinel(t *testing.T) {
 	)
 	g := testenv.StartSentinelGroup(t, testenv.SentinelOptions{MasterName: "delayq"})
 	dsn := testenv.MySQLDSN(t)
-	logs := &foLogBuffer{}
+	logs := &testenv.SyncBuffer{}
 	log := logrus.New()
 	log.SetOutput(logs)
 	if os.Getenv("DELAYQ_TEST_LOG") != "" {
@@ -131,7 +131,7 @@ func TestFailoverSentinel(t *testing.T) {
 	}
 	t.Cleanup(stopAll)
 	db := b.DB
-	foWaitUntil(t, time.Minute, "a third of the backlog handled", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "a third of the backlog handled", func() bool {
 		return foCount(t, db, "SELECT COUNT(*) FROM handled") >= initialJobs/3
 	})
 
@@ -153,7 +153,7 @@ func TestFailoverSentinel(t *testing.T) {
 	}
 	retrying := "SELECT COUNT(*) FROM " + b.Ledger.LedgerTable() + " WHERE topic = '" + foLateTopic +
 		"' AND state = '" + ledger.StateRetrying + "'"
-	foWaitUntil(t, 30*time.Second, "window jobs waiting for their retry in the ledger", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "window jobs waiting for their retry in the ledger", func() bool {
 		return foCount(t, db, retrying) >= 10
 	})
 
@@ -226,7 +226,7 @@ func TestFailoverSentinel(t *testing.T) {
 			t.Logf("last seen: %s", state)
 		}
 	})
-	foWaitUntil(t, time.Minute, "every job handled, the ledger empty and Redis drained", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "every job handled, the ledger empty and Redis drained", func() bool {
 		handled := foCount(t, db, "SELECT COUNT(*) FROM handled")
 		rows := foCount(t, db, "SELECT COUNT(*) FROM "+b.Ledger.LedgerTable())
 		state = fmt.Sprintf("%d of %d jobs handled, %d ledger rows", handled, want, rows)
@@ -699,36 +699,6 @@ func foHandledRuns(t *testing.T, db *gorm.DB) map[string]int {
 		out[r.JobID] = r.Runs
 	}
 	return out
-}
-
-// foWaitUntil polls cond until it holds, failing the test after limit.
-func foWaitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// foLogBuffer is a bytes.Buffer safe for concurrent writers.
-type foLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *foLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *foLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // foTail returns the last n bytes of s.

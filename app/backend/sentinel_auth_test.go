@@ -31,7 +31,7 @@ func TestSentinelPassword(t *testing.T) {
 		return c
 	}
 
-	logs := &tlsLogBuf{}
+	logs := &testenv.SyncBuffer{}
 	b, err := tlsOpen(t, cfg(password), tlsLogger(logs))
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,9 @@
 package backend_test
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +15,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// tlsLogBuf collects a test's logs (safe for concurrent writers).
-type tlsLogBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *tlsLogBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *tlsLogBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func tlsLogger(buf *tlsLogBuf) *logrus.Logger {
+func tlsLogger(buf *testenv.SyncBuffer) *logrus.Logger {
 	l := logrus.New()
 	l.SetOutput(buf)
 	l.SetLevel(logrus.DebugLevel)
@@ -84,7 +64,7 @@ func TestRedisTLSAndPassword(t *testing.T) {
 	}
 
 	t.Run("right CA, certificate and password", func(t *testing.T) {
-		logs := &tlsLogBuf{}
+		logs := &testenv.SyncBuffer{}
 		b, err := tlsOpen(t, good(), tlsLogger(logs))
 		if err != nil {
 			t.Fatal(err)
@@ -103,7 +83,7 @@ func TestRedisTLSAndPassword(t *testing.T) {
 	t.Run("server name from the configuration", func(t *testing.T) {
 		cfg := good()
 		cfg.Redis.TLSServerName = testenv.PKIServerName
-		if _, err := tlsOpen(t, cfg, tlsLogger(&tlsLogBuf{})); err != nil {
+		if _, err := tlsOpen(t, cfg, tlsLogger(&testenv.SyncBuffer{})); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -128,7 +108,7 @@ func TestRedisTLSAndPassword(t *testing.T) {
 			cfg := good()
 			f.change(&cfg)
 			start := time.Now()
-			b, err := tlsOpen(t, cfg, tlsLogger(&tlsLogBuf{}))
+			b, err := tlsOpen(t, cfg, tlsLogger(&testenv.SyncBuffer{}))
 			if err == nil {
 				_ = b.Close()
 				t.Fatal("Open succeeded")
@@ -234,7 +214,7 @@ func TestMySQLTLS(t *testing.T) {
 	}
 
 	t.Run("CA from the configuration", func(t *testing.T) {
-		logs := &tlsLogBuf{}
+		logs := &testenv.SyncBuffer{}
 		b, err := tlsOpen(t, good(), tlsLogger(logs))
 		if err != nil {
 			t.Fatal(err)
@@ -251,7 +231,7 @@ func TestMySQLTLS(t *testing.T) {
 		cfg := good()
 		cfg.SQL.DSN = m.DSN("delayq_rt", password, "delayq", params)
 		cfg.SQL.AutoMigrate = false
-		b, err := tlsOpen(t, cfg, tlsLogger(&tlsLogBuf{}))
+		b, err := tlsOpen(t, cfg, tlsLogger(&testenv.SyncBuffer{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +247,7 @@ func TestMySQLTLS(t *testing.T) {
 		cfg.SQL.DSN = m.DSN("delayq_x509", "", "delayq", "") // no parameters: tls= starts them
 		cfg.SQL.TLSServerName = testenv.PKIServerName
 		cfg.SQL.TLSCertFile, cfg.SQL.TLSKeyFile = pki.ClientCertFile, pki.ClientKeyFile
-		b, err := tlsOpen(t, cfg, tlsLogger(&tlsLogBuf{}))
+		b, err := tlsOpen(t, cfg, tlsLogger(&testenv.SyncBuffer{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +260,7 @@ func TestMySQLTLS(t *testing.T) {
 		cfg := good()
 		cfg.SQL.DSN += "&tls=skip-verify"
 		cfg.SQL.TLSCAFile = otherCA.CAFile // would fail if it were used
-		logs := &tlsLogBuf{}
+		logs := &testenv.SyncBuffer{}
 		b, err := tlsOpen(t, cfg, tlsLogger(logs))
 		if err != nil {
 			t.Fatal(err)
@@ -311,7 +291,7 @@ func TestMySQLTLS(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			cfg := good()
 			f.change(&cfg)
-			b, err := tlsOpen(t, cfg, tlsLogger(&tlsLogBuf{}))
+			b, err := tlsOpen(t, cfg, tlsLogger(&testenv.SyncBuffer{}))
 			if err == nil {
 				_ = b.Close()
 				t.Fatal("Open succeeded")

@@ -101,8 +101,8 @@ metrics: {listen: "127.0.0.1:%d"}
 		`delayq_jobs_due{topic="delayq.smoke"} 0`,
 		"delayq_redis_up 1", "delayq_ledger_up 1",
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last string
+	testenv.WaitFor(testenv.Context(t), t, "/metrics to show the smoke job", func() bool {
 		code, body, err := httpGet(base + "/metrics")
 		missing := []string{}
 		for _, w := range want {
@@ -110,14 +110,9 @@ metrics: {listen: "127.0.0.1:%d"}
 				missing = append(missing, w)
 			}
 		}
-		if err == nil && code == 200 && len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /metrics: %d %v; missing %q\n%s\nlogs:\n%s", code, err, missing, body, logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		last = fmt.Sprintf("GET /metrics: %d %v; missing %q\n%s", code, err, missing, body)
+		return err == nil && code == 200 && len(missing) == 0
+	}, func() string { return last + "\nlogs:\n" + logs() })
 	if code, body, err := httpGet(base + "/healthz"); err != nil || code != 200 || body != "ok\n" {
 		t.Errorf("GET /healthz: %d %q %v", code, body, err)
 	}
@@ -137,16 +132,10 @@ metrics: {enabled: false}
 dashboard: {enabled: false}
 `, filepath.Join(t.TempDir(), "ledger.db"), port), "serve", "--no-workers", "--no-recovery", "--no-sweeper")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _, err := httpGet(base + "/readyz"); err == nil && code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not answer /readyz within 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(testenv.Context(t), t, "serve to answer /readyz", func() bool {
+		code, _, err := httpGet(base + "/readyz")
+		return err == nil && code == 200
+	})
 	for _, path := range []string{"/metrics", "/", "/dashboard/app.js", "/v1/dashboard/series"} {
 		if code, _, err := httpGet(base + path); err != nil || code != http.StatusNotFound {
 			t.Errorf("GET %s: %d %v, want 404", path, code, err)

@@ -94,15 +94,10 @@ recovery: {spec: "@every 1s", grace: 2s}
 		}
 		return got
 	}
+	// serve runs in this process but answers only over HTTP: poll.
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 20 s\nlog:\n%s", what, logs())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testenv.WaitFor(testenv.Context(t), t, what, cond, func() string { return "log:\n" + logs() })
 	}
 	waitFor("/readyz", func() bool { code, _, err := httpGet(base + "/readyz"); return err == nil && code == 200 })
 

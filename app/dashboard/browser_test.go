@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,7 +51,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, 2*time.Minute)
+	ctx := testenv.Context(t)
 
 	// Before serve starts: a topic no worker handles ("mail": three jobs due
 	// in an hour, two overdue) and two dead letters, one in a topic serve
@@ -120,7 +119,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 	)
 	poll(t, tab, `!document.querySelector('#dead tr[data-id="smoke:dead:1"]')`, "the requeued job leaving the dead list")
-	waitFor(t, 30*time.Second, "the requeued job to run and complete", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the requeued job to run and complete", func() bool {
 		return mustGet(t, q, cli.SmokeTopic, "smoke:dead:1").State == queue.StateUnknown
 	})
 	if v := metricValue(t, api, `delayq_jobs_completed_total{topic="delayq.smoke"}`); v < 1 {
@@ -178,7 +177,7 @@ dashboard: {sample_every: 500ms, history: 1m}
 		args = append(args, "--no-workers", "--no-recovery", "--no-sweeper")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	done := make(chan int, 1)
 	go func() { done <- cli.Main(ctx, args, io.Discard, &logs, "test") }()
 	t.Cleanup(func() {
@@ -196,7 +195,7 @@ dashboard: {sample_every: 500ms, history: 1m}
 		}
 	})
 	s := &server{url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	waitFor(t, 30*time.Second, "serve to answer /readyz", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "serve to answer /readyz", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("serve exited %d at start:\n%s", code, logs.String())
@@ -268,7 +267,7 @@ func seedOrders(t *testing.T, ctx context.Context, s *server, dsn string) {
 			s.do(t, "POST", "/v1/orders/"+o.OrderNo+"/pay", "", nil)
 		}
 	}
-	waitFor(t, 30*time.Second, "four orders closed by their close job", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "four orders closed by their close job", func() bool {
 		var sum struct {
 			Orders struct {
 				Closed int64 `json:"closed"`
@@ -402,7 +401,7 @@ type ordersShown struct {
 func waitNumbersMatch(t *testing.T, tab context.Context, s *server) {
 	t.Helper()
 	var last string
-	waitFor(t, 20*time.Second, "the dashboard's numbers to match the API", func() bool {
+	testenv.WaitFor(testenv.Context(t), t, "the dashboard's numbers to match the API", func() bool {
 		var topics struct {
 			Topics []struct {
 				Topic    string `json:"topic"`
@@ -499,7 +498,7 @@ func mustDo(t *testing.T, tab context.Context, what string, steps ...chromedp.Ac
 // last error.
 func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
 	t.Helper()
-	ctx := ctxT(t, time.Minute)
+	ctx := testenv.ContextTimeout(t, time.Minute)
 	mustEnqueue(t, q, topic, queue.NewJob{ID: id, MaxAttempts: 3})
 	cl, err := q.Claim(ctx, topic, 1, time.Minute)
 	if err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != id {
@@ -512,41 +511,18 @@ func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
 
 func mustEnqueue(t *testing.T, q *queue.Client, topic string, j queue.NewJob) {
 	t.Helper()
-	if r, err := q.Enqueue(ctxT(t, time.Minute), topic, j); err != nil || r.Duplicate {
+	if r, err := q.Enqueue(testenv.ContextTimeout(t, time.Minute), topic, j); err != nil || r.Duplicate {
 		t.Fatalf("enqueue %s/%s: %+v %v", topic, j.ID, r, err)
 	}
 }
 
 func mustGet(t *testing.T, q *queue.Client, topic, id string) *queue.JobInfo {
 	t.Helper()
-	info, err := q.Get(ctxT(t, time.Minute), topic, id)
+	info, err := q.Get(testenv.ContextTimeout(t, time.Minute), topic, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return info
-}
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond until it holds, failing the test after limit with
-// the optional detail's last word.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, detail ...func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := ""
-			for _, d := range detail {
-				msg += ": " + d()
-			}
-			t.Fatalf("timed out after %s waiting for %s%s", limit, what, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func redisAddr() string {
@@ -554,22 +530,4 @@ func redisAddr() string {
 		return a
 	}
 	return testenv.DefaultRedisAddr
-}
-
-// syncBuffer is a bytes.Buffer safe for serve's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

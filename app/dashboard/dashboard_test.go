@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -22,8 +21,8 @@ type fakeSource struct {
 	live   map[string]metrics.TopicSample
 	state  metrics.State
 	err    error
-	reads  atomic.Int64 // State calls
-	sample atomic.Int64 // SampleLive calls
+	reads  atomic.Int64    // State calls
+	sample testenv.Counter // SampleLive calls
 }
 
 func (f *fakeSource) SampleLive() map[string]metrics.TopicSample {
@@ -45,21 +44,13 @@ func TestSamplerReadsStateOnlyWhenWatched(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); h.run(ctx, src, time.Millisecond, func() bool { return watched }) }()
-		for src.sample.Load() < 5 {
-			time.Sleep(time.Millisecond)
-		}
+		src.sample.WaitAtLeast(testenv.Context(t), t, 5, "5 samples")
 		cancel()
 		<-done
 		if reads := src.reads.Load(); (reads > 0) != watched {
 			t.Errorf("watched %t: %d state reads in %d samples", watched, reads, src.sample.Load())
 		}
 	}
-}
-
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // The history turns cumulative totals into rates per second, keeps the
@@ -117,7 +108,7 @@ func TestHistoryRatesAndGaps(t *testing.T) {
 func TestPageAssetsAndSeries(t *testing.T) {
 	src := &fakeSource{live: map[string]metrics.TopicSample{"a": {Completed: 1}}, state: metrics.State{}}
 	d, err := New(Config{Source: src, Auth: true, ReadOnly: true, Orders: true, StaleAfter: 90 * time.Second,
-		SampleEvery: 10 * time.Millisecond, History: time.Second, Logger: quietLogger()})
+		SampleEvery: 10 * time.Millisecond, History: time.Second, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,28 +159,24 @@ func TestPageAssetsAndSeries(t *testing.T) {
 
 	series := httptest.NewServer(d.SeriesHandler())
 	defer series.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(series.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s Series
-		err = json.NewDecoder(resp.Body).Decode(&s)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.EveryMs != 10 || s.HistoryMs != 1000 {
-			t.Fatalf("series %+v", s)
-		}
-		if len(s.Topics) == 1 && s.Topics[0].Topic == "a" && len(s.Topics[0].T) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no point sampled within 10 s: %+v", s)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The sampler adds its first point with the second sample (a rate needs
+	// two), before it takes the third.
+	src.sample.WaitAtLeast(testenv.Context(t), t, 3, "three samples")
+	sresp, err := http.Get(series.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Series
+	err = json.NewDecoder(sresp.Body).Decode(&s)
+	sresp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.EveryMs != 10 || s.HistoryMs != 1000 {
+		t.Fatalf("series %+v", s)
+	}
+	if len(s.Topics) != 1 || s.Topics[0].Topic != "a" || len(s.Topics[0].T) == 0 {
+		t.Fatalf("no point sampled: %+v", s)
 	}
 }
 

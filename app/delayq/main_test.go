@@ -104,20 +104,16 @@ func (p *proc) stop(t *testing.T) int {
 
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error
+	testenv.WaitFor(testenv.Context(t), t, url+" to answer 200", func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		last = err
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer 200 within 30 s (last error %v)", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, func() string { return fmt.Sprintf("last error %v", last) })
 }
 
 // run runs one CLI command to completion and returns its stdout and exit
@@ -277,13 +273,9 @@ func TestDemo(t *testing.T) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, base+"/healthz")
 	// Wait until an order closed on its own (the close job ran).
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(demo.output(), "orders:") || closedCount(demo.output()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no order closed within a minute:\n%s", demo.output())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitFor(testenv.Context(t), t, "an order closed", func() bool {
+		return strings.Contains(demo.output(), "orders:") && closedCount(demo.output()) > 0
+	}, demo.output)
 	resp, err := http.Get(base + "/v1/topics/order_close")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET order_close stats: %v %v", resp, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -20,7 +21,7 @@ func TestLedgerAudit(t *testing.T) {
 			{Topic: "a", ID: "running", Payload: []byte("x"), Attempt: 1, MaxAttempts: 5, RunAt: now, LeaseUntil: future},
 			{Topic: "b", ID: "stuck-2", Attempt: 1, MaxAttempts: 3, RunAt: past, LeaseUntil: past},
 		}
-		if err := e.l.Record(ctxT(t), rows, "host-7:4242"); err != nil {
+		if err := e.l.Record(testenv.Context(t), rows, "host-7:4242"); err != nil {
 			t.Fatal(err)
 		}
 

@@ -65,7 +65,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := l.Migrate(ctxT(tb)); err != nil {
+	if err := l.Migrate(testenv.Context(tb)); err != nil {
 		tb.Fatal(err)
 	}
 	// Debug level so the logging of every path runs; the output goes
@@ -86,7 +86,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 func (s *fuzzServer) reset(tb testing.TB) {
 	tb.Helper()
 	s.mr.FlushAll()
-	if _, err := s.q.Enqueue(ctxT(tb), "t", queue.NewJob{ID: "dup", Delay: time.Hour}); err != nil {
+	if _, err := s.q.Enqueue(testenv.Context(tb), "t", queue.NewJob{ID: "dup", Delay: time.Hour}); err != nil {
 		tb.Fatal(err)
 	}
 	s.clean = s.state(true)
@@ -308,7 +308,7 @@ func FuzzEnqueue(f *testing.F) {
 			if loc := w.Header().Get("Location"); loc != topicPath(topic, "/jobs/"+url.PathEscape(res.ID)) {
 				t.Fatalf("POST %s: Location %q for job %q", target, loc, res.ID)
 			}
-			info, err := s.q.Get(ctxT(t), topic, res.ID)
+			info, err := s.q.Get(testenv.Context(t), topic, res.ID)
 			if err != nil || info.State != queue.StateScheduled || info.Score != res.RunAt ||
 				info.Job.MaxAttempts < 1 || info.Job.MaxAttempts > 100 || len(info.Job.Payload) > fuzzMaxPayload {
 				t.Fatalf("POST %s %q: 202 %+v, but the queue has %+v (%v)", target, body, res, info, err)
@@ -420,7 +420,7 @@ func FuzzEnqueueBatch(f *testing.F) {
 		for _, r := range res.Results {
 			switch {
 			case r.Status == string(queue.BatchCreated):
-				info, err := s.q.Get(ctxT(t), topic, r.ID)
+				info, err := s.q.Get(testenv.Context(t), topic, r.ID)
 				if err != nil || info.State != queue.StateScheduled || info.Score != r.RunAt {
 					t.Fatalf("created %+v, but the queue has %+v (%v)", r, info, err)
 				}

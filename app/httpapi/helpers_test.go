@@ -2,14 +2,12 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +46,7 @@ type env struct {
 	ns    string
 	srv   *httptest.Server
 	token string
-	logs  *syncBuffer
+	logs  *testenv.SyncBuffer
 }
 
 // setup configures an env before its handler is built.
@@ -75,10 +73,10 @@ func newEnv(t *testing.T, b backend, opts ...func(*setup)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Migrate(ctxT(t)); err != nil {
+	if err := l.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{q: q, l: l, rdb: rdb, ns: ns, token: s.deps.Token, logs: &syncBuffer{}}
+	e := &env{q: q, l: l, rdb: rdb, ns: ns, token: s.deps.Token, logs: &testenv.SyncBuffer{}}
 	s.deps.Queue, s.deps.Ledger = q, l
 	s.deps.Logger = testLogger(e.logs)
 	h, err := httpapi.New(s.deps)
@@ -110,35 +108,11 @@ func withRecovery(r httpapi.Recovery) func(*setup) {
 
 // testLogger logs everything, debug included (so those paths run), into
 // buf, where a test can look for what must never be logged.
-func testLogger(buf *syncBuffer) logrus.FieldLogger {
+func testLogger(buf *testenv.SyncBuffer) logrus.FieldLogger {
 	l := logrus.New()
 	l.SetOutput(buf)
 	l.SetLevel(logrus.DebugLevel)
 	return l
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // req is one request to send. A body is sent as application/json unless
@@ -167,7 +141,7 @@ func (e *env) send(t testing.TB, rq req) resp {
 			body = io.MultiReader(body)
 		}
 	}
-	r, err := http.NewRequestWithContext(ctxT(t), rq.method, e.srv.URL+rq.path, body)
+	r, err := http.NewRequestWithContext(testenv.Context(t), rq.method, e.srv.URL+rq.path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +227,7 @@ func expectError(t testing.TB, r resp, status int, code, field string) httpapi.E
 // keys lists the Redis keys in the env's namespace, sorted.
 func (e *env) keys(t testing.TB) []string {
 	t.Helper()
-	ks, err := e.rdb.Keys(ctxT(t), e.ns+":*").Result()
+	ks, err := e.rdb.Keys(testenv.Context(t), e.ns+":*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +239,7 @@ func (e *env) keys(t testing.TB) []string {
 // would.
 func (e *env) claimAll(t testing.TB, topic string) []*queue.Job {
 	t.Helper()
-	c, err := e.q.Claim(ctxT(t), topic, 1000, time.Hour)
+	c, err := e.q.Claim(testenv.Context(t), topic, 1000, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +254,7 @@ func (e *env) bury(t testing.TB, topic, reason string) int {
 	for i, j := range jobs {
 		reqs[i] = queue.DeadJob{Job: j, Error: reason}
 	}
-	n, _, err := e.q.Bury(ctxT(t), reqs)
+	n, _, err := e.q.Bury(testenv.Context(t), reqs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -99,7 +100,7 @@ func TestGetShowsLeaseAndDeath(t *testing.T) {
 		if v.State != "in_flight" || v.LeaseUntil != held[0].LeaseUntil || v.Attempt != 1 {
 			t.Fatalf("in-flight job %+v, want lease until %d", v, held[0].LeaseUntil)
 		}
-		if _, _, err := e.q.Bury(ctxT(t), []queue.DeadJob{{Job: held[0], Error: "card declined"}}); err != nil {
+		if _, _, err := e.q.Bury(testenv.Context(t), []queue.DeadJob{{Job: held[0], Error: "card declined"}}); err != nil {
 			t.Fatal(err)
 		}
 		v = decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/held"))
@@ -134,7 +135,7 @@ func TestTopicStats(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"waiting","payload":[1,2],"delay_ms":3600000}`), http.StatusAccepted)
 		r := e.del(t, "/v1/topics/t/jobs/waiting")
 		expect(t, r, http.StatusOK)
@@ -183,7 +184,7 @@ func TestCancel(t *testing.T) {
 // waiting for a retry is cancelled; one a worker holds is not.
 func TestCancelLedgerOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
-		ctx := ctxT(t)
+		ctx := testenv.Context(t)
 		lease := time.Now().Add(time.Hour).UnixMilli()
 		lost := []*queue.Job{
 			{Topic: "t", ID: "lost-retrying", Payload: []byte(`{"n":1}`), Attempt: 2, MaxAttempts: 5, RunAt: lease, LeaseUntil: lease},

@@ -79,7 +79,7 @@ func TestBadTopicsWriteNothing(t *testing.T) {
 		if ks := e.keys(t); len(ks) != 0 {
 			t.Fatalf("Redis keys written: %q", ks)
 		}
-		if n, err := e.l.Count(ctxT(t)); err != nil || n != 0 {
+		if n, err := e.l.Count(testenv.Context(t)); err != nil || n != 0 {
 			t.Fatalf("ledger rows: %d %v", n, err)
 		}
 		// The same env takes the same requests with a good topic.
@@ -133,11 +133,11 @@ func newSlowServer(t *testing.T, cfg httpapi.ServerConfig, maxBody int64) *slowS
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Migrate(ctxT(t)); err != nil {
+	if err := l.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	const token = "slow-token-0123456789abcdef"
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Token: token, MaxBodyBytes: maxBody, Logger: testLogger(logs)})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func apiOn(t *testing.T, rdb redis.UniversalClient, db *gorm.DB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{q: q, l: l, rdb: rdb, logs: &syncBuffer{}}
+	e := &env{q: q, l: l, rdb: rdb, logs: &testenv.SyncBuffer{}}
 	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Logger: testLogger(e.logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestRedisUnavailable(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := apiOn(t, rdb, testenv.SQLite(t))
-	if err := e.l.Migrate(ctxT(t)); err != nil {
+	if err := e.l.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 

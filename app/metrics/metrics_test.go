@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -12,18 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
-
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
 
 // family returns the gathered family called name, failing if it is absent.
 func family(t *testing.T, m *metrics.Metrics, name string) *dto.MetricFamily {
@@ -78,7 +71,7 @@ func topic(name string) map[string]string { return map[string]string{"topic": na
 // The observer methods feed the per-topic counters, the histograms (whose
 // buckets tell 1 ms from 10 ms from 1 s) and the heartbeat.
 func TestObserverFeedsCountersAndHistograms(t *testing.T) {
-	m := metrics.New(quietLogger())
+	m := metrics.New(testenv.QuietLogger())
 	m.InitTopic("idle")
 	m.Enqueued("t", 5)
 	m.Claimed("t", 4)
@@ -173,7 +166,7 @@ func (f *fakeLedger) CountStale(_ context.Context, olderThan int64) (int64, erro
 // gauges there are, and a failed Redis read says so instead of reporting
 // zeros.
 func TestStateGaugesReadAtScrapeTime(t *testing.T) {
-	m := metrics.New(quietLogger())
+	m := metrics.New(testenv.QuietLogger())
 	q := &fakeQueue{stats: map[string]queue.Stats{
 		"a": {Topic: "a", Due: 10, DueNow: 4, InFlight: 3, Dead: 2, OldestOverdueMs: 1500},
 		"b": {Topic: "b", Due: 1},
@@ -203,7 +196,7 @@ func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 		t.Errorf("stale rows counted with lease before %d, want now - 1m", led.olderThan)
 	}
 
-	m2 := metrics.New(quietLogger())
+	m2 := metrics.New(testenv.QuietLogger())
 	failing := &fakeQueue{failed: errors.New("redis down")}
 	if err := m2.WatchState(metrics.StateConfig{Queue: failing, MaxAge: time.Nanosecond}); err != nil {
 		t.Fatal(err)
@@ -226,7 +219,7 @@ func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 // The recoverer's counters are read at scrape time; its reports feed the
 // per-topic recovered counter and the last success time.
 func TestRecoveryMetrics(t *testing.T) {
-	m := metrics.New(quietLogger())
+	m := metrics.New(testenv.QuietLogger())
 	counters := recovery.Counters{Runs: 5, Failed: 1, Skipped: 2, Scanned: 40, Reenqueued: 9, DataLoss: 1}
 	if err := m.WatchRecoverer(func() recovery.Counters { return counters }, "@every 30s"); err != nil {
 		t.Fatal(err)
@@ -279,7 +272,7 @@ func TestSchedulePeriod(t *testing.T) {
 // Every delayq metric follows Prometheus conventions (promlint), and the
 // exposition at /metrics holds them.
 func TestNamesFollowConventions(t *testing.T) {
-	m := metrics.New(quietLogger())
+	m := metrics.New(testenv.QuietLogger())
 	m.InitTopic("t")
 	m.Heartbeat("w", time.Now())
 	if err := m.WatchState(metrics.StateConfig{Queue: &fakeQueue{stats: map[string]queue.Stats{}}, Ledger: &fakeLedger{}}); err != nil {

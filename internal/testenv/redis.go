@@ -97,10 +97,20 @@ func MiniRedis(t testing.TB) (redis.UniversalClient, string) {
 	if err := mr.Start(); err != nil {
 		t.Fatalf("testenv: starting miniredis: %v", err)
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(miniredisOptions(mr.Addr()))
 	t.Cleanup(func() {
 		_ = rdb.Close()
 		mr.Close()
 	})
 	return rdb, namespace(t)
+}
+
+// miniredisOptions are the options of the clients MiniRedis returns. Under
+// the race detector on a loaded machine, miniredis can take longer than
+// go-redis's 3 s read timeout to answer a pipeline of scripts; go-redis
+// then sends the whole pipeline again, and the scripts that had run report
+// their work as already done. So a call waits for its answer as long as
+// its context allows (no deadline of its own), as Context bounds it.
+func miniredisOptions(addr string) *redis.Options {
+	return &redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true}
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -49,17 +50,11 @@ func TestStartSentinelGroupFailover(t *testing.T) {
 	}
 
 	// The failover client finds the new master by itself (bounded).
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := rdb.Set(ctx, "after", "1", 0).Err()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("failover client still failing 30s after the failover: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var last error
+	WaitFor(ContextTimeout(t, 30*time.Second), t, "the failover client to write to the new master", func() bool {
+		last = rdb.Set(ctx, "after", "1", 0).Err()
+		return last == nil
+	}, func() string { return fmt.Sprintf("still failing: %v", last) })
 	if v, err := rdb.Get(ctx, "kept").Result(); err != nil || v != "1" {
 		t.Fatalf("GET kept after failover = %q, %v", v, err)
 	}

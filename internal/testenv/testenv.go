@@ -17,6 +17,13 @@
 // Redis and MySQLDSN fail the test when their service does not answer; they
 // never skip. StartRedis and StartCluster skip only when redis-server is not
 // installed.
+//
+// It also holds what every test package shares: Context (a test's context),
+// QuietLogger, SyncBuffer, and the waits. A test waits on what a component
+// reports, through a hook that feeds an Event or a Counter (a worker's
+// Observer or OnDead, a recoverer's OnReport, a handler), or on a channel
+// with Receive; WaitFor, the one poll, is for state nothing can report (another
+// process, an HTTP answer, Redis's or SQL's contents, a clock).
 package testenv
 
 import (

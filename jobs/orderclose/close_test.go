@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -17,8 +18,8 @@ import (
 func (w *world) claim(no string, lease time.Duration) *queue.Job {
 	w.t.Helper()
 	var job *queue.Job
-	waitFor(w.t, 10*time.Second, "the close job of "+no+" to be claimable", func() bool {
-		cl, err := w.q.Claim(ctxT(w.t), orderclose.Topic, 1, lease)
+	testenv.WaitFor(testenv.Context(w.t), w.t, "the close job of "+no+" to be claimable", func() bool {
+		cl, err := w.q.Claim(testenv.Context(w.t), orderclose.Topic, 1, lease)
 		if err != nil {
 			w.t.Fatal(err)
 		}
@@ -31,7 +32,7 @@ func (w *world) claim(no string, lease time.Duration) *queue.Job {
 		job = cl.Jobs[0]
 		return true
 	})
-	if err := w.led.Record(ctxT(w.t), []*queue.Job{job}, "test:1"); err != nil {
+	if err := w.led.Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
 		w.t.Fatal(err)
 	}
 	return job
@@ -44,7 +45,7 @@ func (w *world) recordedJob(no string, attempt int) *queue.Job {
 	now := time.Now().UnixMilli()
 	job := &queue.Job{Topic: orderclose.Topic, ID: orderclose.JobID(no), Payload: []byte(`{}`), Attempt: attempt,
 		MaxAttempts: 25, EnqueuedAt: now, RunAt: now, LeaseUntil: now + 30_000}
-	if err := w.led.Record(ctxT(w.t), []*queue.Job{job}, "test:1"); err != nil {
+	if err := w.led.Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
 		w.t.Fatal(err)
 	}
 	return job
@@ -52,7 +53,7 @@ func (w *world) recordedJob(no string, attempt int) *queue.Job {
 
 func (w *world) assertNoLedgerRow(no string) {
 	w.t.Helper()
-	if _, err := w.led.Row(ctxT(w.t), orderclose.Topic, orderclose.JobID(no)); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := w.led.Row(testenv.Context(w.t), orderclose.Topic, orderclose.JobID(no)); !errors.Is(err, ledger.ErrNotFound) {
 		w.t.Fatalf("ledger row of %s: %v, want ErrNotFound", no, err)
 	}
 }
@@ -69,7 +70,7 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	h := w.svc.CloseHandler()
 
 	first := w.claim(no, 300*time.Millisecond)
-	if err := h.Handle(ctxT(t), first); err != nil {
+	if err := h.Handle(testenv.Context(t), first); err != nil {
 		t.Fatalf("first run: %v", err)
 	}
 	closed := w.order(no)
@@ -91,7 +92,7 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	if second.Attempt != 2 {
 		t.Fatalf("redelivered attempt %d, want 2", second.Attempt)
 	}
-	if err := h.Handle(ctxT(t), second); err != nil {
+	if err := h.Handle(testenv.Context(t), second); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	if again := w.order(no); !reflect.DeepEqual(again, closed) {
@@ -104,11 +105,11 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	}
 	w.assertNoLedgerRow(no)
 
-	d, err := w.svc.Get(ctxT(t), no)
+	d, err := w.svc.Get(testenv.Context(t), no)
 	if err != nil || d.Close == nil || d.Close.ClosedAt != *closed.ClosedAt {
 		t.Fatalf("Get: %+v, %v", d, err)
 	}
-	if _, err := w.svc.Pay(ctxT(t), no); !errors.Is(err, orderclose.ErrOrderClosed) {
+	if _, err := w.svc.Pay(testenv.Context(t), no); !errors.Is(err, orderclose.ErrOrderClosed) {
 		t.Fatalf("Pay of a closed order: %v, want ErrOrderClosed", err)
 	}
 	if o := w.order(no); !reflect.DeepEqual(o, closed) {
@@ -124,11 +125,11 @@ func TestCloseHandlerLeavesPaidOrder(t *testing.T) {
 	w.seed(map[string]int64{"A": 10})
 	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: 20 * time.Millisecond}).Order.OrderNo
 	job := w.claim(no, time.Minute)
-	paid, err := w.svc.Pay(ctxT(t), no) // the cancel finds the job in flight
+	paid, err := w.svc.Pay(testenv.Context(t), no) // the cancel finds the job in flight
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.svc.CloseHandler().Handle(ctxT(t), job); err != nil {
+	if err := w.svc.CloseHandler().Handle(testenv.Context(t), job); err != nil {
 		t.Fatalf("close of a paid order: %v", err)
 	}
 	if o := w.order(no); !reflect.DeepEqual(o, *paid) {
@@ -151,8 +152,8 @@ func TestCloseHandlerDuplicateCloseLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := w.recordedJob(no, 1)
-	waitFor(t, 5*time.Second, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
-	if err := w.svc.CloseHandler().Handle(ctxT(t), job); err != nil {
+	testenv.WaitFor(testenv.Context(t), t, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
+	if err := w.svc.CloseHandler().Handle(testenv.Context(t), job); err != nil {
 		t.Fatalf("close with a close-log row present: %v", err)
 	}
 	if o := w.order(no); o.Status != orderclose.StatusClosed {
@@ -175,15 +176,15 @@ func TestCloseHandlerRefusals(t *testing.T) {
 	before := w.snapshot()
 
 	early := w.recordedJob(no, 1)
-	if err := h.Handle(ctxT(t), early); err == nil || errors.Is(err, queue.ErrSkipRetry) {
+	if err := h.Handle(testenv.Context(t), early); err == nil || errors.Is(err, queue.ErrSkipRetry) {
 		t.Fatalf("close before the deadline: %v, want a retry", err)
 	}
-	if _, err := w.led.Row(ctxT(t), orderclose.Topic, early.ID); err != nil {
+	if _, err := w.led.Row(testenv.Context(t), orderclose.Topic, early.ID); err != nil {
 		t.Fatalf("ledger row after the early run: %v, want it kept", err)
 	}
 
 	bad := &queue.Job{Topic: orderclose.Topic, ID: "something_else:1", Attempt: 1}
-	if err := h.Handle(ctxT(t), bad); !errors.Is(err, queue.ErrSkipRetry) {
+	if err := h.Handle(testenv.Context(t), bad); !errors.Is(err, queue.ErrSkipRetry) {
 		t.Fatalf("job with a foreign id: %v, want SkipRetry", err)
 	}
 	w.assertUnchanged(before, "refused close runs")
@@ -197,11 +198,11 @@ func TestCloseHandlerLostClaimCommitsNothing(t *testing.T) {
 	w := newWorld(t, nil, orderclose.Config{})
 	w.seed(map[string]int64{"A": 10})
 	no := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 4}}, PaymentWindow: time.Millisecond}).Order.OrderNo
-	waitFor(t, 5*time.Second, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
+	testenv.WaitFor(testenv.Context(t), t, "the deadline", func() bool { return time.Now().UnixMilli() > w.order(no).PayDeadline })
 	stale := w.recordedJob(no, 1)
 	w.recordedJob(no, 2) // the takeover
 	before := w.snapshot()
-	if err := w.svc.CloseHandler().Handle(ctxT(t), stale); !errors.Is(err, ledger.ErrClaimLost) {
+	if err := w.svc.CloseHandler().Handle(testenv.Context(t), stale); !errors.Is(err, ledger.ErrClaimLost) {
 		t.Fatalf("run of a lost claim: %v, want ErrClaimLost", err)
 	}
 	w.assertUnchanged(before, "a run of a lost claim")

@@ -21,10 +21,10 @@ func TestEmbeddedSQLiteMiniredis(t *testing.T) {
 
 	closing := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 50 * time.Millisecond}).Order.OrderNo
 	paying := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}}, PaymentWindow: time.Hour}).Order.OrderNo
-	if _, err := w.svc.Pay(ctxT(t), paying); err != nil {
+	if _, err := w.svc.Pay(testenv.Context(t), paying); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the order to close", func() bool { return w.order(closing).Status == orderclose.StatusClosed })
+	w.waitSettled(testenv.Context(t), "the order to close", func() bool { return w.order(closing).Status == orderclose.StatusClosed })
 	if w.stock()["A"] != 8 || w.closeLogs(closing) != 1 || w.order(paying).Status != orderclose.StatusPaid {
 		t.Fatalf("stock %v, close logs %d, paid order %+v", w.stock(), w.closeLogs(closing), w.order(paying))
 	}
@@ -33,7 +33,7 @@ func TestEmbeddedSQLiteMiniredis(t *testing.T) {
 	if err := w.db.Create(&orderclose.CloseLog{OrderNo: dup, ClosedAt: 1, JobAttempt: 1}).Error; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the order to close", func() bool { return w.order(dup).Status == orderclose.StatusClosed })
+	w.waitSettled(testenv.Context(t), "the order to close", func() bool { return w.order(dup).Status == orderclose.StatusClosed })
 	if w.stock()["A"] != 7 || w.closeLogs(dup) != 1 {
 		t.Fatalf("stock %v, close logs %d: want no second release", w.stock(), w.closeLogs(dup))
 	}

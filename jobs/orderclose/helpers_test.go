@@ -2,13 +2,11 @@ package orderclose_test
 
 import (
 	"context"
-	"io"
-	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
@@ -27,6 +25,8 @@ type world struct {
 	led *ledger.Ledger
 	q   *queue.Client
 	svc *orderclose.Service
+	// settled hears the outcomes of the worlds' workers.
+	settled *settledEvent
 }
 
 // newWorld builds a world on the shared Redis (rdb nil) or on rdb, with
@@ -56,37 +56,20 @@ func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Migrate(ctxT(t)); err != nil {
+	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := orderclose.Migrate(ctxT(t), db); err != nil {
+	if err := orderclose.Migrate(testenv.Context(t), db); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
+		cfg.Logger = testenv.QuietLogger()
 	}
 	svc, err := orderclose.New(led, q, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc}
-}
-
-// quietLogger keeps test output readable; set DELAYQ_TEST_LOG=1 to see it.
-func quietLogger() *logrus.Logger {
-	l := logrus.New()
-	if os.Getenv("DELAYQ_TEST_LOG") == "" {
-		l.SetOutput(io.Discard)
-	} else {
-		l.SetLevel(logrus.DebugLevel)
-	}
-	return l
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+	return &world{t: t, rdb: rdb, ns: ns, db: db, led: led, q: q, svc: svc, settled: &settledEvent{}}
 }
 
 // seed creates SKUs with the given stock, price 100 cents each.
@@ -96,7 +79,7 @@ func (w *world) seed(stock map[string]int64) {
 	for sku, n := range stock {
 		skus = append(skus, orderclose.SKU{SKU: sku, Stock: n, PriceCents: 100})
 	}
-	if err := orderclose.SeedSKUs(ctxT(w.t), w.db, skus...); err != nil {
+	if err := orderclose.SeedSKUs(testenv.Context(w.t), w.db, skus...); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -127,7 +110,7 @@ func (w *world) count(model any) int64 {
 
 func (w *world) mustCreate(in orderclose.NewOrder) *orderclose.Created {
 	w.t.Helper()
-	c, err := w.svc.CreateOrder(ctxT(w.t), in)
+	c, err := w.svc.CreateOrder(testenv.Context(w.t), in)
 	if err != nil {
 		w.t.Fatalf("CreateOrder: %v", err)
 	}
@@ -157,7 +140,7 @@ func (w *world) closeLogs(no string) int64 {
 // handler registered.
 func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 	w.t.Helper()
-	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: quietLogger(), MaxIdle: 200 * time.Millisecond})
+	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -167,40 +150,44 @@ func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 	return wk
 }
 
-// startWorker runs wk until the test ends (or the returned stop is called).
+// startWorker runs wk until the test ends (or the returned stop is called),
+// failing the test if Run fails.
 func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- wk.Run(ctx) }()
-	stopped := false
+	return stopChecked(t, "worker", testenv.Start(t, wk.Run))
+}
+
+// stopChecked returns a stop for r that fails the test if r's function
+// failed, and stops r that way when the test ends too.
+func stopChecked(t *testing.T, what string, r *testenv.Running) (stop func()) {
+	var once sync.Once
 	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("worker: %v", err)
+		once.Do(func() {
+			if err := r.Stop(); err != nil {
+				t.Errorf("%s: %v", what, err)
 			}
-		case <-time.After(time.Minute):
-			t.Error("worker did not stop within a minute")
-		}
+		})
 	}
 	t.Cleanup(stop)
 	return stop
 }
 
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// settledEvent is an Observer that notifies changed whenever a worker has
+// settled outcomes in both stores (it reports them only then).
+type settledEvent struct {
+	queue.NopObserver
+	changed testenv.Event
+}
+
+func (s *settledEvent) Completed(string, int) { s.changed.Notify() }
+func (s *settledEvent) Retried(string, int)   { s.changed.Notify() }
+func (s *settledEvent) Dead(string, int)      { s.changed.Notify() }
+func (s *settledEvent) Released(string, int)  { s.changed.Notify() }
+
+// waitSettled returns once cond holds, checking it now and each time one
+// of the world's workers settles jobs: what a close job does to the orders
+// is committed by then.
+func (w *world) waitSettled(ctx context.Context, what string, cond func() bool) {
+	w.t.Helper()
+	w.settled.changed.Wait(ctx, w.t, what, cond)
 }

@@ -72,7 +72,7 @@ type errorJSON struct {
 
 func (a *api) do(method, path, contentType, body string) response {
 	a.t.Helper()
-	req, err := http.NewRequestWithContext(ctxT(a.t), method, a.url+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(testenv.Context(a.t), method, a.url+path, strings.NewReader(body))
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestHTTPCreateGetPay(t *testing.T) {
 	if got := w.stock(); got["A"] != 9 || got["B"] != 8 {
 		t.Fatalf("stock %v", got)
 	}
-	if info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateScheduled {
+	if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateScheduled {
 		t.Fatalf("close job %+v, %v", info, err)
 	}
 
@@ -163,7 +163,7 @@ func TestHTTPCreateGetPay(t *testing.T) {
 	if again := a.post("/v1/orders/"+o.OrderNo+"/pay", ""); again.status != http.StatusOK || again.order.Version != 2 {
 		t.Fatalf("second pay: %d %s", again.status, again.raw)
 	}
-	if info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateUnknown {
+	if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateUnknown {
 		t.Fatalf("close job after payment %+v, %v: want it cancelled", info, err)
 	}
 
@@ -245,7 +245,7 @@ func TestHTTPOrderErrors(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.raw)
 	}
 	no := r.order.OrderNo
-	if err := w.svc.CloseHandler().Handle(ctxT(t), w.claim(no, time.Minute)); err != nil {
+	if err := w.svc.CloseHandler().Handle(testenv.Context(t), w.claim(no, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	g := a.get("/v1/orders/" + no)

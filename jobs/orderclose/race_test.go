@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 )
@@ -32,7 +33,7 @@ func TestPayCloseRace(t *testing.T) {
 	// The log tells how often the two really met: a payment that found the
 	// close job running, a close job that found the order paid.
 	hook := &countHook{n: map[string]int{}}
-	log := quietLogger()
+	log := testenv.QuietLogger()
 	log.SetLevel(logrus.DebugLevel)
 	log.AddHook(hook)
 	w := newWorld(t, nil, orderclose.Config{Logger: log})
@@ -53,7 +54,7 @@ func TestPayCloseRace(t *testing.T) {
 	)
 	pay := func(no string) {
 		defer pays.Done()
-		_, err := w.svc.Pay(ctxT(t), no)
+		_, err := w.svc.Pay(testenv.Context(t), no)
 		mu.Lock()
 		results = append(results, result{no, err})
 		mu.Unlock()
@@ -71,7 +72,7 @@ func TestPayCloseRace(t *testing.T) {
 				for _, k := range rng.Perm(len(skus))[:1+rng.IntN(3)] {
 					items = append(items, orderclose.Item{SKU: skus[k], Quantity: 1 + rng.Int64N(3)})
 				}
-				c, err := w.svc.CreateOrder(ctxT(t), orderclose.NewOrder{User: fmt.Sprint("u", i), Items: items, PaymentWindow: window})
+				c, err := w.svc.CreateOrder(testenv.Context(t), orderclose.NewOrder{User: fmt.Sprint("u", i), Items: items, PaymentWindow: window})
 				if err != nil {
 					t.Errorf("create order %d: %v", i, err)
 					continue
@@ -96,7 +97,7 @@ func TestPayCloseRace(t *testing.T) {
 		t.Fatalf("created %d orders of %d", created.Load(), orders)
 	}
 	pays.Wait()
-	waitFor(t, time.Minute, "every order to be paid or closed", func() bool {
+	w.waitSettled(testenv.Context(t), "every order to be paid or closed", func() bool {
 		var n int64
 		if err := w.db.Model(&orderclose.Order{}).Where("status = ?", orderclose.StatusPending).Count(&n).Error; err != nil {
 			t.Fatal(err)
@@ -104,12 +105,12 @@ func TestPayCloseRace(t *testing.T) {
 		return n == 0
 	})
 	// Every close job finished: no ledger row, nothing left in Redis.
-	waitFor(t, time.Minute, "the close jobs to finish", func() bool {
-		n, err := w.led.Count(ctxT(t))
+	w.waitSettled(testenv.Context(t), "the close jobs to finish", func() bool {
+		n, err := w.led.Count(testenv.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := w.q.Stats(ctxT(t), orderclose.Topic)
+		st, err := w.q.Stats(testenv.Context(t), orderclose.Topic)
 		if err != nil {
 			t.Fatal(err)
 		}

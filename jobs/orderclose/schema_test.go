@@ -46,11 +46,11 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	for name, open := range map[string]func(testing.TB) *gorm.DB{"mariadb": testenv.MySQL, "sqlite": testenv.SQLite} {
 		t.Run(name, func(t *testing.T) {
 			db := open(t)
-			if err := orderclose.Migrate(ctxT(t), db); err != nil {
+			if err := orderclose.Migrate(testenv.Context(t), db); err != nil {
 				t.Fatal(err)
 			}
 			log := &stmtLog{}
-			if err := orderclose.Migrate(ctxT(t), db.Session(&gorm.Session{Logger: log})); err != nil {
+			if err := orderclose.Migrate(testenv.Context(t), db.Session(&gorm.Session{Logger: log})); err != nil {
 				t.Fatal(err)
 			}
 			for _, q := range log.Take() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 )
@@ -21,7 +22,7 @@ type snapshot struct {
 
 func (w *world) snapshot() snapshot {
 	w.t.Helper()
-	st, err := w.q.Stats(ctxT(w.t), orderclose.Topic)
+	st, err := w.q.Stats(testenv.Context(w.t), orderclose.Topic)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestCreateOrderTakesStockAndSchedulesClose(t *testing.T) {
 	}
 
 	// The close job waits in Redis, due at the deadline.
-	info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(o.OrderNo))
+	info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,7 @@ func TestCreateOrderTakesStockAndSchedulesClose(t *testing.T) {
 		t.Fatalf("payload %s (%v)", info.Job.Payload, err)
 	}
 
-	d, err := w.svc.Get(ctxT(t), o.OrderNo)
+	d, err := w.svc.Get(testenv.Context(t), o.OrderNo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestCreateOrderRefusesShortStock(t *testing.T) {
 	before := w.snapshot()
 	// A's stock is taken first (SKU order), then B's is short: A's must
 	// come back with the rollback.
-	_, err := w.svc.CreateOrder(ctxT(t), orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 6}, {SKU: "A", Quantity: 2}}})
+	_, err := w.svc.CreateOrder(testenv.Context(t), orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 6}, {SKU: "A", Quantity: 2}}})
 	var se *orderclose.StockError
 	if !errors.As(err, &se) || !errors.Is(err, orderclose.ErrInsufficientStock) {
 		t.Fatalf("err %v, want a StockError", err)
@@ -115,7 +116,7 @@ func TestCreateOrderRefusesShortStock(t *testing.T) {
 
 	// Exactly the stock there is: fine, and then there is none.
 	w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 5}}})
-	if _, err := w.svc.CreateOrder(ctxT(t), orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 1}}}); !errors.Is(err, orderclose.ErrInsufficientStock) {
+	if _, err := w.svc.CreateOrder(testenv.Context(t), orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 1}}}); !errors.Is(err, orderclose.ErrInsufficientStock) {
 		t.Fatalf("order on empty stock: %v", err)
 	}
 }
@@ -145,7 +146,7 @@ func TestCreateOrderRefusesBadInput(t *testing.T) {
 	}
 	before := w.snapshot()
 	for _, tc := range cases {
-		_, err := w.svc.CreateOrder(ctxT(t), tc.in)
+		_, err := w.svc.CreateOrder(testenv.Context(t), tc.in)
 		var ie *orderclose.InputError
 		if !errors.As(err, &ie) || !errors.Is(err, orderclose.ErrInvalid) || ie.Field != tc.field {
 			t.Errorf("%s: err %v, want an InputError on %s", tc.name, err, tc.field)
@@ -165,7 +166,7 @@ func TestPay(t *testing.T) {
 	c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}})
 	no := c.Order.OrderNo
 
-	o, err := w.svc.Pay(ctxT(t), no)
+	o, err := w.svc.Pay(testenv.Context(t), no)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestPay(t *testing.T) {
 		t.Fatalf("paid order %+v", o)
 	}
 	// The close job was cancelled; the stock stays with the order.
-	if info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateUnknown {
+	if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateUnknown {
 		t.Fatalf("close job after payment: %+v, %v; want it gone", info, err)
 	}
 	if got := w.stock()["A"]; got != 7 {
@@ -181,18 +182,18 @@ func TestPay(t *testing.T) {
 	}
 
 	// A repeated payment notification: success, nothing changes.
-	again, err := w.svc.Pay(ctxT(t), no)
+	again, err := w.svc.Pay(testenv.Context(t), no)
 	if err != nil || !reflect.DeepEqual(again, o) {
 		t.Fatalf("second Pay: %+v, %v; want %+v", again, err, o)
 	}
 
-	if _, err := w.svc.Pay(ctxT(t), "20990101000000ffffffffff"); !errors.Is(err, orderclose.ErrOrderNotFound) {
+	if _, err := w.svc.Pay(testenv.Context(t), "20990101000000ffffffffff"); !errors.Is(err, orderclose.ErrOrderNotFound) {
 		t.Fatalf("Pay of an unknown order: %v", err)
 	}
-	if _, err := w.svc.Pay(ctxT(t), "bad/no"); !errors.Is(err, orderclose.ErrInvalid) {
+	if _, err := w.svc.Pay(testenv.Context(t), "bad/no"); !errors.Is(err, orderclose.ErrInvalid) {
 		t.Fatalf("Pay of a malformed order number: %v", err)
 	}
-	if _, err := w.svc.Get(ctxT(t), "20990101000000ffffffffff"); !errors.Is(err, orderclose.ErrOrderNotFound) {
+	if _, err := w.svc.Get(testenv.Context(t), "20990101000000ffffffffff"); !errors.Is(err, orderclose.ErrOrderNotFound) {
 		t.Fatalf("Get of an unknown order: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 )
@@ -19,13 +20,13 @@ func TestHTTPSummary(t *testing.T) {
 	a := newAPI(t, w)
 
 	paid := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 1}}})
-	if _, err := w.svc.Pay(ctxT(t), paid.Order.OrderNo); err != nil {
+	if _, err := w.svc.Pay(testenv.Context(t), paid.Order.OrderNo); err != nil {
 		t.Fatal(err)
 	}
 	w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}}}) // pending for 30 min
 	closing := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "B", Quantity: 3}}, PaymentWindow: 50 * time.Millisecond})
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
-	waitFor(t, 30*time.Second, "the short order closed", func() bool {
+	w.waitSettled(testenv.Context(t), "the short order closed", func() bool {
 		return w.order(closing.Order.OrderNo).Status == orderclose.StatusClosed
 	})
 

@@ -18,27 +18,14 @@ import (
 // runSweeper runs a Sweeper of w's service until the test ends.
 func runSweeper(t *testing.T, sw *orderclose.Sweeper) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sw.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("sweeper: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("sweeper did not stop within a minute")
-		}
-	})
+	stopChecked(t, "sweeper", testenv.Start(t, sw.Run))
 }
 
 // waitClosed waits until every order in nos is closed, then checks that
 // each has one close-log row and that all the stock is back.
-func (w *world) waitClosed(nos []string, initial map[string]int64, limit time.Duration) {
+func (w *world) waitClosed(nos []string, initial map[string]int64) {
 	w.t.Helper()
-	waitFor(w.t, limit, "the sweeper to get every order closed", func() bool {
+	w.waitSettled(testenv.Context(w.t), "the sweeper to get every order closed", func() bool {
 		var n int64
 		if err := w.db.Model(&orderclose.Order{}).Where("order_no IN ? AND status = ?", nos, orderclose.StatusClosed).Count(&n).Error; err != nil {
 			w.t.Fatal(err)
@@ -103,7 +90,7 @@ func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
 		t.Fatalf("stock %v: the orders must stand and hold their stock", got)
 	}
 	sw := orderclose.NewSweeper(w.svc)
-	if _, ran, err := sw.RunOnce(ctxT(t)); ran || err == nil {
+	if _, ran, err := sw.RunOnce(testenv.Context(t)); ran || err == nil {
 		t.Fatalf("sweep with Redis down: ran %v, err %v; want an error", ran, err)
 	}
 
@@ -112,7 +99,7 @@ func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
 	srv.Restart(t)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)
-	w.waitClosed(nos, initial, 20*time.Second)
+	w.waitClosed(nos, initial)
 	if sw.Enqueued() < n {
 		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
 	}
@@ -131,18 +118,18 @@ func TestSweeperClosesOrdersWhoseJobsRedisLost(t *testing.T) {
 	for i := 0; i < n; i++ {
 		nos = append(nos, w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond}).Order.OrderNo)
 	}
-	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != n {
+	if st, err := w.q.Stats(testenv.Context(t), orderclose.Topic); err != nil || st.Due != n {
 		t.Fatalf("close jobs waiting: %+v, %v; want %d", st, err, n)
 	}
 	deleteNamespace(t, w.rdb, w.ns)
-	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != 0 {
+	if st, err := w.q.Stats(testenv.Context(t), orderclose.Topic); err != nil || st.Due != 0 {
 		t.Fatalf("close jobs after the flush: %+v, %v; want none", st, err)
 	}
 
 	sw := orderclose.NewSweeper(w.svc)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)
-	w.waitClosed(nos, initial, 20*time.Second)
+	w.waitClosed(nos, initial)
 	if sw.Enqueued() < n {
 		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
 	}
@@ -154,12 +141,12 @@ func deleteNamespace(t *testing.T, rdb redis.UniversalClient, ns string) {
 	t.Helper()
 	var cursor uint64
 	for {
-		keys, next, err := rdb.Scan(ctxT(t), cursor, ns+":*", 500).Result()
+		keys, next, err := rdb.Scan(testenv.Context(t), cursor, ns+":*", 500).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(keys) > 0 {
-			if err := rdb.Del(ctxT(t), keys...).Err(); err != nil {
+			if err := rdb.Del(testenv.Context(t), keys...).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -194,7 +181,7 @@ func TestSweeperPages(t *testing.T) {
 	clock.Store(time.Now().UnixMilli())
 	w.mustCreate(orderclose.NewOrder{Items: item, PaymentWindow: time.Hour})
 	w.mustCreate(orderclose.NewOrder{Items: item, PaymentWindow: time.Millisecond})
-	if _, err := w.svc.Pay(ctxT(t), overdue[7]); err != nil {
+	if _, err := w.svc.Pay(testenv.Context(t), overdue[7]); err != nil {
 		t.Fatal(err)
 	}
 	overdue = append(overdue[:7], overdue[8:]...)
@@ -202,7 +189,7 @@ func TestSweeperPages(t *testing.T) {
 
 	sw := orderclose.NewSweeper(w.svc)
 	clock.Store(time.Now().UnixMilli() + 100) // the 1 ms order is past its deadline, not its grace
-	rep, ran, err := sw.RunOnce(ctxT(t))
+	rep, ran, err := sw.RunOnce(testenv.Context(t))
 	if err != nil || !ran {
 		t.Fatalf("sweep: ran %v, %v", ran, err)
 	}
@@ -210,22 +197,22 @@ func TestSweeperPages(t *testing.T) {
 		t.Fatalf("first sweep %+v: want 24 overdue orders in 6 pages, all enqueued", rep)
 	}
 	for _, no := range overdue {
-		if info, err := w.q.Get(ctxT(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateScheduled {
+		if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateScheduled {
 			t.Fatalf("close job of %s: %+v, %v", no, info, err)
 		}
 	}
-	if st, err := w.q.Stats(ctxT(t), orderclose.Topic); err != nil || st.Due != 24 {
+	if st, err := w.q.Stats(testenv.Context(t), orderclose.Topic); err != nil || st.Due != 24 {
 		t.Fatalf("stats %+v, %v: want exactly the 24 overdue orders' jobs", st, err)
 	}
 	// One close job fails for good.
-	cl, err := w.q.Claim(ctxT(t), orderclose.Topic, 1, time.Minute)
+	cl, err := w.q.Claim(testenv.Context(t), orderclose.Topic, 1, time.Minute)
 	if err != nil || len(cl.Jobs) != 1 {
 		t.Fatalf("claim: %+v, %v", cl, err)
 	}
-	if n, _, err := w.q.Bury(ctxT(t), []queue.DeadJob{{Job: cl.Jobs[0], Error: "test"}}); n != 1 || err != nil {
+	if n, _, err := w.q.Bury(testenv.Context(t), []queue.DeadJob{{Job: cl.Jobs[0], Error: "test"}}); n != 1 || err != nil {
 		t.Fatalf("bury: %d, %v", n, err)
 	}
-	rep, _, err = sw.RunOnce(ctxT(t))
+	rep, _, err = sw.RunOnce(testenv.Context(t))
 	if err != nil || rep.Overdue != 24 || rep.Enqueued != 0 || rep.Duplicates != 24 || rep.Dead != 1 {
 		t.Fatalf("second sweep %+v, %v: want 24 duplicates, one of them dead", rep, err)
 	}
@@ -241,16 +228,16 @@ func TestSweeperOneAtATime(t *testing.T) {
 	w := newWorld(t, nil, orderclose.Config{})
 	sw := orderclose.NewSweeper(w.svc)
 	other := redislock.New(w.rdb, w.svc.Config().SweepLockKey, time.Minute)
-	if ok, err := other.TryAcquire(ctxT(t)); !ok || err != nil {
+	if ok, err := other.TryAcquire(testenv.Context(t)); !ok || err != nil {
 		t.Fatalf("lock: %v, %v", ok, err)
 	}
-	if _, ran, err := sw.RunOnce(ctxT(t)); ran || err != nil {
+	if _, ran, err := sw.RunOnce(testenv.Context(t)); ran || err != nil {
 		t.Fatalf("sweep while another holds the lock: ran %v, %v", ran, err)
 	}
-	if err := other.Release(ctxT(t)); err != nil {
+	if err := other.Release(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ran, err := sw.RunOnce(ctxT(t)); !ran || err != nil {
+	if _, ran, err := sw.RunOnce(testenv.Context(t)); !ran || err != nil {
 		t.Fatalf("sweep with the lock free: ran %v, %v", ran, err)
 	}
 }

@@ -72,7 +72,20 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		}
 	}()
 	errPause := time.Duration(0)
+	backOff := func(err error) {
+		errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
+		tr.log.WithError(err).WithField("retry_in", errPause).Warn("fetch failed")
+		sleep(stop, errPause)
+	}
 	for stop.Err() == nil {
+		// A batch whose record failed posts the error before its jobs are
+		// due again, so looking here first never claims them again at once.
+		select {
+		case err := <-tr.recordErr:
+			backOff(err)
+			continue
+		default:
+		}
 		free := tr.cfg.Concurrency - int(tr.busy.Load())
 		if free <= 0 {
 			select {
@@ -94,9 +107,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			}
 		}
 		if err != nil {
-			errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
-			tr.log.WithError(err).WithField("retry_in", errPause).Warn("fetch failed")
-			sleep(stop, errPause)
+			backOff(err)
 			continue
 		}
 		errPause = 0
@@ -176,17 +187,20 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job) {
 		}
 		return
 	}
+	// The fetcher hears of the failure before the jobs are due again, so it
+	// backs off instead of claiming them straight back.
+	select {
+	case tr.recordErr <- fmt.Errorf("ledger record of %d jobs: %w", len(jobs), err):
+	default:
+	}
 	if n, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
-		err = errors.Join(err, rerr) // their leases expire and they run later
+		// Their leases expire and they run later.
+		tr.log.WithError(rerr).WithField("jobs", len(jobs)).Warn("release after a failed ledger record failed")
 	} else if n > 0 {
 		tr.w.cfg.Observer.Released(tr.topic, n)
 	}
 	tr.busy.Add(-int64(len(jobs)))
 	signal(tr.freed)
-	select {
-	case tr.recordErr <- fmt.Errorf("ledger record of %d jobs: %w", len(jobs), err):
-	default:
-	}
 }
 
 // releaseQueued hands back every job claimed but not started (shutdown).

@@ -83,10 +83,10 @@
 // # Inspect and operate
 //
 // Get, List and Stats read a topic; Topics lists them. Cancel removes a job
-// that waits to run (ErrInFlight while a worker holds it, ErrDead once it
-// died); a job waiting for a retry also has a ledger row, so cancel it
-// through the coordinator above both stores that the API and CLI use
-// (docs/design.md, §4.8), not through Client.Cancel alone. Dead jobs stay in
-// Redis with their last error until RequeueDead, RequeueAllDead or
-// PurgeDead.
+// that waits to run, from Redis and from the ledger (a job waiting for a
+// retry has a row there), in the one order that no recovery run can undo
+// (docs/design.md, §4.8); it returns ErrInFlight while a worker holds the
+// job and ErrDead once it died. The API, the CLI and the order module all
+// cancel through it. Dead jobs stay in Redis with their last error until
+// RequeueDead, RequeueAllDead or PurgeDead.
 package queue

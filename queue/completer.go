@@ -270,6 +270,8 @@ func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcom
 type batch struct {
 	outcomes []outcome
 	refs     []Ref
+	retries  []RetryRequest
+	dead     []DeadJob
 }
 
 // without returns the outcomes of b for which skip is false: b itself when
@@ -304,21 +306,25 @@ func (b *batch) refList() []Ref {
 }
 
 func (b *batch) retryRequests() []RetryRequest {
-	rs := make([]RetryRequest, len(b.outcomes))
-	for i, o := range b.outcomes {
-		f := o.failure
-		rs[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+	if b.retries == nil {
+		b.retries = make([]RetryRequest, len(b.outcomes))
+		for i, o := range b.outcomes {
+			f := o.failure
+			b.retries[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+		}
 	}
-	return rs
+	return b.retries
 }
 
 func (b *batch) deadJobs() []DeadJob {
-	ds := make([]DeadJob, len(b.outcomes))
-	for i, o := range b.outcomes {
-		f := o.failure
-		ds[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+	if b.dead == nil {
+		b.dead = make([]DeadJob, len(b.outcomes))
+		for i, o := range b.outcomes {
+			f := o.failure
+			b.dead[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+		}
 	}
-	return ds
+	return b.dead
 }
 
 // report tells the observer (once per topic) and the kind's hook about

@@ -83,10 +83,10 @@
 // # Inspect and operate
 //
 // Get, List and Stats read a topic; Topics lists them. Cancel removes a job
-// that waits to run (ErrInFlight while a worker holds it, ErrDead once it
-// died); a job waiting for a retry also has a ledger row, so cancel it
-// through the coordinator above both stores that the API and CLI use
-// (docs/design.md, §4.8), not through Client.Cancel alone. Dead jobs stay in
-// Redis with their last error until RequeueDead, RequeueAllDead or
-// PurgeDead.
+// that waits to run from Redis and, for a job waiting for a retry, its row
+// from the Ledger it is given, in the order that keeps a recovery run from
+// bringing it back (docs/design.md, §4.8); it refuses a job a worker holds
+// (ErrInFlight) or a dead one (ErrDead). The API, the CLI and the orders
+// module all cancel through it. Dead jobs stay in Redis with their last
+// error until RequeueDead, RequeueAllDead or PurgeDead.
 package queue

@@ -76,10 +76,9 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 }
 
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
-	r, err := recovery.New(s.b.Queue, s.b.Ledger, recovery.Config{
-		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: s.cfg.Worker.HeartbeatInterval(), LockTTL: s.cfg.Recovery.LockTTL,
-		DryRun: dryRun, Logger: s.log,
-	})
+	rcfg := recoveryConfig(s.cfg, s.log)
+	rcfg.DryRun = dryRun
+	r, err := recovery.New(s.b.Queue, s.b.Ledger, rcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,8 @@ import (
 
 // completer settles finished jobs in batches: the ledger first, then Redis,
 // so a crash in between leaves a Redis lease that expires and redelivers
-// (at least once, never lost). It flushes CompleteEvery after the first
+// (at least once, never lost); a released job goes the other way round (see
+// settlement.redisFirst). It flushes CompleteEvery after the first
 // pending outcome, or as soon as CompleteBatch are pending; an idle worker
 // arms no timer at all.
 type completer struct {

@@ -297,35 +297,32 @@ func (b *batch) without(skip func(outcome) bool) *batch {
 }
 
 func (b *batch) refList() []Ref {
-	if b.refs == nil {
-		b.refs = make([]Ref, len(b.outcomes))
-		for i, o := range b.outcomes {
-			b.refs[i] = o.job.Ref()
-		}
-	}
-	return b.refs
+	return buildOnce(&b.refs, b.outcomes, func(o outcome) Ref { return o.job.Ref() })
 }
 
 func (b *batch) retryRequests() []RetryRequest {
-	if b.retries == nil {
-		b.retries = make([]RetryRequest, len(b.outcomes))
-		for i, o := range b.outcomes {
-			f := o.failure
-			b.retries[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
-		}
-	}
-	return b.retries
+	return buildOnce(&b.retries, b.outcomes, func(o outcome) RetryRequest {
+		f := o.failure
+		return RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+	})
 }
 
 func (b *batch) deadJobs() []DeadJob {
-	if b.dead == nil {
-		b.dead = make([]DeadJob, len(b.outcomes))
-		for i, o := range b.outcomes {
-			f := o.failure
-			b.dead[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+	return buildOnce(&b.dead, b.outcomes, func(o outcome) DeadJob {
+		return DeadJob{Job: o.job, Error: o.failure.reason, DiedAt: o.failure.at}
+	})
+}
+
+// buildOnce returns *built, building it from outcomes the first time: both
+// stores' steps of a batch take the same slice.
+func buildOnce[T any](built *[]T, outcomes []outcome, build func(outcome) T) []T {
+	if *built == nil {
+		*built = make([]T, len(outcomes))
+		for i, o := range outcomes {
+			(*built)[i] = build(o)
 		}
 	}
-	return b.dead
+	return *built
 }
 
 // report tells the observer (once per topic) and the kind's hook about

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -52,13 +53,18 @@ func (a *app) store(cmd *cobra.Command) (jobStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.storeFor(cmd.Context(), cfg)
+}
+
+// storeFor is store for a configuration the command has loaded already.
+func (a *app) storeFor(ctx context.Context, cfg config.Config) (jobStore, error) {
 	switch {
 	case cfg.CLI.API != "":
 		return newAPIStore(cfg.CLI.API, cfg.HTTP.Token, true)
 	case cfg.Redis.Mode == "embedded":
 		return newAPIStore(listenURL(cfg.HTTP.Listen), cfg.HTTP.Token, false)
 	}
-	b, log, err := a.openBackends(cmd.Context(), cfg)
+	b, log, err := a.openBackends(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

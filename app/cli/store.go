@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"net"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -84,5 +83,5 @@ func listenURL(addr string) string {
 			host = "::1"
 		}
 	}
-	return "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port)
+	return "http://" + net.JoinHostPort(host, port)
 }

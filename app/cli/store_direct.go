@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -89,7 +90,7 @@ func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Repor
 // SmokeRan reads the mark the smoke handler sets in Redis.
 func (s *directStore) SmokeRan(ctx context.Context, id string) (int64, bool, error) {
 	v, err := s.b.Redis.Get(ctx, smokeMarkKey(s.cfg.Redis.Namespace, id)).Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/delayq/delayq/queue"
 )
 
 // checkText rejects a value that MySQL would refuse for a VARCHAR(max)
@@ -31,8 +29,6 @@ func checkKey(topic, id string) error {
 	}
 	return checkText("job id", id, maxJobIDLen)
 }
-
-func checkRef(r queue.Ref) error { return checkKey(r.Topic, r.ID) }
 
 // cleanError makes an error message storable: valid UTF-8 (utf8mb4 columns
 // reject anything else) and at most maxErrorBytes long, cut on a character

@@ -8,7 +8,8 @@ import (
 
 // completer settles finished jobs in batches: the ledger first, then Redis,
 // so a crash in between leaves a Redis lease that expires and redelivers
-// (at least once, never lost). It flushes CompleteEvery after the first
+// (at least once, never lost); a released job goes the other way round (see
+// settlement.redisFirst). It flushes CompleteEvery after the first
 // pending outcome, or as soon as CompleteBatch are pending; an idle worker
 // arms no timer at all.
 type completer struct {
@@ -270,6 +271,8 @@ func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcom
 type batch struct {
 	outcomes []outcome
 	refs     []Ref
+	retries  []RetryRequest
+	dead     []DeadJob
 }
 
 // without returns the outcomes of b for which skip is false: b itself when
@@ -294,31 +297,32 @@ func (b *batch) without(skip func(outcome) bool) *batch {
 }
 
 func (b *batch) refList() []Ref {
-	if b.refs == nil {
-		b.refs = make([]Ref, len(b.outcomes))
-		for i, o := range b.outcomes {
-			b.refs[i] = o.job.Ref()
-		}
-	}
-	return b.refs
+	return buildOnce(&b.refs, b.outcomes, func(o outcome) Ref { return o.job.Ref() })
 }
 
 func (b *batch) retryRequests() []RetryRequest {
-	rs := make([]RetryRequest, len(b.outcomes))
-	for i, o := range b.outcomes {
+	return buildOnce(&b.retries, b.outcomes, func(o outcome) RetryRequest {
 		f := o.failure
-		rs[i] = RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
-	}
-	return rs
+		return RetryRequest{Ref: o.job.Ref(), RunAt: f.at, LeaseUntil: f.leaseUntil, Error: f.reason}
+	})
 }
 
 func (b *batch) deadJobs() []DeadJob {
-	ds := make([]DeadJob, len(b.outcomes))
-	for i, o := range b.outcomes {
-		f := o.failure
-		ds[i] = DeadJob{Job: o.job, Error: f.reason, DiedAt: f.at}
+	return buildOnce(&b.dead, b.outcomes, func(o outcome) DeadJob {
+		return DeadJob{Job: o.job, Error: o.failure.reason, DiedAt: o.failure.at}
+	})
+}
+
+// buildOnce returns *built, building it from outcomes the first time: both
+// stores' steps of a batch take the same slice.
+func buildOnce[T any](built *[]T, outcomes []outcome, build func(outcome) T) []T {
+	if *built == nil {
+		*built = make([]T, len(outcomes))
+		for i, o := range outcomes {
+			(*built)[i] = build(o)
+		}
 	}
-	return ds
+	return *built
 }
 
 // report tells the observer (once per topic) and the kind's hook about

@@ -3,14 +3,12 @@ package queue
 import (
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -90,8 +88,7 @@ func TestCompleterRetriesOnlyTheStepLeft(t *testing.T) {
 	obs := &deadCounter{}
 	var mu sync.Mutex
 	onDead := map[string]string{}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := testenv.QuietLogger()
 	w, err := NewWorker(c, WorkerConfig{Ledger: led, Logger: log, Observer: obs,
 		OnDead: func(_ context.Context, j *Job, err error) {
 			mu.Lock()

@@ -34,7 +34,7 @@ func exampleRedis() (*miniredis.Miniredis, *redis.Client) {
 }
 
 // exampleLedger opens an in-memory SQLite ledger and creates its tables.
-func exampleLedger(ctx context.Context) (*ledger.Ledger, *gorm.DB) {
+func exampleLedger(ctx context.Context) *ledger.Ledger {
 	db, err := gorm.Open(sqlite.Open(":memory:"), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		panic(err)
@@ -51,7 +51,7 @@ func exampleLedger(ctx context.Context) (*ledger.Ledger, *gorm.DB) {
 	if err := led.Migrate(ctx); err != nil {
 		panic(err)
 	}
-	return led, db
+	return led
 }
 
 // quiet is a logger that drops everything, so the examples' output is only
@@ -118,7 +118,7 @@ func ExampleWorker() {
 	mr, rdb := exampleRedis()
 	defer mr.Close()
 	defer rdb.Close()
-	led, _ := exampleLedger(ctx)
+	led := exampleLedger(ctx)
 
 	c, err := queue.New(rdb, queue.Config{})
 	if err != nil {

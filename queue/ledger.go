@@ -9,7 +9,8 @@ import "context"
 //
 // Every method is one statement (or one transaction) per call, however many
 // jobs it carries. Methods that take a Ref are fenced by its attempt: a row
-// rewritten by a later claim of the same job is left alone.
+// rewritten by a later claim of the same job is left alone. A method must
+// not modify the slice it is given: the worker hands the same one to Redis.
 //
 // Client.Cancel takes one too: it deletes a cancelled job's row (Complete)
 // before the job's Redis entries, and reads the row (Lookup) of a job Redis

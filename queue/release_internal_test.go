@@ -3,11 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
-
-	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -54,8 +51,7 @@ func TestShutdownReleasesClaimedButUnstartedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	led := &memLedger{rows: map[string]int{}}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log := testenv.QuietLogger()
 	w, err := NewWorker(c, WorkerConfig{Ledger: led, Logger: log})
 	if err != nil {
 		t.Fatal(err)

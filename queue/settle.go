@@ -4,51 +4,45 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Ack forgets jobs whose handlers succeeded, one script call per topic. It
 // returns how many were removed; a claim that no longer owns its job (lease
 // expired and claimed again) removes nothing.
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
-	groups := byTopic(refs)
-	ks, err := keysForAll(c, groups)
-	if err != nil {
-		return 0, fmt.Errorf("queue: ack: %w", err)
-	}
-	n := 0
-	for topic, rs := range groups {
-		k := ks[topic]
-		args := make([]any, 0, 2*len(rs))
-		for _, r := range rs {
-			args = append(args, r.ID, r.Attempt)
-		}
-		m, err := c.scripts.ack.Run(ctx, c.rdb, []string{k.lease, k.due, k.job}, args...).Int()
-		if err != nil {
-			return n, fmt.Errorf("queue: ack on %s: %w", topic, err)
-		}
-		n += m
-	}
-	return n, nil
+	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(k keys) []string {
+		return []string{k.lease, k.due, k.job}
+	})
 }
 
 // Release hands claimed jobs back to due without spending an attempt, at
 // their own due time. It returns how many went back.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
+	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(k keys) []string {
+		return []string{k.lease, k.due, k.job, k.wake}
+	})
+}
+
+// settleRefs runs script once per topic with the topic's refs as (id,
+// attempt) pairs and sums the counts the calls return: the shape Ack and
+// Release share.
+func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script, refs []Ref, scriptKeys func(keys) []string) (int, error) {
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)
 	if err != nil {
-		return 0, fmt.Errorf("queue: release: %w", err)
+		return 0, fmt.Errorf("queue: %s: %w", op, err)
 	}
 	n := 0
 	for topic, rs := range groups {
-		k := ks[topic]
 		args := make([]any, 0, 2*len(rs))
 		for _, r := range rs {
 			args = append(args, r.ID, r.Attempt)
 		}
-		m, err := c.scripts.release.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake}, args...).Int()
+		m, err := script.Run(ctx, c.rdb, scriptKeys(ks[topic]), args...).Int()
 		if err != nil {
-			return n, fmt.Errorf("queue: release on %s: %w", topic, err)
+			return n, fmt.Errorf("queue: %s on %s: %w", op, topic, err)
 		}
 		n += m
 	}

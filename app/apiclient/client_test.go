@@ -1,7 +1,6 @@
 package apiclient_test
 
 import (
-	"context"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
-
-	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/app/apiclient"
 	"github.com/delayq/delayq/app/httpapi"
@@ -33,24 +30,16 @@ func api(t *testing.T, token string) (*httptest.Server, *queue.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Migrate(ctx(t)); err != nil {
+	if err := l.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Token: token, Logger: log})
+	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Token: token, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, q
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return c
 }
 
 func newClient(t *testing.T, base, token string) *apiclient.Client {
@@ -69,30 +58,30 @@ func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
 	req := httpapi.EnqueueRequest{ID: "a/b//c", DelayMs: ptr(int64(3_600_000))}
 	b64 := base64.StdEncoding.EncodeToString([]byte(payload))
 	req.PayloadBase64 = &b64
-	res, err := c.Enqueue(ctx(t), "mail", req)
+	res, err := c.Enqueue(testenv.Context(t), "mail", req)
 	if err != nil || res.Duplicate || res.RunAt == 0 || res.ID != "a/b//c" {
 		t.Fatalf("enqueue: %+v, %v", res, err)
 	}
-	if res, err = c.Enqueue(ctx(t), "mail", req); err != nil || !res.Duplicate {
+	if res, err = c.Enqueue(testenv.Context(t), "mail", req); err != nil || !res.Duplicate {
 		t.Fatalf("second enqueue: %+v, %v", res, err)
 	}
-	v, err := c.Job(ctx(t), "mail", "a/b//c")
+	v, err := c.Job(testenv.Context(t), "mail", "a/b//c")
 	if err != nil || v.State != "scheduled" || v.PayloadBase64 != b64 {
 		t.Fatalf("job: %+v, %v", v, err)
 	}
-	if s, err := c.TopicStats(ctx(t), "mail"); err != nil || s.Due != 1 {
+	if s, err := c.TopicStats(testenv.Context(t), "mail"); err != nil || s.Due != 1 {
 		t.Fatalf("stats: %+v, %v", s, err)
 	}
-	if all, err := c.Topics(ctx(t)); err != nil || len(all) != 1 || all[0].Topic != "mail" {
+	if all, err := c.Topics(testenv.Context(t)); err != nil || len(all) != 1 || all[0].Topic != "mail" {
 		t.Fatalf("topics: %+v, %v", all, err)
 	}
-	if v, err = c.Cancel(ctx(t), "mail", "a/b//c"); err != nil || v.State != "cancelled" {
+	if v, err = c.Cancel(testenv.Context(t), "mail", "a/b//c"); err != nil || v.State != "cancelled" {
 		t.Fatalf("cancel: %+v, %v", v, err)
 	}
 	for name, err := range map[string]error{
-		"get":     second(c.Job(ctx(t), "mail", "a/b//c")),
-		"cancel":  second(c.Cancel(ctx(t), "mail", "a/b//c")),
-		"requeue": second(c.RequeueDead(ctx(t), "mail", httpapi.RequeueRequest{ID: "nope"})),
+		"get":     second(c.Job(testenv.Context(t), "mail", "a/b//c")),
+		"cancel":  second(c.Cancel(testenv.Context(t), "mail", "a/b//c")),
+		"requeue": second(c.RequeueDead(testenv.Context(t), "mail", httpapi.RequeueRequest{ID: "nope"})),
 	} {
 		var ae *apiclient.Error
 		if !errors.Is(err, queue.ErrNotFound) || !errors.As(err, &ae) || ae.Status != 404 {
@@ -101,19 +90,19 @@ func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
 	}
 
 	// In flight: 409 job_in_flight is queue.ErrInFlight.
-	if _, err := q.Enqueue(ctx(t), "mail", queue.NewJob{ID: "busy"}); err != nil {
+	if _, err := q.Enqueue(testenv.Context(t), "mail", queue.NewJob{ID: "busy"}); err != nil {
 		t.Fatal(err)
 	}
-	if cl, err := q.Claim(ctx(t), "mail", 1, time.Minute); err != nil || len(cl.Jobs) != 1 {
+	if cl, err := q.Claim(testenv.Context(t), "mail", 1, time.Minute); err != nil || len(cl.Jobs) != 1 {
 		t.Fatalf("claim: %+v, %v", cl, err)
 	}
-	_, err = c.Cancel(ctx(t), "mail", "busy")
+	_, err = c.Cancel(testenv.Context(t), "mail", "busy")
 	if !errors.Is(err, queue.ErrInFlight) || errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("cancel in flight: %v, want queue.ErrInFlight", err)
 	}
 
 	// Bad input: 400 is queue.ErrInvalid, with the API's code and field.
-	_, err = c.Enqueue(ctx(t), "bad topic", httpapi.EnqueueRequest{ID: "x"})
+	_, err = c.Enqueue(testenv.Context(t), "bad topic", httpapi.EnqueueRequest{ID: "x"})
 	var ae *apiclient.Error
 	if !errors.Is(err, queue.ErrInvalid) || !errors.As(err, &ae) || ae.Code != httpapi.CodeInvalidTopic {
 		t.Fatalf("bad topic: %v", err)
@@ -122,13 +111,13 @@ func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
 
 func TestToken(t *testing.T) {
 	srv, _ := api(t, "the-token-of-this-test")
-	if _, err := newClient(t, srv.URL, "").Topics(ctx(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
+	if _, err := newClient(t, srv.URL, "").Topics(testenv.Context(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
 		t.Fatalf("no token: %v, want ErrUnauthorized", err)
 	}
-	if _, err := newClient(t, srv.URL, "wrong").Topics(ctx(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
+	if _, err := newClient(t, srv.URL, "wrong").Topics(testenv.Context(t)); !errors.Is(err, apiclient.ErrUnauthorized) {
 		t.Fatalf("wrong token: %v, want ErrUnauthorized", err)
 	}
-	if _, err := newClient(t, srv.URL, "the-token-of-this-test").Topics(ctx(t)); err != nil {
+	if _, err := newClient(t, srv.URL, "the-token-of-this-test").Topics(testenv.Context(t)); err != nil {
 		t.Fatalf("right token: %v", err)
 	}
 }
@@ -141,7 +130,7 @@ func TestUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, err = newClient(t, "http://"+addr, "").Enqueue(ctx(t), "mail", httpapi.EnqueueRequest{ID: "x"})
+	_, err = newClient(t, "http://"+addr, "").Enqueue(testenv.Context(t), "mail", httpapi.EnqueueRequest{ID: "x"})
 	if !errors.Is(err, apiclient.ErrUnreachable) {
 		t.Fatalf("closed port: %v, want ErrUnreachable", err)
 	}
@@ -159,10 +148,10 @@ func TestNotTheAPI(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	c := newClient(t, srv.URL, "")
-	if _, err := c.Job(ctx(t), "mail", "x"); err == nil || errors.Is(err, queue.ErrNotFound) {
+	if _, err := c.Job(testenv.Context(t), "mail", "x"); err == nil || errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("a foreign 404: %v, want an error that is not ErrNotFound", err)
 	}
-	if _, err := c.Enqueue(ctx(t), "mail", httpapi.EnqueueRequest{ID: "x"}); err == nil {
+	if _, err := c.Enqueue(testenv.Context(t), "mail", httpapi.EnqueueRequest{ID: "x"}); err == nil {
 		t.Fatal("a foreign 200 page taken for an enqueue")
 	}
 }

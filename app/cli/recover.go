@@ -18,7 +18,7 @@ func (a *app) recoverCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := a.store(cmd)
+			s, err := a.storeFor(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"net"
-	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -52,13 +52,18 @@ func (a *app) store(cmd *cobra.Command) (jobStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	return a.storeFor(cmd.Context(), cfg)
+}
+
+// storeFor is store for a configuration the command has loaded already.
+func (a *app) storeFor(ctx context.Context, cfg config.Config) (jobStore, error) {
 	switch {
 	case cfg.CLI.API != "":
 		return newAPIStore(cfg.CLI.API, cfg.HTTP.Token, true)
 	case cfg.Redis.Mode == "embedded":
 		return newAPIStore(listenURL(cfg.HTTP.Listen), cfg.HTTP.Token, false)
 	}
-	b, log, err := a.openBackends(cmd.Context(), cfg)
+	b, log, err := a.openBackends(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -78,5 +83,5 @@ func listenURL(addr string) string {
 			host = "::1"
 		}
 	}
-	return "http://" + net.JoinHostPort(strings.Trim(host, "[]"), port)
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -76,10 +77,9 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 }
 
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
-	r, err := recovery.New(s.b.Queue, s.b.Ledger, recovery.Config{
-		Grace: s.cfg.Recovery.Grace, HeartbeatInterval: s.cfg.Worker.HeartbeatInterval(), LockTTL: s.cfg.Recovery.LockTTL,
-		DryRun: dryRun, Logger: s.log,
-	})
+	rcfg := recoveryConfig(s.cfg, s.log)
+	rcfg.DryRun = dryRun
+	r, err := recovery.New(s.b.Queue, s.b.Ledger, rcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Repor
 // SmokeRan reads the mark the smoke handler sets in Redis.
 func (s *directStore) SmokeRan(ctx context.Context, id string) (int64, bool, error) {
 	v, err := s.b.Redis.Get(ctx, smokeMarkKey(s.cfg.Redis.Namespace, id)).Result()
-	if err == redis.Nil {
+	if errors.Is(err, redis.Nil) {
 		return 0, false, nil
 	}
 	if err != nil {

@@ -43,6 +43,19 @@ type system struct {
 	obs    observability // metrics, dashboard and the metrics listener
 }
 
+// recoveryConfig is the recoverer's configuration from the program's; the
+// caller adds what depends on its use (OnReport, a dry run asked for).
+func recoveryConfig(cfg config.Config, log logrus.FieldLogger) recovery.Config {
+	return recovery.Config{
+		Schedule:          cfg.Recovery.Spec,
+		Grace:             cfg.Recovery.Grace,
+		LockTTL:           cfg.Recovery.LockTTL,
+		HeartbeatInterval: cfg.Worker.HeartbeatInterval(),
+		DryRun:            cfg.Recovery.DryRun,
+		Logger:            log,
+	}
+}
+
 // assemble builds the parts p of the configured system; nothing runs yet.
 func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts) (_ *system, err error) {
 	// s is not the named result: "return nil, err" must not hide it from
@@ -77,15 +90,8 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			s.sweep = orderclose.NewSweeper(s.orders)
 		}
 	}
-	rcfg := recovery.Config{
-		Schedule:          cfg.Recovery.Spec,
-		Grace:             cfg.Recovery.Grace,
-		LockTTL:           cfg.Recovery.LockTTL,
-		HeartbeatInterval: cfg.Worker.HeartbeatInterval(),
-		DryRun:            cfg.Recovery.DryRun,
-		OnReport:          s.obs.metrics.RecoveryReport,
-		Logger:            log,
-	}
+	rcfg := recoveryConfig(cfg, log)
+	rcfg.OnReport = s.obs.metrics.RecoveryReport
 	if s.rec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
 	}

@@ -180,8 +180,9 @@ func testNoInstance(t *testing.T, bin string) {
 // another process: there is no signal to wait on).
 func waitState(t *testing.T, base, topic, id, state string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var got string
+	var last error
+	testenv.WaitFor(testenv.ContextTimeout(t, 30*time.Second), t, fmt.Sprintf("%s/%s %s", topic, id, state), func() bool {
 		var v struct {
 			State string `json:"state"`
 		}
@@ -190,14 +191,9 @@ func waitState(t *testing.T, base, topic, id, state string) {
 			err = json.NewDecoder(resp.Body).Decode(&v)
 			resp.Body.Close()
 		}
-		if err == nil && v.State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s/%s not %s within 30 s (state %q, %v)", topic, id, state, v.State, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		got, last = v.State, err
+		return err == nil && v.State == state
+	}, func() string { return fmt.Sprintf("state %q, %v", got, last) })
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -98,13 +98,9 @@ func TestProbeBadInput(t *testing.T) {
 	if err := json.Unmarshal(r.body, &order); err != nil || order.OrderNo == "" {
 		t.Fatalf("order: %s", r.body)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(string(c.do("GET", "/v1/topics/order_close/jobs/order_close:not.an.order", "", "").body), `"state":"dead"`) {
-		if time.Now().After(deadline) {
-			t.Fatal("the close job of a missing order did not die within a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(testenv.ContextTimeout(t, time.Minute), t, "the close job of a missing order to die", func() bool {
+		return strings.Contains(string(c.do("GET", "/v1/topics/order_close/jobs/order_close:not.an.order", "", "").body), `"state":"dead"`)
+	})
 
 	t.Logf("serve up and seeded after %s", time.Since(began).Round(time.Millisecond))
 	routes := []probeRoute{

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -70,7 +71,7 @@ func (a *api) ledgerInFlight(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	limit, err := queryInt(r, "limit", defaultPage, 1, maxLedgerPage)
+	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
 	if err != nil {
 		return err
 	}
@@ -87,15 +88,15 @@ func (a *api) ledgerInFlight(w http.ResponseWriter, r *http.Request) error {
 // after after_id. Page on by passing next_after_id back as after_id; every
 // row stale throughout is listed once however rows come and go.
 func (a *api) ledgerStale(w http.ResponseWriter, r *http.Request) error {
-	olderThan, err := queryInt(r, "older_than", time.Now().UnixMilli(), 1, math.MaxInt64)
+	olderThan, err := httpjson.QueryInt(r, "older_than", time.Now().UnixMilli(), 1, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	afterID, err := queryInt(r, "after_id", 0, 0, math.MaxInt64)
+	afterID, err := httpjson.QueryInt(r, "after_id", 0, 0, math.MaxInt64)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(r, "limit", defaultPage, 1, maxLedgerPage)
+	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
 	if err != nil {
 		return err
 	}

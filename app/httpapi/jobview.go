@@ -56,7 +56,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		v.RunAt = info.Score
 	}
 	if withPayload {
-		v.Payload, v.PayloadBase64 = jsonPayload(j.Payload), binaryPayload(j.Payload)
+		v.Payload, v.PayloadBase64 = payloadView(j.Payload)
 	}
 	return v
 }
@@ -90,23 +90,15 @@ func validText(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// isJSON reports whether a payload can be shown as JSON as it is. The UTF-8
-// check matters: encoding/json passes invalid UTF-8 inside strings, and the
-// answer would then not be valid JSON.
-func isJSON(p []byte) bool { return len(p) > 0 && utf8.Valid(p) && json.Valid(p) }
-
-// jsonPayload returns p as a JSON value when it is one, else nil.
-func jsonPayload(p []byte) json.RawMessage {
-	if isJSON(p) {
-		return p
+// payloadView returns p as a JSON value when it is one, else in base64;
+// neither when it is empty. The UTF-8 check matters: encoding/json passes
+// invalid UTF-8 inside strings, and the answer would then not be valid JSON.
+func payloadView(p []byte) (asJSON json.RawMessage, asBase64 string) {
+	switch {
+	case len(p) == 0:
+		return nil, ""
+	case utf8.Valid(p) && json.Valid(p):
+		return p, ""
 	}
-	return nil
-}
-
-// binaryPayload returns p in base64 when it is not JSON, else "".
-func binaryPayload(p []byte) string {
-	if len(p) == 0 || isJSON(p) {
-		return ""
-	}
-	return base64.StdEncoding.EncodeToString(p)
+	return nil, base64.StdEncoding.EncodeToString(p)
 }

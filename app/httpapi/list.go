@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -49,11 +50,11 @@ func (a *api) listState(w http.ResponseWriter, r *http.Request, state queue.Stat
 	if err := queue.ValidateTopic(topic); err != nil {
 		return err
 	}
-	offset, err := queryInt(r, "offset", 0, 0, 1<<31-1)
+	offset, err := httpjson.QueryInt(r, "offset", 0, 0, 1<<31-1)
 	if err != nil {
 		return err
 	}
-	limit, err := queryInt(r, "limit", defaultPage, 1, queue.MaxPage)
+	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/internal/httpjson"
 )
 
 // RecoveryFailure answers a recovery run that failed: the usual error, and
@@ -30,7 +32,7 @@ func notConfigured() error {
 // request's context: a client that gives up stops it between jobs, which is
 // safe since each job's check-and-re-enqueue is one atomic step.
 func (a *api) runRecovery(w http.ResponseWriter, r *http.Request) error {
-	dryRun, err := queryBool(r, "dry_run", false)
+	dryRun, err := httpjson.QueryBool(r, "dry_run", false)
 	if err != nil {
 		return err
 	}

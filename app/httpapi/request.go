@@ -15,15 +15,3 @@ func (a *api) decodeBody(r *http.Request, v any, optional bool) error {
 	}
 	return d.Body(r, v)
 }
-
-// queryInt reads an integer query parameter between lo and hi; absent means
-// def.
-func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
-	return httpjson.QueryInt(r, name, def, lo, hi)
-}
-
-// queryBool reads a boolean query parameter (true or false); absent means
-// def.
-func queryBool(r *http.Request, name string, def bool) (bool, error) {
-	return httpjson.QueryBool(r, name, def)
-}

@@ -23,10 +23,11 @@ type Decoder struct {
 // only, at most d.MaxBytes bytes, and what Value accepts.
 func (d Decoder) Body(r *http.Request, v any) error { return d.decode(r, v, false) }
 
-// OptionalBody is Body for routes whose body only carries options: an empty
-// body (none, or only whitespace) leaves v untouched and needs no content
-// type, so `curl -X POST` works. Anything else is held to Body's rules;
-// `null` in particular is not an empty body.
+// OptionalBody is Body for routes whose body only carries options: no body
+// at all leaves v untouched and needs no content type, so `curl -X POST`
+// works; a body of only whitespace, sent as application/json, leaves v
+// untouched too. Anything else is held to Body's rules; `null` in
+// particular is not an empty body.
 func (d Decoder) OptionalBody(r *http.Request, v any) error { return d.decode(r, v, true) }
 
 func (d Decoder) decode(r *http.Request, v any, optional bool) error {

@@ -21,10 +21,11 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteError sends err in the error envelope, with the headers its status
 // calls for: an *Error as it is, anything else as a 500 internal (the
-// caller classifies and logs the errors it knows first). It first reads and discards what is left of r's body (see
-// discardBody): a refused request's body is otherwise left unread, and a
-// server that closes a connection with unread data makes the kernel reset
-// it, which can destroy the answer before the client has read it.
+// caller classifies and logs the errors it knows first). It first reads and
+// discards what is left of r's body (see discardBody): a refused request's
+// body is otherwise left unread, and a server that closes a connection with
+// unread data makes the kernel reset it, which can destroy the answer
+// before the client has read it.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {

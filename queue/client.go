@@ -58,11 +58,20 @@ func (c *Client) Time(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
+// Lock is a TTL lock in Redis with an owner token: TryAcquire, Refresh,
+// Release, and Do to run a function while holding it (the lock is refreshed
+// every TTL/3, and a lost lock cancels the function's context).
+type Lock = redislock.Lock
+
+// ErrLockNotHeld is what a Lock's Refresh and Release return, and the cause
+// of Do's cancelled context, once the lock is no longer this holder's.
+var ErrLockNotHeld = redislock.ErrNotHeld
+
 // Lock returns a lock named key, with the given TTL, in this client's Redis:
 // one holder at a time across processes, for the cron jobs (the recoverer,
 // the order sweeper) that one process at a time runs. Each caller takes its
 // own; a Lock is not safe for concurrent use.
-func (c *Client) Lock(key string, ttl time.Duration) *redislock.Lock {
+func (c *Client) Lock(key string, ttl time.Duration) *Lock {
 	return redislock.New(c.rdb, key, ttl)
 }
 

@@ -159,20 +159,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { // recovery runs, back to back
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := r.RunOnce(ctx); err != nil {
-				t.Errorf("recovery run: %v", err)
-				return
-			}
-		}
-	}()
+	go func() { defer wg.Done(); recoverUntil(ctx, t, r, stop) }()
 	claims := func(until func() bool) {
 		for !until() {
 			start := clock.Add(1)
@@ -279,20 +266,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 	// runs go on meanwhile and must bring back nothing cancelled.
 	drained := make(chan struct{})
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-drained:
-				return
-			default:
-			}
-			if _, err := r.RunOnce(ctx); err != nil {
-				t.Errorf("recovery run: %v", err)
-				return
-			}
-		}
-	}()
+	go func() { defer wg.Done(); recoverUntil(ctx, t, r, drained) }()
 	deadline := time.Now().Add(time.Minute)
 	claims(func() bool {
 		mu.Lock()
@@ -324,5 +298,20 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 	t.Logf("%d cancelled, %d refused (in flight or finished), %d finished", len(cancelledAt), refused.Load(), len(finished))
 	if len(cancelledAt) == 0 {
 		t.Fatal("no cancel succeeded: the race was not exercised")
+	}
+}
+
+// recoverUntil runs recovery back to back until done is closed.
+func recoverUntil(ctx context.Context, t *testing.T, r *recovery.Recoverer, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Errorf("recovery run: %v", err)
+			return
+		}
 	}
 }

@@ -157,15 +157,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	_, ns := testenv.Redis(t) // a namespace of this test's own on the shared Redis
 	dsn := testenv.MySQLDSN(t)
 	port := testenv.FreePort(t)
-	env := append(os.Environ(),
-		"DELAYQ_REDIS_MODE=single",
-		"DELAYQ_REDIS_ADDRS="+redisAddr(),
-		"DELAYQ_REDIS_NAMESPACE="+ns,
-		"DELAYQ_SQL_DRIVER=mysql",
-		"DELAYQ_SQL_DSN="+dsn,
-		fmt.Sprintf("DELAYQ_HTTP_LISTEN=127.0.0.1:%d", port),
-		"DELAYQ_LOG_FORMAT=json",
-	)
+	env := serveEnv(ns, dsn, port)
 	serve := start(t, bin, env, "serve")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, base+"/readyz")
@@ -323,4 +315,20 @@ func TestServeFailsCleanlyWhenPortTaken(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "http.listen") || strings.Contains(string(out), "panic") {
 		t.Fatalf("serve on a taken port: %v\n%s", err, out)
 	}
+}
+
+// serveEnv is the environment of a delayq process on the shared Redis
+// (namespace ns) and MariaDB (dsn), its API on a loopback port, logging
+// JSON; extra variables come last, so they win.
+func serveEnv(ns, dsn string, port int, extra ...string) []string {
+	env := append(os.Environ(),
+		"DELAYQ_REDIS_MODE=single",
+		"DELAYQ_REDIS_ADDRS="+redisAddr(),
+		"DELAYQ_REDIS_NAMESPACE="+ns,
+		"DELAYQ_SQL_DRIVER=mysql",
+		"DELAYQ_SQL_DSN="+dsn,
+		fmt.Sprintf("DELAYQ_HTTP_LISTEN=127.0.0.1:%d", port),
+		"DELAYQ_LOG_FORMAT=json",
+	)
+	return append(env, extra...)
 }

@@ -57,20 +57,13 @@ func TestProbeBadInput(t *testing.T) {
 	port := testenv.FreePort(t)
 	const token = "probe-token-0123456789abcdef"
 	const maxBody = 64 << 10 // the API's limit here; orders have their own 64 KiB
-	env := append(os.Environ(),
-		"DELAYQ_REDIS_MODE=single",
-		"DELAYQ_REDIS_ADDRS="+redisAddr(),
-		"DELAYQ_REDIS_NAMESPACE="+ns,
-		"DELAYQ_SQL_DRIVER=mysql",
-		"DELAYQ_SQL_DSN="+dsn,
-		fmt.Sprintf("DELAYQ_HTTP_LISTEN=127.0.0.1:%d", port),
+	env := serveEnv(ns, dsn, port,
 		"DELAYQ_HTTP_TOKEN="+token,
 		fmt.Sprintf("DELAYQ_HTTP_MAX_BODY_BYTES=%d", maxBody),
 		"DELAYQ_QUEUE_MAX_PAYLOAD_BYTES=4096",
 		// No scheduled pass may write while the probe runs.
 		"DELAYQ_RECOVERY_SPEC=@every 1h",
 		"DELAYQ_ORDERS_SWEEPER_SPEC=@every 1h",
-		"DELAYQ_LOG_FORMAT=json",
 	)
 	began := time.Now()
 	start(t, bin, env, "serve")

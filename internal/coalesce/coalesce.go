@@ -1,0 +1,245 @@
+// Package coalesce groups concurrent calls into one: the calls that arrive
+// while one is in flight wait, then go together as a single call of the
+// underlying function (a group commit). It serves delayq's enqueue, where one
+// Redis script call for fifty callers costs Redis little more than one for a
+// single caller.
+//
+// There is no timer: a call that finds nothing in flight runs at once, in
+// its own goroutine and with its own context, so a lone caller sees no added
+// latency. Batching only ever happens under load, and then for free: the
+// callers would have waited for the one in flight anyway.
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Func runs one coalesced call: in holds every waiting caller's items, in
+// arrival order, and the result must hold one Out per item, in the same
+// order. An error fails every caller of this call (and only them); an error
+// that concerns one item belongs in its Out.
+type Func[In, Out any] func(ctx context.Context, in []In) ([]Out, error)
+
+// ErrShortResult is returned to the callers of a call whose Func returned
+// a number of results other than its number of items.
+var ErrShortResult = errors.New("coalesce: result count does not match item count")
+
+// Batcher coalesces the calls of one key (delayq: one topic). Its zero
+// value is not usable; see New.
+type Batcher[In, Out any] struct {
+	run Func[In, Out]
+	max int
+
+	mu      sync.Mutex
+	busy    bool             // a call is in flight
+	waiting []*call[In, Out] // FIFO
+	queued  atomic.Int64     // len(waiting), readable without mu
+}
+
+// call is one caller's share of a coalesced call.
+type call[In, Out any] struct {
+	ctx  context.Context
+	in   []In
+	out  []Out
+	err  error
+	done chan struct{} // closed once out/err are set
+}
+
+// New returns a Batcher that runs run with at most max items per call
+// (a single caller with more items than max still runs, alone).
+func New[In, Out any](max int, run Func[In, Out]) *Batcher[In, Out] {
+	if max < 1 {
+		max = 1
+	}
+	return &Batcher[In, Out]{run: run, max: max}
+}
+
+// Waiting says how many callers are waiting for the call in flight.
+func (b *Batcher[In, Out]) Waiting() int { return int(b.queued.Load()) }
+
+// Do runs in, coalesced with the calls of other goroutines that arrive
+// while one is in flight, and returns its own items' results.
+//
+// A caller whose ctx ends while it waits returns ctx's error and its items
+// are never passed to Func; one whose ctx ends while its call is in flight
+// returns ctx's error at once (its items may have been written, as with any
+// call cut short). Either way the other callers are not affected: a
+// coalesced call's context is cancelled only when every one of its callers
+// has given up.
+func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if !b.busy {
+		// Nothing in flight: run now, in this goroutine, with this context.
+		b.busy = true
+		b.mu.Unlock()
+		out, err := b.runInline(ctx, in)
+		return out, err
+	}
+	c := &call[In, Out]{ctx: ctx, in: in, done: make(chan struct{})}
+	b.waiting = append(b.waiting, c)
+	b.queued.Add(1)
+	b.mu.Unlock()
+
+	select {
+	case <-c.done:
+		return c.out, c.err
+	case <-ctx.Done():
+		b.mu.Lock()
+		b.remove(c)
+		b.mu.Unlock()
+		return nil, ctx.Err()
+	}
+}
+
+// runInline runs a lone caller's items, then hands whatever queued up
+// meanwhile to a flusher goroutine, so that this caller returns at once.
+func (b *Batcher[In, Out]) runInline(ctx context.Context, in []In) (out []Out, err error) {
+	defer b.handOff() // also when run panics: the waiting must not be stranded
+	out, err = b.run(ctx, in)
+	if err == nil && len(out) != len(in) {
+		return nil, fmt.Errorf("%w: %d results for %d items", ErrShortResult, len(out), len(in))
+	}
+	return out, err
+}
+
+// handOff ends the in-flight call: the next batch, if any caller is
+// waiting, goes to a flusher; otherwise the batcher is idle.
+func (b *Batcher[In, Out]) handOff() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiting) == 0 {
+		b.busy = false
+		return
+	}
+	go b.flush()
+}
+
+// remove takes c out of the waiting list if it is still there (it is not
+// once a flusher took it). Call with mu held.
+func (b *Batcher[In, Out]) remove(c *call[In, Out]) {
+	for i, w := range b.waiting {
+		if w == c {
+			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
+			b.queued.Add(-1)
+			return
+		}
+	}
+}
+
+// flush runs the waiting callers, at most max items a call, until none is
+// left.
+func (b *Batcher[In, Out]) flush() {
+	for {
+		batch := b.take()
+		if batch == nil {
+			return
+		}
+		b.runBatch(batch)
+	}
+}
+
+// take removes the next batch from the waiting list, in arrival order:
+// callers while their items fit in max (always at least one), skipping
+// those whose context already ended. It returns nil, and marks the batcher
+// idle, when nobody waits.
+func (b *Batcher[In, Out]) take() []*call[In, Out] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch []*call[In, Out]
+	n, taken := 0, 0
+	for _, c := range b.waiting {
+		if len(batch) > 0 && n+len(c.in) > b.max {
+			break
+		}
+		taken++
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		batch = append(batch, c)
+		n += len(c.in)
+	}
+	rest := copy(b.waiting, b.waiting[taken:])
+	clear(b.waiting[rest:])
+	b.waiting = b.waiting[:rest]
+	b.queued.Store(int64(rest))
+	if len(batch) == 0 && rest == 0 {
+		b.busy = false
+		return nil
+	}
+	return batch
+}
+
+// runBatch runs one coalesced call and gives each caller its share.
+func (b *Batcher[In, Out]) runBatch(batch []*call[In, Out]) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := sharedContext(batch)
+	defer cancel()
+	var in []In
+	if len(batch) == 1 {
+		in = batch[0].in
+	} else {
+		n := 0
+		for _, c := range batch {
+			n += len(c.in)
+		}
+		in = make([]In, 0, n)
+		for _, c := range batch {
+			in = append(in, c.in...)
+		}
+	}
+	out, err := b.run(ctx, in)
+	if err == nil && len(out) != len(in) {
+		err = fmt.Errorf("%w: %d results for %d items", ErrShortResult, len(out), len(in))
+	}
+	at := 0
+	for _, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.out = out[at : at+len(c.in) : at+len(c.in)]
+		}
+		at += len(c.in)
+		close(c.done)
+	}
+}
+
+// sharedContext is the context of a coalesced call: it carries the first
+// caller's values, and it is cancelled only when every caller's context has
+// ended, so no single caller's cancellation fails the others.
+func sharedContext[In, Out any](batch []*call[In, Out]) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	live := atomic.Int64{}
+	live.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, c := range batch {
+		if c.ctx.Done() == nil {
+			// This caller can never give up, so neither can the call.
+			for _, stop := range stops {
+				stop()
+			}
+			return ctx, cancel
+		}
+		stops = append(stops, context.AfterFunc(c.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}

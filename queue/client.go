@@ -26,6 +26,9 @@ type Client struct {
 	keys      sync.Map // valid topic -> keys
 	keysN     atomic.Int64
 	topicSeen sync.Map // topic -> time.Time of the last SADD to the topics set
+
+	batchers  sync.Map // topic -> *enqueueBatcher (coalesce.go)
+	batchersN atomic.Int64
 }
 
 // New returns a Client over rdb. The caller owns rdb and closes it.

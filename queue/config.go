@@ -19,6 +19,12 @@ type Config struct {
 	DefaultMaxAttempts int
 	// MaxBatch is the most jobs one EnqueueBatch call takes. Default 1,000.
 	MaxBatch int
+	// Coalesce is the most jobs one enqueue script call carries when
+	// concurrent Enqueue and EnqueueBatch calls on a topic are coalesced:
+	// the calls that arrive while one is in flight go together as one call.
+	// Default MaxBatch; -1 turns coalescing off (every call makes its own
+	// script call, in parallel with the others).
+	Coalesce int
 	// ExpiredPerClaim bounds how many expired leases one Claim call puts
 	// back, so a mass worker death cannot make one script call long.
 	// Default 1,000.
@@ -32,6 +38,9 @@ type Config struct {
 // classic seconds-for-milliseconds mistake.
 const (
 	maxAttemptsLimit = 100
+	// maxCoalesce bounds one coalesced script call, which blocks Redis
+	// while it runs: 10,000 jobs take Redis a few tens of ms.
+	maxCoalesce = 10000
 	// earliestRunAt is 2001-01-01T00:00:00Z in Unix ms: a due time before it
 	// is almost surely seconds passed as milliseconds.
 	earliestRunAt = 978307200000
@@ -56,6 +65,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 1000
 	}
+	if c.Coalesce == 0 {
+		c.Coalesce = c.MaxBatch
+	}
 	if c.ExpiredPerClaim == 0 {
 		c.ExpiredPerClaim = 1000
 	}
@@ -71,6 +83,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("queue: DefaultMaxAttempts %d: want 1-%d", c.DefaultMaxAttempts, maxAttemptsLimit)
 	case c.MaxBatch < 1:
 		return c, fmt.Errorf("queue: MaxBatch %d: must be positive", c.MaxBatch)
+	case c.Coalesce < -1 || c.Coalesce > maxCoalesce:
+		return c, fmt.Errorf("queue: Coalesce %d: want -1 (off) or 1-%d", c.Coalesce, maxCoalesce)
 	case c.ExpiredPerClaim < 1:
 		return c, fmt.Errorf("queue: ExpiredPerClaim %d: must be positive", c.ExpiredPerClaim)
 	}

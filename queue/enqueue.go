@@ -26,6 +26,11 @@ type EnqueueResult struct {
 // Enqueue adds one job to topic. An id already known is not written again:
 // the result says Duplicate. Bad input returns a *ValidationError and writes
 // nothing.
+//
+// Concurrent calls on one topic are coalesced (Config.Coalesce): those that
+// arrive while a call is in flight go together in one script call, each
+// with its own result and error, as if made one after the other. A call
+// that finds none in flight goes out at once.
 func (c *Client) Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return EnqueueResult{}, err
@@ -33,7 +38,7 @@ func (c *Client) Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueRe
 	if err := c.validate(&j, time.Now()); err != nil {
 		return EnqueueResult{}, err
 	}
-	out, err := c.runEnqueue(ctx, topic, []NewJob{j})
+	out, err := c.enqueue(ctx, topic, []NewJob{j})
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -87,7 +92,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 	if len(valid) == 0 {
 		return results, nil
 	}
-	out, err := c.runEnqueue(ctx, topic, valid)
+	out, err := c.enqueue(ctx, topic, valid)
 	if err != nil {
 		return nil, err
 	}

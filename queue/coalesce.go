@@ -1,0 +1,52 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/delayq/delayq/internal/coalesce"
+)
+
+// enqueueBatcher coalesces the concurrent enqueues of one topic into one
+// enqueue.lua call.
+type enqueueBatcher = coalesce.Batcher[NewJob, EnqueueResult]
+
+// enqueue runs validated jobs of one topic: coalesced with other callers'
+// when a call to the topic is in flight, alone otherwise.
+func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	if b := c.batcherFor(topic); b != nil {
+		return b.Do(ctx, jobs)
+	}
+	return c.runEnqueue(ctx, topic, jobs)
+}
+
+// batcherFor returns topic's batcher, or nil when coalescing is off or
+// too many topics have one already (the topics beyond maxCachedTopics, which
+// only a misuse creates, enqueue uncoalesced rather than grow the map).
+func (c *Client) batcherFor(topic string) *enqueueBatcher {
+	if c.cfg.Coalesce < 0 {
+		return nil
+	}
+	if b, ok := c.batchers.Load(topic); ok {
+		return b.(*enqueueBatcher)
+	}
+	if c.batchersN.Load() >= maxCachedTopics {
+		return nil
+	}
+	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(c.cfg.Coalesce,
+		func(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
+			return c.runEnqueue(ctx, topic, jobs)
+		}))
+	if !loaded {
+		c.batchersN.Add(1)
+	}
+	return b.(*enqueueBatcher)
+}
+
+// EnqueueWaiting says how many Enqueue and EnqueueBatch calls on topic wait
+// behind its script call in flight: a gauge of coalescing.
+func (c *Client) EnqueueWaiting(topic string) int {
+	if b, ok := c.batchers.Load(topic); ok {
+		return b.(*enqueueBatcher).Waiting()
+	}
+	return 0
+}

@@ -116,31 +116,50 @@ func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	if err := c.noteTopic(ctx, topic); err != nil {
 		return nil, err
 	}
-	args := make([]any, 0, 5*len(jobs))
-	for _, j := range jobs {
-		mode, v := "d", j.Delay.Milliseconds()
+	// ARGV (see enqueue.lua): the ids, then when, max attempts and payload
+	// per job. Pointers into jobs and whens go into the []any without an
+	// allocation each, as a string, an int64 or a []byte would.
+	n := len(jobs)
+	args := make([]any, 4*n)
+	whens := make([]int64, n)
+	for i := range jobs {
+		j := &jobs[i]
+		whens[i] = -j.Delay.Milliseconds()
 		if j.RunAt != 0 {
-			mode, v = "a", j.RunAt
+			whens[i] = j.RunAt
 		}
-		args = append(args, j.ID, mode, v, j.MaxAttempts, j.Payload)
+		args[i] = &j.ID
+		args[n+3*i] = &whens[i]
+		args[n+3*i+1] = &j.MaxAttempts
+		args[n+3*i+2] = (*bytesArg)(&j.Payload)
 	}
-	reply, err := c.scripts.enqueue.Run(ctx, c.rdb, []string{k.due, k.job, k.wake}, args...).Int64Slice()
+	cmd := c.scripts.enqueue.Run(ctx, c.rdb, []string{k.due, k.job, k.wake}, args...)
+	var reply []int64
+	if n == 1 {
+		var v int64
+		v, err = cmd.Int64()
+		reply = []int64{v}
+	} else {
+		reply, err = cmd.Int64Slice()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
 	}
-	if len(reply) != 1+2*len(jobs) {
-		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), len(jobs))
+	if len(reply) != n {
+		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), n)
 	}
-	out := make([]EnqueueResult, len(jobs))
+	out := make([]EnqueueResult, n)
 	created := 0
-	for i, j := range jobs {
-		isNew, due := reply[1+2*i], reply[2+2*i]
-		out[i] = EnqueueResult{ID: j.ID, Duplicate: isNew == 0}
-		if !out[i].Duplicate {
+	for i, v := range reply {
+		out[i].ID = jobs[i].ID
+		switch {
+		case v > 0:
+			out[i].RunAt = v
 			created++
-		}
-		if due > 0 {
-			out[i].RunAt = due
+		case v < 0:
+			out[i].Duplicate, out[i].RunAt = true, -v
+		default:
+			out[i].Duplicate = true
 		}
 	}
 	if created > 0 {
@@ -148,3 +167,10 @@ func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	}
 	return out, nil
 }
+
+// bytesArg sends a []byte through go-redis as is; a *bytesArg fits in an
+// interface without the allocation a []byte takes.
+type bytesArg []byte
+
+// MarshalBinary returns the bytes themselves.
+func (b *bytesArg) MarshalBinary() ([]byte, error) { return *b, nil }

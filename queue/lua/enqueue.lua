@@ -3,58 +3,102 @@
 -- KEYS[1]  due ZSET   (id -> due time, Unix ms)
 -- KEYS[2]  job HASH   (id -> envelope)
 -- KEYS[3]  wake channel, published to when the earliest due time moves earlier
--- ARGV     five per job: id, mode ("d" = delay in ms from Redis's clock,
---          "a" = absolute Unix ms), value, max attempts, payload
+-- ARGV     for n jobs: the n ids, then three per job: when (<= 0: a delay of
+--          -when ms from Redis's clock; > 0: absolute Unix ms), max
+--          attempts, payload
 --
--- Returns  {now, r1, t1, r2, t2, ...}: per job r = 1 created (t = its due
---          time) or 0 duplicate (t = its due time if it is waiting, else -1).
+-- Returns  for one job, an integer; for more, an array of one per job:
+--          t > 0 created, due at t; t < 0 duplicate, waiting and due at -t;
+--          0 duplicate that is not waiting (in flight or dead).
 --
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
--- its envelope in the job hash, so one HSETNX decides and writes. Due times come from
--- Redis's clock, so no client clock can make a job due early; a time in the
--- past means due now.
+-- its envelope in the job hash, so its presence there decides. Due times
+-- come from Redis's clock, so no client clock can make a job due early; a
+-- time in the past means due now. Numbers are put into the envelope and the
+-- ZSET as strings built once: Lua formats a number with sprintf, which costs
+-- as much as a Redis command.
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local us = t[2]
+local ms = #us > 3 and string.sub(us, 1, -4) or '0'
+local now = t[1] * 1000 + ms
+local nows = t[1] .. string.sub('00' .. ms, -3)
+local n = #ARGV / 4
 
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local headScore = nil
-if head[2] then headScore = tonumber(head[2]) end
-local earliest = nil
-
-local out = {now}
-local zargs = {}   -- one ZADD for the whole batch
-local pending = {} -- id -> due, for duplicates inside this batch
-for i = 1, #ARGV, 5 do
-  local id = ARGV[i]
-  local due
-  if ARGV[i + 1] == 'd' then
-    due = now + tonumber(ARGV[i + 2])
-  else
-    due = tonumber(ARGV[i + 2])
-    if due < now then due = now end
+-- due returns the due time of a job and the same as a string.
+local function due(when, whens)
+  if when <= 0 then
+    if when == 0 then return now, nows end
+    local d = now - when
+    return d, tostring(d)
   end
+  if when > now then return when, whens end
+  return now, nows
+end
+
+if n == 1 then
+  -- One job, the common call: no tables, one HSETNX decides and writes.
+  local d, ds = due(tonumber(ARGV[2]), ARGV[2])
   -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
-  if redis.call('HSETNX', KEYS[2], id,
-      '1|0|' .. ARGV[i + 3] .. '|' .. now .. '|' .. due .. '|0||' .. ARGV[i + 4]) == 1 then
-    zargs[#zargs + 1] = due
-    zargs[#zargs + 1] = id
-    pending[id] = due
-    if earliest == nil or due < earliest then earliest = due end
-    out[#out + 1] = 1
-    out[#out + 1] = due
-  else
-    local s = pending[id] or redis.call('ZSCORE', KEYS[1], id)
-    out[#out + 1] = 0
-    out[#out + 1] = s and tonumber(s) or -1
+  if redis.call('HSETNX', KEYS[2], ARGV[1],
+      '1|0|' .. ARGV[3] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[4]) == 0 then
+    return -(tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0)
   end
-end
--- ZADD takes at most a few thousand arguments through unpack; batches are
--- at most 1,000 jobs (2,000 arguments), chunked here all the same.
-for i = 1, #zargs, 1000 do
-  redis.call('ZADD', KEYS[1], unpack(zargs, i, math.min(i + 999, #zargs)))
+  redis.call('ZADD', KEYS[1], ds, ARGV[1])
+  -- First in the ZSET and no other entry at the same time: it is earlier
+  -- than the previous head. An integer reply is cheaper than reading the
+  -- head's score before the ZADD.
+  if redis.call('ZRANK', KEYS[1], ARGV[1]) == 0 and redis.call('ZCOUNT', KEYS[1], ds, ds) == 1 then
+    redis.call('PUBLISH', KEYS[3], ds)
+  end
+  return d
 end
 
-if earliest ~= nil and (headScore == nil or earliest < headScore) then
-  redis.call('PUBLISH', KEYS[3], earliest)
+-- A batch: one HMGET finds the known ids, one HSET and one ZADD write the
+-- new jobs (chunked: unpack takes a few thousand values at most).
+local known = {}
+for i = 1, n, 1000 do
+  local part = redis.call('HMGET', KEYS[2], unpack(ARGV, i, math.min(i + 999, n)))
+  for k = 1, #part do known[i + k - 1] = part[k] end
+end
+local out, hargs, zargs = {}, {}, {}
+local pending = {} -- id -> due, for duplicates inside this batch
+local earliest, earliests
+local lastWhen, lastDue, lastDues -- a batch mostly shares one delay
+for k = 1, n do
+  local id = ARGV[k]
+  local p = pending[id]
+  if p then
+    out[k] = -p
+  elseif known[k] then
+    out[k] = -(tonumber(redis.call('ZSCORE', KEYS[1], id)) or 0)
+  else
+    local b = n + 3 * k - 2
+    local when = tonumber(ARGV[b])
+    local d, ds
+    if when == lastWhen then
+      d, ds = lastDue, lastDues
+    else
+      d, ds = due(when, ARGV[b])
+      lastWhen, lastDue, lastDues = when, d, ds
+    end
+    local m = #hargs
+    hargs[m + 1] = id
+    hargs[m + 2] = '1|0|' .. ARGV[b + 1] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[b + 2]
+    zargs[m + 1] = ds
+    zargs[m + 2] = id
+    pending[id] = d
+    if earliest == nil or d < earliest then earliest, earliests = d, ds end
+    out[k] = d
+  end
+end
+if earliest ~= nil then
+  -- Nothing due at or before the earliest new job: it is the new head.
+  local wake = redis.call('ZCOUNT', KEYS[1], '-inf', earliests) == 0
+  for i = 1, #hargs, 1000 do
+    local j = math.min(i + 999, #hargs)
+    redis.call('HSET', KEYS[2], unpack(hargs, i, j))
+    redis.call('ZADD', KEYS[1], unpack(zargs, i, j))
+  end
+  if wake then redis.call('PUBLISH', KEYS[3], earliests) end
 end
 return out

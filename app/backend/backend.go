@@ -116,14 +116,19 @@ func (b *Backends) Close() error {
 	return errors.Join(errs...)
 }
 
+// maxDefaultPoolSize caps the pool size derived from http.max_concurrent:
+// a large cap must not make every process open thousands of connections,
+// past Redis's maxclients (10,000 by default, shared by all of them).
+const maxDefaultPoolSize = 1000
+
 // defaultPoolSize is go-redis's 10 connections per CPU, raised for an API
 // that may run http.max_concurrent requests at once: with 400 connections
 // on the enqueue endpoint, 20 Redis connections were the queue they waited
-// in (19,300 req/s; 22,000 with 100).
+// in (19,300 req/s; 22,000 with 100). See config.Redis.PoolSize.
 func defaultPoolSize(cfg config.Config) int {
 	n := 10 * runtime.GOMAXPROCS(0)
 	if cfg.HTTP.Enabled {
-		n = max(n, cfg.HTTP.MaxConcurrent/8)
+		n = max(n, min(cfg.HTTP.MaxConcurrent/8, maxDefaultPoolSize))
 	}
 	return n
 }

@@ -107,6 +107,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  lock_ttl: 100ms\n", "recovery.lock_ttl"},
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
+		{"redis:\n  pool_size: -1\n", "redis.pool_size"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},

@@ -109,6 +109,10 @@ func (r Redis) validate(p *problems) {
 	if r.DB < 0 || (r.DB != 0 && r.Mode == "cluster") {
 		p.bad("redis.db", r.DB, "must be 0 or more, and 0 in cluster mode")
 	}
+	if r.PoolSize < 0 {
+		// go-redis would read it as its default, not as what was asked.
+		p.bad("redis.pool_size", r.PoolSize, "must be 0 (the default) or more")
+	}
 	if !namespaceRE.MatchString(r.Namespace) {
 		p.bad("redis.namespace", r.Namespace, "want 1-64 of [A-Za-z0-9_.-]")
 	}

@@ -137,7 +137,7 @@ func New(d Deps) (http.Handler, error) {
 			Warn("httpapi: MaxBodyBytes is below the queue's payload limit in base64: large payloads get 413")
 	}
 
-	v1 := http.NewServeMux()
+	v1 := newJSONMux()
 	var patterns []string
 	for _, rt := range a.routes() {
 		p := rt.method + " " + rt.path
@@ -151,15 +151,15 @@ func New(d Deps) (http.Handler, error) {
 		patterns = append(patterns, m.Pattern)
 	}
 	methodFallbacks(v1, patterns)
-	root := http.NewServeMux()
-	root.HandleFunc("GET /healthz", a.healthz)
-	root.HandleFunc("GET /readyz", a.readyz)
-	root.Handle("/v1/", a.authenticate(bodylessMethods(jsonErrors{v1})))
+	root := newJSONMux()
+	root.Handle("GET /healthz", http.HandlerFunc(a.healthz))
+	root.Handle("GET /readyz", http.HandlerFunc(a.readyz))
+	root.Handle("/v1/", a.authenticate(bodylessMethods(v1)))
 	// "/v1" itself is no route; without this ServeMux would redirect it to
 	// "/v1/".
-	root.Handle("/v1", jsonErrors{http.NewServeMux()})
+	root.Handle("/v1", newJSONMux())
 	mountObservability(root, d.Metrics, d.Dashboard)
-	return a.recoverPanics(a.accessLog(jsonErrors{root})), nil
+	return a.recoverPanics(a.accessLog(root)), nil
 }
 
 // route is one of the API's own /v1 routes: its method and path, the query
@@ -230,7 +230,7 @@ func (a *api) handle(rt route) http.Handler {
 // .../jobs/), and a method the path does not take elsewhere with a plain
 // 405. Paths that already have a method-less pattern (a module's own
 // fallbacks) are left alone.
-func methodFallbacks(mux *http.ServeMux, patterns []string) {
+func methodFallbacks(mux jsonMux, patterns []string) {
 	methods := map[string][]string{}
 	var paths []string
 	methodless := map[string]bool{}
@@ -282,7 +282,7 @@ func bodylessMethods(next http.Handler) http.Handler {
 // mount registers a module, refusing patterns outside /v1 (they would
 // escape auth) and turning ServeMux's panic on a conflicting pattern into an
 // error.
-func mount(mux *http.ServeMux, m Module) (err error) {
+func mount(mux jsonMux, m Module) (err error) {
 	if m.Handler == nil {
 		return fmt.Errorf("pattern %q: nil Handler", m.Pattern)
 	}
@@ -302,12 +302,20 @@ func mount(mux *http.ServeMux, m Module) (err error) {
 	return nil
 }
 
-// jsonErrors serves mux, and rewrites the 404 and 405 answers ServeMux makes
-// itself (no route, or a route without this method) into the API's JSON
-// error shape. Answers of matched routes, modules included, pass untouched.
-type jsonErrors struct{ mux *http.ServeMux }
+// jsonMux is a ServeMux whose own 404 and 405 answers (no route, or a route
+// without this method) are the API's JSON errors. Answers of matched
+// routes, modules included, pass untouched: every handler is registered
+// wrapped in matched, which hands it the connection's own writer back.
+// Routing a request once is the point: asking ServeMux.Handler for the
+// pattern first, then ServeMux.ServeHTTP, matched every path twice.
+type jsonMux struct{ mux *http.ServeMux }
 
-func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func newJSONMux() jsonMux { return jsonMux{http.NewServeMux()} }
+
+// Handle registers h for pattern; it panics as ServeMux.Handle does.
+func (j jsonMux) Handle(pattern string, h http.Handler) { j.mux.Handle(pattern, matched{h}) }
+
+func (j jsonMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p := r.URL.EscapedPath(); r.Method != http.MethodConnect && p != cleanPath(p) {
 		// ServeMux would redirect to the cleaned path, which for a job id
 		// with an empty or dot segment is another job's.
@@ -315,12 +323,18 @@ func (j jsonErrors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("no route for %s %s: the path has empty or dot segments (percent-encode '/' inside an id as %%2F)", r.Method, p)))
 		return
 	}
-	h, pattern := j.mux.Handler(r)
-	if pattern != "" {
-		j.mux.ServeHTTP(w, r)
-		return
+	j.mux.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
+}
+
+// matched is a handler of a jsonMux: what reaches it is a matched route,
+// whose answer is its own, so it gets the writer muxErrorWriter wraps.
+type matched struct{ h http.Handler }
+
+func (m matched) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if mw, ok := w.(*muxErrorWriter); ok {
+		w = mw.ResponseWriter
 	}
-	h.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
+	m.h.ServeHTTP(w, r)
 }
 
 // cleanPath is the path ServeMux matches: p with its dot segments and
@@ -340,7 +354,7 @@ func cleanPath(p string) string {
 }
 
 // muxErrorWriter replaces ServeMux's plain-text 404 and 405 bodies with JSON
-// errors; anything else passes through.
+// errors; anything else (a redirect) passes through.
 type muxErrorWriter struct {
 	http.ResponseWriter
 	r       *http.Request

@@ -107,17 +107,26 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRedis(err)
 	}
-	a.log.WithFields(logrus.Fields{
-		"topic": topic, "id": res.ID, "run_at": res.RunAt,
-		"duplicate": res.Duplicate, "payload_bytes": len(j.Payload),
-	}).Debug("httpapi: enqueued")
+	if a.debug() {
+		a.log.WithFields(logrus.Fields{
+			"topic": topic, "id": res.ID, "run_at": res.RunAt,
+			"duplicate": res.Duplicate, "payload_bytes": len(j.Payload),
+		}).Debug("httpapi: enqueued")
+	}
 	status := http.StatusAccepted
 	if res.Duplicate {
 		status = http.StatusOK
 	} else {
 		w.Header().Set("Location", jobPath(topic, res.ID))
 	}
-	writeJSON(w, status, EnqueueResponse{ID: res.ID, Topic: topic, RunAt: res.RunAt, Duplicate: res.Duplicate})
+	answer := EnqueueResponse{ID: res.ID, Topic: topic, RunAt: res.RunAt, Duplicate: res.Duplicate}
+	// The hot route's answer, without json.Encoder's reflection.
+	var buf [128]byte
+	if b, ok := answer.appendJSON(buf[:0]); ok {
+		httpjson.WriteJSONBytes(w, status, b)
+	} else {
+		writeJSON(w, status, answer)
+	}
 	return nil
 }
 

@@ -42,6 +42,10 @@ func (a *api) recoverPanics(next http.Handler) http.Handler {
 // token.
 func (a *api) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.debug() {
+			next.ServeHTTP(w, r)
+			return
+		}
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
@@ -78,3 +82,17 @@ func (s *statusWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection's flusher and
 // deadlines through the wrapper.
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// debug reports whether the logger logs at debug level, so that a hot
+// path builds its fields only for a log line that is written: logrus
+// builds the entry (a map and its values) before it looks at the level. A
+// logger of another kind is assumed to log everything.
+func (a *api) debug() bool {
+	switch l := a.log.(type) {
+	case *logrus.Logger:
+		return l.IsLevelEnabled(logrus.DebugLevel)
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
+	}
+	return true
+}

@@ -27,8 +27,13 @@ func NoBody(r *http.Request) error {
 // with Expect: 100-continue, reading is what sends the "100 Continue".
 type startedBody struct{ io.ReadCloser }
 
-// markStarted records on r that its body is being read.
+// markStarted records on r that its body is being read. Only a request
+// with Expect: 100-continue needs the mark (see discardBody), and only it
+// pays for the wrapper.
 func markStarted(r *http.Request) {
+	if !expectsContinue(r) {
+		return
+	}
 	if _, ok := r.Body.(*startedBody); !ok && r.Body != nil {
 		r.Body = &startedBody{r.Body}
 	}

@@ -14,6 +14,9 @@ import (
 // Leave a parameter out to get its default. A route that takes none calls
 // Query(r).
 func Query(r *http.Request, names ...string) error {
+	if r.URL.RawQuery == "" {
+		return nil // most requests: skip ParseQuery's map
+	}
 	vals, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return BadRequest(CodeInvalidValue, "", "malformed query string: %v", err)

@@ -55,6 +55,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	load, stopLoad := context.WithTimeout(ctx, o.Duration)
 	defer stopLoad()
 
+	s.measureBaseline(ctx, o, r)
 	done := o.Progress.show("http", -1, answered.Load)
 	before := readProbe(ctx, s.env.Redis, s.env.DB)
 	start := time.Now()
@@ -99,6 +100,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	elapsed := time.Since(start)
 	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
 	done()
+	s.finishBaseline(ctx, o, r)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -115,6 +117,8 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	fails.into(r)
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "req/s"
+	r.Usage.setPerJob(int(t.want), r.Seconds)
+	setRatio(r, int(t.want))
 	r.Latency, r.LatencyOf = latencyOf(all), "request"
 	return s.handleAll(ctx, topic, t, o, r)
 }

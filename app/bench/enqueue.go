@@ -86,10 +86,10 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	elapsed := time.Since(start)
 	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
 	done()
-	s.finishBaseline(ctx, o, r)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.finishBaseline(ctx, o, r)
 	t.seal()
 	fails.into(r)
 

@@ -101,6 +101,7 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "jobs/s"
 	r.Usage.setPerJob(int(t.want), r.Seconds)
 	setRatio(r, int(calls.Load()))
+	noteOtherClients(r, int(calls.Load()))
 	r.Latency, r.LatencyOf = latencyOf(all), "enqueue call"
 	return s.handleAll(ctx, topic, t, o, r)
 }

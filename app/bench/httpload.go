@@ -119,6 +119,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "req/s"
 	r.Usage.setPerJob(int(t.want), r.Seconds)
 	setRatio(r, int(t.want))
+	noteOtherClients(r, int(t.want))
 	r.Latency, r.LatencyOf = latencyOf(all), "request"
 	return s.handleAll(ctx, topic, t, o, r)
 }

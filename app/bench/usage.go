@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -36,8 +37,9 @@ type Usage struct {
 	RedisCPUPerJob *float64 `json:"redis_cpu_us_per_job,omitempty"`
 	// RedisCommands is what INFO commandstats counted in the phase, by
 	// command ("evalsha": the scripts' calls and the µs they ran in
-	// Redis), server-wide like RedisCPU; commands not called are left out.
-	// Nil when Redis does not say.
+	// Redis), server-wide like RedisCPU; the commands a script runs count
+	// too, under their own names; commands not called are left out. Nil
+	// when Redis does not say.
 	RedisCommands map[string]CommandStats `json:"redis_commands,omitempty"`
 }
 
@@ -151,6 +153,22 @@ func usageBetween(a, b probe) Usage {
 		}
 	}
 	return u
+}
+
+// noteOtherClients adds a note to r when INFO commandstats counted clearly
+// more script calls in the phase than the run made (each of its calls is
+// at most one script call): other clients shared the Redis, and their work
+// is in its CPU figures. Script calls only: the commands a script runs are
+// counted in commandstats too.
+func noteOtherClients(r *Result, calls int) {
+	var n int64
+	for _, name := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"} {
+		n += r.Usage.RedisCommands[name].Calls
+	}
+	if extra := n - int64(calls); extra > 100 && extra > int64(calls)/100 {
+		r.Notes = append(r.Notes, fmt.Sprintf("Redis ran %d script calls in the phase for the run's %d calls: other clients used it too, "+
+			"and their work is in REDIS CPU %% and µs/JOB", n, calls))
+	}
 }
 
 // commandStats parses INFO commandstats: lines like

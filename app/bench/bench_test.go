@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -39,6 +40,7 @@ func TestScenarios(t *testing.T) {
 		o        bench.Options
 		jobs     int // accepted jobs expected
 	}{
+		{"enqueue_one", "enqueue", bench.Options{Jobs: 300, Concurrency: 1, Batch: 1}, 300},
 		{"enqueue_single", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1}, 500},
 		{"enqueue_batch", "enqueue", bench.Options{Jobs: 500, Concurrency: 2, Batch: 100}, 500},
 		{"drain", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50}, 500},
@@ -61,7 +63,7 @@ func TestScenarios(t *testing.T) {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 					defer cancel()
 					o := c.o
-					o.Env, o.Stall = env, 10*time.Second
+					o.Env, o.Stall, o.BaselineFor = env, 10*time.Second, 50*time.Millisecond
 					r, err := sc.Run(ctx, o)
 					if err != nil {
 						t.Fatalf("run: %v (result %+v)", err, r)
@@ -76,12 +78,80 @@ func TestScenarios(t *testing.T) {
 					if (c.scenario == "lateness" || c.scenario == "http" || c.scenario == "enqueue") && (r.Latency == nil || r.Latency.N == 0) {
 						t.Errorf("no latency measured: %+v", r)
 					}
+					if c.scenario == "enqueue" || c.scenario == "http" {
+						assertBaseline(t, be.name == "embedded", o, r)
+					} else if r.Baseline != nil {
+						t.Errorf("%s measured a baseline: %+v", c.scenario, r.Baseline)
+					}
 					assertSandboxGone(t, env, r)
 				})
 			}
 		})
 	}
 }
+
+// assertBaseline checks an enqueue or http run's baseline rates, its
+// ratio to them, and its Redis cost per job.
+func assertBaseline(t *testing.T, embedded bool, o bench.Options, r bench.Result) {
+	t.Helper()
+	b := r.Baseline
+	if b == nil {
+		t.Fatalf("no baseline: %+v", r)
+	}
+	if b.Concurrency != o.Concurrency || b.Embedded != embedded {
+		t.Errorf("baseline for concurrency %d, embedded %v; want %d, %v", b.Concurrency, b.Embedded, o.Concurrency, embedded)
+	}
+	for name, rates := range map[string]bench.Rates{"before": b.Before, "after": b.After, "mean": b.Rates} {
+		if rates.Ping <= 0 || rates.EvalSha <= 0 || (rates.EvalShaC > 0) != (o.Concurrency > 1) {
+			t.Errorf("%s rates %+v: want PING and EVALSHA > 0, EVALSHA from C > 0 iff concurrency %d > 1", name, rates, o.Concurrency)
+		}
+	}
+	if want := (b.Before.EvalSha + b.After.EvalSha) / 2; !near(b.EvalSha, want) {
+		t.Errorf("EVALSHA rate %v, want the mean of before and after, %v", b.EvalSha, want)
+	}
+	calls := r.Jobs
+	if o.Batch > 1 {
+		calls = (r.Jobs + o.Batch - 1) / o.Batch
+	}
+	if want := float64(calls) / r.Seconds; !near(r.CallsPerSec, want) {
+		t.Errorf("calls/s %v, want %d calls / %v s = %v", r.CallsPerSec, calls, r.Seconds, want)
+	}
+	limit := b.EvalSha
+	if o.Concurrency > 1 {
+		limit = b.EvalShaC
+	}
+	if want := r.CallsPerSec / limit; !near(r.Ratio, want) {
+		t.Errorf("ratio %v, want calls/s %v / empty EVALSHA/s %v = %v", r.Ratio, r.CallsPerSec, limit, want)
+	}
+	u := r.Usage
+	if embedded {
+		if u.RedisCPUPerJob != nil || u.RedisCommands != nil {
+			t.Errorf("miniredis has no INFO cpu or commandstats, yet: %+v", u)
+		}
+		return
+	}
+	if u.RedisCPU == nil || u.RedisCPUPerJob == nil {
+		t.Fatalf("no Redis CPU per job: %+v", u)
+	}
+	if want := *u.RedisCPU / 100 * r.Seconds / float64(r.Jobs) * 1e6; !near(*u.RedisCPUPerJob, want) {
+		t.Errorf("Redis CPU per job %v µs, want %v", *u.RedisCPUPerJob, want)
+	}
+	var n int64
+	for name, st := range u.RedisCommands {
+		n += st.Calls
+		if st.Calls <= 0 || !near(st.UsecPerCall, float64(st.Usec)/float64(st.Calls)) {
+			t.Errorf("commandstats %s: %+v", name, st)
+		}
+	}
+	// From one goroutine every call is at least one Redis command (the
+	// shared Redis may add other clients' commands, never fewer; from
+	// several, calls may share one).
+	if o.Concurrency == 1 && n < int64(calls) {
+		t.Errorf("commandstats counted %d commands for %d calls: %+v", n, calls, u.RedisCommands)
+	}
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1, math.Abs(want)) }
 
 // assertSandboxGone checks that a run removed its keys and tables.
 func assertSandboxGone(t *testing.T, env bench.Env, r bench.Result) {

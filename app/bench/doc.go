@@ -14,6 +14,13 @@
 //     run takes to put them all back.
 //   - Idle: a worker with nothing to do; its CPU use.
 //
+// Enqueue and HTTP also measure the machine's own round trip right before
+// and after their measured phase (Baseline: PING and an empty script's
+// EVALSHA on one connection, and that EVALSHA from as many goroutines as
+// the run has), and report their calls per second as a Ratio to the empty
+// script's rate: on a shared machine whose speed changes by the minute,
+// the ratio is what a figure is judged by.
+//
 // Every scenario counts what the handlers actually saw: jobs handled twice
 // (duplicates), jobs accepted but never handled (missing) and jobs whose
 // handler started before their due time (early). Jobs the measured phase

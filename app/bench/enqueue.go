@@ -22,10 +22,11 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	const topic = "bench.enqueue"
 	n := o.Jobs
 	t := newTracker(n, false, false, s.offset)
-	var next, sent atomic.Int64
+	var next, sent, calls atomic.Int64
 	var fails failures
 	lats := make([][]int64, o.Concurrency)
 
+	s.measureBaseline(ctx, o, r)
 	done := o.Progress.show("enqueue", int64(n), sent.Load)
 	before := readProbe(ctx, s.env.Redis, s.env.DB)
 	start := time.Now()
@@ -54,6 +55,7 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 						fails.add("duplicate")
 					default:
 						t.accept(lo)
+						calls.Add(1)
 					}
 				} else {
 					batch = batch[:0]
@@ -64,6 +66,8 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 					lat = append(lat, time.Since(t0).Microseconds())
 					if err != nil {
 						fails.add(err.Error())
+					} else {
+						calls.Add(1)
 					}
 					for i, br := range res {
 						if br.Status == queue.BatchCreated {
@@ -85,6 +89,7 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.finishBaseline(ctx, o, r)
 	t.seal()
 	fails.into(r)
 
@@ -94,6 +99,9 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	}
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "jobs/s"
+	r.Usage.setPerJob(int(t.want), r.Seconds)
+	setRatio(r, int(calls.Load()))
+	noteOtherClients(r, int(calls.Load()))
 	r.Latency, r.LatencyOf = latencyOf(all), "enqueue call"
 	return s.handleAll(ctx, topic, t, o, r)
 }

@@ -55,6 +55,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	load, stopLoad := context.WithTimeout(ctx, o.Duration)
 	defer stopLoad()
 
+	s.measureBaseline(ctx, o, r)
 	done := o.Progress.show("http", -1, answered.Load)
 	before := readProbe(ctx, s.env.Redis, s.env.DB)
 	start := time.Now()
@@ -102,6 +103,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.finishBaseline(ctx, o, r)
 
 	t := newTracker(int(min(seq.Load(), limit)), false, false, s.offset)
 	var all []int64
@@ -115,6 +117,9 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	fails.into(r)
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "req/s"
+	r.Usage.setPerJob(int(t.want), r.Seconds)
+	setRatio(r, int(t.want))
+	noteOtherClients(r, int(t.want))
 	r.Latency, r.LatencyOf = latencyOf(all), "request"
 	return s.handleAll(ctx, topic, t, o, r)
 }

@@ -69,6 +69,11 @@ type Options struct {
 	// Stall ends the wait for handlers when none has run a new job for this
 	// long; the jobs not handled by then count as missing. Default 20s.
 	Stall time.Duration
+	// BaselineFor is how long each round-trip baseline (PING, empty
+	// EVALSHA on one connection, and from Concurrency goroutines) runs,
+	// before and again after the measured phase of enqueue and http.
+	// Default 1s.
+	BaselineFor time.Duration
 	// Progress shows the run's progress; nil shows nothing.
 	Progress Progress
 }
@@ -94,6 +99,7 @@ func (o Options) withDefaults(scenario string, def Options) (Options, error) {
 	pickDur(&o.Lead, def.Lead)
 	pickDur(&o.Duration, def.Duration)
 	pickDur(&o.Stall, 20*time.Second)
+	pickDur(&o.BaselineFor, time.Second)
 	bad := func(format string, a ...any) (Options, error) {
 		return o, fmt.Errorf("%w: %s: %s", ErrOptions, scenario, fmt.Sprintf(format, a...))
 	}
@@ -108,7 +114,7 @@ func (o Options) withDefaults(scenario string, def Options) (Options, error) {
 		return bad("batch %d: want 1-1000", o.Batch)
 	case o.ClaimBatch < 1:
 		return bad("claim batch %d: must be positive", o.ClaimBatch)
-	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0:
+	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0 || o.BaselineFor < 0:
 		return bad("durations must not be negative")
 	}
 	if o.Env.Logger == nil {

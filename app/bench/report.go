@@ -78,13 +78,13 @@ func WriteResults(w io.Writer, results []Result) error {
 		withTargets = withTargets || r.Target != ""
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := []string{"SCENARIO", "PARAMS", "SECONDS", "RATE", "P50 ms", "P90 ms", "P99 ms", "MAX ms", "JOBS", "HANDLED", "DUP", "MISSING", "EARLY", "FAILED"}
+	head := []string{"SCENARIO", "PARAMS", "SECONDS", "RATE", "RATIO", "P50 ms", "P90 ms", "P99 ms", "MAX ms", "JOBS", "HANDLED", "DUP", "MISSING", "EARLY", "FAILED"}
 	if withTargets {
 		head = append(head, "TARGET", "MET")
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range results {
-		cells := []string{r.Scenario, r.Params, fmt.Sprintf("%.2f", r.Seconds), rate(r)}
+		cells := []string{r.Scenario, r.Params, fmt.Sprintf("%.2f", r.Seconds), rate(r), ratio(r)}
 		if l := r.Latency; l != nil {
 			cells = append(cells, ms(l.P50), ms(l.P90), ms(l.P99), ms(l.Max))
 		} else {
@@ -107,7 +107,7 @@ func WriteResults(w io.Writer, results []Result) error {
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tHOST CPU %\tPROCESS CPU %\tREDIS CPU %\tSQL COMMITS/s\tSQL FSYNCS/s\tROWS/RECORD\tROWS/COMPLETE\tLATENCY OF\tVERIFY s\tLEFTOVER")
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tHOST CPU %\tPROCESS CPU %\tREDIS CPU %\tREDIS µs/JOB\tEVALSHA µs/CALL\tSQL COMMITS/s\tSQL FSYNCS/s\tROWS/RECORD\tROWS/COMPLETE\tLATENCY OF\tVERIFY s\tLEFTOVER")
 	for _, r := range results {
 		u := r.Usage
 		verify := "-"
@@ -123,10 +123,17 @@ func WriteResults(w io.Writer, results []Result) error {
 			perRecord = fmt.Sprintf("%.1f", l.RowsPerRecord)
 			perComplete = fmt.Sprintf("%.1f", l.RowsPerDelete)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Scenario, r.Params, opt(u.HostCPU, "%.0f"), u.ProcessCPU,
-			opt(u.RedisCPU, "%.0f"), opt(u.SQLCommits, "%.0f"), opt(u.SQLFsyncs, "%.0f"), perRecord, perComplete, of, verify, r.Leftover)
+		evalsha := "-"
+		if st, ok := u.RedisCommands["evalsha"]; ok {
+			evalsha = fmt.Sprintf("%.1f", st.UsecPerCall)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Scenario, r.Params, opt(u.HostCPU, "%.0f"), u.ProcessCPU,
+			opt(u.RedisCPU, "%.0f"), opt(u.RedisCPUPerJob, "%.2f"), evalsha, opt(u.SQLCommits, "%.0f"), opt(u.SQLFsyncs, "%.0f"), perRecord, perComplete, of, verify, r.Leftover)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := writeBaselines(w, results); err != nil {
 		return err
 	}
 	for _, r := range results {
@@ -141,6 +148,45 @@ func WriteResults(w io.Writer, results []Result) error {
 		}
 	}
 	return nil
+}
+
+// writeBaselines prints the runs' round-trip baselines, if any: each
+// rate's mean, then the one before and the one after the run in brackets.
+func writeBaselines(w io.Writer, results []Result) error {
+	found := false
+	for _, r := range results {
+		found = found || r.Baseline != nil
+	}
+	if !found {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
+	for _, r := range results {
+		b := r.Baseline
+		if b == nil {
+			continue
+		}
+		pair := func(mean, before, after float64) string {
+			return fmt.Sprintf("%s [%s / %s]", thousands(mean), thousands(before), thousands(after))
+		}
+		c := "-"
+		if b.Concurrency > 1 {
+			c = fmt.Sprintf("C=%d: %s", b.Concurrency, pair(b.EvalShaC, b.Before.EvalShaC, b.After.EvalShaC))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), c,
+			pair(b.EvalSha, b.Before.EvalSha, b.After.EvalSha), pair(b.Ping, b.Before.Ping, b.After.Ping))
+	}
+	return tw.Flush()
+}
+
+// ratio formats r's calls/s over the empty script's rate: "0.87x".
+func ratio(r Result) string {
+	if r.Ratio <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", r.Ratio)
 }
 
 func rate(r Result) string {

@@ -27,6 +27,19 @@ type Result struct {
 	Latency   *Latency `json:"latency,omitempty"`
 	LatencyOf string   `json:"latency_of,omitempty"`
 
+	// Baseline is the machine's own round-trip rates measured right before
+	// and right after the measured phase (enqueue, http): the figure is
+	// judged against them, not against an absolute number.
+	Baseline *Baseline `json:"baseline,omitempty"`
+	// CallsPerSec is the accepted calls per second of the measured phase:
+	// Enqueue or EnqueueBatch calls (enqueue), 202 answers (http). With
+	// one job per call it equals Rate.
+	CallsPerSec float64 `json:"calls_per_s,omitempty"`
+	// Ratio is CallsPerSec over the empty script's rate at the same
+	// concurrency (Baseline.EvalSha for one goroutine, EvalShaC for C):
+	// 1 means a call costs what an empty EVALSHA does.
+	Ratio float64 `json:"ratio,omitempty"`
+
 	// Jobs is how many jobs were accepted (enqueued, or ledger rows written)
 	// and so must be handled; Handled how many of them ran at least once.
 	Jobs    int `json:"jobs"`

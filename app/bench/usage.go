@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +32,31 @@ type Usage struct {
 	// per second, server-wide; nil on SQLite.
 	SQLCommits *float64 `json:"sql_commits_per_s,omitempty"`
 	SQLFsyncs  *float64 `json:"sql_fsyncs_per_s,omitempty"`
+	// RedisCPUPerJob is RedisCPU spread over the accepted jobs, in µs of
+	// redis-server CPU per job (enqueue, http); nil when RedisCPU is.
+	RedisCPUPerJob *float64 `json:"redis_cpu_us_per_job,omitempty"`
+	// RedisCommands is what INFO commandstats counted in the phase, by
+	// command ("evalsha": the scripts' calls and the µs they ran in
+	// Redis), server-wide like RedisCPU; the commands a script runs count
+	// too, under their own names; commands not called are left out. Nil
+	// when Redis does not say.
+	RedisCommands map[string]CommandStats `json:"redis_commands,omitempty"`
+}
+
+// CommandStats is one command's share of INFO commandstats over a phase.
+type CommandStats struct {
+	Calls       int64   `json:"calls"`
+	Usec        int64   `json:"usec"`
+	UsecPerCall float64 `json:"usec_per_call"`
+}
+
+// setPerJob sets RedisCPUPerJob for jobs accepted over seconds.
+func (u *Usage) setPerJob(jobs int, seconds float64) {
+	if u.RedisCPU == nil || jobs <= 0 {
+		return
+	}
+	v := *u.RedisCPU / 100 * seconds / float64(jobs) * 1e6
+	u.RedisCPUPerJob = &v
 }
 
 // probe is one reading of the counters Usage is computed from.
@@ -41,6 +67,7 @@ type probe struct {
 	redisCPU float64       // seconds; <0 when unknown
 	commits  int64         // <0 when unknown
 	fsyncs   int64
+	cmds     map[string]CommandStats // INFO commandstats totals; nil when unknown
 }
 
 // read takes one reading; counters a backend does not offer are marked
@@ -57,6 +84,9 @@ func readProbe(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB) prob
 			if err1 == nil && err2 == nil {
 				p.redisCPU = sys + usr
 			}
+		}
+		if info, err := c.Info(ctx, "commandstats").Result(); err == nil {
+			p.cmds = commandStats(info)
 		}
 	}
 	if db.Dialector.Name() == "mysql" {
@@ -110,7 +140,59 @@ func usageBetween(a, b probe) Usage {
 		v := float64(b.fsyncs-a.fsyncs) / wall
 		u.SQLFsyncs = &v
 	}
+	if a.cmds != nil && b.cmds != nil {
+		u.RedisCommands = make(map[string]CommandStats)
+		for name, sb := range b.cmds {
+			sa := a.cmds[name]
+			d := CommandStats{Calls: sb.Calls - sa.Calls, Usec: sb.Usec - sa.Usec}
+			if d.Calls <= 0 || d.Usec < 0 { // not called, or the stats were reset
+				continue
+			}
+			d.UsecPerCall = float64(d.Usec) / float64(d.Calls)
+			u.RedisCommands[name] = d
+		}
+	}
 	return u
+}
+
+// noteOtherClients adds a note to r when INFO commandstats counted clearly
+// more script calls in the phase than the run made (each of its calls is
+// at most one script call): other clients shared the Redis, and their work
+// is in its CPU figures. Script calls only: the commands a script runs are
+// counted in commandstats too.
+func noteOtherClients(r *Result, calls int) {
+	var n int64
+	for _, name := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"} {
+		n += r.Usage.RedisCommands[name].Calls
+	}
+	if extra := n - int64(calls); extra > 100 && extra > int64(calls)/100 {
+		r.Notes = append(r.Notes, fmt.Sprintf("Redis ran %d script calls in the phase for the run's %d calls: other clients used it too, "+
+			"and their work is in REDIS CPU %% and µs/JOB", n, calls))
+	}
+}
+
+// commandStats parses INFO commandstats: lines like
+// "cmdstat_evalsha:calls=12,usec=40,usec_per_call=3.33,...".
+func commandStats(info string) map[string]CommandStats {
+	out := make(map[string]CommandStats)
+	for k, v := range infoFields(info) {
+		name, ok := strings.CutPrefix(k, "cmdstat_")
+		if !ok {
+			continue
+		}
+		var st CommandStats
+		for _, kv := range strings.Split(v, ",") {
+			f, val, _ := strings.Cut(kv, "=")
+			switch f {
+			case "calls":
+				st.Calls, _ = strconv.ParseInt(val, 10, 64)
+			case "usec":
+				st.Usec, _ = strconv.ParseInt(val, 10, 64)
+			}
+		}
+		out[name] = st
+	}
+	return out
 }
 
 // clockTick is the unit of /proc/stat: USER_HZ, 100 on every Linux

@@ -18,9 +18,10 @@ import (
 
 // benchFlags are the flags every bench subcommand takes.
 type benchFlags struct {
-	keep       bool
-	stall      time.Duration
-	cpuProfile string
+	keep        bool
+	stall       time.Duration
+	baselineFor time.Duration
+	cpuProfile  string
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -36,7 +37,10 @@ dqbench_<hex> and the ledger tables dqbench_<hex>_ledger and
 dqbench_<hex>_dead_letter, removed when the run ends (--keep leaves them).
 Nothing else is touched. Every run counts what its handlers saw: jobs
 handled twice (DUP), accepted but never handled (MISSING: the command then
-exits 1) and started before their due time (EARLY).
+exits 1) and started before their due time (EARLY). enqueue and http also
+measure the machine's own round trip right before and after the run (PING
+and an empty script's EVALSHA, on one connection and from C goroutines)
+and report the run's calls/s as a RATIO to the empty script's rate.
 
 Progress bars are drawn when stderr is a terminal; --json prints the whole
 report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
@@ -45,6 +49,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
+	pf.DurationVar(&f.baselineFor, "baseline-for", time.Second, "enqueue and http: how long each round-trip baseline (PING, empty EVALSHA) runs, before and after the run")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
 	for _, sc := range bench.Scenarios() {
 		cmd.AddCommand(a.benchScenarioCmd(f, sc))
@@ -65,7 +70,7 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A zero would silently mean "the default" to the bench package.
 			if err := positiveFlags(cmd, "jobs", "rows", "max-requests", "concurrency", "connections", "batch",
-				"claim-batch", "window", "duration"); err != nil {
+				"claim-batch", "window", "duration", "baseline-for"); err != nil {
 				return err
 			}
 			if sc.Name == "lateness" {
@@ -148,6 +153,9 @@ func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
 		Short: "Run the reference suite (docs/benchmarks.md) and compare each figure with its target",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := positiveFlags(cmd, "baseline-for"); err != nil {
+				return err
+			}
 			return a.runBench(cmd, f, bench.Suite())
 		},
 	}
@@ -204,7 +212,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 		progress = bench.Bars(a.errOut)
 	}
 	for _, c := range cases {
-		c.Options.Stall = f.stall
+		c.Options.Stall, c.Options.BaselineFor = f.stall, f.baselineFor
 		r, err := bench.RunCase(ctx, env, c, progress)
 		if errors.Is(err, bench.ErrOptions) {
 			return usageError{err}

@@ -37,7 +37,7 @@ func TestBenchCommand(t *testing.T) {
 				{"drain", "-n", "300"},
 				{"lateness", "-n", "200", "--window", "500ms", "--lead", "500ms"},
 			} {
-				args := append(append([]string{"bench"}, sub...), "--json")
+				args := append(append([]string{"bench"}, sub...), "--json", "--baseline-for", "100ms")
 				code, out, errOut := runCLI(t, append(args, backendArgs...)...)
 				if code != ExitOK {
 					t.Fatalf("%v: exit %d\nstdout: %s\nstderr: %s", sub, code, out, errOut)
@@ -53,6 +53,9 @@ func TestBenchCommand(t *testing.T) {
 				if r.Scenario != sub[0] || r.Jobs == 0 || r.Handled != r.Jobs || r.Missing != 0 || r.Duplicates != 0 {
 					t.Errorf("%v: result %+v", sub, r)
 				}
+				if b := r.Baseline; (sub[0] == "enqueue") != (b != nil && b.EvalSha > 0 && b.EvalShaC > 0 && r.Ratio > 0) {
+					t.Errorf("%v: baseline %+v, ratio %v: want rates and a ratio for enqueue only", sub, b, r.Ratio)
+				}
 			}
 		})
 	}
@@ -60,11 +63,11 @@ func TestBenchCommand(t *testing.T) {
 
 // Without --json: the machine header, then the tables.
 func TestBenchTable(t *testing.T) {
-	code, out, errOut := runCLI(t, "bench", "enqueue", "-n", "100")
+	code, out, errOut := runCLI(t, "bench", "enqueue", "-n", "100", "--baseline-for", "100ms")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %"} {
+	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %", "RATIO", "EMPTY EVALSHA/s, 1 conn"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -79,6 +82,8 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "lateness", "--preset", "fast"},
 		{"bench", "drain", "--no-such-flag"},
 		{"bench", "enqueue", "extra-arg"},
+		{"bench", "enqueue", "--baseline-for", "0s"},
+		{"bench", "all", "--baseline-for", "-1s"},
 	} {
 		if code, _, errOut := runCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errOut)

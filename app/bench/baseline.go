@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Rates are the machine's own Redis round-trip rates, each measured back to
+// back for a while: what the measured figure is judged against on a
+// machine whose speed changes from one minute to the next.
+type Rates struct {
+	// Ping is PINGs per second on one connection of its own.
+	Ping float64 `json:"ping_per_s"`
+	// EvalSha is an empty script (`return 1`, loaded once) run with
+	// EVALSHA per second on one connection of its own: the most one
+	// goroutine doing one script call at a time can reach.
+	EvalSha float64 `json:"evalsha_per_s"`
+	// EvalShaC is the same empty EVALSHA from C goroutines over the
+	// client's pool, per second: what Redis and this client do for C
+	// callers. Only for runs with C > 1.
+	EvalShaC float64 `json:"evalsha_c_per_s,omitempty"`
+}
+
+// Baseline is the round-trip rates measured right before and right after
+// a run's measured phase, and their mean.
+type Baseline struct {
+	Rates // the mean of Before and After
+	// Concurrency is C, the goroutines of EvalShaC: the run's own
+	// concurrency (enqueue goroutines, HTTP connections).
+	Concurrency int   `json:"concurrency"`
+	Before      Rates `json:"before"`
+	After       Rates `json:"after"`
+	// Embedded says Redis is an in-process miniredis: the rates are then
+	// function calls over loopback to this process, not a Redis server's.
+	Embedded bool `json:"embedded,omitempty"`
+}
+
+// limit is the empty script's rate a run's calls are compared with: one
+// connection for one goroutine, C goroutines over the pool for more.
+func (b *Baseline) limit() float64 {
+	if b.Concurrency > 1 {
+		return b.EvalShaC
+	}
+	return b.EvalSha
+}
+
+// emptyScript is the script whose EVALSHA rate is the speed limit of a
+// script call: no keys, no work.
+const emptyScript = "return 1"
+
+// baseline measures the round-trip rates for concurrency goroutines, each
+// rate for d.
+func baseline(ctx context.Context, rdb redis.UniversalClient, concurrency int, d time.Duration) (Rates, error) {
+	script := redis.NewScript(emptyScript)
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		return Rates{}, fmt.Errorf("bench: baseline: load the empty script: %w", err)
+	}
+	var r Rates
+	var err error
+	if r.Ping, err = oneConnRate(ctx, rdb, d, func(c conn) error { return c.Ping(ctx).Err() }); err != nil {
+		return r, fmt.Errorf("bench: baseline: PING: %w", err)
+	}
+	if r.EvalSha, err = oneConnRate(ctx, rdb, d, func(c conn) error { return script.EvalSha(ctx, c, nil).Err() }); err != nil {
+		return r, fmt.Errorf("bench: baseline: EVALSHA: %w", err)
+	}
+	if concurrency > 1 {
+		if r.EvalShaC, err = poolRate(ctx, concurrency, d, func() error { return script.EvalSha(ctx, rdb, nil).Err() }); err != nil {
+			return r, fmt.Errorf("bench: baseline: EVALSHA from %d goroutines: %w", concurrency, err)
+		}
+	}
+	return r, nil
+}
+
+// conn is one connection to Redis (or, on a Cluster, the client itself).
+type conn interface {
+	redis.Scripter
+	Ping(ctx context.Context) *redis.StatusCmd
+	Close() error
+}
+
+// oneConnRate runs call back to back on a connection of its own for d and
+// returns the calls per second. A connection of its own, so the pool's
+// other connections are not counted and nothing else shares this one.
+func oneConnRate(ctx context.Context, rdb redis.UniversalClient, d time.Duration, call func(conn) error) (float64, error) {
+	var c conn = nopCloser{rdb}
+	if cl, ok := rdb.(*redis.Client); ok {
+		c = cl.Conn()
+	}
+	defer c.Close()
+	n, start := 0, time.Now()
+	for end := start.Add(d); time.Now().Before(end); n++ {
+		if err := call(c); err != nil {
+			return 0, err
+		}
+	}
+	return perSecond(n, time.Since(start)), nil
+}
+
+// poolRate runs call back to back from concurrency goroutines for d and
+// returns the calls per second, all goroutines together.
+func poolRate(ctx context.Context, concurrency int, d time.Duration, call func() error) (float64, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	counts := make([]int, concurrency)
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for g := range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && time.Now().Before(end) {
+				if err := call(); err != nil {
+					cancel(err)
+					return
+				}
+				counts[g]++
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range counts {
+		n += c
+	}
+	return perSecond(n, elapsed), nil
+}
+
+// measureBaseline measures the rates before a run's measured phase, into
+// r.Baseline; finishBaseline measures them after and takes the mean. A
+// baseline that fails becomes a note: the run's own figures still stand.
+func (s *sandbox) measureBaseline(ctx context.Context, o Options, r *Result) {
+	before, err := baseline(ctx, s.env.Redis, o.Concurrency, o.BaselineFor)
+	if err != nil {
+		r.Notes = append(r.Notes, err.Error())
+		return
+	}
+	r.Baseline = &Baseline{Rates: before, Concurrency: o.Concurrency, Before: before, Embedded: embeddedRedis(ctx, s.env.Redis)}
+	if r.Baseline.Embedded {
+		r.Notes = append(r.Notes, "baseline rates measured on the embedded miniredis (in process), not on a Redis server")
+	}
+}
+
+func (s *sandbox) finishBaseline(ctx context.Context, o Options, r *Result) {
+	b := r.Baseline
+	if b == nil {
+		return
+	}
+	after, err := baseline(ctx, s.env.Redis, o.Concurrency, o.BaselineFor)
+	if err != nil {
+		r.Notes = append(r.Notes, err.Error()+" (after the run; the rates are the ones before)")
+		return
+	}
+	b.After = after
+	b.Ping = (b.Before.Ping + after.Ping) / 2
+	b.EvalSha = (b.Before.EvalSha + after.EvalSha) / 2
+	b.EvalShaC = (b.Before.EvalShaC + after.EvalShaC) / 2
+}
+
+// setRatio sets r's calls per second from calls, and its ratio to the
+// baseline's empty-script rate at the same concurrency.
+func setRatio(r *Result, calls int) {
+	if r.Seconds <= 0 {
+		return
+	}
+	r.CallsPerSec = float64(calls) / r.Seconds
+	if b := r.Baseline; b != nil && b.limit() > 0 {
+		r.Ratio = r.CallsPerSec / b.limit()
+	}
+}
+
+// embeddedRedis reports whether rdb is a miniredis, which has no INFO
+// server section.
+func embeddedRedis(ctx context.Context, rdb redis.UniversalClient) bool {
+	err := rdb.Info(ctx, "server").Err()
+	return err != nil && strings.Contains(err.Error(), "not supported")
+}

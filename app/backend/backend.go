@@ -74,6 +74,7 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
 		MaxDelay:           cfg.Queue.MaxDelay,
 		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
+		Coalesce:           cfg.Queue.Coalesce,
 		Observer:           opts.QueueObserver,
 	}); err != nil {
 		return nil, err

@@ -52,10 +52,11 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	var fails failures
 	accepted := make([][]int, o.Concurrency)
 	lats := make([][]int64, o.Concurrency)
+	// The baseline first: the load's Duration starts after it.
+	s.measureBaseline(ctx, o, r)
 	load, stopLoad := context.WithTimeout(ctx, o.Duration)
 	defer stopLoad()
 
-	s.measureBaseline(ctx, o, r)
 	done := o.Progress.show("http", -1, answered.Load)
 	before := readProbe(ctx, s.env.Redis, s.env.DB)
 	start := time.Now()

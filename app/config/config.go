@@ -121,6 +121,10 @@ type Queue struct {
 	MaxPayloadBytes    int           `koanf:"max_payload_bytes"`    // Default 1 MiB.
 	MaxDelay           time.Duration `koanf:"max_delay"`            // Default 8760h (a year).
 	DefaultMaxAttempts int           `koanf:"default_max_attempts"` // Default 25.
+	// Coalesce is the most jobs one enqueue script call carries when
+	// concurrent enqueues to a topic are coalesced (those arriving while a
+	// call is in flight go together). Default 1000; -1 turns it off.
+	Coalesce int `koanf:"coalesce"`
 }
 
 // HTTP configures the API server.
@@ -264,7 +268,7 @@ func Defaults() Config {
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true},
-		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25},
+		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},

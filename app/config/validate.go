@@ -142,6 +142,9 @@ func (q Queue) validate(p *problems) {
 	if q.DefaultMaxAttempts < 1 || q.DefaultMaxAttempts > 100 {
 		p.bad("queue.default_max_attempts", q.DefaultMaxAttempts, "want 1-100")
 	}
+	if q.Coalesce != -1 && (q.Coalesce < 1 || q.Coalesce > 10000) {
+		p.bad("queue.coalesce", q.Coalesce, "want -1 (off) or 1-10000")
+	}
 }
 
 // validate checks the API's settings; a body must fit the largest payload

@@ -165,6 +165,9 @@ func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	if created > 0 {
 		c.cfg.Observer.Enqueued(topic, created)
 	}
+	if o, ok := c.cfg.Observer.(EnqueueCallObserver); ok {
+		o.EnqueueCall(topic, len(jobs))
+	}
 	return out, nil
 }
 

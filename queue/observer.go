@@ -42,6 +42,13 @@ type EnqueueObserver interface {
 	Enqueued(topic string, n int)
 }
 
+// EnqueueCallObserver, when Config.Observer implements it too, is told of
+// every enqueue script call and how many jobs it carried: with coalescing,
+// the calls of many callers. Jobs per call is how much coalescing saves.
+type EnqueueCallObserver interface {
+	EnqueueCall(topic string, jobs int)
+}
+
 // NopObserver ignores every event. Embed it in an Observer that cares
 // about some events only.
 type NopObserver struct{}

@@ -108,6 +108,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
 		{"redis:\n  pool_size: -1\n", "redis.pool_size"},
+		{"queue:\n  coalesce: 0\n", "queue.coalesce"},
+		{"queue:\n  coalesce: 20000\n", "queue.coalesce"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},

@@ -101,6 +101,7 @@ func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 		MaxPayloadBytes:    c.Queue.MaxPayloadBytes,
 		MaxDelay:           c.Queue.MaxDelay,
 		DefaultMaxAttempts: c.Queue.DefaultMaxAttempts,
+		Coalesce:           c.Queue.Coalesce,
 	})
 	if err != nil {
 		t.Fatalf("Load accepted a config the queue refuses: %v", err)

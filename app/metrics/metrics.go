@@ -46,6 +46,7 @@ type Metrics struct {
 	enqueued, claimed, completed, retried, dead, released, recovered *prometheus.CounterVec
 
 	handlerDuration, lateness *prometheus.HistogramVec
+	enqueueCallJobs           *prometheus.HistogramVec
 
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
@@ -87,6 +88,11 @@ func New(log logrus.FieldLogger) *Metrics {
 	}
 	m.handlerDuration = perTopicHist("handler_duration_seconds", "How long handlers ran, successful or not.")
 	m.lateness = perTopicHist("job_lateness_seconds", "Start of the handler minus the job's due time (Redis clock).")
+	m.enqueueCallJobs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "enqueue_call_jobs",
+		Help:    "Jobs per enqueue script call: above 1 for one caller's batch or for concurrent enqueues coalesced into one call.",
+		Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000},
+	}, []string{"topic"})
 	m.heartbeatAt = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "worker_heartbeat_timestamp_seconds",
 		Help: "Unix time of the worker's last heartbeat (it beats every heartbeat interval, busy or idle).",
@@ -99,7 +105,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
-		m.handlerDuration, m.lateness, m.heartbeatAt, m.heartbeats,
+		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats,
 	)
 	return m
 }

@@ -112,6 +112,16 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 			t.Errorf("%s buckets: %v", name, cum)
 		}
 	}
+	m.EnqueueCall("t", 1)
+	m.EnqueueCall("t", 40)
+	calls := labelled(t, family(t, m, "delayq_enqueue_call_jobs"), topic("t")).GetHistogram()
+	cum := map[float64]uint64{}
+	for _, b := range calls.GetBucket() {
+		cum[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	if calls.GetSampleCount() != 2 || calls.GetSampleSum() != 41 || cum[1] != 1 || cum[20] != 1 || cum[50] != 2 {
+		t.Errorf("enqueue_call_jobs: count %d, sum %v, buckets %v", calls.GetSampleCount(), calls.GetSampleSum(), cum)
+	}
 	w := map[string]string{"worker": "host:1"}
 	if got := value(t, m, "delayq_worker_heartbeat_timestamp_seconds", w); got != 1700000000.5 {
 		t.Errorf("heartbeat timestamp %v", got)

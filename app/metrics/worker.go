@@ -35,6 +35,12 @@ func (m *Metrics) Enqueued(topic string, n int) {
 	m.live.topic(topic).enqueued.Add(int64(n))
 }
 
+// EnqueueCall observes the jobs of one enqueue script call
+// (queue.EnqueueCallObserver).
+func (m *Metrics) EnqueueCall(topic string, jobs int) {
+	m.enqueueCallJobs.WithLabelValues(topic).Observe(float64(jobs))
+}
+
 // Claimed counts claimed jobs (queue.Observer).
 func (m *Metrics) Claimed(topic string, n int) {
 	m.claimed.WithLabelValues(topic).Add(float64(n))

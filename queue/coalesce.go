@@ -32,7 +32,7 @@ func (c *Client) batcherFor(topic string) *enqueueBatcher {
 	if c.batchersN.Load() >= maxCachedTopics {
 		return nil
 	}
-	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(c.cfg.Coalesce,
+	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(c.cfg.Coalesce, c.cfg.CoalesceInFlight,
 		func(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
 			return c.runEnqueue(ctx, topic, jobs)
 		}))

@@ -108,7 +108,7 @@ func enqueueAsync(ctx context.Context, c *queue.Client, topic string, j queue.Ne
 func TestCoalescedEnqueuesEachGetTheirOwnResult(t *testing.T) {
 	ctx := testenv.Context(t)
 	obs := &countingObserver{}
-	c, g, _, _ := gatedClient(t, queue.Config{Observer: obs})
+	c, g, _, _ := gatedClient(t, queue.Config{Observer: obs, CoalesceInFlight: 1})
 	first := enqueueAsync(ctx, c, "t", queue.NewJob{ID: "first", Delay: time.Hour})
 	testenv.Receive(ctx, t, g.started, "first script call")
 
@@ -175,7 +175,7 @@ func TestCoalescedEnqueuesEachGetTheirOwnResult(t *testing.T) {
 // waiting writes nothing and fails nobody else.
 func TestCoalescedEnqueueErrorsAndCancellation(t *testing.T) {
 	ctx := testenv.Context(t)
-	c, g, _, _ := gatedClient(t, queue.Config{})
+	c, g, _, _ := gatedClient(t, queue.Config{CoalesceInFlight: 1})
 	down := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
 	g.failCall, g.failErr = 2, down // the coalesced call behind the first
 	first := enqueueAsync(ctx, c, "t", queue.NewJob{ID: "first"})
@@ -216,6 +216,29 @@ func TestCoalescedEnqueueErrorsAndCancellation(t *testing.T) {
 	}
 }
 
+// With two calls in flight (the default), a call that finds one in flight
+// still goes out at once; the next ones wait for a place.
+func TestCoalesceTwoInFlight(t *testing.T) {
+	ctx := testenv.Context(t)
+	obs := &countingObserver{}
+	c, g, _, _ := gatedClient(t, queue.Config{Observer: obs})
+	first := enqueueAsync(ctx, c, "t", queue.NewJob{ID: "first"})
+	testenv.Receive(ctx, t, g.started, "first script call")
+	if r, err := c.Enqueue(ctx, "t", queue.NewJob{ID: "second"}); err != nil || r.Duplicate {
+		t.Fatalf("second, while the first is held: %+v, %v", r, err)
+	}
+	if c.EnqueueWaiting("t") != 0 {
+		t.Fatal("the second call waited")
+	}
+	close(g.held)
+	testenv.Receive(ctx, t, first, "first")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.calls != 2 {
+		t.Fatalf("%d script calls, want 2", obs.calls)
+	}
+}
+
 // Coalescing off: each call makes its own script call, all in parallel.
 func TestCoalesceOff(t *testing.T) {
 	ctx := testenv.Context(t)
@@ -250,7 +273,7 @@ func TestCoalescedEnqueueUnderLoad(t *testing.T) {
 		id  string
 		res queue.EnqueueResult
 	}
-	results := make(chan got, goroutines*perG)
+	results := make(chan got, 2*goroutines*perG) // a batch call gives two
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {

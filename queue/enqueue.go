@@ -30,7 +30,7 @@ type EnqueueResult struct {
 // Concurrent calls on one topic are coalesced (Config.Coalesce): those that
 // arrive while a call is in flight go together in one script call, each
 // with its own result and error, as if made one after the other. A call
-// that finds none in flight goes out at once.
+// that finds room in flight (Config.CoalesceInFlight) goes out at once.
 func (c *Client) Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return EnqueueResult{}, err

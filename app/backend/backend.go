@@ -75,6 +75,7 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		MaxDelay:           cfg.Queue.MaxDelay,
 		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
 		Coalesce:           cfg.Queue.Coalesce,
+		CoalesceInFlight:   cfg.Queue.CoalesceInFlight,
 		Observer:           opts.QueueObserver,
 	}); err != nil {
 		return nil, err

@@ -125,6 +125,10 @@ type Queue struct {
 	// concurrent enqueues to a topic are coalesced (those arriving while a
 	// call is in flight go together). Default 1000; -1 turns it off.
 	Coalesce int `koanf:"coalesce"`
+	// CoalesceInFlight is how many coalesced enqueue calls of one topic
+	// may be in flight at once, so Redis works on one while the client
+	// answers the callers of the other. Default 2 (1-64).
+	CoalesceInFlight int `koanf:"coalesce_in_flight"`
 }
 
 // HTTP configures the API server.
@@ -268,7 +272,7 @@ func Defaults() Config {
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true},
-		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000},
+		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},

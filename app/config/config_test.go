@@ -110,6 +110,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"redis:\n  pool_size: -1\n", "redis.pool_size"},
 		{"queue:\n  coalesce: 0\n", "queue.coalesce"},
 		{"queue:\n  coalesce: 20000\n", "queue.coalesce"},
+		{"queue:\n  coalesce_in_flight: 0\n", "queue.coalesce_in_flight"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},

@@ -102,6 +102,7 @@ func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 		MaxDelay:           c.Queue.MaxDelay,
 		DefaultMaxAttempts: c.Queue.DefaultMaxAttempts,
 		Coalesce:           c.Queue.Coalesce,
+		CoalesceInFlight:   c.Queue.CoalesceInFlight,
 	})
 	if err != nil {
 		t.Fatalf("Load accepted a config the queue refuses: %v", err)

@@ -145,6 +145,9 @@ func (q Queue) validate(p *problems) {
 	if q.Coalesce != -1 && (q.Coalesce < 1 || q.Coalesce > 10000) {
 		p.bad("queue.coalesce", q.Coalesce, "want -1 (off) or 1-10000")
 	}
+	if q.CoalesceInFlight < 1 || q.CoalesceInFlight > 64 {
+		p.bad("queue.coalesce_in_flight", q.CoalesceInFlight, "want 1-64")
+	}
 }
 
 // validate checks the API's settings; a body must fit the largest payload

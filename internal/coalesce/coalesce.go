@@ -4,10 +4,11 @@
 // Redis script call for fifty callers costs Redis little more than one for a
 // single caller.
 //
-// There is no timer: a call that finds nothing in flight runs at once, in
-// its own goroutine and with its own context, so a lone caller sees no added
+// There is no timer: a call that finds room in flight (fewer than the
+// batcher's depth of calls) and nobody waiting runs at once, in its own
+// goroutine and with its own context, so a lone caller sees no added
 // latency. Batching only ever happens under load, and then for free: the
-// callers would have waited for the one in flight anyway.
+// callers would have waited for the calls in flight anyway.
 package coalesce
 
 import (
@@ -34,10 +35,12 @@ type Batcher[In, Out any] struct {
 	run Func[In, Out]
 	max int
 
-	mu      sync.Mutex
-	busy    bool             // a call is in flight
-	waiting []*call[In, Out] // FIFO
-	queued  atomic.Int64     // len(waiting), readable without mu
+	depth int // calls in flight at most
+
+	mu       sync.Mutex
+	inFlight int
+	waiting  []*call[In, Out] // FIFO
+	queued   atomic.Int64     // len(waiting), readable without mu
 }
 
 // call is one caller's share of a coalesced call.
@@ -49,13 +52,13 @@ type call[In, Out any] struct {
 	done chan struct{} // closed once out/err are set
 }
 
-// New returns a Batcher that runs run with at most max items per call
-// (a single caller with more items than max still runs, alone).
-func New[In, Out any](max int, run Func[In, Out]) *Batcher[In, Out] {
-	if max < 1 {
-		max = 1
-	}
-	return &Batcher[In, Out]{run: run, max: max}
+// New returns a Batcher that runs run with at most maxItems items per call (a
+// single caller with more items than max still runs, alone) and at most
+// depth calls in flight at once (at least 1). With a depth of 2, the next
+// batch goes out while the one before is still on the wire, so the server
+// is not idle while the client hands out results.
+func New[In, Out any](maxItems, depth int, run Func[In, Out]) *Batcher[In, Out] {
+	return &Batcher[In, Out]{run: run, max: max(maxItems, 1), depth: max(depth, 1)}
 }
 
 // Waiting says how many callers are waiting for the call in flight.
@@ -75,9 +78,10 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
 		return nil, err
 	}
 	b.mu.Lock()
-	if !b.busy {
-		// Nothing in flight: run now, in this goroutine, with this context.
-		b.busy = true
+	if b.inFlight < b.depth && len(b.waiting) == 0 {
+		// Room in flight and nobody ahead: run now, in this goroutine,
+		// with this context.
+		b.inFlight++
 		b.mu.Unlock()
 		out, err := b.runInline(ctx, in)
 		return out, err
@@ -109,13 +113,13 @@ func (b *Batcher[In, Out]) runInline(ctx context.Context, in []In) (out []Out, e
 	return out, err
 }
 
-// handOff ends the in-flight call: the next batch, if any caller is
-// waiting, goes to a flusher; otherwise the batcher is idle.
+// handOff ends a call in flight: if callers wait, a flusher takes its
+// place in flight.
 func (b *Batcher[In, Out]) handOff() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.waiting) == 0 {
-		b.busy = false
+		b.inFlight--
 		return
 	}
 	go b.flush()
@@ -147,8 +151,8 @@ func (b *Batcher[In, Out]) flush() {
 
 // take removes the next batch from the waiting list, in arrival order:
 // callers while their items fit in max (always at least one), skipping
-// those whose context already ended. It returns nil, and marks the batcher
-// idle, when nobody waits.
+// those whose context already ended. It returns nil, and gives up the
+// flusher's place in flight, when nobody waits.
 func (b *Batcher[In, Out]) take() []*call[In, Out] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -172,7 +176,7 @@ func (b *Batcher[In, Out]) take() []*call[In, Out] {
 	b.waiting = b.waiting[:rest]
 	b.queued.Store(int64(rest))
 	if len(batch) == 0 && rest == 0 {
-		b.busy = false
+		b.inFlight--
 		return nil
 	}
 	return batch

@@ -84,7 +84,7 @@ type ctxKey struct{}
 
 func TestLoneCallRunsInlineWithItsContext(t *testing.T) {
 	g := newGate(false)
-	b := coalesce.New(10, g.run)
+	b := coalesce.New(10, 1, g.run)
 	ctx := context.WithValue(testenv.Context(t), ctxKey{}, "mine")
 	out, err := b.Do(ctx, []int{7})
 	if err != nil || !slices.Equal(out, []string{"r7"}) {
@@ -105,7 +105,7 @@ func TestLoneCallRunsInlineWithItsContext(t *testing.T) {
 func TestCallersWaitingBehindOneCallGoTogetherInOrder(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(100, g.run)
+	b := coalesce.New(100, 1, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	var answers []<-chan answer
@@ -135,7 +135,7 @@ func TestCallersWaitingBehindOneCallGoTogetherInOrder(t *testing.T) {
 func TestBatchesAreBoundedAndFair(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(3, g.run)
+	b := coalesce.New(3, 1, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	var answers []<-chan answer
@@ -167,7 +167,7 @@ func TestBatchesAreBoundedAndFair(t *testing.T) {
 func TestAnErrorFailsOnlyTheCallersOfItsCall(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(2, g.run)
+	b := coalesce.New(2, 1, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	a1, a2 := doAsync(ctx, b, 1), doAsync(ctx, b, 2)
@@ -192,7 +192,7 @@ func TestAnErrorFailsOnlyTheCallersOfItsCall(t *testing.T) {
 }
 
 func TestShortResultIsAnError(t *testing.T) {
-	b := coalesce.New(10, func(ctx context.Context, in []int) ([]string, error) { return []string{"x"}, nil })
+	b := coalesce.New(10, 1, func(ctx context.Context, in []int) ([]string, error) { return []string{"x"}, nil })
 	if _, err := b.Do(testenv.Context(t), []int{1, 2}); !errors.Is(err, coalesce.ErrShortResult) {
 		t.Fatalf("err = %v, want ErrShortResult", err)
 	}
@@ -201,7 +201,7 @@ func TestShortResultIsAnError(t *testing.T) {
 func TestCancelledWaiterIsNeverRunAndFailsNobodyElse(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(10, g.run)
+	b := coalesce.New(10, 1, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	cctx, cancel := context.WithCancel(ctx)
@@ -240,7 +240,7 @@ func TestCancelledWaiterIsNeverRunAndFailsNobodyElse(t *testing.T) {
 func TestCallInFlightEndsOnlyWhenAllItsCallersGiveUp(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(10, g.run)
+	b := coalesce.New(10, 1, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	c1, cancel1 := context.WithCancel(ctx)
@@ -278,7 +278,7 @@ func TestCallInFlightEndsOnlyWhenAllItsCallersGiveUp(t *testing.T) {
 func TestPanicInALoneCallDoesNotStrandTheNext(t *testing.T) {
 	ctx := testenv.Context(t)
 	calls := 0
-	b := coalesce.New(10, func(ctx context.Context, in []int) ([]string, error) {
+	b := coalesce.New(10, 1, func(ctx context.Context, in []int) ([]string, error) {
 		calls++
 		if in[0] == 0 {
 			panic("handler bug")
@@ -300,7 +300,7 @@ func TestManyCallersEachGetTheirOwn(t *testing.T) {
 	ctx := testenv.Context(t)
 	var mu sync.Mutex
 	maxSeen := 0
-	b := coalesce.New(16, func(ctx context.Context, in []int) ([]string, error) {
+	b := coalesce.New(16, 1, func(ctx context.Context, in []int) ([]string, error) {
 		mu.Lock()
 		maxSeen = max(maxSeen, len(in))
 		mu.Unlock()
@@ -331,5 +331,33 @@ func TestManyCallersEachGetTheirOwn(t *testing.T) {
 	}
 	if maxSeen > 16 {
 		t.Fatalf("a call carried %d items, bound is 16", maxSeen)
+	}
+}
+
+// With a depth of 2, a second caller goes out at once while the first is
+// in flight; a third waits, then goes with whoever queued behind it.
+func TestDepthTwoKeepsTwoCallsInFlight(t *testing.T) {
+	ctx := testenv.Context(t)
+	g := newGate(true)
+	b := coalesce.New(10, 2, g.run)
+	a0 := doAsync(ctx, b, 0)
+	testenv.Receive(ctx, t, g.started, "first call")
+	a1 := doAsync(ctx, b, 1)
+	testenv.Receive(ctx, t, g.started, "second call, next to the first")
+	a2 := doAsync(ctx, b, 2)
+	waiting(ctx, t, b, 1)
+	a3 := doAsync(ctx, b, 3)
+	waiting(ctx, t, b, 2)
+	g.release <- nil // one of the two in flight ends; a flusher takes its place
+	testenv.Receive(ctx, t, g.started, "third call")
+	g.release <- nil
+	g.release <- nil
+	for i, ch := range []<-chan answer{a0, a1, a2, a3} {
+		if a := testenv.Receive(ctx, t, ch, "answer"); a.err != nil || len(a.out) != 1 || a.out[0] != fmt.Sprint("r", i) {
+			t.Fatalf("caller %d got %+v", i, a)
+		}
+	}
+	if got, want := g.batches(), [][]int{{0}, {1}, {2, 3}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("calls = %v, want %v", got, want)
 	}
 }

@@ -24,6 +24,11 @@ type Rates struct {
 	// client's pool, per second: what Redis and this client do for C
 	// callers. Only for runs with C > 1.
 	EvalShaC float64 `json:"evalsha_c_per_s,omitempty"`
+	// EmptyHTTP is, for the http scenario, requests per second to an
+	// empty route (emptyHTTPRate) with the run's connections: the speed
+	// limit of an HTTP request on this machine, and the http run's RATIO
+	// is taken against it.
+	EmptyHTTP float64 `json:"empty_http_per_s,omitempty"`
 }
 
 // Baseline is the round-trip rates measured right before and right after
@@ -43,6 +48,9 @@ type Baseline struct {
 // limit is the empty script's rate a run's calls are compared with: one
 // connection for one goroutine, C goroutines over the pool for more.
 func (b *Baseline) limit() float64 {
+	if b.EmptyHTTP > 0 {
+		return b.EmptyHTTP
+	}
 	if b.Concurrency > 1 {
 		return b.EvalShaC
 	}
@@ -164,6 +172,7 @@ func (s *sandbox) finishBaseline(ctx context.Context, o Options, r *Result) {
 	b.Ping = (b.Before.Ping + after.Ping) / 2
 	b.EvalSha = (b.Before.EvalSha + after.EvalSha) / 2
 	b.EvalShaC = (b.Before.EvalShaC + after.EvalShaC) / 2
+	b.EmptyHTTP = (b.Before.EmptyHTTP + after.EmptyHTTP) / 2
 }
 
 // setRatio sets r's calls per second from calls, and its ratio to the

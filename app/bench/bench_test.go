@@ -120,6 +120,15 @@ func assertBaseline(t *testing.T, embedded bool, o bench.Options, r bench.Result
 	if o.Concurrency > 1 {
 		limit = b.EvalShaC
 	}
+	if r.Scenario == "http" {
+		// The http run is judged against an empty route's rate.
+		if b.Before.EmptyHTTP <= 0 || b.After.EmptyHTTP <= 0 || !near(b.EmptyHTTP, (b.Before.EmptyHTTP+b.After.EmptyHTTP)/2) {
+			t.Errorf("empty HTTP rates %v [%v / %v]: want both > 0 and their mean", b.EmptyHTTP, b.Before.EmptyHTTP, b.After.EmptyHTTP)
+		}
+		limit = b.EmptyHTTP
+	} else if b.EmptyHTTP != 0 {
+		t.Errorf("%s run has an empty HTTP rate %v", r.Scenario, b.EmptyHTTP)
+	}
 	if want := r.CallsPerSec / limit; !near(r.Ratio, want) {
 		t.Errorf("ratio %v, want calls/s %v / empty EVALSHA/s %v = %v", r.Ratio, r.CallsPerSec, limit, want)
 	}

@@ -52,8 +52,9 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	var fails failures
 	accepted := make([][]int, o.Concurrency)
 	lats := make([][]int64, o.Concurrency)
-	// The baseline first: the load's Duration starts after it.
+	// The baselines first: the load's Duration starts after them.
 	s.measureBaseline(ctx, o, r)
+	httpBefore := s.httpBaseline(ctx, o, r)
 	load, stopLoad := context.WithTimeout(ctx, o.Duration)
 	defer stopLoad()
 
@@ -104,7 +105,15 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	httpAfter := s.httpBaseline(ctx, o, r)
 	s.finishBaseline(ctx, o, r)
+	if b := r.Baseline; b != nil {
+		b.Before.EmptyHTTP, b.After.EmptyHTTP = httpBefore, httpAfter
+		b.EmptyHTTP = (httpBefore + httpAfter) / 2
+		if httpBefore == 0 || httpAfter == 0 {
+			b.EmptyHTTP = max(httpBefore, httpAfter)
+		}
+	}
 
 	t := newTracker(int(min(seq.Load(), limit)), false, false, s.offset)
 	var all []int64
@@ -135,4 +144,15 @@ func innermost(err error) error {
 		}
 		err = u
 	}
+}
+
+// httpBaseline measures emptyHTTPRate for the run's connections; a failure
+// becomes a note and a 0 rate.
+func (s *sandbox) httpBaseline(ctx context.Context, o Options, r *Result) float64 {
+	v, err := emptyHTTPRate(ctx, o.Concurrency, o.BaselineFor)
+	if err != nil {
+		r.Notes = append(r.Notes, err.Error())
+		return 0
+	}
+	return v
 }

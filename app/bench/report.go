@@ -162,7 +162,7 @@ func writeBaselines(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tEMPTY HTTP req/s, C [before / after]\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
 	for _, r := range results {
 		b := r.Baseline
 		if b == nil {
@@ -175,7 +175,11 @@ func writeBaselines(w io.Writer, results []Result) error {
 		if b.Concurrency > 1 {
 			c = fmt.Sprintf("C=%d: %s", b.Concurrency, pair(b.EvalShaC, b.Before.EvalShaC, b.After.EvalShaC))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), c,
+		h := "-"
+		if b.EmptyHTTP > 0 {
+			h = fmt.Sprintf("C=%d: %s", b.Concurrency, pair(b.EmptyHTTP, b.Before.EmptyHTTP, b.After.EmptyHTTP))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), h, c,
 			pair(b.EvalSha, b.Before.EvalSha, b.After.EvalSha), pair(b.Ping, b.Before.Ping, b.After.Ping))
 	}
 	return tw.Flush()

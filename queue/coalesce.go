@@ -32,7 +32,11 @@ func (c *Client) batcherFor(topic string) *enqueueBatcher {
 	if c.batchersN.Load() >= maxCachedTopics {
 		return nil
 	}
-	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(c.cfg.Coalesce, c.cfg.CoalesceInFlight,
+	lim := coalesce.Limits[NewJob]{
+		Items: c.cfg.Coalesce, Depth: c.cfg.CoalesceInFlight,
+		Cost: c.cfg.CoalesceBytes, CostOf: func(j NewJob) int { return len(j.ID) + len(j.Payload) },
+	}
+	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(lim,
 		func(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
 			return c.runEnqueue(ctx, topic, jobs)
 		}))

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -29,13 +30,15 @@ type Func[In, Out any] func(ctx context.Context, in []In) ([]Out, error)
 // a number of results other than its number of items.
 var ErrShortResult = errors.New("coalesce: result count does not match item count")
 
+// ErrPanic is returned to the callers of a coalesced call whose Func
+// panicked in a flusher goroutine.
+var ErrPanic = errors.New("coalesce: the call panicked")
+
 // Batcher coalesces the calls of one key (delayq: one topic). Its zero
 // value is not usable; see New.
 type Batcher[In, Out any] struct {
 	run Func[In, Out]
-	max int
-
-	depth int // calls in flight at most
+	lim Limits[In]
 
 	mu       sync.Mutex
 	inFlight int
@@ -52,13 +55,26 @@ type call[In, Out any] struct {
 	done chan struct{} // closed once out/err are set
 }
 
-// New returns a Batcher that runs run with at most maxItems items per call (a
-// single caller with more items than max still runs, alone) and at most
-// depth calls in flight at once (at least 1). With a depth of 2, the next
-// batch goes out while the one before is still on the wire, so the server
-// is not idle while the client hands out results.
-func New[In, Out any](maxItems, depth int, run Func[In, Out]) *Batcher[In, Out] {
-	return &Batcher[In, Out]{run: run, max: max(maxItems, 1), depth: max(depth, 1)}
+// Limits bound a Batcher. A coalesced call takes whole callers, in arrival
+// order, while their items fit both Items and Cost; a single caller over
+// either bound still runs, alone.
+type Limits[In any] struct {
+	// Items is the most items one call carries (at least 1).
+	Items int
+	// Cost, when CostOf is set, is the most total cost one call carries:
+	// a byte budget, so that many large items do not make one huge call.
+	Cost   int
+	CostOf func(In) int
+	// Depth is how many calls may be in flight at once (at least 1). With
+	// 2, the next batch goes out while the one before is still on the
+	// wire, so the server is not idle while the client hands out results.
+	Depth int
+}
+
+// New returns a Batcher that runs run within lim.
+func New[In, Out any](lim Limits[In], run Func[In, Out]) *Batcher[In, Out] {
+	lim.Items, lim.Depth = max(lim.Items, 1), max(lim.Depth, 1)
+	return &Batcher[In, Out]{run: run, lim: lim}
 }
 
 // Waiting says how many callers are waiting for the call in flight.
@@ -68,17 +84,17 @@ func (b *Batcher[In, Out]) Waiting() int { return int(b.queued.Load()) }
 // while one is in flight, and returns its own items' results.
 //
 // A caller whose ctx ends while it waits returns ctx's error and its items
-// are never passed to Func; one whose ctx ends while its call is in flight
-// returns ctx's error at once (its items may have been written, as with any
-// call cut short). Either way the other callers are not affected: a
-// coalesced call's context is cancelled only when every one of its callers
-// has given up.
+// are never passed to Func. One whose call is already in flight waits for
+// it and gets its result, as a call of its own would (Func may still be
+// reading the caller's items until then). Either way the other callers are
+// not affected: a coalesced call's context is cancelled only when every
+// one of its callers has given up.
 func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()
-	if b.inFlight < b.depth && len(b.waiting) == 0 {
+	if b.inFlight < b.lim.Depth && len(b.waiting) == 0 {
 		// Room in flight and nobody ahead: run now, in this goroutine,
 		// with this context.
 		b.inFlight++
@@ -96,9 +112,13 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
 		return c.out, c.err
 	case <-ctx.Done():
 		b.mu.Lock()
-		b.remove(c)
+		removed := b.remove(c)
 		b.mu.Unlock()
-		return nil, ctx.Err()
+		if removed {
+			return nil, ctx.Err()
+		}
+		<-c.done // in flight: its outcome is this caller's
+		return c.out, c.err
 	}
 }
 
@@ -125,16 +145,16 @@ func (b *Batcher[In, Out]) handOff() {
 	go b.flush()
 }
 
-// remove takes c out of the waiting list if it is still there (it is not
-// once a flusher took it). Call with mu held.
-func (b *Batcher[In, Out]) remove(c *call[In, Out]) {
-	for i, w := range b.waiting {
-		if w == c {
-			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
-			b.queued.Add(-1)
-			return
-		}
+// remove takes c out of the waiting list and reports whether it was
+// there (it is not once a flusher took it). Call with mu held.
+func (b *Batcher[In, Out]) remove(c *call[In, Out]) bool {
+	i := slices.Index(b.waiting, c)
+	if i < 0 {
+		return false
 	}
+	b.waiting = slices.Delete(b.waiting, i, i+1) // zeroes the freed slot
+	b.queued.Add(-1)
+	return true
 }
 
 // flush runs the waiting callers, at most max items a call, until none is
@@ -157,9 +177,10 @@ func (b *Batcher[In, Out]) take() []*call[In, Out] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var batch []*call[In, Out]
-	n, taken := 0, 0
+	n, cost, taken := 0, 0, 0
 	for _, c := range b.waiting {
-		if len(batch) > 0 && n+len(c.in) > b.max {
+		cc := b.cost(c.in)
+		if len(batch) > 0 && (n+len(c.in) > b.lim.Items || b.lim.CostOf != nil && cost+cc > b.lim.Cost) {
 			break
 		}
 		taken++
@@ -170,10 +191,14 @@ func (b *Batcher[In, Out]) take() []*call[In, Out] {
 		}
 		batch = append(batch, c)
 		n += len(c.in)
+		cost += cc
 	}
 	rest := copy(b.waiting, b.waiting[taken:])
 	clear(b.waiting[rest:])
 	b.waiting = b.waiting[:rest]
+	if rest == 0 && cap(b.waiting) > 1024 {
+		b.waiting = nil // a burst's backing array is not kept for good
+	}
 	b.queued.Store(int64(rest))
 	if len(batch) == 0 && rest == 0 {
 		b.inFlight--
@@ -182,13 +207,38 @@ func (b *Batcher[In, Out]) take() []*call[In, Out] {
 	return batch
 }
 
-// runBatch runs one coalesced call and gives each caller its share.
+// cost is the total cost of one caller's items (0 without CostOf).
+func (b *Batcher[In, Out]) cost(in []In) int {
+	if b.lim.CostOf == nil {
+		return 0
+	}
+	n := 0
+	for _, v := range in {
+		n += b.lim.CostOf(v)
+	}
+	return n
+}
+
+// runBatch runs one coalesced call and gives each caller its share. A
+// panic in run fails the batch's callers instead of the process: it
+// happens in a flusher goroutine, where nobody could recover it.
 func (b *Batcher[In, Out]) runBatch(batch []*call[In, Out]) {
 	if len(batch) == 0 {
 		return
 	}
 	ctx, cancel := sharedContext(batch)
 	defer cancel()
+	answered := false
+	defer func() {
+		if answered {
+			return
+		}
+		err := fmt.Errorf("%w: %v", ErrPanic, recover())
+		for _, c := range batch {
+			c.err = err
+			close(c.done)
+		}
+	}()
 	var in []In
 	if len(batch) == 1 {
 		in = batch[0].in
@@ -203,6 +253,7 @@ func (b *Batcher[In, Out]) runBatch(batch []*call[In, Out]) {
 		}
 	}
 	out, err := b.run(ctx, in)
+	answered = true
 	if err == nil && len(out) != len(in) {
 		err = fmt.Errorf("%w: %d results for %d items", ErrShortResult, len(out), len(in))
 	}

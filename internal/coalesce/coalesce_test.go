@@ -84,7 +84,7 @@ type ctxKey struct{}
 
 func TestLoneCallRunsInlineWithItsContext(t *testing.T) {
 	g := newGate(false)
-	b := coalesce.New(10, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, g.run)
 	ctx := context.WithValue(testenv.Context(t), ctxKey{}, "mine")
 	out, err := b.Do(ctx, []int{7})
 	if err != nil || !slices.Equal(out, []string{"r7"}) {
@@ -105,7 +105,7 @@ func TestLoneCallRunsInlineWithItsContext(t *testing.T) {
 func TestCallersWaitingBehindOneCallGoTogetherInOrder(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(100, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 100, Depth: 1}, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	var answers []<-chan answer
@@ -135,7 +135,7 @@ func TestCallersWaitingBehindOneCallGoTogetherInOrder(t *testing.T) {
 func TestBatchesAreBoundedAndFair(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(3, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 3, Depth: 1}, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	var answers []<-chan answer
@@ -167,7 +167,7 @@ func TestBatchesAreBoundedAndFair(t *testing.T) {
 func TestAnErrorFailsOnlyTheCallersOfItsCall(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(2, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 2, Depth: 1}, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	a1, a2 := doAsync(ctx, b, 1), doAsync(ctx, b, 2)
@@ -192,7 +192,7 @@ func TestAnErrorFailsOnlyTheCallersOfItsCall(t *testing.T) {
 }
 
 func TestShortResultIsAnError(t *testing.T) {
-	b := coalesce.New(10, 1, func(ctx context.Context, in []int) ([]string, error) { return []string{"x"}, nil })
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, func(ctx context.Context, in []int) ([]string, error) { return []string{"x"}, nil })
 	if _, err := b.Do(testenv.Context(t), []int{1, 2}); !errors.Is(err, coalesce.ErrShortResult) {
 		t.Fatalf("err = %v, want ErrShortResult", err)
 	}
@@ -201,7 +201,7 @@ func TestShortResultIsAnError(t *testing.T) {
 func TestCancelledWaiterIsNeverRunAndFailsNobodyElse(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(10, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	cctx, cancel := context.WithCancel(ctx)
@@ -237,10 +237,13 @@ func TestCancelledWaiterIsNeverRunAndFailsNobodyElse(t *testing.T) {
 	}
 }
 
+// A caller whose call is in flight waits for it (it may still be reading
+// the caller's items); the call is cancelled only when all its callers
+// have given up.
 func TestCallInFlightEndsOnlyWhenAllItsCallersGiveUp(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(10, 1, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, g.run)
 	first := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	c1, cancel1 := context.WithCancel(ctx)
@@ -253,16 +256,16 @@ func TestCallInFlightEndsOnlyWhenAllItsCallersGiveUp(t *testing.T) {
 	shared := g.ctxs[1]
 
 	cancel1()
-	if a := testenv.Receive(ctx, t, a1, "answer of the one who gave up"); !errors.Is(a.err, context.Canceled) {
-		t.Fatalf("got %+v, want context.Canceled at once", a)
-	}
 	if shared.Err() != nil {
 		t.Fatal("the coalesced call was cancelled while one of its callers still waits")
 	}
 	cancel2()
 	<-shared.Done() // the last caller gave up: nobody wants the result
-	if a := testenv.Receive(ctx, t, a2, "answer"); !errors.Is(a.err, context.Canceled) {
-		t.Fatalf("got %+v", a)
+	// Both waited for the call they were in, and got its outcome.
+	for _, ch := range []<-chan answer{a1, a2} {
+		if a := testenv.Receive(ctx, t, ch, "answer"); !errors.Is(a.err, context.Canceled) {
+			t.Fatalf("got %+v, want the call's own context.Canceled", a)
+		}
 	}
 	// The batcher is usable afterwards.
 	g.mu.Lock()
@@ -278,7 +281,7 @@ func TestCallInFlightEndsOnlyWhenAllItsCallersGiveUp(t *testing.T) {
 func TestPanicInALoneCallDoesNotStrandTheNext(t *testing.T) {
 	ctx := testenv.Context(t)
 	calls := 0
-	b := coalesce.New(10, 1, func(ctx context.Context, in []int) ([]string, error) {
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, func(ctx context.Context, in []int) ([]string, error) {
 		calls++
 		if in[0] == 0 {
 			panic("handler bug")
@@ -300,7 +303,7 @@ func TestManyCallersEachGetTheirOwn(t *testing.T) {
 	ctx := testenv.Context(t)
 	var mu sync.Mutex
 	maxSeen := 0
-	b := coalesce.New(16, 1, func(ctx context.Context, in []int) ([]string, error) {
+	b := coalesce.New(coalesce.Limits[int]{Items: 16, Depth: 1}, func(ctx context.Context, in []int) ([]string, error) {
 		mu.Lock()
 		maxSeen = max(maxSeen, len(in))
 		mu.Unlock()
@@ -339,7 +342,7 @@ func TestManyCallersEachGetTheirOwn(t *testing.T) {
 func TestDepthTwoKeepsTwoCallsInFlight(t *testing.T) {
 	ctx := testenv.Context(t)
 	g := newGate(true)
-	b := coalesce.New(10, 2, g.run)
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 2}, g.run)
 	a0 := doAsync(ctx, b, 0)
 	testenv.Receive(ctx, t, g.started, "first call")
 	a1 := doAsync(ctx, b, 1)
@@ -359,5 +362,65 @@ func TestDepthTwoKeepsTwoCallsInFlight(t *testing.T) {
 	}
 	if got, want := g.batches(), [][]int{{0}, {1}, {2, 3}}; !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("calls = %v, want %v", got, want)
+	}
+}
+
+// A cost budget (bytes) closes a batch before the item bound does; a
+// caller over it alone still runs.
+func TestCostBoundsABatch(t *testing.T) {
+	ctx := testenv.Context(t)
+	g := newGate(true)
+	b := coalesce.New(coalesce.Limits[int]{Items: 100, Depth: 1, Cost: 10, CostOf: func(v int) int { return v % 100 }}, g.run)
+	first := doAsync(ctx, b, 0)
+	testenv.Receive(ctx, t, g.started, "first call")
+	var answers []<-chan answer
+	for i, in := range [][]int{{4}, {5}, {2}, {50}, {1}} { // costs 4, 5, 2, 50, 1
+		answers = append(answers, doAsync(ctx, b, in...))
+		waiting(ctx, t, b, i+1)
+	}
+	for i := range 5 { // the first call, then four batches
+		if i > 0 {
+			testenv.Receive(ctx, t, g.started, "next batch")
+		}
+		g.release <- nil
+	}
+	testenv.Receive(ctx, t, first, "first")
+	for _, ch := range answers {
+		if a := testenv.Receive(ctx, t, ch, "answer"); a.err != nil {
+			t.Fatal(a.err)
+		}
+	}
+	if got, want := g.batches(), [][]int{{0}, {4, 5}, {2}, {50}, {1}}; !slices.EqualFunc(got, want, slices.Equal) {
+		// {4,5} costs 9; adding 2 would make 11 > 10; 50 alone is over.
+		t.Fatalf("calls = %v, want %v", got, want)
+	}
+}
+
+// A panic in a coalesced call, which runs in a flusher goroutine, fails its
+// callers with ErrPanic instead of crashing the process, and the batcher
+// goes on.
+func TestPanicInACoalescedCallFailsItsCallers(t *testing.T) {
+	ctx := testenv.Context(t)
+	g := newGate(true)
+	b := coalesce.New(coalesce.Limits[int]{Items: 10, Depth: 1}, func(ctx context.Context, in []int) ([]string, error) {
+		if in[0] == 13 {
+			panic("observer bug")
+		}
+		return g.run(ctx, in)
+	})
+	first := doAsync(ctx, b, 0)
+	testenv.Receive(ctx, t, g.started, "first call")
+	bad := doAsync(ctx, b, 13, 14)
+	waiting(ctx, t, b, 1)
+	g.release <- nil
+	testenv.Receive(ctx, t, first, "first")
+	if a := testenv.Receive(ctx, t, bad, "panicked call"); !errors.Is(a.err, coalesce.ErrPanic) {
+		t.Fatalf("got %+v, want ErrPanic", a)
+	}
+	g.mu.Lock()
+	g.held = false
+	g.mu.Unlock()
+	if out, err := b.Do(ctx, []int{1}); err != nil || len(out) != 1 {
+		t.Fatalf("after the panic: %v, %v", out, err)
 	}
 }

@@ -3,8 +3,6 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -31,21 +29,12 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := serveLoopback(ctx, h)
 	if err != nil {
-		return fmt.Errorf("bench: listen on loopback: %w", err)
+		return err
 	}
-	srv := httpapi.NewServer(httpapi.ServerConfig{Addr: ln.Addr().String()}, h)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-served
-	}()
-
-	addr, path := ln.Addr().String(), "/v1/topics/"+topic+"/jobs"
+	defer stop()
+	path := "/v1/topics/" + topic + "/jobs"
 
 	limit := int64(o.Jobs)
 	var seq, answered atomic.Int64

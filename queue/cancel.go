@@ -68,29 +68,37 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 		if err != nil {
 			return nil, err
 		}
+		attempt := 0
 		switch info.State {
 		case StateInFlight:
 			return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrInFlight)
 		case StateDead:
 			return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrDead)
 		case StateUnknown:
-			if lost != nil {
-				return lost, nil
+			if lost == nil {
+				if lost, err = c.cancelLost(ctx, l, topic, id); err != nil {
+					return nil, err
+				}
 			}
-			if lost, err = c.cancelLost(ctx, l, topic, id); err != nil {
-				return nil, err
+			// The row is gone; cancel.lua now removes the job if a relay or
+			// recovery pass put it back meanwhile, and leaves a tombstone
+			// that keeps a pass which read the row before it went from
+			// putting it back later.
+			attempt = lost.Attempt
+		default:
+			attempt = info.Job.Attempt
+			// A retry has a row, and so does every waiting job of a durable
+			// topic (its scheduled row, attempt 0).
+			if attempt > 0 || c.IsDurable(topic) {
+				if err := l.Complete(ctx, []Ref{info.Job.Ref()}); err != nil {
+					return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)
+				}
 			}
-			continue // look again: a recovery run may have put it back
 		}
-		if info.Job.Attempt > 0 {
-			if err := l.Complete(ctx, []Ref{info.Job.Ref()}); err != nil {
-				return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)
-			}
-		}
-		job, err := c.cancelWaiting(ctx, topic, id, info.Job.Attempt)
+		job, err := c.cancelWaiting(ctx, topic, id, attempt)
 		switch {
-		case lost != nil && errors.Is(err, ErrNotFound):
-			return lost, nil // put back and cancelled again by another caller
+		case lost != nil && (err == nil || errors.Is(err, ErrNotFound)):
+			return lost, nil
 		case !errors.Is(err, errAttemptChanged):
 			return job, err
 		}
@@ -104,7 +112,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.cancel.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead}, id, strconv.Itoa(attempt)).Slice()
+	reply, err := c.scripts.cancel.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.gone}, id, strconv.Itoa(attempt), c.cfg.TombstoneTTL.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)
 	}
@@ -136,7 +144,7 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 		return nil, fmt.Errorf("queue: cancel %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
 	case row == nil:
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrNotFound)
-	case !row.Retrying:
+	case !row.Retrying && !row.Scheduled:
 		return nil, fmt.Errorf("queue: cancel %s/%s: not in Redis, and the ledger says a worker holds it: %w", topic, id, ErrInFlight)
 	}
 	if err := l.Complete(ctx, []Ref{{Topic: topic, ID: id, Attempt: row.Attempt}}); err != nil {

@@ -29,6 +29,10 @@ type Client struct {
 
 	batchers  sync.Map // topic -> *enqueueBatcher (coalesce.go)
 	batchersN atomic.Int64
+
+	// pushDownUntil (Unix ns) skips pushes of durable jobs for a moment
+	// after one failed (durable.go).
+	pushDownUntil atomic.Int64
 }
 
 // New returns a Client over rdb. The caller owns rdb and closes it.

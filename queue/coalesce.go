@@ -12,9 +12,19 @@ type enqueueBatcher = coalesce.Batcher[NewJob, EnqueueResult]
 
 // enqueue runs validated jobs of one topic: coalesced with other callers'
 // when a call to the topic is in flight, alone otherwise.
+// A durable topic's enqueue (runDurable: SQL, then Redis) is coalesced the
+// same way, so concurrent callers share one multi-row INSERT and commit.
 func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	if b := c.batcherFor(topic); b != nil {
 		return b.Do(ctx, jobs)
+	}
+	return c.runTopic(ctx, topic, jobs)
+}
+
+// runTopic runs one enqueue call of topic, durable or not.
+func (c *Client) runTopic(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	if c.IsDurable(topic) {
+		return c.runDurable(ctx, topic, jobs)
 	}
 	return c.runEnqueue(ctx, topic, jobs)
 }
@@ -38,7 +48,7 @@ func (c *Client) batcherFor(topic string) *enqueueBatcher {
 	}
 	b, loaded := c.batchers.LoadOrStore(topic, coalesce.New(lim,
 		func(ctx context.Context, jobs []NewJob) ([]EnqueueResult, error) {
-			return c.runEnqueue(ctx, topic, jobs)
+			return c.runTopic(ctx, topic, jobs)
 		}))
 	if !loaded {
 		c.batchersN.Add(1)

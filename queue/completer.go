@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -81,7 +82,7 @@ func (k outcomeKind) settlement() settlement {
 		// the job runs again with a fresh row. At least once.
 		return settlement{ledger: (*completer).deleteRows, redis: (*completer).ack, count: Observer.Completed}
 	case kindReleased:
-		return settlement{redisFirst: true, redis: (*completer).release, ledger: (*completer).deleteRows, count: Observer.Released}
+		return settlement{redisFirst: true, redis: (*completer).release, ledger: (*completer).unclaimRows, count: Observer.Released}
 	case kindRetrying:
 		return settlement{ledger: (*completer).markRetrying, redis: (*completer).retry, count: Observer.Retried}
 	default: // kindDead
@@ -344,6 +345,28 @@ func (c *completer) report(ctx context.Context, s settlement, outcomes []outcome
 
 func (c *completer) deleteRows(ctx context.Context, b *batch) error {
 	return c.w.cfg.Ledger.Complete(ctx, b.refList())
+}
+
+// unclaimRows is the ledger step of a release: the rows of a redis topic
+// are debris once the job is due again and are deleted; those of a durable
+// topic are the job's durable copy and go back to waiting.
+func (c *completer) unclaimRows(ctx context.Context, b *batch) error {
+	var durable, other []Ref
+	for _, r := range b.refList() {
+		if c.w.c.IsDurable(r.Topic) {
+			durable = append(durable, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	var errs []error
+	if len(other) > 0 {
+		errs = append(errs, c.w.cfg.Ledger.Complete(ctx, other))
+	}
+	if len(durable) > 0 {
+		errs = append(errs, c.w.cfg.Ledger.Unclaim(ctx, durable))
+	}
+	return errors.Join(errs...)
 }
 
 func (c *completer) ack(ctx context.Context, b *batch) error {

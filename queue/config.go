@@ -44,6 +44,33 @@ type Config struct {
 	// Observer, if set, is told how many new jobs each enqueue wrote, for
 	// metrics. Default none.
 	Observer EnqueueObserver
+
+	// Durability is the durability of every topic not in TopicDurability
+	// (docs/design.md §4.11). Default DurabilityRedis: a Client then needs
+	// no SQL database, and an enqueue costs one script call; choose
+	// DurabilityDurable for the topics whose waiting jobs must survive any
+	// Redis loss.
+	Durability Durability
+	// TopicDurability sets the durability of single topics. Default none.
+	TopicDurability map[string]Durability
+	// Store is the SQL side of durable topics (*ledger.Ledger). Required
+	// when a topic is durable.
+	Store DurableStore
+	// Horizon: a durable job due further ahead than this stays in SQL only;
+	// the relay loads it into Redis ahead of its due time, so Redis holds
+	// the near future only. Default 1 hour.
+	Horizon time.Duration
+	// PushTimeout bounds the push of a durable job to Redis after its
+	// commit. A push that fails is left to the relay, and pushes are then
+	// skipped for as long, so a Redis outage slows durable enqueues down by
+	// no more than this once. Default 1 second.
+	PushTimeout time.Duration
+	// TombstoneTTL is how long Redis remembers that a durable job was
+	// acked or any job cancelled, so that a relay or recovery pass that read
+	// its row just before cannot bring it back (restore.lua). Longer costs
+	// Redis memory (about 60 bytes per job finished in the window). Default
+	// 10 seconds.
+	TombstoneTTL time.Duration
 }
 
 // Limits that no config can widen: they guard the envelope format and the
@@ -92,6 +119,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
 	}
+	if c.Durability == "" {
+		c.Durability = DurabilityRedis
+	}
+	if c.Horizon == 0 {
+		c.Horizon = time.Hour
+	}
+	if c.PushTimeout == 0 {
+		c.PushTimeout = time.Second
+	}
+	if c.TombstoneTTL == 0 {
+		c.TombstoneTTL = 10 * time.Second
+	}
+	if err := c.checkDurability(); err != nil {
+		return c, err
+	}
 	switch {
 	case c.MaxPayloadBytes < 0:
 		return c, fmt.Errorf("queue: MaxPayloadBytes %d: must be positive", c.MaxPayloadBytes)
@@ -109,6 +151,34 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("queue: CoalesceInFlight %d: want 1-64", c.CoalesceInFlight)
 	case c.ExpiredPerClaim < 1:
 		return c, fmt.Errorf("queue: ExpiredPerClaim %d: must be positive", c.ExpiredPerClaim)
+	case c.Horizon < time.Second:
+		return c, fmt.Errorf("queue: Horizon %s: want at least 1s", c.Horizon)
+	case c.PushTimeout < 0:
+		return c, fmt.Errorf("queue: PushTimeout %s: must be positive", c.PushTimeout)
+	case c.TombstoneTTL < time.Second:
+		return c, fmt.Errorf("queue: TombstoneTTL %s: want at least 1s", c.TombstoneTTL)
 	}
 	return c, nil
+}
+
+// checkDurability checks the durability settings: known values, valid topic
+// names, and a Store when any topic is durable.
+func (c Config) checkDurability() error {
+	if _, err := ParseDurability(string(c.Durability)); err != nil {
+		return fmt.Errorf("queue: Durability: %w", err)
+	}
+	durable := c.Durability == DurabilityDurable
+	for topic, d := range c.TopicDurability {
+		if err := ValidateTopic(topic); err != nil {
+			return fmt.Errorf("queue: TopicDurability: %w", err)
+		}
+		if _, err := ParseDurability(string(d)); err != nil {
+			return fmt.Errorf("queue: TopicDurability[%s]: %w", topic, err)
+		}
+		durable = durable || d == DurabilityDurable
+	}
+	if durable && c.Store == nil {
+		return fmt.Errorf("queue: durable topics need a Store (the SQL ledger)")
+	}
+	return nil
 }

@@ -76,19 +76,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 		return nil, &ValidationError{Field: "jobs", Kind: ErrBatchTooLarge,
 			Reason: fmt.Sprintf("%d jobs: limit is %d", len(jobs), c.cfg.MaxBatch)}
 	}
-	results := make([]BatchResult, len(jobs))
-	valid := make([]NewJob, 0, len(jobs))
-	at := make([]int, 0, len(jobs)) // index in jobs of each valid job
-	now := time.Now()
-	for i, j := range jobs {
-		results[i].ID = j.ID
-		if err := c.validate(&j, now); err != nil {
-			results[i].Status, results[i].Err = BatchInvalid, err
-			continue
-		}
-		valid = append(valid, j)
-		at = append(at, i)
-	}
+	results, valid, at := c.validateBatch(jobs)
 	if len(valid) == 0 {
 		return results, nil
 	}
@@ -96,14 +84,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 	if err != nil {
 		return nil, err
 	}
-	for k, r := range out {
-		res := &results[at[k]]
-		res.RunAt = r.RunAt
-		res.Status = BatchCreated
-		if r.Duplicate {
-			res.Status = BatchDuplicate
-		}
-	}
+	mergeResults(results, at, out)
 	return results, nil
 }
 

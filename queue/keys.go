@@ -9,6 +9,7 @@ type keys struct {
 	dead  string // ZSET id -> time of death, Unix ms
 	epoch string // STRING written by the recoverer; gone means Redis lost data
 	wake  string // pub/sub channel: a job became due earlier than the head
+	gone  string // ZSET id -> when it was acked (durable) or cancelled: tombstones restore honours
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -22,6 +23,7 @@ func newKeys(namespace, topic string) keys {
 		dead:  p + "dead",
 		epoch: p + "epoch",
 		wake:  p + "wake",
+		gone:  p + "gone",
 	}
 }
 

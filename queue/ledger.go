@@ -22,6 +22,11 @@ type Ledger interface {
 	Record(ctx context.Context, jobs []*Job, worker string) error
 	// Complete deletes the rows of finished jobs.
 	Complete(ctx context.Context, refs []Ref) error
+	// Unclaim hands the rows of released jobs of durable topics back to
+	// waiting: attempt given back (one less), scheduled when that is 0,
+	// retrying otherwise. A durable job's row is its only durable copy, so
+	// a release must not delete it.
+	Unclaim(ctx context.Context, refs []Ref) error
 	// Extend moves lease_until of the given rows to leaseUntil (Unix ms).
 	Extend(ctx context.Context, refs []Ref, leaseUntil int64) error
 	// MarkRetrying marks rows as waiting for a retry at RunAt, leased until
@@ -30,8 +35,8 @@ type Ledger interface {
 	// Bury archives dead jobs with their last error and deletes their rows,
 	// in one transaction.
 	Bury(ctx context.Context, dead []DeadJob) error
-	// Lookup returns the row of one job as a RestoreRow (Retrying tells a
-	// job waiting for a retry from one a worker holds), or nil when there
+	// Lookup returns the row of one job as a RestoreRow (Retrying and
+	// Scheduled tell a waiting job from one a worker holds), or nil when there
 	// is none. Client.Cancel uses it for a job Redis has no trace of; the
 	// worker never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)

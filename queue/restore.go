@@ -15,9 +15,14 @@ type RestoreRow struct {
 	ID    string
 	// Retrying says the job was waiting for a retry at RunAt: it goes back
 	// due at RunAt. Otherwise it was in progress (its worker died) and goes
-	// back due at once.
-	Retrying    bool
+	// back due at once, unless Scheduled.
+	Retrying bool
+	// Scheduled says the row is a durable job waiting for its first run
+	// (§4.11): it goes in due at RunAt, and a dead job's envelope with the
+	// same id is replaced (SQL, the truth, says a new job exists).
+	Scheduled   bool
 	RunAt       int64 // Unix ms
+	EnqueuedAt  int64 // Unix ms; 0 means RunAt
 	Attempt     int   // claims so far, kept: the next claim bumps it
 	MaxAttempts int
 	LastError   string
@@ -38,6 +43,11 @@ const (
 	// RestoreCreated: Redis had no trace of the job; its envelope and due
 	// entry were re-created (in a dry run: would have been).
 	RestoreCreated
+	// RestoreGone: the job was acked (durable topic) or cancelled since
+	// RestoreOptions.SeenAt, so the row was read before its removal; or
+	// SeenAt is older than Config.TombstoneTTL and that cannot be told.
+	// Nothing was written.
+	RestoreGone
 )
 
 func (o RestoreOutcome) String() string {
@@ -46,6 +56,8 @@ func (o RestoreOutcome) String() string {
 		return "tracked"
 	case RestoreCreated:
 		return "created"
+	case RestoreGone:
+		return "gone"
 	}
 	return "failed"
 }
@@ -60,6 +72,13 @@ type RestoreOptions struct {
 	// reach this many bytes, so big payloads never make one huge call.
 	// Default 4 MiB.
 	ChunkBytes int
+	// SeenAt is Redis's clock (Unix ms) read before the rows were read from
+	// SQL: a job removed at or after it (acked on a durable topic, or
+	// cancelled: the tombstones of docs/design.md §4.11) is not re-created,
+	// since its row was read before the removal. 0 means any tombstone
+	// counts. A SeenAt older than Config.TombstoneTTL decides nothing
+	// (RestoreGone): read the rows again.
+	SeenAt int64
 }
 
 // Restore puts back the jobs of rows that Redis has no trace of, each at
@@ -88,7 +107,8 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 		mode = "check"
 	}
 
-	cmds := c.runRestoreCalls(ctx, calls, mode, false)
+	head := []any{mode, opts.SeenAt, c.cfg.TombstoneTTL.Milliseconds()}
+	cmds := c.runRestoreCalls(ctx, calls, head, false)
 	var retry []int // calls Redis had no script for (it restarted): sent again with EVAL
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -100,7 +120,7 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 		for k, i := range retry {
 			again[k] = calls[i]
 		}
-		for k, cmd := range c.runRestoreCalls(ctx, again, mode, true) {
+		for k, cmd := range c.runRestoreCalls(ctx, again, head, true) {
 			cmds[retry[k]] = cmd
 		}
 	}
@@ -120,9 +140,12 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 			continue
 		}
 		for k, at := range call.rows {
-			if reply[1+k] == 1 {
+			switch reply[1+k] {
+			case 1:
 				out[at] = RestoreCreated
-			} else {
+			case 2:
+				out[at] = RestoreGone
+			default:
 				out[at] = RestoreTracked
 			}
 		}
@@ -155,31 +178,35 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		}
 		at, ok := open[r.Topic]
 		if !ok || len(calls[at].rows) >= opts.Chunk || size[r.Topic] >= opts.ChunkBytes {
-			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 7*min(opts.Chunk, len(rows)-i))})
+			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 8*min(opts.Chunk, len(rows)-i))})
 			at = len(calls) - 1
 			open[r.Topic] = at
 			size[r.Topic] = 0
 		}
 		mode := "p"
-		if r.Retrying {
+		switch {
+		case r.Scheduled:
+			mode = "s"
+		case r.Retrying:
 			mode = "r"
 		}
 		call := &calls[at]
 		call.rows = append(call.rows, i)
 		if opts.DryRun { // a check reads ids only: the bulky fields stay home
-			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, "", "")
+			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "")
 			continue
 		}
-		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.LastError, r.Payload)
+		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload)
 		size[r.Topic] += len(r.Payload) + len(r.LastError)
 	}
 	return calls
 }
 
 // runRestoreCalls sends calls in one pipeline, with EVALSHA, or with EVAL
-// when eval is set, and returns their commands in order. Per-call errors
-// are in the commands.
-func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, mode string, eval bool) []*redis.Cmd {
+// when eval is set, and returns their commands in order; head are the
+// arguments before the rows' (mode, seen at, tombstone TTL). Per-call
+// errors are in the commands.
+func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head []any, eval bool) []*redis.Cmd {
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, call := range calls {
@@ -192,9 +219,9 @@ func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, mode 
 			cmds[i] = cmd
 			continue
 		}
-		keys := []string{k.due, k.lease, k.job, k.wake}
-		args := make([]any, 0, 1+len(call.args))
-		args = append(args, mode)
+		keys := []string{k.due, k.lease, k.job, k.wake, k.dead, k.gone}
+		args := make([]any, 0, len(head)+len(call.args))
+		args = append(args, head...)
 		args = append(args, call.args...)
 		if eval {
 			cmds[i] = c.scripts.restore.Eval(ctx, pipe, keys, args...)

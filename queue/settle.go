@@ -11,24 +11,32 @@ import (
 // Ack forgets jobs whose handlers succeeded, one script call per topic. It
 // returns how many were removed; a claim that no longer owns its job (lease
 // expired and claimed again) removes nothing.
+//
+// On a durable topic each removed job leaves a tombstone for
+// Config.TombstoneTTL, so no relay or recovery pass that read its ledger row
+// just before the row was deleted can put it back (docs/design.md §4.11).
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
-	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(k keys) []string {
-		return []string{k.lease, k.due, k.job}
+	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
+		ttl := int64(0)
+		if c.IsDurable(topic) {
+			ttl = c.cfg.TombstoneTTL.Milliseconds()
+		}
+		return []string{k.lease, k.due, k.job, k.gone}, []any{ttl}
 	})
 }
 
 // Release hands claimed jobs back to due without spending an attempt, at
 // their own due time. It returns how many went back.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
-	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(k keys) []string {
-		return []string{k.lease, k.due, k.job, k.wake}
+	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
+		return []string{k.lease, k.due, k.job, k.wake}, nil
 	})
 }
 
-// settleRefs runs script once per topic with the topic's refs as (id,
-// attempt) pairs and sums the counts the calls return: the shape Ack and
-// Release share.
-func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script, refs []Ref, scriptKeys func(keys) []string) (int, error) {
+// settleRefs runs script once per topic with the keys and leading
+// arguments scriptArgs gives, then the topic's refs as (id, attempt) pairs,
+// and sums the counts the calls return: the shape Ack and Release share.
+func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script, refs []Ref, scriptArgs func(topic string, k keys) ([]string, []any)) (int, error) {
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)
 	if err != nil {
@@ -36,11 +44,13 @@ func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script
 	}
 	n := 0
 	for topic, rs := range groups {
-		args := make([]any, 0, 2*len(rs))
+		keys, head := scriptArgs(topic, ks[topic])
+		args := make([]any, 0, len(head)+2*len(rs))
+		args = append(args, head...)
 		for _, r := range rs {
 			args = append(args, r.ID, r.Attempt)
 		}
-		m, err := script.Run(ctx, c.rdb, scriptKeys(ks[topic]), args...).Int()
+		m, err := script.Run(ctx, c.rdb, keys, args...).Int()
 		if err != nil {
 			return n, fmt.Errorf("queue: %s on %s: %w", op, topic, err)
 		}

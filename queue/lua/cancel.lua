@@ -4,21 +4,38 @@
 -- KEYS[2]  lease ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  dead ZSET
+-- KEYS[5]  gone ZSET (tombstones, docs/design.md §4.11)
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row of
 --          that attempt is gone already)
+-- ARGV[3]  tombstone TTL (ms): the cancelled job gets a tombstone (id ->
+--          now), so a relay or recovery pass that read its row before the
+--          row went cannot restore it; older tombstones are trimmed
 --
--- Returns  {1, envelope} cancelled; {0} unknown; {-1} in flight (refused:
+-- Returns  {1, envelope} cancelled; {0} unknown (a tombstone is left all
+--          the same); {-1} in flight (refused:
 --          its handler may be running); {-2} dead (refused: purge it); {-3}
 --          waiting at another attempt (claimed and retried since the caller
 --          looked, with a ledger row of its own): nothing done.
 local id = ARGV[1]
 if redis.call('ZSCORE', KEYS[2], id) then return {-1} end
 if redis.call('ZSCORE', KEYS[4], id) then return {-2} end
-if not redis.call('ZSCORE', KEYS[1], id) then return {0} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function tombstone()
+  redis.call('ZADD', KEYS[5], now, id)
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. (now - tonumber(ARGV[3])))
+end
+if not redis.call('ZSCORE', KEYS[1], id) then
+  -- Unknown here: the caller deleted a row Redis had no trace of; the
+  -- tombstone keeps a pass that read that row from restoring the job.
+  tombstone()
+  return {0}
+end
 local env = redis.call('HGET', KEYS[3], id)
 -- envelope: version|attempt|...
 if env and string.match(env, '^%d+|(%d+)|') ~= ARGV[2] then return {-3} end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[3], id)
+tombstone()
 return {1, env or false}

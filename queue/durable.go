@@ -1,0 +1,257 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Durability says where a topic's waiting jobs are kept safe (docs/design.md,
+// §4.11 Durable topics).
+type Durability string
+
+const (
+	// DurabilityRedis keeps a waiting job in Redis only: the fastest
+	// enqueue (one script call), protected by Redis's persistence until a
+	// worker claims it and writes its ledger row. The library's default: a
+	// Client needs no SQL database for it.
+	DurabilityRedis Durability = "redis"
+	// DurabilityDurable commits every job to the SQL ledger before the
+	// enqueue returns (a scheduled row), then pushes it to Redis, which
+	// holds only the near future (Config.Horizon). Redis may lose anything
+	// at any time: the relay and the recoverer put it back from SQL.
+	DurabilityDurable Durability = "durable"
+)
+
+// ParseDurability reads "redis" or "durable".
+func ParseDurability(s string) (Durability, error) {
+	switch d := Durability(s); d {
+	case DurabilityRedis, DurabilityDurable:
+		return d, nil
+	}
+	return "", fmt.Errorf("durability %q: want redis or durable", s)
+}
+
+// ErrNotDurable is what the transactional enqueue returns for a topic that
+// is not durable: only a durable topic's jobs live in SQL.
+var ErrNotDurable = errors.New("topic is not durable")
+
+// DurableStore is the SQL side of durable topics. *ledger.Ledger is one
+// (each call its own statement, committed when it returns); ledger.Ledger.Tx
+// and SQLTx give one bound to a caller's transaction.
+type DurableStore interface {
+	// Schedule writes one scheduled row per job of topic and returns one
+	// result per job, in order, and the SQL server's clock (Unix ms) that
+	// the due times were computed on. A job whose id has a row already (or
+	// is earlier in jobs) is a Duplicate and is not written: RunAt is the
+	// waiting job's due time, 0 when a worker holds it. The jobs are
+	// validated already (MaxAttempts filled in).
+	Schedule(ctx context.Context, topic string, jobs []NewJob) (results []EnqueueResult, now int64, err error)
+}
+
+// Durability returns topic's durability: Config.TopicDurability, else
+// Config.Durability.
+func (c *Client) Durability(topic string) Durability {
+	if d, ok := c.cfg.TopicDurability[topic]; ok {
+		return d
+	}
+	return c.cfg.Durability
+}
+
+// IsDurable says whether topic is durable.
+func (c *Client) IsDurable(topic string) bool { return c.Durability(topic) == DurabilityDurable }
+
+// Staged is what a transactional enqueue wrote: the results, and the jobs to
+// push to Redis once the transaction has committed (Client.Push).
+type Staged struct {
+	topic   string
+	results []BatchResult
+	push    []RestoreRow
+}
+
+// Results are the outcomes of the staged jobs, in input order: valid once
+// the transaction commits (a rollback undoes them all).
+func (s *Staged) Results() []BatchResult {
+	if s == nil {
+		return nil
+	}
+	return s.results
+}
+
+// Topic is the topic the jobs were enqueued to.
+func (s *Staged) Topic() string { return s.topic }
+
+// EnqueueTx enqueues jobs to a durable topic inside the caller's transaction:
+// store is bound to it (ledger.Ledger.Tx for a *gorm.DB, SQLTx for a
+// *sql.Tx). The jobs exist exactly when the transaction commits; a rollback
+// leaves nothing anywhere. After the commit, call Push with the returned
+// Staged so the jobs reach Redis at once; if the process dies before that,
+// the relay pushes them (recovery.Relay, at the latest when they fall due).
+//
+// Invalid jobs are reported as BatchInvalid and not written, as in
+// EnqueueBatch. A topic that is not durable returns ErrNotDurable.
+func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string, jobs ...NewJob) (*Staged, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, errors.New("queue: enqueue in a transaction: a DurableStore is required")
+	}
+	if !c.IsDurable(topic) {
+		return nil, fmt.Errorf("queue: enqueue to %s in a transaction: %w", topic, ErrNotDurable)
+	}
+	if len(jobs) > c.cfg.MaxBatch {
+		return nil, &ValidationError{Field: "jobs", Kind: ErrBatchTooLarge,
+			Reason: fmt.Sprintf("%d jobs: limit is %d", len(jobs), c.cfg.MaxBatch)}
+	}
+	results, valid, at := c.validateBatch(jobs)
+	s := &Staged{topic: topic, results: results}
+	if len(valid) == 0 {
+		return s, nil
+	}
+	out, now, err := store.Schedule(ctx, topic, valid)
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+	}
+	if len(out) != len(valid) {
+		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(valid))
+	}
+	mergeResults(results, at, out)
+	s.push = c.toPush(topic, valid, out, now)
+	return s, nil
+}
+
+// Push sends the jobs of a committed transactional enqueue to Redis. Its
+// error is only worth a log line: the relay pushes whatever it could not.
+// Calling it before the commit is a mistake the relay cannot undo (a job
+// pushed and then rolled back would run); calling it twice is harmless.
+func (c *Client) Push(ctx context.Context, s *Staged) error {
+	if s == nil || len(s.push) == 0 {
+		return nil
+	}
+	return c.pushScheduled(ctx, s.topic, s.push)
+}
+
+// validateBatch validates jobs as EnqueueBatch does: the results with the
+// invalid ones filled in, the valid jobs, and the index in jobs of each.
+func (c *Client) validateBatch(jobs []NewJob) (results []BatchResult, valid []NewJob, at []int) {
+	results = make([]BatchResult, len(jobs))
+	valid = make([]NewJob, 0, len(jobs))
+	at = make([]int, 0, len(jobs))
+	now := time.Now()
+	for i, j := range jobs {
+		results[i].ID = j.ID
+		if err := c.validate(&j, now); err != nil {
+			results[i].Status, results[i].Err = BatchInvalid, err
+			continue
+		}
+		valid = append(valid, j)
+		at = append(at, i)
+	}
+	return results, valid, at
+}
+
+// mergeResults writes the results of the valid jobs (out, in the order of
+// at) into results.
+func mergeResults(results []BatchResult, at []int, out []EnqueueResult) {
+	for k, r := range out {
+		res := &results[at[k]]
+		res.RunAt = r.RunAt
+		res.Status = BatchCreated
+		if r.Duplicate {
+			res.Status = BatchDuplicate
+		}
+	}
+}
+
+// toPush returns the rows to push of the jobs Schedule created: those due
+// within the horizon of now (SQL's clock). The others stay in SQL until the
+// relay loads them.
+func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now int64) []RestoreRow {
+	limit := now + c.cfg.Horizon.Milliseconds()
+	var rows []RestoreRow
+	for i, r := range out {
+		if r.Duplicate || r.RunAt > limit {
+			continue
+		}
+		j := &jobs[i]
+		rows = append(rows, RestoreRow{
+			Topic: topic, ID: j.ID, Scheduled: true, RunAt: r.RunAt, EnqueuedAt: now,
+			MaxAttempts: j.MaxAttempts, Payload: j.Payload,
+		})
+	}
+	return rows
+}
+
+// runDurable is a durable topic's enqueue of validated jobs (coalesced by
+// the caller like runEnqueue): one Schedule, committed, then one push of
+// the new jobs within the horizon. The push's failure is not the caller's:
+// the jobs are safe in SQL and the relay pushes them.
+func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	out, now, err := c.cfg.Store.Schedule(ctx, topic, jobs)
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+	}
+	if len(out) != len(jobs) {
+		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(jobs))
+	}
+	created := 0
+	for _, r := range out {
+		if !r.Duplicate {
+			created++
+		}
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
+	}
+	if rows := c.toPush(topic, jobs, out, now); len(rows) > 0 {
+		_ = c.pushScheduled(ctx, topic, rows)
+	}
+	return out, nil
+}
+
+// pushScheduled pushes scheduled rows of one topic to Redis (restore.lua,
+// mode scheduled), bounded by Config.PushTimeout. After a failure, pushes
+// are skipped for PushTimeout: with Redis down, durable enqueues answer at
+// the speed of SQL, and the relay pushes their jobs once Redis is back.
+func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow) error {
+	if until := c.pushDownUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+		c.observePush(topic, 0, len(rows))
+		return fmt.Errorf("queue: push to %s: %w", topic, errPushPaused)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	out, err := c.Restore(ctx, rows, RestoreOptions{})
+	pushed := 0
+	for _, o := range out {
+		if o == RestoreCreated {
+			pushed++
+		}
+	}
+	if err != nil {
+		c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano())
+	} else {
+		c.pushDownUntil.Store(0)
+	}
+	c.observePush(topic, pushed, len(rows)-pushed)
+	return err
+}
+
+// errPushPaused: a push was skipped because the one before failed less than
+// PushTimeout ago.
+var errPushPaused = errors.New("skipped: Redis failed a push moments ago; the relay will push")
+
+func (c *Client) observePush(topic string, pushed, notPushed int) {
+	if o, ok := c.cfg.Observer.(PushObserver); ok {
+		o.Pushed(topic, pushed, notPushed)
+	}
+}
+
+// PushObserver is an EnqueueObserver that also hears of the pushes of
+// durable jobs to Redis right after their commit: how many went in, and how
+// many did not (Redis down or refusing: left to the relay; or there
+// already). Optional.
+type PushObserver interface {
+	Pushed(topic string, pushed, notPushed int)
+}

@@ -18,6 +18,9 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
+	if c.IsDurable(topic) {
+		return c.requeueDurable(ctx, topic, id)
+	}
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return err
@@ -37,6 +40,9 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 func (c *Client) RequeueAllDead(ctx context.Context, topic string) (int, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
+	}
+	if c.IsDurable(topic) {
+		return c.requeueAllDurable(ctx, topic)
 	}
 	k, err := c.keysFor(topic)
 	if err != nil {
@@ -73,6 +79,63 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 		}
 		total += n
 		if n < deadChunk {
+			return total, nil
+		}
+	}
+}
+
+// requeueDurable requeues a dead job of a durable topic as a new job: a
+// scheduled row first (SQL is the truth), due now, then the push, which
+// replaces the dead envelope (restore.lua, mode scheduled). A row of the id
+// already there is a newer job of the same id: nothing is done.
+func (c *Client) requeueDurable(ctx context.Context, topic, id string) error {
+	info, err := c.Get(ctx, topic, id)
+	if err != nil {
+		return err
+	}
+	if info.State != StateDead {
+		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, ErrNotFound)
+	}
+	out, err := c.runDurable(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts}})
+	if err != nil {
+		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
+	}
+	if out[0].Duplicate {
+		return fmt.Errorf("queue: requeue dead %s/%s: a newer job with this id exists: %w", topic, id, ErrNotFound)
+	}
+	return nil
+}
+
+// requeueAllDurable requeues every dead job of a durable topic, a page at a
+// time, as requeueDurable does one.
+func (c *Client) requeueAllDurable(ctx context.Context, topic string) (int, error) {
+	total := 0
+	for {
+		page, err := c.List(ctx, topic, StateDead, 0, deadChunk)
+		if err != nil {
+			return total, err
+		}
+		if len(page.Jobs) == 0 {
+			return total, nil
+		}
+		jobs := make([]NewJob, len(page.Jobs))
+		for i, j := range page.Jobs {
+			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts}
+		}
+		out, err := c.runDurable(ctx, topic, jobs)
+		if err != nil {
+			return total, fmt.Errorf("queue: requeue dead of %s: %w", topic, err)
+		}
+		moved := 0
+		for _, r := range out {
+			if !r.Duplicate {
+				moved++
+			}
+		}
+		total += moved
+		if moved == 0 || c.pushDownUntil.Load() != 0 {
+			// Nothing left that can move now (newer jobs hold the ids, or
+			// Redis refused the pushes: the relay pushes the rows written).
 			return total, nil
 		}
 	}

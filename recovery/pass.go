@@ -55,6 +55,14 @@ func (r *Recoverer) pass(ctx context.Context, cutoff int64, lost map[string]bool
 		for i, e := range lostRows {
 			ids[i] = e.ID
 		}
+		// Redis's clock before the rows are read again: a job acked or
+		// cancelled after this (its row deleted first) has a tombstone the
+		// restore honours, so a row read just before it went is not
+		// brought back (docs/design.md §4.11).
+		seen, err := r.q.Time(ctx)
+		if err != nil {
+			return err
+		}
 		claims, err := r.store.Claims(ctx, ids)
 		if err != nil {
 			return err
@@ -77,7 +85,7 @@ func (r *Recoverer) pass(ctx context.Context, cutoff int64, lost map[string]bool
 		if len(confirmed) == 0 {
 			return nil
 		}
-		return r.restore(ctx, confirmed, rep, failed)
+		return r.restore(ctx, confirmed, seen.UnixMilli(), rep, failed)
 	})
 	return failed, err
 }
@@ -98,6 +106,9 @@ func (r *Recoverer) untracked(ctx context.Context, rows []ledger.Entry, rep *Rep
 		case queue.RestoreTracked:
 			rep.StillTracked++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Scanned++; tc.StillTracked++ })
+		case queue.RestoreGone: // acked or cancelled moments ago
+			rep.Moved++
+			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Scanned++; tc.Moved++ })
 		default:
 			nFailed++
 			failed[e.Topic] = true
@@ -118,8 +129,8 @@ func (r *Recoverer) untracked(ctx context.Context, rows []ledger.Entry, rep *Rep
 // only counts them) and tallies the outcomes. It returns an error only when
 // no row got through (Redis is down: the run stops); otherwise failed rows
 // are counted in the report and marked in failed.
-func (r *Recoverer) restore(ctx context.Context, rows []ledger.Entry, rep *Report, failed map[string]bool) error {
-	out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{DryRun: r.cfg.DryRun, Chunk: r.cfg.Chunk})
+func (r *Recoverer) restore(ctx context.Context, rows []ledger.Entry, seenAt int64, rep *Report, failed map[string]bool) error {
+	out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{DryRun: r.cfg.DryRun, Chunk: r.cfg.Chunk, SeenAt: seenAt})
 	nFailed := 0
 	for i, o := range out {
 		e := &rows[i]
@@ -133,6 +144,9 @@ func (r *Recoverer) restore(ctx context.Context, rows []ledger.Entry, rep *Repor
 		case queue.RestoreTracked: // re-added meanwhile (an enqueue of the same id, another recoverer)
 			rep.StillTracked++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.StillTracked++ })
+		case queue.RestoreGone: // acked or cancelled after the rows were read again
+			rep.Moved++
+			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Moved++ })
 		default:
 			nFailed++
 			failed[e.Topic] = true
@@ -165,6 +179,8 @@ func restoreRows(rows []ledger.Entry) []queue.RestoreRow {
 			Topic:       e.Topic,
 			ID:          e.JobID,
 			Retrying:    e.State == ledger.StateRetrying,
+			Scheduled:   e.State == ledger.StateScheduled,
+			EnqueuedAt:  e.EnqueuedAt,
 			RunAt:       e.RunAt,
 			Attempt:     e.Attempt,
 			MaxAttempts: e.MaxAttempts,

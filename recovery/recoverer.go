@@ -198,6 +198,9 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
+	if err := r.resetRelay(ctx, missing, counts); err != nil {
+		return err
+	}
 	cutoff := redisNow.UnixMilli() - r.cfg.Grace.Milliseconds()
 	failedTopics, err := r.pass(ctx, cutoff, lost, rep)
 	if err != nil {
@@ -220,5 +223,22 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rep.EpochsWritten = written
+	return nil
+}
+
+// resetRelay makes the relay reload the horizon when a topic with ledger
+// rows has lost its epoch marker: its durable jobs in Redis may be gone
+// while the relay's own mark survived (it lives in another key, in Redis
+// Cluster on another shard), and only a reload puts those back before they
+// fall due. A reload checks rows Redis still has at no harm.
+func (r *Recoverer) resetRelay(ctx context.Context, missing []string, counts map[string]int64) error {
+	if r.cfg.DryRun {
+		return nil
+	}
+	for _, t := range missing {
+		if counts[t] > 0 {
+			return r.q.ResetRelayMark(ctx)
+		}
+	}
 	return nil
 }

@@ -69,6 +69,9 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
 		return nil, err
 	}
+	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix}); err != nil {
+		return nil, err
+	}
 	if b.Queue, err = queue.New(b.Redis, queue.Config{
 		Namespace:          cfg.Redis.Namespace,
 		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
@@ -77,10 +80,13 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		Coalesce:           cfg.Queue.Coalesce,
 		CoalesceInFlight:   cfg.Queue.CoalesceInFlight,
 		Observer:           opts.QueueObserver,
+		Durability:         queue.Durability(cfg.Queue.Durability),
+		TopicDurability:    cfg.Queue.TopicDurability(),
+		Store:              b.Ledger,
+		Horizon:            cfg.Queue.Horizon,
+		PushTimeout:        cfg.Queue.PushTimeout,
+		TombstoneTTL:       cfg.Queue.TombstoneTTL,
 	}); err != nil {
-		return nil, err
-	}
-	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix}); err != nil {
 		return nil, err
 	}
 	if cfg.SQL.AutoMigrate {

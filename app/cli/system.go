@@ -36,6 +36,7 @@ type system struct {
 	orders *orderclose.Service // nil when orders are off
 	rec    *recovery.Recoverer
 	dryRec *recovery.Recoverer // the same with DryRun, for the API's dry runs
+	relay  *recovery.Relay     // durable topics' loader and relay; nil without the recovery part
 	worker *queue.Worker
 	sweep  *orderclose.Sweeper
 	server *http.Server
@@ -53,6 +54,17 @@ func recoveryConfig(cfg config.Config, log logrus.FieldLogger) recovery.Config {
 		HeartbeatInterval: cfg.Worker.HeartbeatInterval(),
 		DryRun:            cfg.Recovery.DryRun,
 		Logger:            log,
+	}
+}
+
+// relayConfig is the relay's configuration from the program's.
+func relayConfig(cfg config.Config, log logrus.FieldLogger, onPass func(recovery.RelayReport)) recovery.RelayConfig {
+	return recovery.RelayConfig{
+		Every:   cfg.Recovery.RelayEvery,
+		Grace:   cfg.Recovery.RelayGrace,
+		LockTTL: cfg.Recovery.RelayLockTTL,
+		OnPass:  onPass,
+		Logger:  log,
 	}
 }
 
@@ -99,6 +111,11 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	rcfg.OnReport = nil // the API's dry runs change nothing worth a metric
 	if s.dryRec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
+	}
+	if p.recovery {
+		if s.relay, err = recovery.NewRelay(s.b.Queue, s.b.Ledger, relayConfig(cfg, log, s.obs.metrics.RelayPass)); err != nil {
+			return nil, err
+		}
 	}
 	if p.workers {
 		handlers := map[string]queue.Handler{SmokeTopic: smokeHandler(s.b.Redis, cfg.Redis.Namespace)}
@@ -212,6 +229,9 @@ func (s *system) run(ctx context.Context, p parts) error {
 	}
 	if p.recovery && s.rec != nil {
 		start("recoverer", func() error { return s.rec.Run(ctx) })
+	}
+	if s.relay != nil {
+		start("relay", func() error { return s.relay.Run(ctx) })
 	}
 	if s.sweep != nil {
 		start("sweeper", func() error { return s.sweep.Run(ctx) })

@@ -129,6 +129,35 @@ type Queue struct {
 	// may be in flight at once, so Redis works on one while the client
 	// answers the callers of the other. Default 2 (1-64).
 	CoalesceInFlight int `koanf:"coalesce_in_flight"`
+	// Durability is the durability of every topic not in Topics
+	// (docs/design.md §4.11): redis keeps a waiting job in Redis only (the
+	// fastest enqueue; Redis's persistence protects it until its first
+	// claim), durable commits it to the SQL ledger before the enqueue
+	// answers, so no Redis loss can lose it. Default redis: a durable
+	// enqueue costs a SQL commit (shared by concurrent enqueues), so each
+	// topic opts in.
+	Durability string `koanf:"durability"`
+	// Topics sets the durability of single topics. Default: order_close
+	// durable (the orders module needs it so).
+	Topics map[string]QueueTopic `koanf:"topics"`
+	// Horizon: a durable job due further ahead than this stays in SQL
+	// only, and the relay loads it into Redis ahead of its due time, so
+	// Redis memory holds the near future only. Default 1h.
+	Horizon time.Duration `koanf:"horizon"`
+	// PushTimeout bounds the push of a durable job to Redis after its
+	// commit; a failed push is left to the relay and pushes are skipped
+	// for as long. Default 1s.
+	PushTimeout time.Duration `koanf:"push_timeout"`
+	// TombstoneTTL is how long Redis remembers a durable job acked or any
+	// job cancelled, so no relay or recovery pass can bring it back from a
+	// row read just before. Default 10s.
+	TombstoneTTL time.Duration `koanf:"tombstone_ttl"`
+}
+
+// QueueTopic is one topic's queue settings.
+type QueueTopic struct {
+	// Durability is redis or durable; "" means queue.durability.
+	Durability string `koanf:"durability"`
 }
 
 // HTTP configures the API server.
@@ -221,6 +250,17 @@ type Recovery struct {
 	// a Sentinel failover carried over from a run the old primary was
 	// doing, blocks recovery for up to this long. Default 1m.
 	LockTTL time.Duration `koanf:"lock_ttl"`
+	// RelayEvery is how often the relay passes over the durable topics'
+	// scheduled rows (loading those entering the horizon, pushing those
+	// due and missing from Redis). Default 200ms.
+	RelayEvery time.Duration `koanf:"relay_every"`
+	// RelayGrace is how long past its due time a durable job may be missing
+	// from Redis before the relay pushes it; relay_every + relay_grace bound
+	// how late a job whose push was lost runs. Default 300ms.
+	RelayGrace time.Duration `koanf:"relay_grace"`
+	// RelayLockTTL is how long the one-relay-at-a-time lock outlives a
+	// relay that died holding it. Default 3s.
+	RelayLockTTL time.Duration `koanf:"relay_lock_ttl"`
 }
 
 // Orders configures the order auto-close module.
@@ -272,16 +312,39 @@ func Defaults() Config {
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true},
-		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2},
+		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
+			Durability: "redis", Topics: map[string]QueueTopic{"order_close": {Durability: "durable"}},
+			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}},
-		Recovery:  Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute},
+		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
+			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second},
 		Orders:    Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
 	}
+}
+
+// TopicDurability is the queue client's per-topic durability from
+// queue.topics.
+func (q Queue) TopicDurability() map[string]queue.Durability {
+	out := make(map[string]queue.Durability, len(q.Topics))
+	for name, t := range q.Topics {
+		if t.Durability != "" {
+			out[name] = queue.Durability(t.Durability)
+		}
+	}
+	return out
+}
+
+// IsDurable says whether topic is durable under this configuration.
+func (q Queue) IsDurable(topic string) bool {
+	if t, ok := q.Topics[topic]; ok && t.Durability != "" {
+		return t.Durability == string(queue.DurabilityDurable)
+	}
+	return q.Durability == string(queue.DurabilityDurable)
 }

@@ -45,6 +45,11 @@ func (c *Config) Validate() error {
 	c.Metrics.validate(&p)
 	c.Dashboard.validate(&p)
 	c.Orders.validate(&p)
+	if c.Orders.Enabled && !c.Queue.IsDurable("order_close") {
+		// CreateOrder enqueues the close job in the order's transaction.
+		p.bad("queue.topics.order_close.durability", c.Queue.Topics["order_close"].Durability,
+			"the orders module needs order_close durable (or orders.enabled: false)")
+	}
 	c.CLI.validate(&p)
 	c.validateSecurity(&p) // validate_tls.go
 	return errors.Join(p...)
@@ -148,6 +153,25 @@ func (q Queue) validate(p *problems) {
 	if q.CoalesceInFlight < 1 || q.CoalesceInFlight > 64 {
 		p.bad("queue.coalesce_in_flight", q.CoalesceInFlight, "want 1-64")
 	}
+	if _, err := queue.ParseDurability(q.Durability); err != nil {
+		p.bad("queue.durability", q.Durability, "want redis or durable")
+	}
+	for name, t := range q.Topics {
+		key := "queue.topics." + name
+		if err := queue.ValidateTopic(name); err != nil {
+			p.bad(key, name, "not a valid topic name")
+		}
+		if _, err := queue.ParseDurability(t.Durability); t.Durability != "" && err != nil {
+			p.bad(key+".durability", t.Durability, "want redis or durable")
+		}
+	}
+	if q.Horizon < time.Second {
+		p.bad("queue.horizon", q.Horizon, "want at least 1s")
+	}
+	p.positive("queue.push_timeout", q.PushTimeout)
+	if q.TombstoneTTL < time.Second {
+		p.bad("queue.tombstone_ttl", q.TombstoneTTL, "want at least 1s")
+	}
 }
 
 // validate checks the API's settings; a body must fit the largest payload
@@ -232,6 +256,15 @@ func (r Recovery) validate(p *problems, w Worker) {
 		// refresh races the expiry on a loaded host.
 		if r.LockTTL < time.Second {
 			p.bad("recovery.lock_ttl", r.LockTTL, "must be at least 1s")
+		}
+		if r.RelayEvery < time.Millisecond || r.RelayEvery > time.Minute {
+			p.bad("recovery.relay_every", r.RelayEvery, "want 1ms to 1m")
+		}
+		if r.RelayGrace < 0 {
+			p.bad("recovery.relay_grace", r.RelayGrace, "must not be negative")
+		}
+		if r.RelayLockTTL < 3*r.RelayEvery || r.RelayLockTTL < time.Second {
+			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")
 		}
 	}
 	if heartbeat := w.HeartbeatInterval(); r.Grace <= heartbeat {

@@ -56,6 +56,7 @@ type Metrics struct {
 	mu       sync.Mutex
 	state    *stateCollector // nil until WatchState
 	recovery *recoveryMetrics
+	relay    *relayMetrics // nil until the first relay pass
 }
 
 // New returns the metrics of one process on a registry of its own, with

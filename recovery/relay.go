@@ -1,0 +1,405 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// RelayStore is what the relay reads from the SQL ledger; *ledger.Ledger is
+// one.
+type RelayStore interface {
+	// SQLNow is the SQL server's clock (Unix ms), the one durable due
+	// times are on.
+	SQLNow(ctx context.Context) (int64, error)
+	// Scheduled pages through the scheduled rows with (run_at, id) after
+	// the cursor and run_at up to upTo, by run_at then id (topic "" = all).
+	Scheduled(ctx context.Context, topic string, after ledger.ScheduledCursor, upTo int64, limit int) ([]ledger.Entry, error)
+	// ScheduledCounts counts the scheduled rows per topic, and those due
+	// after beyond.
+	ScheduledCounts(ctx context.Context, beyond int64) (map[string]ledger.ScheduledCount, error)
+}
+
+var _ RelayStore = (*ledger.Ledger)(nil)
+
+// RelayConfig configures a Relay. The zero value of each field means the
+// default written next to it.
+type RelayConfig struct {
+	// Every is how often the relay passes. Default 200ms.
+	Every time.Duration
+	// Grace is how long past its due time a scheduled job may be missing
+	// from Redis before the relay pushes it: its enqueuer pushes it right
+	// after the commit, and a push that takes longer than this races the
+	// relay (harmlessly: one of the two creates it). Every + Grace bound
+	// how late a job whose push was lost runs. Default 300ms.
+	Grace time.Duration
+	// PageSize is how many rows one read fetches. Default 1,000.
+	PageSize int
+	// LockKey is the key of the lock that lets one relay at a time pass.
+	// Default "<queue namespace>:relay:lock".
+	LockKey string
+	// LockTTL is how long the lock outlives a relay that died holding it:
+	// how long the others wait before one takes over. Default 3s.
+	LockTTL time.Duration
+	// CountEvery is how often Counts is refreshed (one GROUP BY over the
+	// scheduled rows' index). Default 30s.
+	CountEvery time.Duration
+	// OnPass, if set, is called with the report of every pass that did
+	// something or failed, e.g. to export metrics. Default none.
+	OnPass func(RelayReport)
+	// Logger receives the relay's logs. Default logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
+	if c.Every == 0 {
+		c.Every = 200 * time.Millisecond
+	}
+	if c.Grace == 0 {
+		c.Grace = 300 * time.Millisecond
+	}
+	if c.PageSize == 0 {
+		c.PageSize = 1000
+	}
+	if c.LockKey == "" {
+		c.LockKey = namespace + ":relay:lock"
+	}
+	if c.LockTTL == 0 {
+		c.LockTTL = 3 * time.Second
+	}
+	if c.CountEvery == 0 {
+		c.CountEvery = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = logrus.StandardLogger()
+	}
+	switch {
+	case c.Every < time.Millisecond || c.Every > time.Minute:
+		return c, fmt.Errorf("recovery: relay Every %s: want 1ms to 1m", c.Every)
+	case c.Grace < 0:
+		return c, fmt.Errorf("recovery: relay Grace %s: must not be negative", c.Grace)
+	case c.PageSize < 1 || c.PageSize > 100000:
+		return c, fmt.Errorf("recovery: relay PageSize %d: want 1-100000", c.PageSize)
+	case c.LockTTL < 3*c.Every:
+		return c, fmt.Errorf("recovery: relay LockTTL %s: want at least 3 × Every (%s)", c.LockTTL, c.Every)
+	case c.CountEvery < time.Second:
+		return c, fmt.Errorf("recovery: relay CountEvery %s: want at least 1s", c.CountEvery)
+	}
+	return c, nil
+}
+
+// RelayReport is what one relay pass did. Per topic, Loaded counts the jobs
+// the horizon loader pushed (due beyond the horizon when enqueued), Relayed
+// those found missing after falling due (their push after the commit was
+// lost: the enqueuer died, Redis was down or lost them), Reloaded those
+// pushed by a reload (the mark was missing: first start, or Redis lost
+// data).
+type RelayReport struct {
+	Start    time.Time
+	Duration time.Duration
+	Reload   bool // the whole horizon was read
+	Loaded   map[string]int
+	Relayed  map[string]int
+	Reloaded map[string]int
+	// Gone counts rows acked or cancelled while the pass read them: left
+	// alone (restore.lua's tombstones).
+	Gone int
+	Err  error
+}
+
+// Pushed is how many jobs the pass put into Redis.
+func (r RelayReport) Pushed() int {
+	n := 0
+	for _, m := range []map[string]int{r.Loaded, r.Relayed, r.Reloaded} {
+		for _, k := range m {
+			n += k
+		}
+	}
+	return n
+}
+
+// Relay keeps Redis in step with the SQL ledger's scheduled rows (the
+// durable topics' waiting jobs, docs/design.md §4.11). Each pass, holding a
+// lock so one process at a time passes:
+//
+//   - the loader pushes the rows that entered the horizon since the last
+//     pass (due within queue.Config.Horizon of now): jobs enqueued further
+//     ahead stayed in SQL only;
+//   - the relay checks the rows that fell due since the last pass (minus
+//     Grace) and pushes those Redis does not have: their enqueuer died
+//     between its commit and its push, or Redis was down or lost them;
+//   - when Redis has no mark (first start, or Redis lost data), every row
+//     due within the horizon, overdue ones first, is checked and pushed.
+//
+// Every push is restore.lua's check-and-create (mode scheduled), fenced by
+// the tombstones of jobs acked or cancelled since the page was read, so a
+// pass never re-creates a job that finished meanwhile.
+type Relay struct {
+	q     *queue.Client
+	store RelayStore
+	cfg   RelayConfig
+	log   logrus.FieldLogger
+
+	mu       sync.Mutex
+	counts   map[string]ledger.ScheduledCount
+	countsAt time.Time
+	totals   RelayTotals
+}
+
+// RelayTotals are a relay's running totals since it was created.
+type RelayTotals struct {
+	Passes, Failed                int64
+	Loaded, Relayed, Reloaded     int64
+	LastPass, LastReload, LastErr time.Time
+}
+
+// NewRelay returns a Relay over q and store.
+func NewRelay(q *queue.Client, store RelayStore, cfg RelayConfig) (*Relay, error) {
+	if q == nil || store == nil {
+		return nil, errors.New("recovery: relay: a queue client and a ledger store are required")
+	}
+	cfg, err := cfg.withDefaults(q.Config().Namespace)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return &Relay{q: q, store: store, cfg: cfg,
+		log: cfg.Logger.WithFields(logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())})}, nil
+}
+
+// Config returns the relay's configuration with defaults filled in.
+func (r *Relay) Config() RelayConfig { return r.cfg }
+
+// Totals returns the relay's running totals.
+func (r *Relay) Totals() RelayTotals {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.totals
+}
+
+// Counts returns the scheduled rows per topic (Total) and those beyond the
+// horizon (Beyond), as of the last count (refreshed every CountEvery by
+// Run), and when that was.
+func (r *Relay) Counts() (map[string]ledger.ScheduledCount, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts, r.countsAt
+}
+
+// Run passes every Every while it holds the relay lock, and tries to take
+// the lock every Every while another process holds it, until ctx ends; then
+// it releases the lock. It returns nil when ctx ends.
+func (r *Relay) Run(ctx context.Context) error {
+	lock := r.q.Lock(r.cfg.LockKey, r.cfg.LockTTL)
+	r.log.WithFields(logrus.Fields{"every": r.cfg.Every, "grace": r.cfg.Grace, "horizon": r.q.Config().Horizon}).Info("relay started")
+	defer r.log.Info("relay stopped")
+	go r.countLoop(ctx)
+	t := time.NewTicker(r.cfg.Every)
+	defer t.Stop()
+	for {
+		held, err := lock.Do(ctx, r.lead)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil && !errors.Is(err, queue.ErrLockNotHeld) {
+			r.log.WithError(err).Debug("relay lock")
+		}
+		if held {
+			r.log.Info("relay lock lost; another process relays")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// lead passes every Every until ctx ends (shutdown, or the lock was lost).
+func (r *Relay) lead(ctx context.Context) error {
+	t := time.NewTicker(r.cfg.Every)
+	defer t.Stop()
+	failing := false
+	for {
+		rep := r.pass(ctx)
+		switch {
+		case rep.Err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case rep.Err != nil && !failing:
+			// Logged once per outage, not five times a second.
+			r.log.WithError(rep.Err).Warn("relay pass failed; retrying every pass")
+			failing = true
+		case rep.Err == nil && failing:
+			r.log.Info("relay passes again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce makes one pass now if no other relay holds the lock: ran says
+// whether it did. Tests and operators use it; Run passes by itself.
+func (r *Relay) RunOnce(ctx context.Context) (rep RelayReport, ran bool, err error) {
+	lock := r.q.Lock(r.cfg.LockKey, r.cfg.LockTTL)
+	ran, err = lock.Do(ctx, func(ctx context.Context) error {
+		rep = r.pass(ctx)
+		return rep.Err
+	})
+	return rep, ran, err
+}
+
+// pass is one pass: reload, or load and check.
+func (r *Relay) pass(ctx context.Context) RelayReport {
+	rep := RelayReport{Start: time.Now()}
+	rep.Err = r.passSteps(ctx, &rep)
+	rep.Duration = time.Since(rep.Start)
+	r.mu.Lock()
+	r.totals.Passes++
+	r.totals.LastPass = rep.Start
+	if rep.Err != nil {
+		r.totals.Failed++
+		r.totals.LastErr = rep.Start
+	}
+	if rep.Reload {
+		r.totals.LastReload = rep.Start
+	}
+	r.totals.Loaded += int64(sum(rep.Loaded))
+	r.totals.Relayed += int64(sum(rep.Relayed))
+	r.totals.Reloaded += int64(sum(rep.Reloaded))
+	r.mu.Unlock()
+	if n := sum(rep.Relayed); n > 0 {
+		r.log.WithField("jobs", n).WithField("topics", rep.Relayed).
+			Warn("relay pushed jobs that were due and missing from Redis (lost pushes)")
+	}
+	if rep.Reload && rep.Err == nil {
+		r.log.WithFields(logrus.Fields{"jobs": sum(rep.Reloaded), "topics": rep.Reloaded}).
+			Info("relay reloaded the horizon from SQL (no mark in Redis: first start or a Redis data loss)")
+	}
+	if r.cfg.OnPass != nil && (rep.Err != nil || rep.Pushed() > 0 || rep.Reload) {
+		r.cfg.OnPass(rep)
+	}
+	return rep
+}
+
+func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
+	sqlNow, err := r.store.SQLNow(ctx)
+	if err != nil {
+		return err
+	}
+	mark, ok, err := r.q.RelayMark(ctx)
+	if err != nil {
+		return err
+	}
+	upTo := sqlNow + r.q.Config().Horizon.Milliseconds()
+	checkTo := sqlNow - r.cfg.Grace.Milliseconds()
+	if !ok {
+		rep.Reload = true
+		rep.Reloaded = map[string]int{}
+		start := ledger.ScheduledCursor{RunAt: math.MinInt64, ID: math.MinInt64}
+		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
+			return err
+		}
+		return r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo})
+	}
+	if upTo > mark.Loaded {
+		rep.Loaded = map[string]int{}
+		if err := r.push(ctx, ledger.ScheduledCursor{RunAt: mark.Loaded, ID: math.MaxInt64}, upTo, rep.Loaded, rep); err != nil {
+			return err
+		}
+		mark.Loaded = upTo
+	}
+	if checkTo > mark.Checked {
+		rep.Relayed = map[string]int{}
+		if err := r.push(ctx, ledger.ScheduledCursor{RunAt: mark.Checked, ID: math.MaxInt64}, checkTo, rep.Relayed, rep); err != nil {
+			return err
+		}
+		mark.Checked = checkTo
+	}
+	return r.q.SetRelayMark(ctx, mark)
+}
+
+// push pages through the scheduled rows after the cursor and due up to
+// upTo and pushes each that Redis has no trace of, counting them per topic
+// in created. Each page is read after taking Redis's clock, the seen-at that
+// keeps a job acked or cancelled after the read from coming back.
+func (r *Relay) push(ctx context.Context, after ledger.ScheduledCursor, upTo int64, created map[string]int, rep *RelayReport) error {
+	for {
+		seen, err := r.q.Time(ctx)
+		if err != nil {
+			return err
+		}
+		rows, err := r.store.Scheduled(ctx, "", after, upTo, r.cfg.PageSize)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{SeenAt: seen.UnixMilli()})
+		if err != nil {
+			return err
+		}
+		for i, o := range out {
+			switch o {
+			case queue.RestoreCreated:
+				created[rows[i].Topic]++
+			case queue.RestoreGone:
+				rep.Gone++
+			}
+		}
+		if len(rows) < r.cfg.PageSize {
+			return nil
+		}
+		last := rows[len(rows)-1]
+		after = ledger.ScheduledCursor{RunAt: last.RunAt, ID: last.ID}
+	}
+}
+
+// countLoop refreshes Counts every CountEvery until ctx ends.
+func (r *Relay) countLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.CountEvery)
+	defer t.Stop()
+	for {
+		r.count(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relay) count(ctx context.Context) {
+	now, err := r.store.SQLNow(ctx)
+	if err != nil {
+		return
+	}
+	counts, err := r.store.ScheduledCounts(ctx, now+r.q.Config().Horizon.Milliseconds())
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.counts, r.countsAt = counts, time.Now()
+	r.mu.Unlock()
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, k := range m {
+		n += k
+	}
+	return n
+}

@@ -112,7 +112,7 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	}
 	out, now, err := store.Schedule(ctx, topic, valid)
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
 	}
 	if len(out) != len(valid) {
 		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(valid))
@@ -191,7 +191,7 @@ func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now in
 func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	out, now, err := c.cfg.Store.Schedule(ctx, topic, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
 	}
 	if len(out) != len(jobs) {
 		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(jobs))
@@ -222,7 +222,14 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
-	out, err := c.Restore(ctx, rows, RestoreOptions{})
+	// Seen-at: the insert (SQL's clock) less the clocks' allowed skew. A
+	// job the relay pushed first, that then ran and was acked, has a
+	// tombstone after it, so this late push does not bring it back.
+	seen := rows[0].EnqueuedAt
+	for _, r := range rows {
+		seen = min(seen, r.EnqueuedAt)
+	}
+	out, err := c.Restore(ctx, rows, RestoreOptions{SeenAt: max(seen-pushClockSkew.Milliseconds(), 1)})
 	pushed := 0
 	for _, o := range out {
 		if o == RestoreCreated {
@@ -237,6 +244,11 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	c.observePush(topic, pushed, len(rows)-pushed)
 	return err
 }
+
+// pushClockSkew is how far Redis's clock may run ahead of SQL's before a
+// push right after a commit could be refused for the tombstone of an
+// earlier job with the same id (it then waits for the relay).
+const pushClockSkew = time.Second
 
 // errPushPaused: a push was skipped because the one before failed less than
 // PushTimeout ago.

@@ -82,7 +82,14 @@ type backendError struct {
 func (e *backendError) Error() string { return e.backend + ": " + e.err.Error() }
 func (e *backendError) Unwrap() error { return e.err }
 
-func fromRedis(err error) error { return &backendError{backend: "redis", err: err} }
+// fromRedis tags an error of a queue call: Redis's, unless the queue says
+// the ledger failed (a durable topic's enqueue, a cancel's row delete).
+func fromRedis(err error) error {
+	if errors.Is(err, queue.ErrLedger) {
+		return fromSQL(err)
+	}
+	return &backendError{backend: "redis", err: err}
+}
 func fromSQL(err error) error   { return &backendError{backend: "sql", err: err} }
 
 // classify turns any error a handler returned into the answer to send. The

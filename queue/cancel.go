@@ -48,10 +48,11 @@ var errAttemptChanged = errors.New("job waits at another attempt")
 // and Redis is read again, since a recovery run that read the row before it
 // went may have put the job back meanwhile (it is then removed as above, or
 // ErrInFlight if a worker took it already). A row a worker holds is
-// ErrInFlight. One interleaving remains: a recovery run that read the row
-// before it went and restores the job after Cancel has looked again brings
-// it back, as if cancelled a moment too late; only a job Redis already lost
-// can meet it, and the recovery lock would be needed to rule it out.
+// ErrInFlight. Every cancel leaves a tombstone (cancel.lua), even for a job
+// Redis had no trace of, so a relay or recovery pass that read the row
+// before it went and restores afterwards is refused (restore.lua): no pass
+// brings a cancelled job back. A durable topic's waiting jobs all have a
+// row (scheduled, attempt 0), deleted in step 2 like a retry's.
 func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, error) {
 	if l == nil {
 		return nil, errors.New("queue: cancel: a Ledger is required")

@@ -13,6 +13,36 @@ type JobInfo struct {
 	// of death (dead), Unix ms; 0 when unknown.
 	Score int64
 	Job   *Job // nil when unknown
+	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
+	// the horizon, or not pushed yet); Find reports these, Get never.
+	SQLOnly bool
+}
+
+// Find is Get, and for a durable topic whose job Redis does not have, the
+// job as its ledger row l describes it: a waiting job beyond the horizon
+// (or not pushed yet, or lost by Redis) is StateScheduled with SQLOnly set;
+// one a worker holds is StateInFlight. The API and the CLI show jobs this
+// way.
+func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo, error) {
+	info, err := c.Get(ctx, topic, id)
+	if err != nil || info.State != StateUnknown || l == nil || !c.IsDurable(topic) {
+		return info, err
+	}
+	row, err := l.Lookup(ctx, topic, id)
+	if err != nil {
+		return nil, fmt.Errorf("queue: find %s/%s: %w: %w", topic, id, ErrLedger, err)
+	}
+	if row == nil {
+		return info, nil
+	}
+	state := StateInFlight
+	if row.Scheduled || row.Retrying {
+		state = StateScheduled
+	}
+	return &JobInfo{State: state, Score: row.RunAt, SQLOnly: true, Job: &Job{
+		Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError,
+	}}, nil
 }
 
 // Get returns a job's state and envelope. An unknown id is not an error: its

@@ -31,7 +31,7 @@ func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job,
 }
 
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	return s.b.Queue.Get(ctx, topic, id)
+	return s.b.Queue.Find(ctx, s.b.Ledger, topic, id)
 }
 
 func (s *directStore) Stats(ctx context.Context, topics []string) ([]queue.Stats, error) {

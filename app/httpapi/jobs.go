@@ -139,7 +139,7 @@ func jobPath(topic, id string) string {
 // getJob handles GET /v1/topics/{topic}/jobs/{id...}.
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	topic, id := r.PathValue("topic"), r.PathValue("id")
-	info, err := a.q.Get(r.Context(), topic, id)
+	info, err := a.q.Find(r.Context(), a.l, topic, id)
 	if err != nil {
 		return fromRedis(err)
 	}

@@ -35,6 +35,9 @@ type JobView struct {
 	// PayloadBase64; neither when it is empty or left out (listings).
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadBase64 string          `json:"payload_base64,omitempty"`
+	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
+	// the horizon; the relay loads it into Redis ahead of its due time).
+	SQLOnly bool `json:"sql_only,omitempty"`
 }
 
 // NewJobView renders a job; withPayload false leaves the payload out (its
@@ -45,7 +48,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		Topic: j.Topic, ID: j.ID, State: string(info.State),
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
-		PayloadSize: len(j.Payload),
+		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
 	}
 	switch info.State {
 	case queue.StateInFlight:

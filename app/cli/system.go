@@ -80,6 +80,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			PaymentWindow: cfg.Orders.PaymentWindow,
 			SweepSpec:     cfg.Orders.SweeperSpec,
 			SweepGrace:    cfg.Orders.SweeperGrace,
+			SweepLockTTL:  cfg.Orders.SweeperLockTTL,
 			MaxAttempts:   cfg.Queue.DefaultMaxAttempts,
 			Logger:        log,
 		})

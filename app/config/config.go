@@ -229,6 +229,11 @@ type Orders struct {
 	PaymentWindow time.Duration `koanf:"payment_window"` // Default 30m.
 	SweeperSpec   string        `koanf:"sweeper_spec"`   // Default @every 1m.
 	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
+	// SweeperLockTTL is how long the one-sweeper-at-a-time lock lives unless
+	// its holder refreshes it (every third of it): a process that died
+	// holding it (killed mid-sweep) holds off every other sweeper for up to
+	// this long; one that shuts down releases it. Default 1m.
+	SweeperLockTTL time.Duration `koanf:"sweeper_lock_ttl"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -279,8 +284,9 @@ func Defaults() Config {
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}},
-		Recovery:  Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute},
-		Orders:    Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
+		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute},
+		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
+			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
 	}

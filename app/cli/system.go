@@ -81,6 +81,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			SweepSpec:     cfg.Orders.SweeperSpec,
 			SweepGrace:    cfg.Orders.SweeperGrace,
 			SweepLockTTL:  cfg.Orders.SweeperLockTTL,
+			OnSweep:       s.obs.metrics.OrderSweep,
 			MaxAttempts:   cfg.Queue.DefaultMaxAttempts,
 			Logger:        log,
 		})

@@ -46,6 +46,11 @@ func (s *system) buildObservability(p parts) error {
 			return err
 		}
 	}
+	if s.sweep != nil {
+		if err := o.metrics.WatchSweeper(s.orders.Config().SweepSpec); err != nil {
+			return err
+		}
+	}
 	if withDashboard {
 		o.dash, err = dashboard.New(dashboard.Config{
 			Source:      o.metrics,

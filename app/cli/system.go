@@ -92,6 +92,8 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			PaymentWindow: cfg.Orders.PaymentWindow,
 			SweepSpec:     cfg.Orders.SweeperSpec,
 			SweepGrace:    cfg.Orders.SweeperGrace,
+			SweepLockTTL:  cfg.Orders.SweeperLockTTL,
+			OnSweep:       s.obs.metrics.OrderSweep,
 			MaxAttempts:   cfg.Queue.DefaultMaxAttempts,
 			Logger:        log,
 		})

@@ -269,6 +269,11 @@ type Orders struct {
 	PaymentWindow time.Duration `koanf:"payment_window"` // Default 30m.
 	SweeperSpec   string        `koanf:"sweeper_spec"`   // Default @every 1m.
 	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
+	// SweeperLockTTL is how long the one-sweeper-at-a-time lock lives unless
+	// its holder refreshes it (every third of it): a process that died
+	// holding it (killed mid-sweep) holds off every other sweeper for up to
+	// this long; one that shuts down releases it. Default 1m.
+	SweeperLockTTL time.Duration `koanf:"sweeper_lock_ttl"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -323,7 +328,8 @@ func Defaults() Config {
 			Topics: map[string]Topic{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second},
-		Orders:    Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute},
+		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
+			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
 	}

@@ -105,6 +105,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  grace: 5s\n", "recovery.grace"},
 		{"redis:\n  mode: single\n  addrs: [\"127.0.0.1:6379\"]\n  sentinel_password: s3\n", "redis.sentinel_password"},
 		{"recovery:\n  lock_ttl: 100ms\n", "recovery.lock_ttl"},
+		{"orders:\n  sweeper_lock_ttl: 100ms\n", "orders.sweeper_lock_ttl"},
+		{"orders:\n  sweeper_lock_ttl: -1s\n", "orders.sweeper_lock_ttl"},
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
 		{"redis:\n  pool_size: -1\n", "redis.pool_size"},

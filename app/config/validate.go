@@ -300,6 +300,11 @@ func (o Orders) validate(p *problems) {
 	if o.SweeperGrace < 0 {
 		p.bad("orders.sweeper_grace", o.SweeperGrace, "must not be negative")
 	}
+	// As recovery.lock_ttl: refreshed every third of it, below a second
+	// the refresh races the expiry on a loaded host.
+	if o.SweeperLockTTL < time.Second {
+		p.bad("orders.sweeper_lock_ttl", o.SweeperLockTTL, "must be at least 1s")
+	}
 }
 
 func (c CLI) validate(p *problems) {

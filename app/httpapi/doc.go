@@ -32,12 +32,20 @@
 //
 // The orders module of jobs/orderclose, when the program mounts it, adds:
 //
-//	POST   /v1/orders                             create an order: 201
+//	POST   /v1/orders                             create an order: 201 (a retry with its Idempotency-Key: 201, the same order)
 //	POST   /v1/orders/{no}/pay                    pay it: 200 (no body)
 //	GET    /v1/orders/{no}                        the order
 //	GET    /v1/orders/summary                     the orders at a glance
 //
-// and the dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
+// A create sent with an "Idempotency-Key: <1-64 visible ASCII characters>"
+// header is safe to retry: the key is stored with the order (keys are
+// global, one order each, kept as long as the order); a create with a key
+// that made an order already writes nothing and answers 201 with that order
+// as it is now, its Location and "Idempotent-Replayed: true"; the key with
+// another user, items or payment window is 422 idempotency_key_reused
+// (orderclose.HTTPHandler has the details).
+//
+// The dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
 // of its charts. Routes lists the API's own routes; orderclose.Routes the
 // orders module's.
 //
@@ -51,7 +59,8 @@
 //
 // Every error is {"error": {"code": "...", "message": "...", "field": "..."}}
 // with a stable code and, for bad input, the name of the offending JSON field
-// (a path such as "items[1].sku" when nested), query parameter or path value.
+// (a path such as "items[1].sku" when nested), query parameter, path value
+// or header (Idempotency-Key).
 // Every /v1 route answers with the same codes, the orders module's included:
 //
 //	400 malformed_json          not JSON, truncated, trailing data, or not an object (null, [], 1, "x")
@@ -78,6 +87,7 @@
 //	409 order_closed            orders: paying an order whose window ended
 //	413 body_too_large          a body over Deps.MaxBodyBytes (orders: orderclose.Config.MaxBodyBytes)
 //	415 unsupported_media_type  a body that is not application/json
+//	422 idempotency_key_reused  orders: an Idempotency-Key that made an order with another request
 //	500 internal                a bug; the log has the details
 //	503 backend_unavailable     Redis or SQL did not answer (with Retry-After)
 //	503 not_configured          this process runs no recoverer

@@ -8,6 +8,8 @@
 //     (state.go);
 //   - the recoverer's runs, data-loss detections and last success
 //     (recovery.go);
+//   - the order sweeper's sweeps, the close jobs they found missing and
+//     its last success (orderclose.go);
 //   - live per-topic totals for the dashboard's charts (live.go).
 //
 // Every name starts with delayq_, counters end in _total and durations are
@@ -18,6 +20,7 @@ package metrics
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +54,9 @@ type Metrics struct {
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
 
-	live live
+	live           live
+	sweep          sweepMetrics
+	sweepSucceeded atomic.Int64 // successful sweeps so far
 
 	mu       sync.Mutex
 	state    *stateCollector // nil until WatchState
@@ -67,8 +72,9 @@ func New(log logrus.FieldLogger) *Metrics {
 		log = logrus.StandardLogger()
 	}
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
-		log: log.WithField("component", "metrics"),
+		reg:   prometheus.NewRegistry(),
+		log:   log.WithField("component", "metrics"),
+		sweep: newSweepMetrics(),
 	}
 	perTopic := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -267,6 +268,62 @@ func TestRecoveryMetrics(t *testing.T) {
 	}
 }
 
+// The order sweeper's outcomes count by result; enqueued close jobs add
+// up, those of a failed sweep too; only a sweep that ran without errors
+// moves the last success on. Nothing is exported before WatchSweeper.
+func TestOrderSweepMetrics(t *testing.T) {
+	m := metrics.New(testenv.QuietLogger())
+	start := time.Unix(1700000000, 0)
+	m.OrderSweep(orderclose.SweepReport{Start: start, Duration: time.Second, Enqueued: 3}, true, nil)
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "delayq_orderclose_") {
+			t.Errorf("%s exported before WatchSweeper", f.GetName())
+		}
+	}
+	if err := m.WatchSweeper("@every 1m"); err != nil {
+		t.Fatal(err)
+	}
+	fresh := metrics.New(testenv.QuietLogger())
+	before := time.Now()
+	if err := fresh.WatchSweeper("@every 1m"); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, fresh, "delayq_orderclose_sweep_last_success_timestamp_seconds", nil); got < float64(before.Unix()) || got > float64(time.Now().Unix()+1) {
+		t.Errorf("last success before any sweep %v, want the time WatchSweeper was called (%d)", got, before.Unix())
+	}
+	for result, want := range map[string]float64{"ok": 1, "skipped": 0, "failed": 0} {
+		if got := value(t, m, "delayq_orderclose_sweeps_total", map[string]string{"result": result}); got != want {
+			t.Errorf("before more sweeps: sweeps{result=%s} = %v, want %v", result, got, want)
+		}
+	}
+	m.OrderSweep(orderclose.SweepReport{Start: start.Add(time.Minute), Duration: time.Second}, true, nil)
+	m.OrderSweep(orderclose.SweepReport{Start: start.Add(2 * time.Minute), Enqueued: 2}, true, errors.New("sql down"))
+	m.OrderSweep(orderclose.SweepReport{Start: start.Add(3 * time.Minute)}, false, errors.New("redis down"))
+	m.OrderSweep(orderclose.SweepReport{Start: start.Add(4 * time.Minute), HeldBy: "h:1"}, false, nil)
+	for result, want := range map[string]float64{"ok": 2, "skipped": 1, "failed": 2} {
+		if got := value(t, m, "delayq_orderclose_sweeps_total", map[string]string{"result": result}); got != want {
+			t.Errorf("sweeps{result=%s} = %v, want %v", result, got, want)
+		}
+	}
+	for name, want := range map[string]float64{
+		"delayq_orderclose_sweep_enqueued_total": 5,
+		// Not the time of WatchSweeper: a sweep had succeeded before it.
+		"delayq_orderclose_sweep_last_success_timestamp_seconds": float64(start.Add(time.Minute + time.Second).Unix()),
+		"delayq_orderclose_sweep_interval_seconds":               60,
+	} {
+		if got := value(t, m, name, nil); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if err := metrics.New(testenv.QuietLogger()).WatchSweeper("not a spec"); err == nil {
+		t.Error("a bad schedule was accepted")
+	}
+}
+
 func TestSchedulePeriod(t *testing.T) {
 	from := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	for spec, want := range map[string]time.Duration{
@@ -289,6 +346,9 @@ func TestNamesFollowConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := m.WatchRecoverer(func() recovery.Counters { return recovery.Counters{} }, "@every 30s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchSweeper("@every 1m"); err != nil {
 		t.Fatal(err)
 	}
 	fams, err := m.Registry().Gather()
@@ -317,6 +377,7 @@ func TestNamesFollowConventions(t *testing.T) {
 	for _, want := range []string{
 		`delayq_jobs_completed_total{topic="t"} 0`, `delayq_job_lateness_seconds_bucket{topic="t",le="0.001"} 0`,
 		"delayq_ledger_stale_rows 2", "delayq_recovery_interval_seconds 30", "go_goroutines", "process_start_time_seconds",
+		`delayq_orderclose_sweeps_total{result="skipped"} 0`, "delayq_orderclose_sweep_interval_seconds 60",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -123,7 +123,7 @@ func SchedulePeriod(spec string, from time.Time) (time.Duration, error) {
 	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 	s, err := p.Parse(spec)
 	if err != nil {
-		return 0, fmt.Errorf("metrics: recovery schedule %q: %w", spec, err)
+		return 0, fmt.Errorf("metrics: schedule %q: %w", spec, err)
 	}
 	longest := time.Duration(0)
 	t := s.Next(from)
@@ -136,7 +136,7 @@ func SchedulePeriod(spec string, from time.Time) (time.Duration, error) {
 		t = next
 	}
 	if longest <= 0 || longest > time.Duration(math.MaxInt64/2) {
-		return 0, fmt.Errorf("metrics: recovery schedule %q: no period", spec)
+		return 0, fmt.Errorf("metrics: schedule %q: no period", spec)
 	}
 	return longest, nil
 }

@@ -79,6 +79,11 @@ CREATE TABLE IF NOT EXISTS `skus` (
 
 -- Orders: pending_payment until paid or closed (both moves are conditional
 -- updates from pending_payment). The sweeper scans (status, pay_deadline).
+-- idempotency_key is the create's Idempotency-Key (NULL without one): its
+-- unique key makes a retried create answer with the first order. Tables made
+-- before it existed get it from `delayq migrate`, or by hand:
+--   ALTER TABLE `orders` ADD COLUMN `idempotency_key` VARCHAR(64) DEFAULT NULL,
+--     ADD UNIQUE KEY `idx_orders_idempotency_key` (`idempotency_key`);
 CREATE TABLE IF NOT EXISTS `orders` (
   `id`           BIGINT      NOT NULL AUTO_INCREMENT,
   `order_no`     VARCHAR(64) NOT NULL,
@@ -91,8 +96,10 @@ CREATE TABLE IF NOT EXISTS `orders` (
   `closed_at`    BIGINT      DEFAULT NULL,
   `close_reason` VARCHAR(32) NOT NULL,
   `version`      INT         NOT NULL,
+  `idempotency_key` VARCHAR(64) DEFAULT NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_orders_order_no` (`order_no`),
+  UNIQUE KEY `idx_orders_idempotency_key` (`idempotency_key`),
   KEY `idx_orders_status_deadline` (`status`, `pay_deadline`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

@@ -88,6 +88,7 @@ func TestAlertsAreComplete(t *testing.T) {
 		"DelayqOverdueBacklogHigh", "DelayqOverdueBacklogCritical", "DelayqCompletionsBehindEnqueues",
 		"DelayqDeadLettersIncreasing", "DelayqStaleLedgerRows", "DelayqRedisDataLoss",
 		"DelayqNoWorkerHeartbeat", "DelayqRecovererNotRunning",
+		"DelayqOrderCloseJobsMissing", "DelayqOrderSweeperNotRunning",
 	}
 	tests, err := os.ReadFile("alerts_test.yml")
 	if err != nil {
@@ -125,6 +126,9 @@ func TestAlertsNameExportedMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := m.WatchRecoverer(func() recovery.Counters { return recovery.Counters{} }, "@every 30s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchSweeper("@every 1m"); err != nil {
 		t.Fatal(err)
 	}
 	fams, err := m.Registry().Gather()

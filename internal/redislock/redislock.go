@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,12 +39,45 @@ type Lock struct {
 	rdb   redis.UniversalClient
 	key   string
 	ttl   time.Duration
+	owner string // WithOwner's, the start of each token
 	token string // set while held
 }
 
 // New returns a Lock on key with the given TTL (at least 1 ms).
 func New(rdb redis.UniversalClient, key string, ttl time.Duration) *Lock {
 	return &Lock{rdb: rdb, key: key, ttl: max(ttl, time.Millisecond)}
+}
+
+// WithOwner names this would-be holder (host:pid, say; no spaces) in the
+// lock's value, so that the others can tell who holds it (Holder). It
+// returns l; call it before taking the lock.
+func (l *Lock) WithOwner(owner string) *Lock {
+	l.owner = owner
+	return l
+}
+
+// Holder tells who holds the lock now: held is false if nobody does;
+// owner is what the holder gave WithOwner ("" if nothing), and ttl how
+// long the lock lives unless refreshed.
+func (l *Lock) Holder(ctx context.Context) (owner string, ttl time.Duration, held bool, err error) {
+	var get *redis.StringCmd
+	var pttl *redis.DurationCmd
+	_, err = l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, l.key)
+		pttl = p.PTTL(ctx, l.key)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return "", 0, false, nil
+	}
+	if err != nil {
+		return "", 0, false, fmt.Errorf("redislock %s: holder: %w", l.key, err)
+	}
+	v := get.Val()
+	if i := strings.LastIndexByte(v, ' '); i >= 0 {
+		owner = v[:i]
+	}
+	return owner, max(pttl.Val(), 0), true, nil
 }
 
 // TryAcquire takes the lock if nobody holds it. It reports whether it did;
@@ -54,6 +88,9 @@ func (l *Lock) TryAcquire(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("redislock %s: token: %w", l.key, err)
 	}
 	token := hex.EncodeToString(b)
+	if l.owner != "" {
+		token = l.owner + " " + token
+	}
 	ok, err := l.rdb.SetNX(ctx, l.key, token, l.ttl).Result()
 	if err != nil {
 		return false, fmt.Errorf("redislock %s: acquire: %w", l.key, err)

@@ -85,3 +85,39 @@ func TestOnlyTheOwnerReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Holder names the owner that took the lock and says how long it has
+// left; nobody holds a lock released or never taken.
+func TestHolder(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	ctx := context.Background()
+	key := ns + ":lock"
+	other := redislock.New(rdb, key, time.Minute)
+	if _, _, held, err := other.Holder(ctx); held || err != nil {
+		t.Fatalf("holder of a free lock: held %v, %v", held, err)
+	}
+	l := redislock.New(rdb, key, time.Minute).WithOwner("host-a:42")
+	if ok, err := l.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("acquire: %v, %v", ok, err)
+	}
+	owner, ttl, held, err := other.Holder(ctx)
+	if !held || err != nil || owner != "host-a:42" || ttl <= 0 || ttl > time.Minute {
+		t.Fatalf("holder: %q, %s, held %v, %v; want host-a:42 with up to 1m left", owner, ttl, held, err)
+	}
+	if err := l.Refresh(ctx); err != nil {
+		t.Fatalf("refresh of a lock with an owner: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, held, err := other.Holder(ctx); held || err != nil {
+		t.Fatalf("holder after release: held %v, %v", held, err)
+	}
+	anon := redislock.New(rdb, key, time.Minute)
+	if ok, err := anon.TryAcquire(ctx); !ok || err != nil {
+		t.Fatalf("acquire: %v, %v", ok, err)
+	}
+	if owner, _, held, err := other.Holder(ctx); !held || err != nil || owner != "" {
+		t.Fatalf("holder without an owner: %q, held %v, %v", owner, held, err)
+	}
+}

@@ -53,14 +53,22 @@ type Config struct {
 	// step (at most the queue client's MaxBatch). Default 500.
 	SweepPageSize int
 	// SweepLockTTL is the TTL of the Redis lock that lets one process at a
-	// time sweep; the holder refreshes it every third of it. Default 1
-	// minute.
+	// time sweep; the holder refreshes it every third of it. A process
+	// that dies holding it (killed mid-sweep) holds off every other
+	// sweeper for up to this long; one that shuts down releases it.
+	// Default 1 minute.
 	SweepLockTTL time.Duration
 	// SweepLockKey is that lock's key. Default "<queue namespace>:lock:orderclose-sweeper".
 	SweepLockKey string
 
 	// MaxBodyBytes bounds an HTTP request body. Default 64 KiB.
 	MaxBodyBytes int64
+
+	// OnSweep, if set, is called after every sweep the Sweeper tried, with
+	// what RunOnce returns: ran false and err nil is a sweep skipped
+	// because another process held the lock (report.HeldBy says who, if
+	// known); err set is a failed sweep, ran or not. For metrics.
+	OnSweep func(report SweepReport, ran bool, err error)
 
 	// OnEnqueueError, if set, is called (besides the log line and
 	// Service.EnqueueFailures) when an order was created but its close job

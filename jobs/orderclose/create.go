@@ -3,6 +3,7 @@ package orderclose
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -31,6 +32,14 @@ type NewOrder struct {
 	// PaymentWindow is how long the order waits for its payment; 0 means
 	// Config.PaymentWindow.
 	PaymentWindow time.Duration
+	// IdempotencyKey, if set, makes the create safe to retry: it is stored
+	// with the order (1 to MaxIdempotencyKeyLen bytes of visible ASCII,
+	// unique across all orders, kept as long as the order), and a create
+	// with a key that already made an order writes nothing and answers
+	// with that order (Created.Replayed) if it asks for the same user,
+	// items and payment window, or an *InputError of kind
+	// ErrIdempotencyKeyReused if not.
+	IdempotencyKey string
 }
 
 // Created is a new order, and whether its close job was scheduled.
@@ -39,8 +48,12 @@ type Created struct {
 	// CloseScheduled is false when the close job could not be enqueued
 	// (Redis down): the order stands, the failure was logged and counted,
 	// and the Sweeper closes the order after its deadline plus the grace
-	// period.
+	// period. It is false on a replay: that call scheduled nothing (the
+	// first one did, or the Sweeper will).
 	CloseScheduled bool
+	// Replayed is true when NewOrder.IdempotencyKey had made this order
+	// already: nothing was written, and Order is the order as it is now.
+	Replayed bool
 }
 
 // line is a validated item with its position in the request.
@@ -60,10 +73,20 @@ func (l line) field(name string) string { return fmt.Sprintf("items[%d].%s", l.i
 // also ErrUnknownSKU), short stock a *StockError (ErrInsufficientStock);
 // either way nothing was written. A failed enqueue is not an error: see
 // Created.CloseScheduled.
+//
+// With an idempotency key, a key that made an order already is a replay
+// (see NewOrder.IdempotencyKey), looked for before the transaction and
+// again after a failed one: of two concurrent creates with one key, the
+// unique key lets one commit, and the other answers with its order.
 func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error) {
 	lines, window, err := s.validate(in)
 	if err != nil {
 		return nil, err
+	}
+	if in.IdempotencyKey != "" {
+		if c, err := s.replay(ctx, in, lines, window); c != nil || err != nil {
+			return c, err
+		}
 	}
 	now := s.cfg.Now()
 	var order Order
@@ -83,6 +106,9 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 			PayDeadline: now.Add(window).UnixMilli(),
 			Version:     1,
 		}
+		if in.IdempotencyKey != "" {
+			order.IdempotencyKey = &in.IdempotencyKey
+		}
 		items = make([]OrderItem, len(lines))
 		for i, l := range lines {
 			items[i] = OrderItem{OrderNo: no, SKU: l.SKU, Quantity: l.Quantity}
@@ -94,6 +120,14 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 		})
 		if err == nil {
 			break
+		}
+		if in.IdempotencyKey != "" {
+			// Another create with the key may have committed meanwhile
+			// (this one then failed on the key, or on the stock it took).
+			// A failed look-up leaves err to speak for the create.
+			if c, rerr := s.replay(ctx, in, lines, window); c != nil || errors.Is(rerr, ErrIdempotencyKeyReused) {
+				return c, rerr
+			}
 		}
 		if try < 3 && isDuplicate(s.db, err) {
 			continue
@@ -114,6 +148,9 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 // package takes SKU rows in, so two of them never deadlock on each other)
 // and its payment window.
 func (s *Service) validate(in NewOrder) ([]line, time.Duration, error) {
+	if err := validIdempotencyKey(in.IdempotencyKey); err != nil {
+		return nil, 0, err
+	}
 	if len(in.User) > maxUserLen || !utf8.ValidString(in.User) {
 		return nil, 0, &InputError{Field: "user", Reason: fmt.Sprintf("want at most %d bytes of UTF-8", maxUserLen)}
 	}

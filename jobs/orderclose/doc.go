@@ -10,6 +10,9 @@
 //     (Redis down) leaves the order standing; the failure is logged and
 //     counted (Service.EnqueueFailures, Config.OnEnqueueError), and the
 //     Sweeper closes the order later.
+//     NewOrder.IdempotencyKey (the HTTP Idempotency-Key header), stored with
+//     the order under a unique key, makes a retried create answer with the
+//     first order instead of making another.
 //   - Service.Pay moves pending_payment to paid with a conditional update and
 //     then cancels the close job, best effort.
 //   - The close handler (Register attaches it to a queue.Worker) runs under

@@ -17,16 +17,19 @@ var (
 	ErrOrderNotFound = errors.New("order not found")
 	// ErrOrderClosed is returned by Pay for an order that was closed.
 	ErrOrderClosed = errors.New("order is closed")
+	// ErrIdempotencyKeyReused is the kind of an InputError refusing a
+	// create whose idempotency key made an order with another request.
+	ErrIdempotencyKeyReused = errors.New("idempotency key reused")
 )
 
 // InputError is bad input, refused before anything was written. It names
 // the field (as the HTTP request spells it, e.g. "items[2].quantity") and
 // what is wrong with it; errors.Is matches both ErrInvalid and its Kind
-// (ErrUnknownSKU, or nil for malformed values).
+// (ErrUnknownSKU, ErrIdempotencyKeyReused, or nil for malformed values).
 type InputError struct {
 	Field  string
 	Reason string
-	Kind   error // ErrUnknownSKU, or nil
+	Kind   error // ErrUnknownSKU, ErrIdempotencyKeyReused, or nil
 }
 
 func (e *InputError) Error() string {

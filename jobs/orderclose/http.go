@@ -13,6 +13,7 @@ import (
 //
 //	POST /v1/orders             {"items":[{"sku":"A","quantity":2}], "payment_window_ms":60000, "user":"u1"}
 //	                            -> 201 the order (Location: /v1/orders/{no})
+//	                            optional header Idempotency-Key: <1-64 visible ASCII characters>
 //	POST /v1/orders/{no}/pay    -> 200 the order, paid
 //	GET  /v1/orders/{no}        -> 200 the order: status, deadline, closed at and reason, items
 //	GET  /v1/orders/summary     -> 200 orders by status, lateness of the recent closes, stock
@@ -22,8 +23,21 @@ import (
 // other /v1 route: bad input gets a 4xx answer
 // {"error":{"code":"...","message":"...","field":"..."}} with the API's
 // codes (app/httpapi's package doc) and writes nothing. The module's own
-// codes are unknown_sku (400), insufficient_stock (409) and order_closed
-// (409).
+// codes are unknown_sku (400), insufficient_stock (409), order_closed
+// (409) and idempotency_key_reused (422).
+//
+// Idempotency-Key makes a create safe to retry when its answer was lost:
+// the key is stored with the order (keys are global, one order each, kept
+// as long as the order), and a create with a key that made an order
+// already writes nothing and answers as the first create did, 201 with the
+// order and its Location, plus "Idempotent-Replayed: true"; the body is
+// the order as it is now (it may be paid or closed since) and has no
+// close_job_scheduled. The same key with another request (user, items or
+// payment window: the JSON may differ in order and spacing) is 422
+// idempotency_key_reused, field Idempotency-Key. A malformed key (empty,
+// over 64 bytes, anything but 0x21-0x7E, or the header given twice) is 400
+// invalid_value, field Idempotency-Key. Of concurrent creates with one key,
+// one makes the order and the others answer with it.
 type HTTPHandler struct {
 	s   *Service
 	mux *http.ServeMux
@@ -101,6 +115,15 @@ const (
 	codeUnknownSKU        = "unknown_sku"        // 400: an item names a SKU that does not exist
 	codeInsufficientStock = "insufficient_stock" // 409
 	codeOrderClosed       = "order_closed"       // 409: paying an order whose window ended
+	// 422: an Idempotency-Key that made an order with another request.
+	codeIdempotencyKeyReused = "idempotency_key_reused"
+)
+
+// The create's idempotency headers: the key a client sends, and the mark
+// on an answer that replays the key's first create.
+const (
+	headerIdempotencyKey = "Idempotency-Key"
+	headerReplayed       = "Idempotent-Replayed"
 )
 
 func methodNotAllowed(allow string) http.HandlerFunc {
@@ -122,6 +145,10 @@ func noInput(r *http.Request) error {
 func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
 	err := httpjson.Query(r)
+	var key string
+	if err == nil {
+		key, err = idempotencyKey(r)
+	}
 	if err == nil {
 		err = httpjson.Decoder{MaxBytes: h.s.cfg.MaxBodyBytes}.Body(r, &req)
 	}
@@ -129,7 +156,7 @@ func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	in := NewOrder{User: req.User, Items: make([]Item, len(req.Items))}
+	in := NewOrder{User: req.User, Items: make([]Item, len(req.Items)), IdempotencyKey: key}
 	for i, it := range req.Items {
 		in.Items[i] = Item{SKU: it.SKU, Quantity: it.Quantity}
 	}
@@ -147,7 +174,11 @@ func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := viewOf(&c.Order, c.Items)
-	v.CloseJobScheduled = &c.CloseScheduled
+	if c.Replayed {
+		w.Header().Set(headerReplayed, "true")
+	} else {
+		v.CloseJobScheduled = &c.CloseScheduled
+	}
 	w.Header().Set("Location", pathOrder+c.Order.OrderNo)
 	httpjson.WriteJSON(w, http.StatusCreated, v)
 }
@@ -178,4 +209,20 @@ func (h *HTTPHandler) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, viewOf(&d.Order, d.Items))
+}
+
+// idempotencyKey returns the create's Idempotency-Key header ("" if it has
+// none). A header given but empty, or given twice, is refused here: either
+// would otherwise pass for no key and make a second order; the service
+// checks the key's characters.
+func idempotencyKey(r *http.Request) (string, error) {
+	vs, ok := r.Header[headerIdempotencyKey]
+	if !ok {
+		return "", nil
+	}
+	if len(vs) != 1 || vs[0] == "" {
+		return "", httpjson.BadRequest(httpjson.CodeInvalidValue, headerIdempotencyKey,
+			"%s: give the header once, with 1 to %d visible ASCII characters", headerIdempotencyKey, MaxIdempotencyKeyLen)
+	}
+	return vs[0], nil
 }

@@ -91,6 +91,8 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &he):
 		e = he
+	case errors.As(err, &in) && errors.Is(err, ErrIdempotencyKeyReused):
+		e = httpjson.NewError(http.StatusUnprocessableEntity, codeIdempotencyKeyReused, in.Field, in.Field+": "+in.Reason)
 	case errors.As(err, &in):
 		code := httpjson.CodeInvalidValue
 		if errors.Is(err, ErrUnknownSKU) {

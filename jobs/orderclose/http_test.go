@@ -79,6 +79,13 @@ func (a *api) do(method, path, contentType, body string) response {
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
+	return a.send(req)
+}
+
+// send sends req and decodes the answer.
+func (a *api) send(req *http.Request) response {
+	a.t.Helper()
+	method, path := req.Method, req.URL.Path
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		a.t.Fatal(err)

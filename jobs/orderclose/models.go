@@ -34,6 +34,10 @@ type Order struct {
 	CloseReason string `gorm:"column:close_reason;type:varchar(32);not null"`
 	// Version counts the order's changes (1 when created).
 	Version int `gorm:"column:version;type:int;size:32;not null"`
+	// IdempotencyKey is the key the order was created with (NULL without
+	// one). Its unique index is what makes a retried create answer with this
+	// order instead of making another; it lives, and is kept, with the row.
+	IdempotencyKey *string `gorm:"column:idempotency_key;type:varchar(64);uniqueIndex"`
 }
 
 // TableName is "orders".
@@ -81,4 +85,6 @@ const (
 	maxOrderNoLen = 64
 	maxSKULen     = 64
 	maxUserLen    = 64
+	// MaxIdempotencyKeyLen is the longest idempotency key, in bytes.
+	MaxIdempotencyKeyLen = 64
 )

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
@@ -22,9 +24,13 @@ import (
 // idempotency key).
 //
 // One process at a time sweeps: each run takes a Redis lock
-// (Config.SweepLockKey) and a process that cannot take it skips the run.
+// (Config.SweepLockKey, naming this process as host:pid) and a process that
+// cannot take it skips the run. The lock is released when the sweep ends,
+// shutdown included; only a process that dies mid-sweep leaves it to
+// expire (Config.SweepLockTTL).
 type Sweeper struct {
 	s   *Service
+	id  string // host:pid, the lock's owner
 	log logrus.FieldLogger
 
 	runs, enqueued atomic.Int64
@@ -32,6 +38,12 @@ type Sweeper struct {
 
 // SweepReport is what one sweep found and did.
 type SweepReport struct {
+	Start    time.Time     // when the sweep was tried
+	Duration time.Duration // how long it took, skipped or not
+	// HeldBy is, for a sweep skipped because the lock was held, the
+	// holder's host:pid ("" if unknown).
+	HeldBy string
+
 	Pages      int // pages of orders read
 	Overdue    int // pending orders found past deadline plus grace
 	Enqueued   int // close jobs that were missing and were enqueued
@@ -45,7 +57,9 @@ type SweepReport struct {
 
 // NewSweeper returns the Sweeper of s's orders.
 func NewSweeper(s *Service) *Sweeper {
-	return &Sweeper{s: s, log: s.log.WithFields(logrus.Fields{"topic": Topic, "component": "orderclose-sweeper"})}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s:%d", host, os.Getpid())
+	return &Sweeper{s: s, id: id, log: s.log.WithFields(logrus.Fields{"topic": Topic, "component": "orderclose-sweeper"})}
 }
 
 // Runs is how many sweeps this Sweeper ran (holding the lock).
@@ -56,9 +70,11 @@ func (sw *Sweeper) Runs() int64 { return sw.runs.Load() }
 func (sw *Sweeper) Enqueued() int64 { return sw.enqueued.Load() }
 
 // Run sweeps on Config.SweepSpec until ctx ends, then waits for a sweep in
-// progress to return. Sweeps never overlap within a process, and the lock
-// keeps them from overlapping across processes. It returns nil when ctx
-// ends.
+// progress to return: the end of ctx cancels it, and it releases the lock
+// (even with ctx gone), so that another process can sweep at once rather
+// than after the lock's TTL. Sweeps never overlap within a process, and
+// the lock keeps them from overlapping across processes. It returns nil
+// when ctx ends.
 func (sw *Sweeper) Run(ctx context.Context) error {
 	c := cron.New(
 		cron.WithLogger(cronLogger{sw.log}),
@@ -77,10 +93,20 @@ func (sw *Sweeper) Run(ctx context.Context) error {
 
 // RunOnce sweeps now, if no other process is sweeping: it reports whether
 // it ran, what it found, and the first error (a failed page ends the run;
-// the next run starts over).
+// the next run starts over). Config.OnSweep hears of it.
 func (sw *Sweeper) RunOnce(ctx context.Context) (SweepReport, bool, error) {
+	start := time.Now()
+	rep, ran, err := sw.runOnce(ctx)
+	rep.Start, rep.Duration = start, time.Since(start)
+	if sw.s.cfg.OnSweep != nil {
+		sw.s.cfg.OnSweep(rep, ran, err)
+	}
+	return rep, ran, err
+}
+
+func (sw *Sweeper) runOnce(ctx context.Context) (SweepReport, bool, error) {
 	var rep SweepReport
-	lock := sw.s.q.Lock(sw.s.cfg.SweepLockKey, sw.s.cfg.SweepLockTTL)
+	lock := sw.s.q.Lock(sw.s.cfg.SweepLockKey, sw.s.cfg.SweepLockTTL).WithOwner(sw.id)
 	ran, err := lock.Do(ctx, func(ctx context.Context) error {
 		var err error
 		rep, err = sw.sweep(ctx)
@@ -89,10 +115,17 @@ func (sw *Sweeper) RunOnce(ctx context.Context) (SweepReport, bool, error) {
 	if !ran {
 		if err != nil {
 			sw.log.WithError(err).Warn("sweep skipped: could not take the lock")
-		} else {
-			sw.log.Debug("sweep skipped: another process is sweeping")
+			return rep, false, err
 		}
-		return rep, false, err
+		// Info, not debug: a holder that died keeps every sweep off for
+		// the lock's TTL, and this line is how that shows.
+		log := sw.log.WithField("lock", sw.s.cfg.SweepLockKey)
+		if holder, left, held, herr := lock.Holder(ctx); herr == nil && held {
+			rep.HeldBy = holder
+			log = log.WithFields(logrus.Fields{"holder": holder, "lock_ttl_left": left.String()})
+		}
+		log.Info("sweep skipped: another process holds the sweeper lock")
+		return rep, false, nil
 	}
 	sw.runs.Add(1)
 	sw.enqueued.Add(int64(rep.Enqueued))

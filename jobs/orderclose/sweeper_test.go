@@ -221,23 +221,124 @@ func TestSweeperPages(t *testing.T) {
 	}
 }
 
+// sweepLog records what Config.OnSweep hears.
+type sweepLog struct {
+	mu    sync.Mutex
+	calls []sweepCall
+}
+
+type sweepCall struct {
+	rep orderclose.SweepReport
+	ran bool
+	err error
+}
+
+func (l *sweepLog) OnSweep(rep orderclose.SweepReport, ran bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, sweepCall{rep, ran, err})
+}
+
+func (l *sweepLog) take() []sweepCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.calls
+	l.calls = nil
+	return c
+}
+
 // One sweeper at a time: while another process holds the lock, a sweep is
-// skipped.
+// skipped, and OnSweep hears who held it.
 func TestSweeperOneAtATime(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil, orderclose.Config{})
+	var heard sweepLog
+	w := newWorld(t, nil, orderclose.Config{OnSweep: heard.OnSweep})
 	sw := orderclose.NewSweeper(w.svc)
-	other := redislock.New(w.rdb, w.svc.Config().SweepLockKey, time.Minute)
+	other := redislock.New(w.rdb, w.svc.Config().SweepLockKey, time.Minute).WithOwner("elsewhere:1")
 	if ok, err := other.TryAcquire(testenv.Context(t)); !ok || err != nil {
 		t.Fatalf("lock: %v, %v", ok, err)
 	}
-	if _, ran, err := sw.RunOnce(testenv.Context(t)); ran || err != nil {
-		t.Fatalf("sweep while another holds the lock: ran %v, %v", ran, err)
+	if rep, ran, err := sw.RunOnce(testenv.Context(t)); ran || err != nil || rep.HeldBy != "elsewhere:1" {
+		t.Fatalf("sweep while another holds the lock: ran %v, %v, held by %q", ran, err, rep.HeldBy)
 	}
 	if err := other.Release(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ran, err := sw.RunOnce(testenv.Context(t)); !ran || err != nil {
 		t.Fatalf("sweep with the lock free: ran %v, %v", ran, err)
+	}
+	calls := heard.take()
+	if len(calls) != 2 || calls[0].ran || calls[0].err != nil || calls[0].rep.HeldBy != "elsewhere:1" ||
+		!calls[1].ran || calls[1].err != nil || calls[1].rep.Start.IsZero() {
+		t.Fatalf("OnSweep heard %+v; want a skipped sweep (held by elsewhere:1), then one that ran", calls)
+	}
+}
+
+// A sweeper stopped mid-sweep releases its lock as Run returns: another
+// process sweeps at once, not after the lock's TTL (an hour here).
+func TestSweeperReleasesLockOnShutdown(t *testing.T) {
+	t.Parallel()
+	var heard sweepLog
+	var block atomic.Bool
+	entered := make(chan struct{}, 1)
+	resume := make(chan struct{})
+	w := newWorld(t, nil, orderclose.Config{
+		SweepSpec:    "@every 1s",
+		SweepLockTTL: time.Hour,
+		OnSweep:      heard.OnSweep,
+		// The sweep reads the clock first, holding the lock: block it
+		// there until the test has stopped the sweeper.
+		Now: func() time.Time {
+			if block.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-resume
+			}
+			return time.Now()
+		},
+	})
+	key := w.svc.Config().SweepLockKey
+	block.Store(true)
+	ctx, cancel := context.WithCancel(testenv.Context(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- orderclose.NewSweeper(w.svc).Run(ctx) }()
+	select {
+	case <-entered:
+	case <-testenv.Context(t).Done():
+		t.Fatal("no sweep started")
+	}
+	probe := redislock.New(w.rdb, key, time.Minute)
+	owner, _, held, err := probe.Holder(testenv.Context(t))
+	if !held || err != nil || owner == "" {
+		t.Fatalf("lock during the sweep: owner %q, held %v, %v", owner, held, err)
+	}
+	// Another sweeper meanwhile skips, and says who holds the lock.
+	if rep, ran, err := orderclose.NewSweeper(w.svc).RunOnce(testenv.Context(t)); ran || err != nil || rep.HeldBy != owner {
+		t.Fatalf("second sweeper: ran %v, %v, held by %q; want skipped, held by %q", ran, err, rep.HeldBy, owner)
+	}
+
+	cancel()
+	close(resume)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-testenv.Context(t).Done():
+		t.Fatal("Run did not return after its context ended")
+	}
+	if ok, err := probe.TryAcquire(testenv.Context(t)); !ok || err != nil {
+		owner, left, _, _ := probe.Holder(testenv.Context(t))
+		t.Fatalf("lock after Run returned: taken %v, %v (held by %q for %s more); want it free", ok, err, owner, left)
+	}
+	var ranOne bool
+	for _, c := range heard.take() {
+		ranOne = ranOne || c.ran
+	}
+	if !ranOne {
+		t.Error("OnSweep never heard of the sweep that was cut short")
 	}
 }

@@ -33,9 +33,10 @@ type Config struct {
 	// MaxAttempts is how many times a close job is tried before it goes
 	// dead. Default 25.
 	MaxAttempts int
-	// EnqueueTimeout bounds the enqueue of the close job after an order was
-	// created, so that a Redis that hangs does not hang order creation.
-	// Default 3 seconds.
+	// EnqueueTimeout bounds the push of a close job to Redis after its
+	// order committed, the Sweeper's enqueues, and the cancel after a
+	// payment, so that a Redis that hangs does not hang them. Default 3
+	// seconds.
 	EnqueueTimeout time.Duration
 	// MaxItems is the most lines one order may have. Default 100.
 	MaxItems int
@@ -70,10 +71,6 @@ type Config struct {
 	// known); err set is a failed sweep, ran or not. For metrics.
 	OnSweep func(report SweepReport, ran bool, err error)
 
-	// OnEnqueueError, if set, is called (besides the log line and
-	// Service.EnqueueFailures) when an order was created but its close job
-	// could not be enqueued. The Sweeper will close the order later.
-	OnEnqueueError func(ctx context.Context, orderNo string, err error)
 	// Logger receives the package's logs. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 	// Now is the clock of created_at, pay deadlines, paid_at and closed_at.

@@ -42,15 +42,10 @@ type NewOrder struct {
 	IdempotencyKey string
 }
 
-// Created is a new order, and whether its close job was scheduled.
+// Created is a new order. Its close job was committed with it (the topic is
+// durable): there is no order without its close job.
 type Created struct {
 	OrderDetails
-	// CloseScheduled is false when the close job could not be enqueued
-	// (Redis down): the order stands, the failure was logged and counted,
-	// and the Sweeper closes the order after its deadline plus the grace
-	// period. It is false on a replay: that call scheduled nothing (the
-	// first one did, or the Sweeper will).
-	CloseScheduled bool
 	// Replayed is true when NewOrder.IdempotencyKey had made this order
 	// already: nothing was written, and Order is the order as it is now.
 	Replayed bool
@@ -66,13 +61,16 @@ func (l line) field(name string) string { return fmt.Sprintf("items[%d].%s", l.i
 
 // CreateOrder creates an order pending payment: in one transaction it takes
 // the stock of every line (a conditional update that never lets stock go
-// below zero) and inserts the order and its lines; then it enqueues the
-// order's close job, due at the pay deadline.
+// below zero), inserts the order and its lines, and enqueues the order's
+// close job, due at the pay deadline, as a scheduled row of the durable
+// topic (queue.Client.EnqueueTx): the order and its close job commit
+// together or not at all. After the commit the job is pushed to Redis; if
+// that fails (Redis down) or the process dies first, the relay pushes it
+// (docs/design.md §4.11), so the create does not fail for it.
 //
 // Bad input returns an *InputError (errors.Is ErrInvalid; an unknown SKU
 // also ErrUnknownSKU), short stock a *StockError (ErrInsufficientStock);
-// either way nothing was written. A failed enqueue is not an error: see
-// Created.CloseScheduled.
+// either way nothing was written.
 //
 // With an idempotency key, a key that made an order already is a replay
 // (see NewOrder.IdempotencyKey), looked for before the transaction and
@@ -91,6 +89,7 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 	now := s.cfg.Now()
 	var order Order
 	var items []OrderItem
+	var staged *queue.Staged
 	// An order number is 40 random bits per second: a collision is
 	// improbable, but would only cost another try.
 	for try := 1; ; try++ {
@@ -115,7 +114,11 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 		}
 		err = ledger.RetryDeadlocks(ctx, func() error {
 			return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-				return s.insertOrder(tx, &order, lines, items)
+				if err := s.insertOrder(tx, &order, lines, items); err != nil {
+					return err
+				}
+				staged, err = s.enqueueClose(ctx, tx, &order)
+				return err
 			})
 		})
 		if err == nil {
@@ -137,10 +140,8 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 	s.orderLog(order.OrderNo).WithFields(logrus.Fields{
 		"amount_cents": order.AmountCents, "pay_deadline": order.PayDeadline,
 	}).Debug("order created")
-	return &Created{
-		OrderDetails:   OrderDetails{Order: order, Items: items},
-		CloseScheduled: s.scheduleClose(ctx, &order),
-	}, nil
+	s.pushClose(ctx, &order, staged)
+	return &Created{OrderDetails: OrderDetails{Order: order, Items: items}}, nil
 }
 
 // validate checks a new order before anything is read or written. It
@@ -254,36 +255,41 @@ type closePayload struct {
 	PayDeadline int64  `json:"pay_deadline"`
 }
 
-// scheduleClose enqueues the order's close job, due at its pay deadline,
-// and reports whether it did. The order is committed already: a failure is
-// logged, counted and passed to Config.OnEnqueueError, never returned. The
-// enqueue outlives a cancelled ctx (a client that hung up after the commit
-// still gets its order closed) but not Config.EnqueueTimeout.
-func (s *Service) scheduleClose(ctx context.Context, o *Order) bool {
-	log := s.orderLog(o.OrderNo)
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
-	defer cancel()
+// enqueueClose writes the order's close job, due at its pay deadline, in
+// the order's transaction tx.
+func (s *Service) enqueueClose(ctx context.Context, tx *gorm.DB, o *Order) (*queue.Staged, error) {
 	payload, err := json.Marshal(closePayload{OrderNo: o.OrderNo, PayDeadline: o.PayDeadline})
-	if err == nil {
-		var res queue.EnqueueResult
-		res, err = s.q.Enqueue(ectx, Topic, queue.NewJob{
-			ID:          JobID(o.OrderNo),
-			Payload:     payload,
-			RunAt:       o.PayDeadline,
-			MaxAttempts: s.cfg.MaxAttempts,
-		})
-		if err == nil {
-			if res.Duplicate {
-				log.Warn("close job already enqueued")
-			}
-			return true
-		}
+	if err != nil {
+		return nil, fmt.Errorf("orderclose: create order %s: close job: %w", o.OrderNo, err)
 	}
-	n := s.enqueueFailures.Add(1)
-	log.WithError(err).WithField("enqueue_failures", n).
-		Error("order created but its close job could not be enqueued: the sweeper will close it after its deadline")
-	if s.cfg.OnEnqueueError != nil {
-		s.cfg.OnEnqueueError(ctx, o.OrderNo, fmt.Errorf("orderclose: enqueue close job of %s: %w", o.OrderNo, err))
+	staged, err := s.q.EnqueueTx(ctx, s.led.Tx(tx), Topic, queue.NewJob{
+		ID:          JobID(o.OrderNo),
+		Payload:     payload,
+		RunAt:       o.PayDeadline,
+		MaxAttempts: s.cfg.MaxAttempts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("orderclose: create order %s: close job: %w", o.OrderNo, err)
 	}
-	return false
+	switch r := staged.Results()[0]; r.Status {
+	case queue.BatchInvalid:
+		return nil, fmt.Errorf("orderclose: create order %s: close job: %w", o.OrderNo, r.Err)
+	case queue.BatchDuplicate:
+		// A close job of this order number waits already: the order
+		// number was taken, and the insert of the order failed first.
+		return nil, fmt.Errorf("orderclose: create order %s: its close job exists already", o.OrderNo)
+	}
+	return staged, nil
+}
+
+// pushClose pushes a committed close job to Redis. It outlives a cancelled
+// ctx (a client that hung up after the commit) but not
+// Config.EnqueueTimeout; a failure is only logged: the job is safe in SQL
+// and the relay pushes it.
+func (s *Service) pushClose(ctx context.Context, o *Order, staged *queue.Staged) {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
+	defer cancel()
+	if err := s.q.Push(pctx, staged); err != nil {
+		s.orderLog(o.OrderNo).WithError(err).Warn("order and close job committed; the push to Redis failed: the relay pushes it")
+	}
 }

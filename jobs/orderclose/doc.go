@@ -4,12 +4,11 @@
 //
 // The pieces:
 //
-//   - Service.CreateOrder takes the stock and inserts the order and its items
-//     in one transaction, then enqueues the close job "order_close:<order_no>"
-//     on topic "order_close", due at the pay deadline. An enqueue that fails
-//     (Redis down) leaves the order standing; the failure is logged and
-//     counted (Service.EnqueueFailures, Config.OnEnqueueError), and the
-//     Sweeper closes the order later.
+//   - Service.CreateOrder takes the stock, inserts the order and its items
+//     and enqueues the close job "order_close:<order_no>" on the durable
+//     topic "order_close", due at the pay deadline, in one transaction: an
+//     order exists exactly when its close job does. The job is pushed to
+//     Redis after the commit; with Redis down, the relay pushes it later.
 //     NewOrder.IdempotencyKey (the HTTP Idempotency-Key header), stored with
 //     the order under a unique key, makes a retried create answer with the
 //     first order instead of making another.
@@ -22,8 +21,8 @@
 //     order_close_log make a second run a no-op.
 //   - The Sweeper, a cron job that one process at a time runs, re-enqueues
 //     the close job of every pending order past its deadline plus a grace
-//     period: the safety net for the dual write between MySQL and Redis and
-//     for jobs Redis lost before any worker claimed them.
+//     period: a belt over the braces (the durable topic and its relay), which
+//     should find nothing to do; its metrics say if it ever does.
 //   - NewHTTPHandler serves POST /v1/orders, POST /v1/orders/{no}/pay and
 //     GET /v1/orders/{no}, for the program to mount (or not).
 //

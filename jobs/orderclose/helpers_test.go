@@ -48,11 +48,12 @@ func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB,
 		t.Fatal(err)
 	}
 	sqlDB.SetMaxOpenConns(24)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	led, err := ledger.New(db, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := ledger.New(db, ledger.Options{})
+	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: led,
+		TopicDurability: map[string]queue.Durability{orderclose.Topic: queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,7 @@ import (
 // as long as the order), and a create with a key that made an order
 // already writes nothing and answers as the first create did, 201 with the
 // order and its Location, plus "Idempotent-Replayed: true"; the body is
-// the order as it is now (it may be paid or closed since) and has no
-// close_job_scheduled. The same key with another request (user, items or
+// the order as it is now (it may be paid or closed since). The same key with another request (user, items or
 // payment window: the JSON may differ in order and spacing) is 422
 // idempotency_key_reused, field Idempotency-Key. A malformed key (empty,
 // over 64 bytes, anything but 0x21-0x7E, or the header given twice) is 400
@@ -176,8 +175,6 @@ func (h *HTTPHandler) create(w http.ResponseWriter, r *http.Request) {
 	v := viewOf(&c.Order, c.Items)
 	if c.Replayed {
 		w.Header().Set(headerReplayed, "true")
-	} else {
-		v.CloseJobScheduled = &c.CloseScheduled
 	}
 	w.Header().Set("Location", pathOrder+c.Order.OrderNo)
 	httpjson.WriteJSON(w, http.StatusCreated, v)

@@ -37,9 +37,6 @@ type orderView struct {
 	CloseReason string     `json:"close_reason,omitempty"`
 	Version     int        `json:"version"`
 	Items       []itemView `json:"items,omitempty"`
-	// CloseJobScheduled is set on creation only: false means the close job
-	// could not be enqueued and the sweeper will close the order.
-	CloseJobScheduled *bool `json:"close_job_scheduled,omitempty"`
 }
 
 type itemView struct {

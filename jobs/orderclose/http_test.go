@@ -15,6 +15,7 @@ import (
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -59,7 +60,6 @@ type orderJSON struct {
 		SKU      string `json:"sku"`
 		Quantity int64  `json:"quantity"`
 	} `json:"items"`
-	CloseJobScheduled *bool `json:"close_job_scheduled"`
 }
 
 type errorJSON struct {
@@ -139,7 +139,7 @@ func TestHTTPCreateGetPay(t *testing.T) {
 		t.Fatalf("create: %d %s (Location %q)", r.status, r.raw, r.header.Get("Location"))
 	}
 	if o.Status != orderclose.StatusPending || o.User != "u1" || o.AmountCents != 300 || o.Version != 1 ||
-		o.PaidAt != nil || o.ClosedAt != nil || o.CloseJobScheduled == nil || !*o.CloseJobScheduled || len(o.Items) != 2 {
+		o.PaidAt != nil || o.ClosedAt != nil || len(o.Items) != 2 {
 		t.Fatalf("created order %s", r.raw)
 	}
 	created, err1 := time.Parse(time.RFC3339, o.CreatedAt)
@@ -156,7 +156,7 @@ func TestHTTPCreateGetPay(t *testing.T) {
 
 	g := a.get("/v1/orders/" + o.OrderNo)
 	if g.status != http.StatusOK || g.order.OrderNo != o.OrderNo || g.order.PayDeadline != o.PayDeadline ||
-		g.order.Status != orderclose.StatusPending || len(g.order.Items) != 2 || g.order.Items[0].SKU != "A" || g.order.CloseJobScheduled != nil {
+		g.order.Status != orderclose.StatusPending || len(g.order.Items) != 2 || g.order.Items[0].SKU != "A" {
 		t.Fatalf("get: %d %s", g.status, g.raw)
 	}
 	if h := a.do(http.MethodHead, "/v1/orders/"+o.OrderNo, "", ""); h.status != http.StatusOK {
@@ -296,8 +296,9 @@ func TestHTTPOrderErrors(t *testing.T) {
 	resp.Body.Close()
 }
 
-// With Redis down an order is still created (201); the failed enqueue is
-// counted, and the answer says the close job is not scheduled.
+// With Redis down an order is still created (201), with its close job: the
+// job is a committed row of the durable topic, pushed by the relay once
+// Redis is back.
 func TestHTTPCreateWithRedisDown(t *testing.T) {
 	t.Parallel()
 	// Nothing listens on a fresh free port: every Redis call is refused.
@@ -309,11 +310,14 @@ func TestHTTPCreateWithRedisDown(t *testing.T) {
 	a := newAPI(t, w)
 
 	r := a.post("/v1/orders", `{"items":[{"sku":"A","quantity":2}]}`)
-	if r.status != http.StatusCreated || r.order.CloseJobScheduled == nil || *r.order.CloseJobScheduled {
-		t.Fatalf("create with Redis down: %d %s; want 201 with close_job_scheduled false", r.status, r.raw)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create with Redis down: %d %s; want 201", r.status, r.raw)
 	}
-	if w.svc.EnqueueFailures() != 1 || w.count(&orderclose.Order{}) != 1 || w.stock()["A"] != 8 {
-		t.Fatalf("failures %d, orders %d, stock %v", w.svc.EnqueueFailures(), w.count(&orderclose.Order{}), w.stock())
+	if w.count(&orderclose.Order{}) != 1 || w.stock()["A"] != 8 {
+		t.Fatalf("orders %d, stock %v", w.count(&orderclose.Order{}), w.stock())
+	}
+	if row, err := w.led.Row(testenv.Context(t), orderclose.Topic, orderclose.JobID(r.order.OrderNo)); err != nil || row.State != ledger.StateScheduled {
+		t.Fatalf("close job row with Redis down: %+v, %v", row, err)
 	}
 	// Paying works too: the cancel of the close job fails, quietly.
 	if p := a.post("/v1/orders/"+r.order.OrderNo+"/pay", ""); p.status != http.StatusOK || p.order.Status != orderclose.StatusPaid {

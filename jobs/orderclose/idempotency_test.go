@@ -36,8 +36,8 @@ func TestCreateOrderIdempotencyKey(t *testing.T) {
 		in := orderclose.NewOrder{User: "u1", IdempotencyKey: "3f2c9a51-7d4e-4b1a-9c0e-5a6b7c8d9e0f",
 			Items: []orderclose.Item{{SKU: "B", Quantity: 2}, {SKU: "A", Quantity: 1}}, PaymentWindow: time.Hour}
 		first := w.mustCreate(in)
-		if first.Replayed || !first.CloseScheduled {
-			t.Fatalf("first create: replayed %v, close scheduled %v", first.Replayed, first.CloseScheduled)
+		if first.Replayed {
+			t.Fatalf("first create: replayed")
 		}
 		if k := w.order(first.Order.OrderNo).IdempotencyKey; k == nil || *k != in.IdempotencyKey {
 			t.Fatalf("stored key %v, want %q", k, in.IdempotencyKey)
@@ -49,7 +49,7 @@ func TestCreateOrderIdempotencyKey(t *testing.T) {
 		again.Items = []orderclose.Item{{SKU: "A", Quantity: 1}, {SKU: "B", Quantity: 2}}
 		for i := 0; i < 3; i++ {
 			c := w.mustCreate(again)
-			if !c.Replayed || c.CloseScheduled || c.Order.OrderNo != first.Order.OrderNo || c.Order.AmountCents != 300 ||
+			if !c.Replayed || c.Order.OrderNo != first.Order.OrderNo || c.Order.AmountCents != 300 ||
 				c.Order.PayDeadline != first.Order.PayDeadline || len(c.Items) != 2 {
 				t.Fatalf("replay %d: %+v; want the first order %s, replayed", i, c, first.Order.OrderNo)
 			}
@@ -206,8 +206,7 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 	}
 	const key = "order-7f3e"
 	first := create(`{"user":"u1","items":[{"sku":"A","quantity":1},{"sku":"B","quantity":2}],"payment_window_ms":60000}`, key)
-	if first.status != http.StatusCreated || first.header.Get("Idempotent-Replayed") != "" ||
-		first.order.CloseJobScheduled == nil || !*first.order.CloseJobScheduled {
+	if first.status != http.StatusCreated || first.header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("first create: %d %v %s", first.status, first.header, first.raw)
 	}
 	before := w.snapshot()
@@ -218,7 +217,7 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 		r := create(body, key)
 		if r.status != http.StatusCreated || r.header.Get("Idempotent-Replayed") != "true" ||
 			r.header.Get("Location") != first.header.Get("Location") || r.order.OrderNo != first.order.OrderNo ||
-			r.order.PayDeadline != first.order.PayDeadline || len(r.order.Items) != 2 || r.order.CloseJobScheduled != nil {
+			r.order.PayDeadline != first.order.PayDeadline || len(r.order.Items) != 2 {
 			t.Fatalf("replay: %d %v %s; want 201 with order %s", r.status, r.header, r.raw, first.order.OrderNo)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
@@ -21,8 +20,6 @@ type Service struct {
 	q   *queue.Client
 	cfg Config
 	log logrus.FieldLogger
-
-	enqueueFailures atomic.Int64
 }
 
 // New returns a Service whose orders live in the ledger's database (see
@@ -30,6 +27,11 @@ type Service struct {
 func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
 	if led == nil || q == nil {
 		return nil, errors.New("orderclose: New needs a ledger and a queue client")
+	}
+	if !q.IsDurable(Topic) {
+		// The close job commits with its order: that needs the topic's
+		// jobs in SQL.
+		return nil, fmt.Errorf("orderclose: topic %s must be durable (queue.Config.TopicDurability)", Topic)
 	}
 	qc := q.Config()
 	cfg, err := cfg.withDefaults(qc.Namespace, qc.MaxBatch)
@@ -53,11 +55,6 @@ func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
 
 // Config returns the service's configuration with defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
-
-// EnqueueFailures is how many orders were created whose close job could not
-// be enqueued (since the Service was made). Each such order is closed by the
-// Sweeper after its deadline plus the grace period.
-func (s *Service) EnqueueFailures() int64 { return s.enqueueFailures.Load() }
 
 // OrderDetails is an order with its lines and, once closed, its close-log
 // row.

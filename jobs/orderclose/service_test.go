@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -51,8 +52,11 @@ func TestCreateOrderTakesStockAndSchedulesClose(t *testing.T) {
 	c := w.mustCreate(orderclose.NewOrder{User: "u1", Items: []orderclose.Item{{SKU: "B", Quantity: 1}, {SKU: "A", Quantity: 2}}})
 	o := c.Order
 
-	if !c.CloseScheduled || w.svc.EnqueueFailures() != 0 {
-		t.Fatalf("close scheduled %v, failures %d", c.CloseScheduled, w.svc.EnqueueFailures())
+	// The close job committed with the order (a scheduled row) and was
+	// pushed to Redis, due at the deadline.
+	if row, err := w.led.Row(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil ||
+		row.State != ledger.StateScheduled || row.RunAt != o.PayDeadline {
+		t.Fatalf("close job row %+v, %v", row, err)
 	}
 	if o.Status != orderclose.StatusPending || o.AmountCents != 300 || o.Version != 1 || o.UserID != "u1" {
 		t.Fatalf("order %+v", o)

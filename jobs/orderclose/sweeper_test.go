@@ -13,6 +13,7 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
 )
 
 // runSweeper runs a Sweeper of w's service until the test ends.
@@ -48,25 +49,28 @@ func (w *world) waitClosed(nos []string, initial map[string]int64) {
 	}
 }
 
-// Orders created while Redis is down still stand; the failed enqueue is
-// logged and counted; once Redis is back, the sweeper closes every one of
-// them after its deadline.
-func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
+// runRelay runs the durable topics' relay until the test ends.
+func (w *world) runRelay() {
+	w.t.Helper()
+	r, err := recovery.NewRelay(w.q, w.led, recovery.RelayConfig{Every: 50 * time.Millisecond, Grace: 10 * time.Millisecond,
+		Logger: testenv.QuietLogger()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	stopChecked(w.t, "relay", testenv.Start(w.t, r.Run))
+}
+
+// Orders created while Redis is down still stand, each with its close job
+// committed in SQL; once Redis is back (empty: no persistence), the relay
+// pushes the jobs and every order closes. The sweeper, the belt, finds
+// nothing to do.
+func TestOrdersCreatedWhileRedisDownCloseWithoutTheSweeper(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedis(t, testenv.RedisOptions{})
-	// No retries: a refused connection fails the enqueue at once.
+	// No retries: a refused connection fails the push at once.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
-	var reported sync.Map
-	var reports atomic.Int64
-	w := newWorld(t, rdb, orderclose.Config{
-		SweepSpec:  "@every 1s",
-		SweepGrace: 100 * time.Millisecond,
-		OnEnqueueError: func(_ context.Context, no string, err error) {
-			reported.Store(no, err)
-			reports.Add(1)
-		},
-	})
+	w := newWorld(t, rdb, orderclose.Config{SweepSpec: "@every 1s", SweepGrace: 100 * time.Millisecond})
 	initial := map[string]int64{"A": 100, "B": 100}
 	w.seed(initial)
 
@@ -75,40 +79,33 @@ func TestSweeperClosesOrdersCreatedWhileRedisDown(t *testing.T) {
 	var nos []string
 	for i := 0; i < n; i++ {
 		c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}, PaymentWindow: 200 * time.Millisecond})
-		if c.CloseScheduled {
-			t.Fatalf("order %s: close job scheduled with Redis down", c.Order.OrderNo)
-		}
-		if _, ok := reported.Load(c.Order.OrderNo); !ok {
-			t.Fatalf("order %s: enqueue failure not reported", c.Order.OrderNo)
-		}
 		nos = append(nos, c.Order.OrderNo)
-	}
-	if w.svc.EnqueueFailures() != n || reports.Load() != n {
-		t.Fatalf("enqueue failures %d, reported %d; want %d", w.svc.EnqueueFailures(), reports.Load(), n)
 	}
 	if got := w.stock(); got["A"] != 100-2*n || got["B"] != 100-n {
 		t.Fatalf("stock %v: the orders must stand and hold their stock", got)
+	}
+	if c, err := w.led.Count(testenv.Context(t)); err != nil || c != n {
+		t.Fatalf("close job rows with Redis down: %d, %v; want %d", c, err, n)
 	}
 	sw := orderclose.NewSweeper(w.svc)
 	if _, ran, err := sw.RunOnce(testenv.Context(t)); ran || err == nil {
 		t.Fatalf("sweep with Redis down: ran %v, err %v; want an error", ran, err)
 	}
 
-	// Redis is back, empty (no persistence): nothing knows of the orders
-	// but MySQL.
 	srv.Restart(t)
+	w.runRelay()
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)
 	w.waitClosed(nos, initial)
-	if sw.Enqueued() < n {
-		t.Errorf("sweeper enqueued %d close jobs, want at least %d", sw.Enqueued(), n)
+	if sw.Enqueued() != 0 {
+		t.Errorf("sweeper enqueued %d close jobs; the relay should have left it nothing", sw.Enqueued())
 	}
 }
 
-// Close jobs lost by Redis before any worker claimed them (their keys
-// deleted, as by a FLUSHALL of this test's namespace): the sweeper closes
-// every order.
-func TestSweeperClosesOrdersWhoseJobsRedisLost(t *testing.T) {
+// Close jobs lost by Redis before any worker claimed them (every key of the
+// namespace deleted, as by a FLUSHALL): the relay reloads them from SQL and
+// every order closes; the sweeper finds nothing to do.
+func TestOrdersWhoseJobsRedisLostCloseWithoutTheSweeper(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil, orderclose.Config{SweepSpec: "@every 1s", SweepGrace: 100 * time.Millisecond})
 	initial := map[string]int64{"A": 100}
@@ -125,7 +122,33 @@ func TestSweeperClosesOrdersWhoseJobsRedisLost(t *testing.T) {
 	if st, err := w.q.Stats(testenv.Context(t), orderclose.Topic); err != nil || st.Due != 0 {
 		t.Fatalf("close jobs after the flush: %+v, %v; want none", st, err)
 	}
+	sw := orderclose.NewSweeper(w.svc)
+	w.runRelay()
+	startWorker(t, w.newWorker(queue.TopicConfig{}))
+	runSweeper(t, sw)
+	w.waitClosed(nos, initial)
+	if sw.Enqueued() != 0 {
+		t.Errorf("sweeper enqueued %d close jobs; the relay should have left it nothing", sw.Enqueued())
+	}
+}
 
+// The belt: close jobs gone from both stores (deleted by hand, say) leave
+// their orders pending; the sweeper enqueues them again and every order
+// closes.
+func TestSweeperClosesOrdersWhoseCloseJobsVanished(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil, orderclose.Config{SweepSpec: "@every 1s", SweepGrace: 100 * time.Millisecond})
+	initial := map[string]int64{"A": 100}
+	w.seed(initial)
+	const n = 10
+	var nos []string
+	for i := 0; i < n; i++ {
+		nos = append(nos, w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond}).Order.OrderNo)
+	}
+	if err := w.db.Exec("DELETE FROM " + w.led.LedgerTable()).Error; err != nil {
+		t.Fatal(err)
+	}
+	deleteNamespace(t, w.rdb, w.ns)
 	sw := orderclose.NewSweeper(w.svc)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 	runSweeper(t, sw)

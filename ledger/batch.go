@@ -30,6 +30,38 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 	return nil
 }
 
+// Unclaim hands the rows of released claims of durable topics back to
+// waiting, in one statement: the attempt given back (one less), state
+// scheduled when that leaves 0 and retrying otherwise, lease_until = run_at
+// (so a row whose job Redis lost is stale once it is overdue), no worker.
+// Fenced by attempt like Complete: a row rewritten by a later claim, or
+// already handed back, is left alone. Rows of redis topics are deleted
+// instead (Complete): Redis alone holds their waiting jobs.
+func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	refs = sortedRefs(refs)
+	now := l.nowMs()
+	err := l.inBatches(ctx, len(refs), 3, 1, func(db *gorm.DB, lo, hi int) error {
+		// state is assigned before attempt and reads the old attempt:
+		// MySQL evaluates the assignments of a single-table UPDATE left to
+		// right (a later one sees the earlier ones' new values), SQLite
+		// reads every right-hand side from the old row; in this order both
+		// mean the same.
+		q := "UPDATE `" + l.ledgerTable + "` SET" +
+			" state = CASE WHEN attempt > 1 THEN '" + StateRetrying + "' ELSE '" + StateScheduled + "' END," +
+			" attempt = attempt - 1, lease_until = run_at, worker = '', updated_at = ?" +
+			" WHERE " + l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
+		vars := append([]any{now}, refVars(refs[lo:hi], true)...)
+		return db.Exec(q, vars...).Error
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: unclaim %d jobs: %w", len(refs), err)
+	}
+	return nil
+}
+
 // Extend raises lease_until of the given rows to leaseUntil, in one
 // statement per heartbeat. It never lowers it: a late heartbeat, or one
 // racing with MarkRetrying (which sets a later deadline), must not make a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/queue"
 )
@@ -66,6 +67,69 @@ func BenchmarkRecordComplete(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// BenchmarkSchedule measures the durable enqueue's SQL side: each op is one
+// Schedule of 1 or 100 fresh jobs (one SELECT with the clock, one multi-row
+// INSERT, each committed on its own). "serial" is one caller; "parallel"
+// runs 25×GOMAXPROCS goroutines on one pool (50 on 2 CPUs), each its own
+// calls, as uncoalesced enqueues from many goroutines would. rows/s counts
+// jobs written. MariaDB only: SQLite serializes writers anyway.
+//
+//	go test -run '^$' -bench Schedule -benchtime 3s ./ledger/
+func BenchmarkSchedule(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		for _, parallel := range []bool{false, true} {
+			name := fmt.Sprintf("mariadb/%d/serial", batch)
+			if parallel {
+				name = fmt.Sprintf("mariadb/%d/parallel", batch)
+			}
+			b.Run(name, func(b *testing.B) {
+				db := backends[0].open(b)
+				if sqlDB, err := db.DB(); err == nil {
+					sqlDB.SetMaxIdleConns(64) // no reconnect per call with 50 goroutines
+				}
+				l, err := New(db, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Migrate(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				var seq atomic.Int64
+				step := func(ctx context.Context) {
+					n := seq.Add(1)
+					js := make([]queue.NewJob, batch)
+					for i := range js {
+						js[i] = queue.NewJob{
+							ID:          fmt.Sprintf("order_close:%d-%d", n, i),
+							Payload:     []byte(fmt.Sprintf(`{"order_no":"%d-%d","reason":"unpaid"}`, n, i)),
+							Delay:       30 * time.Minute,
+							MaxAttempts: 5,
+						}
+					}
+					if _, _, err := l.Schedule(ctx, "bench", js); err != nil {
+						b.Error(err)
+					}
+				}
+				ctx := context.Background()
+				b.ResetTimer()
+				if parallel {
+					b.SetParallelism(25)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							step(ctx)
+						}
+					})
+				} else {
+					for i := 0; i < b.N; i++ {
+						step(ctx)
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
 			})
 		}
 	}

@@ -1,9 +1,11 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
 
@@ -28,6 +30,19 @@ type dialect struct {
 	// tableOptions goes after CREATE TABLE; SQLite has no equivalent. The
 	// binary collation makes ids compare byte-wise, as Redis does.
 	tableOptions string
+	// now is the SQL server's clock in Unix ms, as a BIGINT expression.
+	// MySQL: microseconds between the epoch and UTC_TIMESTAMP, two
+	// datetimes without a time zone, so neither the session's time_zone
+	// nor a DST change can shift it (UNIX_TIMESTAMP(NOW(3)) reads NOW in
+	// the session's zone, ambiguous for an hour each autumn). SQLite: the
+	// Julian day of 'now', whose double carries about 0.05 ms at today's
+	// dates.
+	now string
+	// shareLock ends a SELECT that must read the latest committed rows
+	// inside a transaction (a plain one reads the transaction's snapshot
+	// under REPEATABLE READ). SQLite has no row locks: a writing
+	// transaction holds the whole database.
+	shareLock string
 }
 
 func dialectOf(db *gorm.DB) (dialect, error) {
@@ -39,6 +54,8 @@ func dialectOf(db *gorm.DB) (dialect, error) {
 			greatest:     "GREATEST",
 			valuesList:   "",
 			tableOptions: "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+			now:          "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000",
+			shareLock:    " LOCK IN SHARE MODE",
 		}, nil
 	case "sqlite":
 		return dialect{
@@ -48,6 +65,7 @@ func dialectOf(db *gorm.DB) (dialect, error) {
 			// SQLite also caps expression depth at 1000, so a long
 			// OR-of-ANDs, the other portable form, fails on big batches.
 			valuesList: "VALUES ",
+			now:        "CAST(ROUND((julianday('now') - 2440587.5)*86400000.0) AS INTEGER)",
 		}, nil
 	default:
 		return dialect{}, fmt.Errorf("ledger: unsupported gorm dialect %q (want mysql or sqlite)", name)
@@ -119,4 +137,30 @@ func (d dialect) markRetrying(table, state string, updatedAt int64, rows [][]any
 	b.WriteString(") AS v WHERE `" + table + "`.topic = v.column1 AND `" + table + "`.job_id = v.column2 AND `" +
 		table + "`.attempt = v.column3")
 	return b.String(), vars
+}
+
+// MySQL's ER_DUP_ENTRY and SQLite's SQLITE_CONSTRAINT_UNIQUE and
+// SQLITE_CONSTRAINT_PRIMARYKEY (extended result codes).
+const (
+	erDupEntry              = 1062
+	sqliteConstraintUnique  = 2067
+	sqliteConstraintPrimary = 1555
+)
+
+// isDuplicateKey says whether err is a unique key violation: an INSERT that
+// lost the race for a key to a concurrent one. On both databases it undoes
+// the failed statement only, not the transaction around it. SQLite's driver
+// is matched by its error's Code method, so that this package does not
+// depend on one SQLite driver.
+func isDuplicateKey(err error) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == erDupEntry
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		c := coded.Code()
+		return c == sqliteConstraintUnique || c == sqliteConstraintPrimary
+	}
+	return false
 }

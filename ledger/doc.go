@@ -34,6 +34,17 @@
 // grows with the number of batches, not jobs. Each is fenced by the claim's
 // attempt: a row that a later claim of the same job rewrote is left alone.
 //
+// # Durable topics: the ledger from the enqueue on
+//
+// A *Ledger is also the queue.DurableStore of durable topics
+// (queue.Config.Store): Schedule writes a scheduled row per job, due times on
+// the SQL server's clock, in two round trips per call. Tx and SQLTx bind it
+// to a caller's transaction (queue.Client.EnqueueTx), and Transaction runs
+// one with a TxEnqueuer, so that business rows and their jobs commit
+// together; see ExampleLedger_Transaction. Scheduled, ScheduledCounts and
+// SQLNow are the relay's reads; Unclaim hands a released claim's row back to
+// waiting.
+//
 // # Exactly once: transactional completion
 //
 // Transactional wraps a handler so that its business writes and the

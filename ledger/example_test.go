@@ -168,3 +168,77 @@ func ExampleLedger_InFlight() {
 	// Output:
 	// emails welcome:42 attempt 1 in_progress held by host-a:4242 until 12:00:30
 }
+
+// Order is the business row of ExampleLedger_Transaction.
+type Order struct {
+	OrderNo string `gorm:"primaryKey;type:varchar(64)"`
+	Status  string `gorm:"type:varchar(16);not null"`
+}
+
+// An order and the job that closes it if it is still unpaid in 30 minutes
+// commit in one transaction: there is never an order without its close job,
+// nor a close job for an order that was rolled back. The topic is durable,
+// so the job lives in the ledger from the commit on; it is pushed to Redis
+// after the commit (and by the relay if that push fails).
+func ExampleLedger_Transaction() {
+	ctx := context.Background()
+	mr, rdb, db := exampleBackends()
+	defer mr.Close()
+	defer rdb.Close()
+
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		panic(err)
+	}
+	if err := led.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	if err := db.AutoMigrate(&Order{}); err != nil {
+		panic(err)
+	}
+	q, err := queue.New(rdb, queue.Config{
+		TopicDurability: map[string]queue.Durability{"order_close": queue.DurabilityDurable},
+		Store:           led,
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	createOrder := func(no string, fail bool) error {
+		return led.Transaction(ctx, q, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+			if err := tx.Create(&Order{OrderNo: no, Status: "pending_payment"}).Error; err != nil {
+				return err
+			}
+			if _, err := enq.Enqueue(ctx, "order_close", queue.NewJob{
+				ID: "order_close:" + no, Payload: []byte(no), Delay: 30 * time.Minute,
+			}); err != nil {
+				return err
+			}
+			if fail {
+				return errors.New("payment provider unreachable")
+			}
+			return nil
+		})
+	}
+	fmt.Println("order 1:", createOrder("1", false))
+	fmt.Println("order 2:", createOrder("2", true))
+
+	for _, no := range []string{"1", "2"} {
+		var orders int64
+		db.Model(&Order{}).Where("order_no = ?", no).Count(&orders)
+		state := "none"
+		if row, err := led.Row(ctx, "order_close", "order_close:"+no); err == nil {
+			state = row.State
+		}
+		info, err := q.Get(ctx, "order_close", "order_close:"+no)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("order %s: %d order rows, ledger row %s, Redis %s\n", no, orders, state, info.State)
+	}
+	// Output:
+	// order 1: <nil>
+	// order 2: payment provider unreachable
+	// order 1: 1 order rows, ledger row scheduled, Redis scheduled
+	// order 2: 0 order rows, ledger row none, Redis unknown
+}

@@ -2,14 +2,24 @@ package ledger
 
 // Row states. A row is in_progress while a handler runs the job and retrying
 // while the job waits in Redis for its next attempt; either way the job is not
-// finished and the recoverer must be able to put it back.
+// finished and the recoverer must be able to put it back. A durable topic's
+// job has a row from its enqueue on: scheduled while it waits for its first
+// run (attempt 0), in SQL and, within the horizon, in Redis
+// (docs/design.md §4.11).
 const (
+	StateScheduled  = "scheduled"
 	StateInProgress = "in_progress"
 	StateRetrying   = "retrying"
 )
 
 // Entry is one row of the in-flight ledger: a job some worker claimed and that
-// has not finished for good. All times are Unix milliseconds.
+// has not finished for good, or a durable topic's job waiting for its first
+// run. All times are Unix milliseconds.
+//
+// The index on (state, run_at) serves the relay's scan of scheduled rows by
+// due time (Scheduled) and the counts of ScheduledCounts; lease_until's
+// serves the recoverer's scan of stale rows (a scheduled row's lease_until is
+// its run_at, so an overdue one is stale too).
 //
 // The column types are spelled out so that MySQL and SQLite get the same
 // schema as deployments/mysql/schema.sql. Raw types in a `type:` tag go to the
@@ -36,15 +46,21 @@ type Entry struct {
 	Payload     []byte `gorm:"column:payload;type:longblob;not null"`
 	Attempt     int    `gorm:"column:attempt;type:int;size:32;not null"`
 	MaxAttempts int    `gorm:"column:max_attempts;type:int;size:32;not null"`
-	RunAt       int64  `gorm:"column:run_at;type:bigint;not null"`
+	RunAt       int64  `gorm:"column:run_at;type:bigint;not null;index:,composite:state_run_at,priority:2"`
 	ClaimedAt   int64  `gorm:"column:claimed_at;type:bigint;not null"`
 	LeaseUntil  int64  `gorm:"column:lease_until;type:bigint;not null;index"`
 	Worker      string `gorm:"column:worker;type:varchar(255);not null"`
-	State       string `gorm:"column:state;type:varchar(16);not null"`
+	State       string `gorm:"column:state;type:varchar(16);not null;index:,composite:state_run_at,priority:1"`
 	LastError   string `gorm:"column:last_error;type:text;not null"`
 	// UpdatedAt is written by the ledger itself from its clock; gorm's
 	// automatic time tracking is off because it would write seconds.
 	UpdatedAt int64 `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+	// EnqueuedAt is when the job was enqueued (SQL's clock for a durable
+	// job, Redis's for one recorded at its claim), 0 for rows written before
+	// the column existed. It is the last column so that Migrate, which
+	// appends the columns it adds, upgrades a table to exactly the layout
+	// of a new one.
+	EnqueuedAt int64 `gorm:"column:enqueued_at;type:bigint;not null;default:0"`
 }
 
 // DeadLetter is one row of the dead-letter archive: a job that ran out of

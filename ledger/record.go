@@ -12,13 +12,15 @@ import (
 )
 
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
-const entryColumns = 12
+const entryColumns = 13
 
 // recordUpsert is the conflict clause of Record: a job claimed again (after a
 // retry, or taken over when a lease expired) rewrites its existing row, so
-// the row always describes the latest claim. MySQL gets ON DUPLICATE KEY
+// the row always describes the latest claim; a durable job's scheduled row
+// becomes in_progress in the same statement. MySQL gets ON DUPLICATE KEY
 // UPDATE col=VALUES(col), SQLite ON CONFLICT (topic, job_id) DO UPDATE SET
-// col=excluded.col. The row keeps its id, so Stale's paging stays stable.
+// col=excluded.col. The row keeps its id, so Stale's paging stays stable,
+// and its enqueued_at: the job was enqueued once, whoever claims it.
 var recordUpsert = clause.OnConflict{
 	Columns: []clause.Column{{Name: "topic"}, {Name: "job_id"}},
 	DoUpdates: clause.AssignmentColumns([]string{
@@ -62,6 +64,7 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 			State:       StateInProgress,
 			LastError:   cleanError(j.LastError),
 			UpdatedAt:   now,
+			EnqueuedAt:  j.EnqueuedAt,
 		}
 		k := refKey{j.Topic, j.ID}
 		if at, dup := seen[k]; dup {

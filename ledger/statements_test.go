@@ -97,9 +97,9 @@ func TestOneStatementPerBatch(t *testing.T) {
 func TestSplitAtPlaceholderLimit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		// 12 columns per row: 60 placeholders hold 5 rows, so 23 jobs take
-		// 5 INSERTs; Complete binds 3 per job: 20 per DELETE, 2 DELETEs.
-		l, log := newLedger(t, db, Options{MaxPlaceholders: 60})
+		// 13 columns per row: 65 placeholders hold 5 rows, so 23 jobs take
+		// 5 INSERTs; Complete binds 3 per job: 21 per DELETE, 2 DELETEs.
+		l, log := newLedger(t, db, Options{MaxPlaceholders: 65})
 		js := jobs("t", "j", 23)
 		mustRecord(t, l, "h:1", js...)
 		if got := verbs(log.Take()); len(got) != 5 {

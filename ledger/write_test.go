@@ -37,7 +37,7 @@ func TestRecord(t *testing.T) {
 			ID: ra.ID, Topic: "orders", JobID: "a", Payload: a.Payload,
 			Attempt: 1, MaxAttempts: 5, RunAt: a.RunAt, ClaimedAt: fixedNow.UnixMilli(),
 			LeaseUntil: a.LeaseUntil, Worker: "host1:42", State: StateInProgress,
-			UpdatedAt: fixedNow.UnixMilli(),
+			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: a.EnqueuedAt,
 		}
 		if !equalEntry(ra, want) {
 			t.Errorf("row a:\n got %+v\nwant %+v", ra, want)
@@ -55,10 +55,12 @@ func TestRecord(t *testing.T) {
 		a2.LeaseUntil += 5_000
 		a2.RunAt += 7
 		a2.LastError = "boom"
+		a2.EnqueuedAt++ // the job was enqueued once: the row keeps the first value
 		mustRecord(t, l, "host2:7", a2)
 		got := mustRow(t, l, "orders", "a")
 		if got.ID != ra.ID || got.Attempt != 2 || got.Worker != "host2:7" || string(got.Payload) != "v2" ||
-			got.LeaseUntil != a2.LeaseUntil || got.RunAt != a2.RunAt || got.LastError != "boom" || got.State != StateInProgress {
+			got.LeaseUntil != a2.LeaseUntil || got.RunAt != a2.RunAt || got.LastError != "boom" || got.State != StateInProgress ||
+			got.EnqueuedAt != a.EnqueuedAt {
 			t.Errorf("re-recorded row: %+v", got)
 		}
 		if n := count(t, l); n != 3 {

@@ -35,6 +35,18 @@ func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	return nil
 }
 
+// Unclaim hands rows back as the ledger does: attempt one less, fenced.
+func (m *memLedger) Unclaim(ctx context.Context, refs []Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range refs {
+		if a, ok := m.rows[r.Topic+"/"+r.ID]; ok && a == r.Attempt {
+			m.rows[r.Topic+"/"+r.ID] = a - 1
+		}
+	}
+	return nil
+}
+
 func (m *memLedger) Extend(context.Context, []Ref, int64) error         { return nil }
 func (m *memLedger) Unclaim(context.Context, []Ref) error               { return nil }
 func (m *memLedger) MarkRetrying(context.Context, []RetryRequest) error { return nil }

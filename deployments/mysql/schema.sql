@@ -20,8 +20,13 @@
 -- "order:1" are two jobs).
 
 -- In-flight ledger: one row per job some worker claimed and that has not
--- finished for good. Deleted on success; moved to dq_dead_letter when the job
--- dies. The recoverer scans lease_until for stale rows.
+-- finished for good, and, for durable topics, per job waiting for its first
+-- run (state 'scheduled', from its enqueue on). Deleted on success; moved to
+-- dq_dead_letter when the job dies. The recoverer scans lease_until for stale
+-- rows; the relay scans (state, run_at) for scheduled rows falling due.
+--
+-- Tables created before durable topics lack enqueued_at and the (state,
+-- run_at) index: deployments/mysql/upgrade-durable.sql adds them.
 CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `id`           BIGINT       NOT NULL AUTO_INCREMENT,
   `topic`        VARCHAR(64)  NOT NULL,
@@ -36,8 +41,10 @@ CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `state`        VARCHAR(16)  NOT NULL,
   `last_error`   TEXT         NOT NULL,
   `updated_at`   BIGINT       NOT NULL,
+  `enqueued_at`  BIGINT       NOT NULL DEFAULT 0,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_dq_ledger_topic_job` (`topic`, `job_id`),
+  KEY `idx_dq_ledger_state_run_at` (`state`, `run_at`),
   KEY `idx_dq_ledger_lease_until` (`lease_until`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 

@@ -1,0 +1,78 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Transaction runs fn in a transaction on the ledger's database, with a
+// TxEnqueuer that enqueues jobs of durable topics in that same transaction:
+// business rows and the jobs they need commit together or not at all (an
+// order and the job that closes it if unpaid). fn's error, or a failed
+// commit, rolls everything back and is returned; nothing reaches Redis.
+// After the commit, the jobs are pushed to Redis (queue.Client.Push); a push
+// that fails is not an error of the transaction, which did commit: the
+// relay pushes those jobs (docs/design.md §4.11).
+//
+// The transaction is not run again on a deadlock: fn may have done more
+// than SQL. See ExampleLedger_Transaction.
+func (l *Ledger) Transaction(ctx context.Context, q *queue.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
+	if q == nil {
+		return errors.New("ledger: transaction: a *queue.Client is required")
+	}
+	var enq *TxEnqueuer
+	err := l.conn(ctx).Transaction(func(tx *gorm.DB) error {
+		enq = &TxEnqueuer{q: q, store: l.Tx(tx)}
+		return fn(tx, enq)
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range enq.staged {
+		// Its error is the relay's business, and Push bounds it by
+		// queue.Config.PushTimeout.
+		_ = q.Push(ctx, s)
+	}
+	return nil
+}
+
+// TxEnqueuer enqueues jobs inside the transaction of Ledger.Transaction.
+// Like the transaction, it is for fn's goroutine only, and only until fn
+// returns.
+type TxEnqueuer struct {
+	q      *queue.Client
+	store  queue.DurableStore
+	staged []*queue.Staged
+}
+
+// Enqueue enqueues one job to a durable topic in the transaction
+// (queue.Client.EnqueueTx): its result is final once the transaction
+// commits. An invalid job returns its *queue.ValidationError, and a topic
+// that is not durable queue.ErrNotDurable; neither writes anything.
+func (e *TxEnqueuer) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.BatchResult, error) {
+	out, err := e.EnqueueBatch(ctx, topic, []queue.NewJob{j})
+	if err != nil {
+		return queue.BatchResult{}, err
+	}
+	if out[0].Status == queue.BatchInvalid {
+		return out[0], out[0].Err
+	}
+	return out[0], nil
+}
+
+// EnqueueBatch enqueues jobs to a durable topic in the transaction, one
+// result per job as queue.Client.EnqueueBatch gives them (invalid jobs are
+// reported and skipped).
+func (e *TxEnqueuer) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
+	s, err := e.q.EnqueueTx(ctx, e.store, topic, jobs...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: enqueue in a transaction: %w", err)
+	}
+	e.staged = append(e.staged, s)
+	return s.Results(), nil
+}

@@ -1,0 +1,398 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// Durable topics (docs/design.md §4.11): every job has a row from its
+// enqueue on. Schedule writes the rows; the relay's and the recoverer's
+// queries over them are in scheduled.go.
+
+// The ledger is the SQL side of durable topics.
+var _ queue.DurableStore = (*Ledger)(nil)
+
+// scheduleTries bounds how often Schedule reads its ids again and repeats
+// its INSERT after a concurrent enqueue of one of them took the unique key
+// first. Each repeat writes at least the jobs nobody else enqueued, so more
+// than a couple only happen under a storm of enqueues of the same ids.
+const scheduleTries = 5
+
+// scheduleStmtBytes bounds the ids and payloads of one INSERT of Schedule.
+// MySQL refuses a statement longer than max_allowed_packet (4 MiB by default
+// on 5.7, 16 MiB on MariaDB), and the interpolated text of a binary payload
+// can take twice its size.
+const scheduleStmtBytes = 1 << 20
+
+// scheduleRowOverhead is what a row of Schedule's INSERT costs besides its
+// id and payload, in bytes of statement text: the inlined numbers and the
+// constants.
+const scheduleRowOverhead = 128
+
+// scheduleColumns are the columns Schedule's INSERT writes, in the order of
+// scheduleRow.
+const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
+	" worker, state, last_error, updated_at, enqueued_at)"
+
+// Schedule writes one scheduled row per job of a durable topic (state
+// scheduled, attempt 0) and returns one result per job, in order, and the
+// SQL server's clock (Unix ms) the due times were computed on
+// (queue.DurableStore). Each statement commits on its own; a call that needs
+// more than one INSERT (very large batches, see below) runs in a transaction
+// of its own, so it writes all of its jobs or none.
+//
+// Due times come from the SQL server's clock, never this process's: run_at
+// is now + Delay, or RunAt if that is later than now. The clock is read in
+// the same statement as the ids, so a call costs two round trips, one SELECT
+// and one multi-row INSERT, however many jobs it carries:
+//
+//   - an id with a row already (waiting, in flight, or retrying) is a
+//     Duplicate, with the row's run_at when the job waits (scheduled or
+//     retrying) and 0 when a worker holds it;
+//   - a job whose id is earlier in jobs is a Duplicate of that one;
+//   - the others are created, written by one INSERT (split in statements of
+//     at most about 1 MiB of ids and payloads, or at the placeholder limit).
+//
+// An enqueue of the same id on another connection between the SELECT and
+// the INSERT fails the INSERT on the unique key, which undoes that statement
+// only: Schedule then reads the ids again and repeats the INSERT with the
+// jobs still new, up to 5 times.
+//
+// The jobs must be valid already (queue.Client validates them and fills in
+// MaxAttempts); the topic and ids are checked against the column sizes
+// before anything is written.
+func (l *Ledger) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	return l.schedule(ctx, nil, topic, jobs)
+}
+
+// Tx returns the ledger's DurableStore bound to tx, a transaction the caller
+// runs on the ledger's database (queue.Client.EnqueueTx): Schedule then
+// writes in tx, opens no transaction of its own, and its rows exist exactly
+// when tx commits. A unique key race is handled inside tx as Schedule does
+// it (the failed statement alone is undone), reading the ids again with a
+// locking read so that REPEATABLE READ's snapshot cannot hide the row that
+// won. A deadlock rolls back all of tx on MySQL: the error is returned, and
+// running the transaction again is the caller's choice.
+func (l *Ledger) Tx(tx *gorm.DB) queue.DurableStore { return txStore{l: l, tx: tx} }
+
+// SQLTx is Tx for a *sql.Tx of database/sql, opened on the ledger's
+// database (the *sql.DB under DB()).
+func (l *Ledger) SQLTx(tx *sql.Tx) queue.DurableStore { return sqlTxStore{l: l, tx: tx} }
+
+type txStore struct {
+	l  *Ledger
+	tx *gorm.DB
+}
+
+func (s txStore) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	if s.tx == nil {
+		return nil, 0, fmt.Errorf("ledger: schedule in a transaction: nil *gorm.DB")
+	}
+	// A new statement on tx's connection: whatever the caller chained on
+	// tx (a table, conditions) stays out of the ledger's statements.
+	return s.l.schedule(ctx, s.tx.Session(&gorm.Session{NewDB: true, Context: ctx}), topic, jobs)
+}
+
+type sqlTxStore struct {
+	l  *Ledger
+	tx *sql.Tx
+}
+
+func (s sqlTxStore) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	if s.tx == nil {
+		return nil, 0, fmt.Errorf("ledger: schedule in a transaction: nil *sql.Tx")
+	}
+	// The ledger's gorm handle with its connection pool swapped for tx,
+	// as gorm's own Begin does: a Session with a Context has a Statement of
+	// its own, so the swap does not leak into the ledger's handle.
+	db := s.l.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	db.Statement.ConnPool = s.tx
+	return s.l.schedule(ctx, db, topic, jobs)
+}
+
+// schedule is Schedule in tx when tx is set (the caller's transaction),
+// otherwise on the ledger's own connections.
+func (l *Ledger) schedule(ctx context.Context, tx *gorm.DB, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	for i := range jobs {
+		if err := checkKey(topic, jobs[i].ID); err != nil {
+			return nil, 0, fmt.Errorf("ledger: schedule: job %d: %w", i, err)
+		}
+	}
+	if len(jobs) == 0 {
+		db := tx
+		if db == nil {
+			db = l.conn(ctx)
+		}
+		now, err := l.sqlNow(db)
+		if err != nil {
+			return nil, 0, fmt.Errorf("ledger: schedule: %w", err)
+		}
+		return nil, now, nil
+	}
+	var out []queue.EnqueueResult
+	var now int64
+	run := func(db *gorm.DB) (err error) {
+		out, now, err = l.scheduleOn(db, topic, jobs)
+		return err
+	}
+	var err error
+	switch {
+	case tx != nil:
+		err = run(tx)
+	case l.scheduleFitsOne(jobs):
+		// Two statements, each atomic on its own: nothing to roll back.
+		err = RetryDeadlocks(ctx, func() error { return run(l.conn(ctx)) })
+	default:
+		err = l.transaction(ctx, run)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("ledger: schedule %d jobs of %s: %w", len(jobs), topic, err)
+	}
+	return out, now, nil
+}
+
+// scheduleFitsOne says whether jobs take one SELECT and one INSERT.
+func (l *Ledger) scheduleFitsOne(jobs []queue.NewJob) bool {
+	if len(jobs) > l.batchSize(1, 1) || len(jobs) > l.batchSize(3, 0) {
+		return false
+	}
+	size := 0
+	for i := range jobs {
+		size += scheduleRowBytes(&jobs[i])
+	}
+	return size <= scheduleStmtBytes
+}
+
+func scheduleRowBytes(j *queue.NewJob) int { return len(j.ID) + len(j.Payload) + scheduleRowOverhead }
+
+// existingRow is what Schedule needs of a row its job's id has already.
+type existingRow struct {
+	state string
+	runAt int64
+}
+
+// scheduleOn runs one Schedule on db: a connection or a transaction.
+func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	ids := make([]string, 0, len(jobs))
+	for i := range jobs {
+		ids = append(ids, jobs[i].ID)
+	}
+	slices.Sort(ids) // the unique key's order: locking reads lock in it
+	ids = slices.Compact(ids)
+	now, existing, err := l.readIDs(db, topic, ids, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	// mine are the ids this call has inserted already, with their run_at:
+	// in a transaction, an INSERT after the first may lose a race while the
+	// earlier ones stand, and reading the ids again then finds those rows.
+	mine := make(map[string]int64)
+	for try := 1; ; try++ {
+		out, fresh := planSchedule(jobs, existing, mine, now)
+		err := l.insertScheduled(db, topic, jobs, fresh, out, now, mine)
+		if err == nil {
+			return out, now, nil
+		}
+		if !isDuplicateKey(err) || try == scheduleTries {
+			return nil, 0, err
+		}
+		if _, existing, err = l.readIDs(db, topic, ids, false); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// readIDs returns the rows topic has for ids (sorted, distinct), in
+// statements of as many ids as the placeholder limit allows. The first
+// statement also reads the SQL server's clock when withNow is set: one
+// round trip for both. Without it (reading again after a lost race), the
+// rows are read with a shared lock, so that in a transaction the read sees
+// the row that won, not the transaction's snapshot; that row is committed
+// (the INSERT waited for it), so the lock waits for nobody.
+func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) (int64, map[string]existingRow, error) {
+	var now int64
+	existing := make(map[string]existingRow)
+	size := l.batchSize(1, 1)
+	for lo := 0; lo < len(ids); lo += size {
+		part := ids[lo:min(lo+size, len(ids))]
+		first := withNow && lo == 0
+		var b strings.Builder
+		b.Grow(160 + 2*len(part))
+		if first {
+			// run_at comes first so that the column is a BIGINT in both
+			// halves of the UNION; the clock's row is the one without an id.
+			b.WriteString("SELECT " + l.dialect.now + " AS run_at, NULL AS job_id, NULL AS state UNION ALL ")
+		}
+		b.WriteString("SELECT run_at, job_id, state FROM `" + l.ledgerTable + "` WHERE topic = ? AND job_id IN (")
+		vars := make([]any, 0, 1+len(part))
+		vars = append(vars, topic)
+		for i, id := range part {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('?')
+			vars = append(vars, id)
+		}
+		b.WriteByte(')')
+		if !withNow {
+			b.WriteString(l.dialect.shareLock)
+		}
+		rows, err := db.Raw(b.String(), vars...).Rows()
+		if err != nil {
+			return 0, nil, fmt.Errorf("read ids: %w", err)
+		}
+		sawNow := false
+		for rows.Next() {
+			var runAt int64
+			var id, state sql.NullString
+			if err := rows.Scan(&runAt, &id, &state); err != nil {
+				_ = rows.Close()
+				return 0, nil, fmt.Errorf("read ids: %w", err)
+			}
+			if !id.Valid {
+				now, sawNow = runAt, true
+				continue
+			}
+			existing[id.String] = existingRow{state: state.String, runAt: runAt}
+		}
+		err = rows.Err()
+		_ = rows.Close()
+		if err != nil {
+			return 0, nil, fmt.Errorf("read ids: %w", err)
+		}
+		if first && !sawNow {
+			return 0, nil, fmt.Errorf("read ids: the clock's row is missing")
+		}
+	}
+	return now, existing, nil
+}
+
+// planSchedule decides each job's result from the rows that exist and the
+// ids this call inserted already (mine), and returns the indexes in jobs of
+// the jobs to insert, sorted by id (the unique key's order, so concurrent
+// INSERTs take their locks in the same order).
+func planSchedule(jobs []queue.NewJob, existing map[string]existingRow, mine map[string]int64, now int64) ([]queue.EnqueueResult, []int) {
+	out := make([]queue.EnqueueResult, len(jobs))
+	first := make(map[string]int, len(jobs))
+	fresh := make([]int, 0, len(jobs))
+	for i := range jobs {
+		j := &jobs[i]
+		out[i].ID = j.ID
+		if k, dup := first[j.ID]; dup {
+			out[i].Duplicate, out[i].RunAt = true, out[k].RunAt
+			continue
+		}
+		first[j.ID] = i
+		if at, ok := mine[j.ID]; ok {
+			out[i].RunAt = at
+			continue
+		}
+		if e, ok := existing[j.ID]; ok {
+			out[i].Duplicate = true
+			if e.state == StateScheduled || e.state == StateRetrying {
+				out[i].RunAt = e.runAt
+			}
+			continue
+		}
+		out[i].RunAt = dueAt(j, now)
+		fresh = append(fresh, i)
+	}
+	slices.SortFunc(fresh, func(a, b int) int { return strings.Compare(jobs[a].ID, jobs[b].ID) })
+	return out, fresh
+}
+
+// dueAt is a new job's run_at on the SQL server's clock now: now + Delay,
+// or RunAt when that is later (a time in the past means now).
+func dueAt(j *queue.NewJob, now int64) int64 {
+	if j.RunAt != 0 {
+		return max(j.RunAt, now)
+	}
+	return now + j.Delay.Milliseconds()
+}
+
+// insertScheduled inserts the rows of jobs[fresh], whose run_at are in out,
+// in as few multi-row INSERTs as the placeholder limit and
+// scheduleStmtBytes allow, and adds each statement's ids to mine once it
+// succeeded. Only the strings are bound: the numbers are integers this
+// process computed, written into the statement, which keeps a row at three
+// placeholders and the statement cheap to build.
+func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob, fresh []int, out []queue.EnqueueResult, now int64, mine map[string]int64) error {
+	perStmt := l.batchSize(3, 0)
+	nowText := strconv.FormatInt(now, 10)
+	head := "INSERT INTO `" + l.ledgerTable + "` " + scheduleColumns + " VALUES "
+	for lo := 0; lo < len(fresh); {
+		hi, size := lo, 0
+		for hi < len(fresh) && hi-lo < perStmt {
+			n := scheduleRowBytes(&jobs[fresh[hi]])
+			if hi > lo && size+n > scheduleStmtBytes {
+				break
+			}
+			size += n
+			hi++
+		}
+		part := fresh[lo:hi]
+		b := make([]byte, 0, len(head)+len(part)*96)
+		b = append(b, head...)
+		vars := make([]any, 0, 3*len(part))
+		for k, i := range part {
+			j := &jobs[i]
+			if k > 0 {
+				b = append(b, ',')
+			}
+			runAt := out[i].RunAt
+			// topic, job_id, payload, attempt, max_attempts, run_at,
+			// claimed_at, lease_until (= run_at: overdue means stale, the
+			// recoverer's backstop), worker, state, last_error,
+			// updated_at, enqueued_at
+			b = append(b, "(?,?,?,0,"...)
+			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
+			b = append(b, ',')
+			b = strconv.AppendInt(b, runAt, 10)
+			b = append(b, ",0,"...)
+			b = strconv.AppendInt(b, runAt, 10)
+			b = append(b, ",'','"+StateScheduled+"','',"...)
+			b = append(b, nowText...)
+			b = append(b, ',')
+			b = append(b, nowText...)
+			b = append(b, ')')
+			// The payload's placeholder must not follow a "(": gorm
+			// expands a slice bound there into a list.
+			vars = append(vars, topic, j.ID, nonNil(j.Payload))
+		}
+		if err := db.Exec(string(b), vars...).Error; err != nil {
+			return err
+		}
+		for _, i := range part {
+			mine[jobs[i].ID] = out[i].RunAt
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// sqlNow reads the SQL server's clock on db.
+func (l *Ledger) sqlNow(db *gorm.DB) (int64, error) {
+	var now int64
+	if err := db.Raw("SELECT " + l.dialect.now).Row().Scan(&now); err != nil {
+		return 0, fmt.Errorf("read the SQL clock: %w", err)
+	}
+	return now, nil
+}
+
+// SQLNow returns the SQL server's clock, Unix ms: the clock of every due
+// time Schedule computes, and so the one the relay compares them with.
+func (l *Ledger) SQLNow(ctx context.Context) (int64, error) {
+	now, err := l.sqlNow(l.conn(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("ledger: %w", err)
+	}
+	return now, nil
+}

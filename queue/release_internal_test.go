@@ -48,7 +48,6 @@ func (m *memLedger) Unclaim(ctx context.Context, refs []Ref) error {
 }
 
 func (m *memLedger) Extend(context.Context, []Ref, int64) error         { return nil }
-func (m *memLedger) Unclaim(context.Context, []Ref) error               { return nil }
 func (m *memLedger) MarkRetrying(context.Context, []RetryRequest) error { return nil }
 func (m *memLedger) Bury(context.Context, []DeadJob) error              { return nil }
 func (m *memLedger) Lookup(context.Context, string, string) (*RestoreRow, error) {

@@ -1,7 +1,6 @@
 package orderclose
 
 import (
-	"context"
 	"fmt"
 	"time"
 

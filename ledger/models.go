@@ -4,6 +4,7 @@ package ledger
 // while the job waits in Redis for its next attempt; either way the job is not
 // finished and the recoverer must be able to put it back.
 const (
+	StateScheduled  = "scheduled"
 	StateInProgress = "in_progress"
 	StateRetrying   = "retrying"
 )

@@ -82,12 +82,19 @@ func (a *api) ledgerList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromSQL(err)
 	}
+	writeJSON(w, http.StatusOK, NewLedgerPage(p))
+	return nil
+}
+
+// NewLedgerPage renders a page of ledger.List as GET /v1/ledger answers it
+// (and the CLI prints it): rows as NewLedgerRow makes them, and the next
+// page's cursor in its text form.
+func NewLedgerPage(p ledger.Page) LedgerPage {
 	out := ledgerPage(p.Rows)
 	if p.Next != nil {
 		out.NextCursor = p.Next.String()
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // ledgerFilter reads GET /v1/ledger's parameters; each bad one is 400

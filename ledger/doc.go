@@ -58,8 +58,10 @@
 // # Audit
 //
 // What remains in the ledger is exactly the set of jobs some worker started
-// and that have not finished for good. InFlight, Row, ByWorker and Count
-// say what is in flight and who holds it; Stale and CountStale what is past
+// and that have not finished for good (and, for durable topics, every job
+// from its enqueue on). List pages through the rows by state, topic and due
+// time; InFlight, Row, ByWorker and Count say what is in flight and who
+// holds it; Stale and CountStale what is past
 // its lease (a dead or stalled worker's jobs); DeadLetters what died and
 // why. See ExampleLedger_InFlight.
 //

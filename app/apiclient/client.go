@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -273,7 +274,34 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, req httpapi.PurgeR
 	return out, err
 }
 
+// Ledger sends GET /v1/ledger: a page of ledger rows by f (see
+// ledger.List; zero fields are left out). Pass the answer's NextCursor,
+// read with ledger.ParseCursor, as f.After for the next page.
+func (c *Client) Ledger(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
+	var out httpapi.LedgerPage
+	q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
+	set := func(name, v string) {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	set("state", f.State)
+	set("topic", f.Topic)
+	if f.DueAfter != 0 {
+		set("due_after", strconv.FormatInt(f.DueAfter, 10))
+	}
+	if f.DueBefore != 0 {
+		set("due_before", strconv.FormatInt(f.DueBefore, 10))
+	}
+	if f.After != nil {
+		set("cursor", f.After.String())
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/ledger", q, nil, &out)
+	return out, err
+}
+
 // LedgerInFlight sends GET /v1/ledger/inflight; topic "" means every topic.
+// Ledger does the same with more filters and paging.
 func (c *Client) LedgerInFlight(ctx context.Context, topic string, limit int) (httpapi.LedgerPage, error) {
 	var out httpapi.LedgerPage
 	q := url.Values{"limit": {strconv.Itoa(limit)}}

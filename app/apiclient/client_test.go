@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +21,13 @@ import (
 // api serves the real API handler on miniredis and SQLite; the client's
 // contract is with that handler, not with a mock of it.
 func api(t *testing.T, token string) (*httptest.Server, *queue.Client) {
+	t.Helper()
+	srv, q, _ := apiAndLedger(t, token)
+	return srv, q
+}
+
+// apiAndLedger is api with the ledger the handler reads.
+func apiAndLedger(t *testing.T, token string) (*httptest.Server, *queue.Client, *ledger.Ledger) {
 	t.Helper()
 	rdb, ns := testenv.MiniRedis(t)
 	q, err := queue.New(rdb, queue.Config{Namespace: ns})
@@ -39,7 +47,7 @@ func api(t *testing.T, token string) (*httptest.Server, *queue.Client) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return srv, q
+	return srv, q, l
 }
 
 func newClient(t *testing.T, base, token string) *apiclient.Client {
@@ -167,3 +175,50 @@ func TestNewRefusesBadURLs(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func second[T any](_ T, err error) error { return err }
+
+// Ledger sends every filter and pages with the cursor the API gave.
+func TestLedger(t *testing.T) {
+	srv, _, l := apiAndLedger(t, "")
+	c := newClient(t, srv.URL, "")
+	ctx := testenv.Context(t)
+	rows := []ledger.Entry{
+		{Topic: "mail", JobID: "late", State: ledger.StateScheduled, RunAt: 3000, Payload: []byte{}},
+		{Topic: "mail", JobID: "early", State: ledger.StateScheduled, RunAt: 1000, Payload: []byte{}},
+		{Topic: "mail", JobID: "mid", State: ledger.StateScheduled, RunAt: 2000, Payload: []byte{}},
+		{Topic: "other", JobID: "mid", State: ledger.StateScheduled, RunAt: 2000, Payload: []byte{}},
+		{Topic: "mail", JobID: "failing", State: ledger.StateRetrying, RunAt: 2000, Payload: []byte{}},
+	}
+	if err := l.DB().WithContext(ctx).Table(l.LedgerTable()).Create(&rows).Error; err != nil {
+		t.Fatal(err)
+	}
+	f := ledger.ListFilter{State: ledger.StateScheduled, Topic: "mail", DueAfter: 500, DueBefore: 3000, Limit: 1}
+	var got []string
+	for {
+		p, err := c.Ledger(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range p.Rows {
+			got = append(got, r.JobID)
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		cur, err := ledger.ParseCursor(p.NextCursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.After = &cur
+	}
+	if fmt.Sprint(got) != "[early mid]" {
+		t.Errorf("pages: %v, want [early mid]", got)
+	}
+	if p, err := c.Ledger(ctx, ledger.ListFilter{Limit: 10}); err != nil || len(p.Rows) != len(rows) || p.NextCursor != "" {
+		t.Errorf("everything: %+v, %v", p, err)
+	}
+	var ae *apiclient.Error
+	if _, err := c.Ledger(ctx, ledger.ListFilter{State: "dead", Limit: 1}); !errors.Is(err, queue.ErrInvalid) ||
+		!errors.As(err, &ae) || ae.Field != "state" {
+		t.Errorf("bad state: %v", err)
+	}
+}

@@ -125,9 +125,13 @@ recover, smoke) find the jobs:
     Redis and SQL directly.
 Through an API, http.token (DELAYQ_HTTP_TOKEN) is sent as the bearer token.`
 
-// setStoreHelp adds storeHelp to c and its subcommands.
+// setStoreHelp adds storeHelp to c and its subcommands, after their Long
+// (their Short when they have none).
 func setStoreHelp(c *cobra.Command) {
-	c.Long = c.Short + "\n\n" + storeHelp
+	if c.Long == "" {
+		c.Long = c.Short
+	}
+	c.Long += "\n\n" + storeHelp
 	for _, sub := range c.Commands() {
 		setStoreHelp(sub)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -29,7 +30,9 @@ type jobStore interface {
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)
 	PurgeDead(ctx context.Context, topic string, before int64) (int, error)
-	InFlight(ctx context.Context, topic string, limit int) ([]ledger.Entry, error)
+	// List returns a page of ledger rows (ledger.List) as the API shows
+	// it.
+	List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error)
 	Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error)
 	// Recover runs recovery once; a run that failed part way returns its
 	// report with the error.

@@ -184,14 +184,14 @@ func (s *apiStore) PurgeDead(ctx context.Context, topic string, before int64) (i
 	return r.Purged, s.explain(err)
 }
 
-func (s *apiStore) InFlight(ctx context.Context, topic string, limit int) ([]ledger.Entry, error) {
-	if topic != "" {
-		if err := queue.ValidateTopic(topic); err != nil {
-			return nil, err
+func (s *apiStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
+	if f.Topic != "" {
+		if err := queue.ValidateTopic(f.Topic); err != nil {
+			return httpapi.LedgerPage{}, err
 		}
 	}
-	p, err := s.c.LedgerInFlight(ctx, topic, limit)
-	return entries(p), s.explain(err)
+	p, err := s.c.Ledger(ctx, f)
+	return p, s.explain(err)
 }
 
 func (s *apiStore) Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -68,8 +69,17 @@ func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64)
 	return s.b.Queue.PurgeDead(ctx, topic, before)
 }
 
-func (s *directStore) InFlight(ctx context.Context, topic string, limit int) ([]ledger.Entry, error) {
-	return s.b.Ledger.InFlight(ctx, topic, limit)
+func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
+	if f.Topic != "" {
+		if err := queue.ValidateTopic(f.Topic); err != nil {
+			return httpapi.LedgerPage{}, err
+		}
+	}
+	p, err := s.b.Ledger.List(ctx, f)
+	if err != nil {
+		return httpapi.LedgerPage{}, err
+	}
+	return httpapi.NewLedgerPage(p), nil
 }
 
 func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error) {

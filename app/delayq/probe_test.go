@@ -96,6 +96,8 @@ func TestProbeBadInput(t *testing.T) {
 	})
 
 	t.Logf("serve up and seeded after %s", time.Since(began).Round(time.Millisecond))
+	ledgerParams := map[string]string{"state": "scheduled", "topic": "probe", "due_after": "1", "due_before": "2",
+		"cursor": "1_1", "limit": "10"}
 	routes := []probeRoute{
 		{pattern: "POST /v1/topics/{topic}/jobs", path: "/v1/topics/probe/jobs", body: `{"id":"p1"}`,
 			text: func(s string) string { return `{"id":` + s + `}` }, field: "id"},
@@ -109,7 +111,8 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "POST /v1/topics/{topic}/dead/requeue", path: "/v1/topics/order_close/dead/requeue", body: `{"all":true}`,
 			text: func(s string) string { return `{"id":` + s + `}` }, field: "id"},
 		{pattern: "POST /v1/topics/{topic}/dead/purge", path: "/v1/topics/order_close/dead/purge", body: `{}`},
-		{pattern: "GET /v1/ledger/inflight", path: "/v1/ledger/inflight", params: map[string]string{"topic": "probe", "limit": "10"}},
+		{pattern: "GET /v1/ledger", path: "/v1/ledger", params: ledgerParams},
+		{pattern: "GET /v1/ledger/inflight", path: "/v1/ledger/inflight", params: ledgerParams},
 		{pattern: "GET /v1/ledger/stale", path: "/v1/ledger/stale", params: map[string]string{"older_than": "1", "after_id": "0", "limit": "10"}},
 		{pattern: "POST /v1/recovery/run", path: "/v1/recovery/run", params: map[string]string{"dry_run": "true"}},
 		{pattern: "GET /v1/recovery/reports", path: "/v1/recovery/reports"},

@@ -16,14 +16,17 @@ const maxLedgerPage = 1000
 
 // LedgerRow is one ledger row, as the API and the CLI show it (built by
 // NewLedgerRow): a job some worker claimed and that has not
-// finished for good. The payload is left out (its size stays): audit
+// finished for good, or a durable topic's job waiting for its first run. The payload is left out (its size stays): audit
 // listings are for finding jobs, GET the job for its content. Times are Unix
 // milliseconds.
 type LedgerRow struct {
-	ID          int64  `json:"id"`
-	Topic       string `json:"topic"`
-	JobID       string `json:"job_id"`
-	State       string `json:"state"` // in_progress or retrying
+	ID    int64  `json:"id"`
+	Topic string `json:"topic"`
+	JobID string `json:"job_id"`
+	// State is the row's state as the ledger has it: scheduled (a durable
+	// job waiting for its first run: no claim yet), in_progress or
+	// retrying.
+	State       string `json:"state"`
 	Attempt     int    `json:"attempt"`
 	MaxAttempts int    `json:"max_attempts"`
 	RunAt       int64  `json:"run_at"`
@@ -41,6 +44,9 @@ type LedgerPage struct {
 	// NextAfterID (stale only) is the after_id of the next page; absent
 	// when this page was not full.
 	NextAfterID int64 `json:"next_after_id,omitempty"`
+	// NextCursor (GET /v1/ledger and /v1/ledger/inflight) is the cursor of
+	// the next page; absent on the last one.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 func ledgerPage(rows []ledger.Entry) LedgerPage {
@@ -62,25 +68,69 @@ func NewLedgerRow(e ledger.Entry) LedgerRow {
 	}
 }
 
-// ledgerInFlight handles GET /v1/ledger/inflight?topic=&limit=: the jobs
-// workers hold or that wait for a retry, oldest first; no topic means all.
-func (a *api) ledgerInFlight(w http.ResponseWriter, r *http.Request) error {
-	topic := r.URL.Query().Get("topic")
-	if topic != "" {
-		if err := queue.ValidateTopic(topic); err != nil {
-			return err
-		}
-	}
-	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
+// ledgerList handles GET /v1/ledger?state=&topic=&due_after=&due_before=
+// &cursor=&limit= and its older name GET /v1/ledger/inflight (same
+// parameters, same answer). With a state, rows come by due time (run_at,
+// then id); without one, by id (see ledger.List). Page on by passing
+// next_cursor back as cursor with the same filters.
+func (a *api) ledgerList(w http.ResponseWriter, r *http.Request) error {
+	f, err := ledgerFilter(r)
 	if err != nil {
 		return err
 	}
-	rows, err := a.l.InFlight(r.Context(), topic, int(limit))
+	p, err := a.l.List(r.Context(), f)
 	if err != nil {
 		return fromSQL(err)
 	}
-	writeJSON(w, http.StatusOK, ledgerPage(rows))
+	writeJSON(w, http.StatusOK, NewLedgerPage(p))
 	return nil
+}
+
+// NewLedgerPage renders a page of ledger.List as GET /v1/ledger answers it
+// (and the CLI prints it): rows as NewLedgerRow makes them, and the next
+// page's cursor in its text form.
+func NewLedgerPage(p ledger.Page) LedgerPage {
+	out := ledgerPage(p.Rows)
+	if p.Next != nil {
+		out.NextCursor = p.Next.String()
+	}
+	return out
+}
+
+// ledgerFilter reads GET /v1/ledger's parameters; each bad one is 400
+// naming it.
+func ledgerFilter(r *http.Request) (ledger.ListFilter, error) {
+	var f ledger.ListFilter
+	f.Topic = httpjson.QueryString(r, "topic")
+	if f.Topic != "" {
+		if err := queue.ValidateTopic(f.Topic); err != nil {
+			return f, err
+		}
+	}
+	var err error
+	f.State, err = httpjson.QueryEnum(r, "state", "", ledger.StateScheduled, ledger.StateInProgress, ledger.StateRetrying)
+	if err != nil {
+		return f, err
+	}
+	if f.DueAfter, err = httpjson.QueryInt(r, "due_after", 0, 0, math.MaxInt64); err != nil {
+		return f, err
+	}
+	if f.DueBefore, err = httpjson.QueryInt(r, "due_before", 0, 1, math.MaxInt64); err != nil {
+		return f, err
+	}
+	if f.DueBefore != 0 && f.DueBefore <= f.DueAfter {
+		return f, badRequest(CodeInvalidValue, "due_before", "due_before=%d: must be after due_after=%d", f.DueBefore, f.DueAfter)
+	}
+	if s := httpjson.QueryString(r, "cursor"); s != "" {
+		c, err := ledger.ParseCursor(s)
+		if err != nil {
+			return f, badRequest(CodeInvalidValue, "cursor", "cursor=%q: give a page's next_cursor as it is", s)
+		}
+		f.After = &c
+	}
+	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
+	f.Limit = int(limit)
+	return f, err
 }
 
 // ledgerStale handles GET /v1/ledger/stale?older_than=&after_id=&limit=:
@@ -111,3 +161,6 @@ func (a *api) ledgerStale(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, p)
 	return nil
 }
+
+// ledgerListParams are the query parameters of GET /v1/ledger.
+var ledgerListParams = []string{"state", "topic", "due_after", "due_before", "cursor", "limit"}

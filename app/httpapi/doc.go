@@ -24,7 +24,8 @@
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
-//	GET    /v1/ledger/inflight                    ledger rows (?topic=&limit=)
+//	GET    /v1/ledger                             ledger rows (?state=&topic=&due_after=&due_before=&cursor=&limit=; see below)
+//	GET    /v1/ledger/inflight                    the same as GET /v1/ledger, its older name
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
@@ -48,6 +49,16 @@
 // The dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
 // of its charts. Routes lists the API's own routes; orderclose.Routes the
 // orders module's.
+//
+// GET /v1/ledger lists the ledger's rows (docs/audit.md has the SQL for
+// the questions it does not answer): state is scheduled, in_progress or
+// retrying (all when left out), topic one topic, due_after and due_before
+// bound run_at in Unix ms, both exclusive (due_before must be after
+// due_after), limit 1 to 1000 (default 100). With a state, rows come by
+// due time (run_at, then id); without one, by id. A page that is not the
+// last carries next_cursor: pass it back as cursor, with the same filters,
+// for the next page. A row stays on its place in that order while it keeps
+// its state, so paging lists it once however rows come and go.
 //
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an
@@ -121,8 +132,8 @@
 //   - Millisecond durations (delay_ms, payment_window_ms) are refused when
 //     negative or over their limit, and a count too large for a duration
 //     (over about 292 years either way) is refused as out of range, never
-//     wrapped. Unix-millisecond times (run_at, before, older_than) are
-//     checked against their documented range.
+//     wrapped. Unix-millisecond times (run_at, before, older_than,
+//     due_after, due_before) are checked against their documented range.
 //   - A body over the limit gets 413 body_too_large, without being read when
 //     Content-Length announces it. Before any error answer the server reads
 //     and discards what is left of the body, up to 8 MiB

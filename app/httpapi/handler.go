@@ -186,7 +186,8 @@ func (a *api) routes() []route {
 		{"GET", "/v1/topics/{topic}/dead", []string{"offset", "limit"}, false, a.listDead},
 		{"POST", "/v1/topics/{topic}/dead/requeue", nil, true, a.requeueDead},
 		{"POST", "/v1/topics/{topic}/dead/purge", nil, true, a.purgeDead},
-		{"GET", "/v1/ledger/inflight", []string{"topic", "limit"}, false, a.ledgerInFlight},
+		{"GET", "/v1/ledger", ledgerListParams, false, a.ledgerList},
+		{"GET", "/v1/ledger/inflight", ledgerListParams, false, a.ledgerList}, // the older name
 		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},
 		{"POST", "/v1/recovery/run", []string{"dry_run"}, false, a.runRecovery},
 		{"GET", "/v1/recovery/reports", nil, false, a.recoveryReports},

@@ -92,6 +92,16 @@ func TestQuery(t *testing.T) {
 			t.Errorf("QueryBool %q: %v %v; want %v", q, got, err, want)
 		}
 	}
+	for q, want := range map[string]string{"e=x": "x", "e=y_z": "y_z", "": "def", "e=X": "", "e=y-z": "", "e=": "", "e=w": ""} {
+		got, err := httpjson.QueryEnum(httptest.NewRequest("GET", "/x?"+q, nil), "e", "def", "x", "y_z")
+		var e *httpjson.Error
+		switch {
+		case want == "" && (!errors.As(err, &e) || e.Code != httpjson.CodeInvalidValue || e.Field != "e" || !strings.Contains(e.Message, "x, y_z")):
+			t.Errorf("QueryEnum %q: %q, %v; want invalid_value on e naming the choices", q, got, err)
+		case want != "" && (err != nil || got != want):
+			t.Errorf("QueryEnum %q: %q, %v; want %q", q, got, err, want)
+		}
+	}
 }
 
 func TestMillis(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Query checks r's query string against the parameters its route takes,
@@ -71,4 +72,19 @@ func QueryBool(r *http.Request, name string, def bool) (bool, error) {
 	default:
 		return false, BadRequest(CodeInvalidValue, name, "%s=%q: want true or false", name, s)
 	}
+}
+
+// QueryEnum reads a query parameter that takes one of choices, spelt
+// exactly; absent means def, anything else (another spelling, another case)
+// is refused with the choices in the message.
+func QueryEnum(r *http.Request, name, def string, choices ...string) (string, error) {
+	q := r.URL.Query()
+	if !q.Has(name) {
+		return def, nil
+	}
+	s := q.Get(name)
+	if slices.Contains(choices, s) {
+		return s, nil
+	}
+	return "", BadRequest(CodeInvalidValue, name, "%s=%q: want one of %s", name, s, strings.Join(choices, ", "))
 }

@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ListFilter selects the rows List returns. The zero value with a Limit
+// lists every row by id.
+type ListFilter struct {
+	// State is StateScheduled, StateInProgress or StateRetrying; "" means
+	// every state.
+	State string
+	// Topic is one topic; "" means every topic.
+	Topic string
+	// DueAfter and DueBefore bound run_at (Unix ms), both exclusive:
+	// run_at > DueAfter and run_at < DueBefore. 0 means no bound (a job's
+	// run_at is a real time, never 0 or less).
+	DueAfter, DueBefore int64
+	// After is the previous page's Next; nil starts at the beginning.
+	After *Cursor
+	// Limit is the most rows of a page; it must be positive.
+	Limit int
+}
+
+// Cursor is where a List page ended: the run_at and id of its last row.
+// The next page starts after it. A cursor from a listing in one order can
+// be used with the other: by id it resumes after ID, by due time after
+// (RunAt, ID).
+type Cursor struct {
+	RunAt int64
+	ID    int64
+}
+
+// String is the cursor's text form, "<run_at>_<id>", as the API and the CLI
+// pass it on.
+func (c Cursor) String() string {
+	return strconv.FormatInt(c.RunAt, 10) + "_" + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseCursor reads a Cursor's text form. Only a form String can produce is
+// accepted: two decimal integers, the id positive.
+func ParseCursor(s string) (Cursor, error) {
+	runAt, id, ok := strings.Cut(s, "_")
+	var c Cursor
+	var err1, err2 error
+	if ok {
+		c.RunAt, err1 = strconv.ParseInt(runAt, 10, 64)
+		c.ID, err2 = strconv.ParseInt(id, 10, 64)
+	}
+	if !ok || err1 != nil || err2 != nil || c.ID < 1 {
+		return Cursor{}, fmt.Errorf("ledger: cursor %q: want <run_at>_<id> as a page's next cursor gives it", s)
+	}
+	return c, nil
+}
+
+// Page is one page of List: its rows and, when more may follow, the cursor
+// of the next page (nil on the last one).
+type Page struct {
+	Rows []Entry
+	Next *Cursor
+}
+
+// ValidState reports whether s is a row state List can filter on.
+func ValidState(s string) bool {
+	switch s {
+	case StateScheduled, StateInProgress, StateRetrying:
+		return true
+	}
+	return false
+}
+
+// List returns a page of ledger rows, in one statement.
+//
+// With a State, rows come by due time: ORDER BY run_at, id, which is the
+// order of the (state, run_at) index (InnoDB and SQLite both append the
+// primary key to a secondary index's entries), so the state, the due-time
+// bounds and the cursor are one range scan of that index that stops at the
+// limit, sorting nothing. Due time is what an operator asks about a waiting
+// job ("what is overdue", "what is beyond the horizon"), and for rows in
+// progress it is when their run was due.
+//
+// Without a State, rows come by id, the order of the primary key and of
+// InFlight: ids are kept when a claim rewrites a row, so this is the order
+// in which jobs first got their row. A Topic alone is served by the unique
+// (topic, job_id) index or the primary key; due-time bounds without a State
+// filter the rows the primary key walks, so give a State for due-time
+// questions over a large ledger.
+//
+// Paging is by keyset (the cursor), not offset: every row that stays in
+// the ledger and in the filter throughout is returned once however rows
+// come and go between pages. In due-time order that holds for rows whose
+// run_at stays put, which it does while a row keeps its state, except for
+// an in-progress row claimed again after its lease expired (its run_at
+// becomes the lease's end). One more row than Limit is read to tell
+// whether a next page exists.
+func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
+	if err := checkLimit(f.Limit); err != nil {
+		return Page{}, err
+	}
+	if f.State != "" && !ValidState(f.State) {
+		return Page{}, fmt.Errorf("ledger: state %q: want %s, %s or %s", f.State, StateScheduled, StateInProgress, StateRetrying)
+	}
+	q := l.conn(ctx).Table(l.ledgerTable)
+	if f.State != "" {
+		q = q.Where("state = ?", f.State)
+	}
+	if f.Topic != "" {
+		q = q.Where("topic = ?", f.Topic)
+	}
+	if f.DueAfter != 0 {
+		q = q.Where("run_at > ?", f.DueAfter)
+	}
+	if f.DueBefore != 0 {
+		q = q.Where("run_at < ?", f.DueBefore)
+	}
+	byDue := f.State != ""
+	if c := f.After; c != nil {
+		if byDue {
+			// The range part (run_at >= ?) is what the index seeks to; the
+			// OR only drops the rows of the cursor's own run_at up to its id.
+			// The row-value form (run_at, id) > (?, ?) is not a range to
+			// MariaDB's optimizer.
+			q = q.Where("run_at >= ? AND (run_at > ? OR id > ?)", c.RunAt, c.RunAt, c.ID)
+		} else {
+			q = q.Where("id > ?", c.ID)
+		}
+	}
+	if byDue {
+		q = q.Order("run_at").Order("id")
+	} else {
+		q = q.Order("id")
+	}
+	read := f.Limit
+	if read < math.MaxInt {
+		read++ // one more: is there a next page?
+	}
+	var rows []Entry
+	if err := q.Limit(read).Find(&rows).Error; err != nil {
+		return Page{}, fmt.Errorf("ledger: list rows (state %q, topic %q): %w", f.State, f.Topic, err)
+	}
+	p := Page{Rows: rows}
+	if len(rows) > f.Limit {
+		p.Rows = rows[:f.Limit]
+		last := p.Rows[f.Limit-1]
+		p.Next = &Cursor{RunAt: last.RunAt, ID: last.ID}
+	}
+	return p, nil
+}

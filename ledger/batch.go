@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"gorm.io/gorm"
 
@@ -32,8 +33,10 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 
 // Unclaim hands the rows of released claims of durable topics back to
 // waiting, in one statement: the attempt given back (one less), state
-// scheduled when that leaves 0 and retrying otherwise, lease_until = run_at
-// (so a row whose job Redis lost is stale once it is overdue), no worker.
+// scheduled when that leaves 0 and retrying otherwise, lease_until =
+// NeverStale for a scheduled row (the relay's, like any scheduled row) and
+// run_at for a retrying one (stale once overdue, so the recoverer restores
+// it if Redis lost it), no worker.
 // Fenced by attempt like Complete: a row rewritten by a later claim, or
 // already handed back, is left alone. Rows of redis topics are deleted
 // instead (Complete): Redis alone holds their waiting jobs.
@@ -44,14 +47,16 @@ func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
 	refs = sortedRefs(refs)
 	now := l.nowMs()
 	err := l.inBatches(ctx, len(refs), 3, 1, func(db *gorm.DB, lo, hi int) error {
-		// state is assigned before attempt and reads the old attempt:
+		// state and lease_until are assigned before attempt and read the
+		// old attempt:
 		// MySQL evaluates the assignments of a single-table UPDATE left to
 		// right (a later one sees the earlier ones' new values), SQLite
 		// reads every right-hand side from the old row; in this order both
 		// mean the same.
 		q := "UPDATE `" + l.ledgerTable + "` SET" +
 			" state = CASE WHEN attempt > 1 THEN '" + StateRetrying + "' ELSE '" + StateScheduled + "' END," +
-			" attempt = attempt - 1, lease_until = run_at, worker = '', updated_at = ?" +
+			" lease_until = CASE WHEN attempt > 1 THEN run_at ELSE " + strconv.FormatInt(NeverStale, 10) + " END," +
+			" attempt = attempt - 1, worker = '', updated_at = ?" +
 			" WHERE " + l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
 		vars := append([]any{now}, refVars(refs[lo:hi], true)...)
 		return db.Exec(q, vars...).Error

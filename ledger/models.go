@@ -1,5 +1,7 @@
 package ledger
 
+import "math"
+
 // Row states. A row is in_progress while a handler runs the job and retrying
 // while the job waits in Redis for its next attempt; either way the job is not
 // finished and the recoverer must be able to put it back. A durable topic's
@@ -11,6 +13,12 @@ const (
 	StateInProgress = "in_progress"
 	StateRetrying   = "retrying"
 )
+
+// NeverStale is the lease_until of a scheduled row: a durable job waiting
+// for its first run is kept in step with Redis by the relay
+// (recovery.Relay), so the recoverer's stale scan, and the stale-rows
+// metric, never count it, however long a backlog keeps it waiting.
+const NeverStale int64 = math.MaxInt64
 
 // Entry is one row of the in-flight ledger: a job some worker claimed and that
 // has not finished for good, or a durable topic's job waiting for its first

@@ -349,15 +349,15 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			}
 			runAt := out[i].RunAt
 			// topic, job_id, payload, attempt, max_attempts, run_at,
-			// claimed_at, lease_until (= run_at: overdue means stale, the
-			// recoverer's backstop), worker, state, last_error,
+			// claimed_at, lease_until (NeverStale: a waiting job is the
+			// relay's, not the recoverer's), worker, state, last_error,
 			// updated_at, enqueued_at
 			b = append(b, "(?,?,?,0,"...)
 			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
 			b = append(b, ',')
 			b = strconv.AppendInt(b, runAt, 10)
 			b = append(b, ",0,"...)
-			b = strconv.AppendInt(b, runAt, 10)
+			b = strconv.AppendInt(b, NeverStale, 10)
 			b = append(b, ",'','"+StateScheduled+"','',"...)
 			b = append(b, nowText...)
 			b = append(b, ',')

@@ -78,7 +78,7 @@ func TestSchedule(t *testing.T) {
 		}{{"a", "pa", 3}, {"b", "", 1}, {"c", "pc", 7}} {
 			r := mustRow(t, l, "t", j.id)
 			if r.State != StateScheduled || r.Attempt != 0 || r.MaxAttempts != j.max || r.RunAt != out[i].RunAt ||
-				r.LeaseUntil != r.RunAt || r.EnqueuedAt != now || r.UpdatedAt != now || r.ClaimedAt != 0 ||
+				r.LeaseUntil != NeverStale || r.EnqueuedAt != now || r.UpdatedAt != now || r.ClaimedAt != 0 ||
 				r.Worker != "" || r.LastError != "" || !bytes.Equal(r.Payload, []byte(j.payload)) {
 				t.Errorf("row %s: %+v", j.id, r)
 			}

@@ -44,7 +44,7 @@ func TestUnclaim(t *testing.T) {
 			t.Errorf("Unclaim ran %v", got)
 		}
 		r := mustRow(t, l, "t", "first")
-		if r.State != StateScheduled || r.Attempt != 0 || r.LeaseUntil != first.RunAt || r.Worker != "" ||
+		if r.State != StateScheduled || r.Attempt != 0 || r.LeaseUntil != NeverStale || r.Worker != "" ||
 			r.UpdatedAt != fixedNow.UnixMilli() || r.EnqueuedAt != now {
 			t.Errorf("first, handed back to its first run: %+v", r)
 		}

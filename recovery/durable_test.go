@@ -423,3 +423,45 @@ func cutLedger(t testing.TB) (*tcpproxy.Proxy, *ledger.Ledger) {
 	}
 	return proxy, led
 }
+
+// A transaction that commits after the relay's check window has passed its
+// job's due time, and whose process dies before its push: the windows never
+// see the row; the full pass (every FullEvery, and when a relay takes over)
+// does.
+func TestRelayFullPassFindsWhatTheWindowsMissed(t *testing.T) {
+	e := newDurableEnv(t, time.Minute)
+	ctx := testenv.Context(t)
+	r := e.relay(t, recovery.RelayConfig{FullEvery: time.Hour})
+	e.relayOnce(t, r) // the first pass is a full one
+	tx := e.led.DB().WithContext(ctx).Begin()
+	staged, err := e.c.EnqueueTx(ctx, e.led.Tx(tx), durableTopic, queue.NewJob{ID: "late-commit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := staged.Results()[0].RunAt
+	testenv.WaitFor(ctx, t, "the relay's check window passes the uncommitted job's due time", func() bool {
+		e.relayOnce(t, r)
+		m, ok, err := e.c.RelayMark(ctx)
+		return err == nil && ok && m.Checked > runAt
+	})
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	// No Push: the process died. The windows have moved on.
+	for range 3 {
+		if rep := e.relayOnce(t, r); rep.Pushed() != 0 {
+			t.Fatalf("a windowed pass pushed %+v", rep)
+		}
+	}
+	if _, ok := e.inRedis(t, durableTopic, "late-commit"); ok {
+		t.Fatal("in Redis before the full pass")
+	}
+	// Another process takes the relay over: its first pass is a full one.
+	rep := e.relayOnce(t, e.relay(t, recovery.RelayConfig{FullEvery: time.Hour}))
+	if !rep.Reload || rep.Lost || rep.Reloaded[durableTopic] != 1 {
+		t.Fatalf("full pass: %+v", rep)
+	}
+	if due, ok := e.inRedis(t, durableTopic, "late-commit"); !ok || due != runAt {
+		t.Fatalf("after the full pass: in Redis %v, due %d, want %d", ok, due, runAt)
+	}
+}

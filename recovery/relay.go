@@ -53,6 +53,13 @@ type RelayConfig struct {
 	// CountEvery is how often Counts is refreshed (one GROUP BY over the
 	// scheduled rows' index). Default 30s.
 	CountEvery time.Duration
+	// FullEvery is how often a pass checks every scheduled row due within
+	// the horizon, overdue ones included, as after a Redis data loss: the
+	// backstop for what the windows of the load and the check cannot see
+	// (a row committed long after it was inserted, whose enqueuer died; a
+	// job a failover dropped after its check). A process that takes the
+	// relay over starts with one. Default 5m.
+	FullEvery time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.
 	OnPass func(RelayReport)
@@ -79,6 +86,9 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 	if c.CountEvery == 0 {
 		c.CountEvery = 30 * time.Second
 	}
+	if c.FullEvery == 0 {
+		c.FullEvery = 5 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
@@ -93,6 +103,8 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 		return c, fmt.Errorf("recovery: relay LockTTL %s: want at least 3 × Every (%s)", c.LockTTL, c.Every)
 	case c.CountEvery < time.Second:
 		return c, fmt.Errorf("recovery: relay CountEvery %s: want at least 1s", c.CountEvery)
+	case c.FullEvery < c.Every:
+		return c, fmt.Errorf("recovery: relay FullEvery %s: want at least Every (%s)", c.FullEvery, c.Every)
 	}
 	return c, nil
 }
@@ -106,7 +118,10 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 type RelayReport struct {
 	Start    time.Time
 	Duration time.Duration
-	Reload   bool // the whole horizon was read
+	// Reload: the whole horizon was read, because Redis had no mark (Lost)
+	// or FullEvery had passed.
+	Reload   bool
+	Lost     bool
 	Loaded   map[string]int
 	Relayed  map[string]int
 	Reloaded map[string]int
@@ -137,8 +152,9 @@ func (r RelayReport) Pushed() int {
 //   - the relay checks the rows that fell due since the last pass (minus
 //     Grace) and pushes those Redis does not have: their enqueuer died
 //     between its commit and its push, or Redis was down or lost them;
-//   - when Redis has no mark (first start, or Redis lost data), every row
-//     due within the horizon, overdue ones first, is checked and pushed.
+//   - when Redis has no mark (first start, or Redis lost data), and every
+//     FullEvery, every row due within the horizon, overdue ones first, is
+//     checked and pushed.
 //
 // Every push is restore.lua's check-and-create (mode scheduled), fenced by
 // the tombstones of jobs acked or cancelled since the page was read, so a
@@ -153,6 +169,7 @@ type Relay struct {
 	counts   map[string]ledger.ScheduledCount
 	countsAt time.Time
 	totals   RelayTotals
+	lastFull time.Time // the last full pass that succeeded (lead only)
 }
 
 // RelayTotals are a relay's running totals since it was created.
@@ -284,9 +301,14 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 		r.log.WithField("jobs", n).WithField("topics", rep.Relayed).
 			Warn("relay pushed jobs that were due and missing from Redis (lost pushes)")
 	}
-	if rep.Reload && rep.Err == nil {
+	switch {
+	case rep.Err != nil || !rep.Reload:
+	case rep.Lost:
 		r.log.WithFields(logrus.Fields{"jobs": sum(rep.Reloaded), "topics": rep.Reloaded}).
 			Info("relay reloaded the horizon from SQL (no mark in Redis: first start or a Redis data loss)")
+	case sum(rep.Reloaded) > 0:
+		r.log.WithFields(logrus.Fields{"jobs": sum(rep.Reloaded), "topics": rep.Reloaded}).
+			Warn("relay's full pass pushed jobs missing from Redis")
 	}
 	if r.cfg.OnPass != nil && (rep.Err != nil || rep.Pushed() > 0 || rep.Reload) {
 		r.cfg.OnPass(rep)
@@ -305,13 +327,19 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 	}
 	upTo := sqlNow + r.q.Config().Horizon.Milliseconds()
 	checkTo := sqlNow - r.cfg.Grace.Milliseconds()
-	if !ok {
-		rep.Reload = true
+	r.mu.Lock()
+	full := time.Since(r.lastFull) >= r.cfg.FullEvery
+	r.mu.Unlock()
+	if !ok || full {
+		rep.Reload, rep.Lost = true, !ok
 		rep.Reloaded = map[string]int{}
 		start := ledger.ScheduledCursor{RunAt: math.MinInt64, ID: math.MinInt64}
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
+		r.mu.Lock()
+		r.lastFull = rep.Start
+		r.mu.Unlock()
 		return r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo})
 	}
 	if upTo > mark.Loaded {

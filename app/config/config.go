@@ -261,6 +261,10 @@ type Recovery struct {
 	// RelayLockTTL is how long the one-relay-at-a-time lock outlives a
 	// relay that died holding it. Default 3s.
 	RelayLockTTL time.Duration `koanf:"relay_lock_ttl"`
+	// RelayFullEvery is how often the relay checks every durable job due
+	// within the horizon against Redis, overdue ones included: the
+	// backstop for a push lost where its windows cannot see. Default 5m.
+	RelayFullEvery time.Duration `koanf:"relay_full_every"`
 }
 
 // Orders configures the order auto-close module.
@@ -327,7 +331,8 @@ func Defaults() Config {
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
-			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second},
+			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
+			RelayFullEvery: 5 * time.Minute},
 		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},

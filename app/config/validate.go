@@ -263,6 +263,9 @@ func (r Recovery) validate(p *problems, w Worker) {
 		if r.RelayGrace < 0 {
 			p.bad("recovery.relay_grace", r.RelayGrace, "must not be negative")
 		}
+		if r.RelayFullEvery < r.RelayEvery {
+			p.bad("recovery.relay_full_every", r.RelayFullEvery, "want at least recovery.relay_every")
+		}
 		if r.RelayLockTTL < 3*r.RelayEvery || r.RelayLockTTL < time.Second {
 			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")
 		}

@@ -339,6 +339,9 @@ func snapshot(t *testing.T, rdb redis.UniversalClient, ns string, db *sql.DB) st
 		t.Fatal(err)
 	}
 	for _, k := range keys {
+		if k == ns+":relay" {
+			continue // the relay's mark moves with the clock, not with requests
+		}
 		v, err := rdb.Dump(ctx, k).Result()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)

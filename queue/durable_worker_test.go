@@ -1,0 +1,176 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// durableT is the durable topic of the worker tests.
+const durableT = "dur"
+
+// newDurableWEnv is newWEnv with durableT durable, its rows in the test's
+// ledger.
+func newDurableWEnv(t *testing.T) wenv {
+	t.Helper()
+	e := newWEnv(t)
+	c, err := queue.New(e.rdb, queue.Config{Namespace: e.ns, Store: e.led,
+		TopicDurability: map[string]queue.Durability{durableT: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	return e
+}
+
+// row returns a job's ledger row, or ok false when it has none.
+func (e wenv) row(t *testing.T, id string) (ledger.Entry, bool) {
+	t.Helper()
+	r, err := e.led.Row(testenv.Context(t), durableT, id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return r, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, true
+}
+
+// A durable job's row lives from its enqueue to its end: scheduled, in
+// progress while its handler runs (the claim's Record rewrites it),
+// retrying between attempts, gone once it succeeded or died (archived).
+func TestDurableJobRowFollowsItsLife(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	for _, id := range []string{"ok", "flaky", "doomed"} {
+		mustEnqueue(t, e.env, durableT, queue.NewJob{ID: id, Payload: []byte(`{}`), MaxAttempts: 3})
+		if r, ok := e.row(t, id); !ok || r.State != ledger.StateScheduled || r.Attempt != 0 {
+			t.Fatalf("%s after enqueue: %+v %v", id, r, ok)
+		}
+	}
+	type seen struct {
+		id    string
+		state string
+		att   int
+	}
+	during := make(chan seen, 10)
+	retried := make(chan struct{})
+	obs := &settled{}
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs})
+	err := w.Handle(durableT, queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		r, _ := e.led.Row(ctx, durableT, j.ID)
+		during <- seen{j.ID, r.State, r.Attempt}
+		switch {
+		case j.ID == "flaky" && j.Attempt == 1:
+			return queue.RetryAfter(errors.New("not yet"), 50*time.Millisecond)
+		case j.ID == "flaky":
+			<-retried // the test looked at the retrying row
+		case j.ID == "doomed":
+			return queue.SkipRetry(errors.New("never"))
+		}
+		return nil
+	}), queue.TopicConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	obs.retried.WaitAtLeast(ctx, t, 1, "flaky's retry settled")
+	if r, ok := e.row(t, "flaky"); !ok || r.State != ledger.StateRetrying || r.Attempt != 1 || r.LastError != "not yet" {
+		t.Fatalf("flaky between attempts: %+v %v", r, ok)
+	}
+	close(retried)
+	obs.completed.WaitAtLeast(ctx, t, 2, "two jobs completed")
+	obs.dead.WaitAtLeast(ctx, t, 1, "doomed dead")
+	close(during)
+	for s := range during {
+		if s.state != ledger.StateInProgress || s.att < 1 {
+			t.Errorf("%s's row while its handler ran: %s attempt %d", s.id, s.state, s.att)
+		}
+	}
+	if n, err := e.led.Count(ctx); err != nil || n != 0 {
+		t.Fatalf("ledger rows at the end: %d %v", n, err)
+	}
+	dead, err := e.led.DeadLetters(ctx, durableT, 0, math.MaxInt64, 10)
+	if err != nil || len(dead) != 1 || dead[0].JobID != "doomed" {
+		t.Fatalf("dead letters: %+v %v", dead, err)
+	}
+}
+
+// Jobs handed back at shutdown (here: cut off by the shutdown timeout)
+// keep their rows, back to scheduled with the attempt
+// given back: the row is a durable job's only durable copy.
+func TestDurableReleaseHandsTheRowBack(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		mustEnqueue(t, e.env, durableT, queue.NewJob{ID: id})
+	}
+	started := make(chan struct{}, 4)
+	obs := &settled{}
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, ShutdownTimeout: 100 * time.Millisecond})
+	err := w.Handle(durableT, queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		started <- struct{}{}
+		<-ctx.Done() // runs until the shutdown timeout cuts it off
+		return ctx.Err()
+	}), queue.TopicConfig{Concurrency: 4, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startWorker(t, w)
+	for range 4 {
+		<-started
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if r, ok := e.row(t, id); !ok || r.State != ledger.StateInProgress || r.Attempt != 1 {
+			t.Fatalf("%s while running: %+v %v", id, r, ok)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		r, ok := e.row(t, id)
+		if !ok || r.State != ledger.StateScheduled || r.Attempt != 0 || r.LeaseUntil != ledger.NeverStale {
+			t.Errorf("%s after shutdown: %+v %v; want scheduled, attempt 0", id, r, ok)
+		}
+		info, err := e.c.Get(ctx, durableT, id)
+		if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != 0 {
+			t.Errorf("%s in Redis after shutdown: %+v %v", id, info, err)
+		}
+	}
+}
+
+// A dead job of a durable topic requeued is a new scheduled row, then due
+// in Redis, where the dead envelope was.
+func TestDurableRequeueDeadWritesTheRowFirst(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "x", Payload: []byte(`{"n":1}`), MaxAttempts: 2})
+	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
+	if err := e.led.Bury(ctx, []queue.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.row(t, "x"); ok {
+		t.Fatal("a dead job kept its row")
+	}
+	if err := e.c.RequeueDead(ctx, durableT, "x"); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := e.row(t, "x")
+	if !ok || r.State != ledger.StateScheduled || string(r.Payload) != `{"n":1}` || r.MaxAttempts != 2 {
+		t.Fatalf("row after requeue: %+v %v", r, ok)
+	}
+	info, err := e.c.Get(ctx, durableT, "x")
+	if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != 0 || string(info.Job.Payload) != `{"n":1}` {
+		t.Fatalf("Redis after requeue: %+v %v", info, err)
+	}
+}

@@ -32,7 +32,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVar(&noAPI, "no-api", false, "do not serve the HTTP API")
 	f.BoolVar(&noWorkers, "no-workers", false, "do not run workers")
-	f.BoolVar(&noRecovery, "no-recovery", false, "do not run the recoverer's schedule")
+	f.BoolVar(&noRecovery, "no-recovery", false, "do not run the recoverer's schedule nor the durable topics' relay")
 	f.BoolVar(&noSweeper, "no-sweeper", false, "do not run the order sweeper")
 	return cmd
 }

@@ -237,10 +237,14 @@ type Topic struct {
 	MaxAttempts int           `koanf:"max_attempts"`
 }
 
-// Recovery configures the recoverer.
+// Recovery configures the recoverer and the durable topics' relay.
 type Recovery struct {
-	Enabled bool   `koanf:"enabled"` // Default true.
-	Spec    string `koanf:"spec"`    // cron spec. Default @every 30s.
+	// Enabled runs the recoverer and the relay in this process (one
+	// process at a time works, by their locks). At least one running
+	// process must have it on: without a relay, durable jobs beyond the
+	// horizon are never loaded into Redis. Default true.
+	Enabled bool   `koanf:"enabled"`
+	Spec    string `koanf:"spec"` // cron spec. Default @every 30s.
 	// Grace is how long past its lease a ledger row must be before it
 	// counts as stale; more than the heartbeat. Default 1m.
 	Grace  time.Duration `koanf:"grace"`

@@ -114,6 +114,13 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	if s.dryRec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
 	}
+	// A durable topic's push and relay series start at zero, so that the
+	// first lost push shows in increase() (alerts.yml).
+	for topic := range cfg.Queue.TopicDurability() {
+		if cfg.Queue.IsDurable(topic) {
+			s.obs.metrics.InitDurableTopic(topic)
+		}
+	}
 	if p.recovery {
 		if s.relay, err = recovery.NewRelay(s.b.Queue, s.b.Ledger, relayConfig(cfg, log, s.obs.metrics.RelayPass)); err != nil {
 			return nil, err

@@ -163,6 +163,10 @@ func (s *system) buildAPI(p parts) error {
 		}
 	}
 	modules = append(modules, s.obs.apiModules()...)
+	var counts httpapi.SQLCounter // the relay's cached counts, where one runs
+	if s.relay != nil {
+		counts = s.relay
+	}
 	// Deps.Ready stays nil: the API's own check pings the same two
 	// backends and tells the unauthenticated /readyz only which one failed
 	// (s.b.Ready's error has addresses and TLS details: those go to the
@@ -171,6 +175,7 @@ func (s *system) buildAPI(p parts) error {
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
 		Recovery:     recoveryAPI{s.rec, s.dryRec},
+		SQLCounts:    counts,
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

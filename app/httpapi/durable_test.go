@@ -113,8 +113,14 @@ func TestDurableTopicStatsWithoutRelay(t *testing.T) {
 	if s := decode[httpapi.TopicStats](t, e.get(t, "/v1/topics/dur")); s.Durability != "durable" || s.SQL != nil {
 		t.Fatalf("stats without a relay: %+v", s)
 	}
-	if r := e.get(t, "/v1/topics"); strings.Contains(string(r.body), `"sql"`) {
-		t.Fatalf("topics without a relay: %s", r.body)
+	if r := e.get(t, "/v1/topics"); strings.Contains(string(r.body), `"sql"`) || strings.Contains(string(r.body), `"dur"`) {
+		t.Fatalf("topics without a relay, while dur's job waits in SQL only: %s", r.body)
+	}
+	// Once a job of dur is in Redis, the topics set lists dur.
+	expect(t, e.post(t, "/v1/topics/dur/jobs", `{"id":"soon","delay_ms":60000}`), http.StatusAccepted)
+	if list := decode[httpapi.TopicList](t, e.get(t, "/v1/topics")); len(list.Topics) != 1 || list.Topics[0].Topic != "dur" ||
+		list.Topics[0].Durability != "durable" || list.Topics[0].Due != 1 {
+		t.Fatalf("topics without a relay: %+v", list)
 	}
 	// Only new query parameters would need checks: the routes take none.
 	expectError(t, e.get(t, "/v1/topics/dur?sql=true"), http.StatusBadRequest, httpapi.CodeUnknownField, "sql")

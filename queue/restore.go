@@ -139,14 +139,24 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 			errs = append(errs, fmt.Errorf("queue: restore %d jobs of %s: %w", len(call.rows), call.topic, err))
 			continue
 		}
+		created := false
 		for k, at := range call.rows {
 			switch reply[1+k] {
 			case 1:
 				out[at] = RestoreCreated
+				created = true
 			case 2:
 				out[at] = RestoreGone
 			default:
 				out[at] = RestoreTracked
+			}
+		}
+		// A durable topic's jobs reach Redis only this way (the push after
+		// the commit, the relay): the topics set must list the topic, as
+		// an enqueue would, for the stats, the metrics and the dashboard.
+		if created && !opts.DryRun {
+			if err := c.noteTopic(ctx, call.topic); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -32,6 +32,11 @@ func TestRestoreRecreatesLostJobs(t *testing.T) {
 		if !slices.Equal(out, []queue.RestoreOutcome{queue.RestoreCreated, queue.RestoreCreated}) {
 			t.Fatalf("outcomes %v", out)
 		}
+		// The topics set lists the topic, as after an enqueue: a durable
+		// topic's jobs reach Redis only by Restore.
+		if topics, err := e.c.Topics(ctx); err != nil || !slices.Equal(topics, []string{"t"}) {
+			t.Fatalf("topics after a restore: %v, %v", topics, err)
+		}
 		info := mustGet(t, e, "t", "running")
 		if info.State != queue.StateScheduled || info.Score != now-5000 {
 			t.Fatalf("running: %s at %d, want scheduled at its run time %d", info.State, info.Score, now-5000)

@@ -172,11 +172,14 @@ type Relay struct {
 	lastFull time.Time // the last full pass that succeeded (lead only)
 }
 
-// RelayTotals are a relay's running totals since it was created.
+// RelayTotals are a relay's running totals since it was created: the
+// passes it made while it held the lock (a relay that never leads makes
+// none), and the start of its last pass, last reload, last failed pass and
+// last pass without an error (zero: none yet).
 type RelayTotals struct {
-	Passes, Failed                int64
-	Loaded, Relayed, Reloaded     int64
-	LastPass, LastReload, LastErr time.Time
+	Passes, Failed                        int64
+	Loaded, Relayed, Reloaded             int64
+	LastPass, LastReload, LastErr, LastOK time.Time
 }
 
 // NewRelay returns a Relay over q and store.
@@ -289,6 +292,8 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 	if rep.Err != nil {
 		r.totals.Failed++
 		r.totals.LastErr = rep.Start
+	} else {
+		r.totals.LastOK = rep.Start
 	}
 	if rep.Reload {
 		r.totals.LastReload = rep.Start

@@ -15,8 +15,13 @@ import (
 func (a *app) migrateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or update the ledger tables (and the orders tables when orders are enabled)",
-		Args:  args(cobra.NoArgs),
+		Short: "Create or update the ledger tables, upgrading them for durable topics (and the orders tables when orders are enabled)",
+		Long: `Create the ledger tables, or bring existing ones up to date: this runs
+the ledger's Migrate, which also upgrades a ledger made before durable topics
+(the scheduled state, enqueued_at, the (state, run_at) index; the same steps
+as deployments/mysql/upgrade-durable.sql), keeping its rows. With
+orders.enabled it creates or updates the orders tables too. Safe to run again.`,
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, b, _, err := a.open(cmd)
 			if err != nil {

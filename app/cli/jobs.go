@@ -99,7 +99,7 @@ func (a *app) cancelCmd() *cobra.Command {
 func (a *app) getCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get TOPIC ID",
-		Short: "Show a job's state and envelope (exit 3 when unknown)",
+		Short: "Show a job's state and envelope (exit 3 when unknown); a durable job beyond the horizon shows as SQL only",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			s, err := a.store(cmd)
@@ -116,8 +116,12 @@ func (a *app) getCmd() *cobra.Command {
 			}
 			v := httpapi.NewJobView(info, true)
 			return a.emit(v, func(w io.Writer) {
+				state := v.State
+				if v.SQLOnly { // a durable job beyond the horizon: not in Redis yet
+					state += " (SQL only)"
+				}
 				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
-				row(w, v.Topic, v.ID, v.State, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
+				row(w, v.Topic, v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
 			})
 		},
 	}
@@ -126,7 +130,15 @@ func (a *app) getCmd() *cobra.Command {
 func (a *app) statsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "stats [TOPIC...]",
-		Short: "Counts per topic: due, overdue, in flight, dead (all topics when none given)",
+		Short: "Counts per topic: due, overdue, in flight, dead; durability and a durable topic's waiting jobs in SQL (all topics when none given)",
+		Long: `Counts per topic (all known topics when none given): in Redis the jobs
+due, overdue, in flight and dead; the topic's durability (redis or durable);
+and for a durable topic its waiting jobs in the SQL ledger, all (SQL) and
+those due beyond queue.horizon (BEYOND), which are in SQL only until the
+relay loads them. Directly on Redis and SQL, those are counted now; through
+an instance's API (--api, or redis.mode embedded), they are the instance's
+relay's last count ("-" where it runs no relay). --json prints the API's
+topic stats (GET /v1/topics).`,
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			s, err := a.store(cmd)
 			if err != nil {
@@ -138,9 +150,14 @@ func (a *app) statsCmd() *cobra.Command {
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE")
+				row(w, "TOPIC", "DURABILITY", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND")
 				for _, s := range all {
-					row(w, s.Topic, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond, s.InFlight, s.Dead, ms(s.NextDue))
+					inSQL, beyond := "-", "-"
+					if s.SQL != nil {
+						inSQL, beyond = strconv.FormatInt(s.SQL.Waiting, 10), strconv.FormatInt(s.SQL.BeyondHorizon, 10)
+					}
+					row(w, s.Topic, s.Durability, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
+						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond)
 				}
 			})
 		},

@@ -46,6 +46,11 @@ func (s *system) buildObservability(p parts) error {
 			return err
 		}
 	}
+	if s.relay != nil {
+		if err := o.metrics.WatchRelay(s.relay, s.relay.Config().Every); err != nil {
+			return err
+		}
+	}
 	if s.sweep != nil {
 		if err := o.metrics.WatchSweeper(s.orders.Config().SweepSpec); err != nil {
 			return err

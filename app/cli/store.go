@@ -24,8 +24,10 @@ type jobStore interface {
 	Cancel(ctx context.Context, topic, id string) (*queue.Job, error)
 	// Get returns StateUnknown for a job that does not exist.
 	Get(ctx context.Context, topic, id string) (*queue.JobInfo, error)
-	// Stats returns the topics' counts, every known topic's when none.
-	Stats(ctx context.Context, topics []string) ([]queue.Stats, error)
+	// Stats returns the topics' counts as the API shows them (durability
+	// and a durable topic's waiting jobs in SQL included), every known
+	// topic's when none.
+	Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error)
 	Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error)
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)

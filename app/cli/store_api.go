@@ -111,7 +111,7 @@ func (s *apiStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, e
 	return infoFromView(v)
 }
 
-func (s *apiStore) Stats(ctx context.Context, topics []string) ([]queue.Stats, error) {
+func (s *apiStore) Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error) {
 	for _, t := range topics {
 		if err := queue.ValidateTopic(t); err != nil {
 			return nil, err
@@ -131,12 +131,7 @@ func (s *apiStore) Stats(ctx context.Context, topics []string) ([]queue.Stats, e
 		}
 		views = append(views, v)
 	}
-	all := make([]queue.Stats, len(views))
-	for i, v := range views {
-		all[i] = queue.Stats{Topic: v.Topic, Now: v.Now, Due: v.Due, DueNow: v.DueNow, InFlight: v.InFlight,
-			Dead: v.Dead, OldestOverdueMs: v.OldestOverdueMs, NextDue: v.NextDue}
-	}
-	return all, nil
+	return views, nil
 }
 
 // Dead lists dead jobs without their payloads: the API leaves them out of
@@ -239,7 +234,7 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &queue.JobInfo{State: queue.State(v.State), Score: v.RunAt, Job: j}
+	info := &queue.JobInfo{State: queue.State(v.State), Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly}
 	switch info.State {
 	case queue.StateInFlight:
 		info.Score = v.LeaseUntil

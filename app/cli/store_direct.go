@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -35,22 +38,60 @@ func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo
 	return s.b.Queue.Find(ctx, s.b.Ledger, topic, id)
 }
 
-func (s *directStore) Stats(ctx context.Context, topics []string) ([]queue.Stats, error) {
-	if len(topics) == 0 {
-		var err error
-		if topics, err = s.b.Queue.Topics(ctx); err != nil {
+// Stats reads Redis's counts, and for durable topics counts their waiting
+// jobs in SQL once (one GROUP BY over the scheduled rows' index, as the
+// relay does), so that durable topics whose jobs all wait beyond the
+// horizon are listed too.
+func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error) {
+	q := s.b.Queue
+	for _, t := range topics {
+		if err := queue.ValidateTopic(t); err != nil {
 			return nil, err
 		}
 	}
-	all := make([]queue.Stats, 0, len(topics))
+	var counts map[string]ledger.ScheduledCount
+	var at time.Time
+	if s.anyDurable(topics) {
+		now, err := s.b.Ledger.SQLNow(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+		}
+		if counts, err = s.b.Ledger.ScheduledCounts(ctx, now+q.Config().Horizon.Milliseconds()); err != nil {
+			return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+		}
+		at = time.Now()
+	}
+	if len(topics) == 0 {
+		var err error
+		if topics, err = q.Topics(ctx); err != nil {
+			return nil, err
+		}
+		for t, c := range counts {
+			if c.Total > 0 && q.IsDurable(t) && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+		slices.Sort(topics)
+	}
+	all := make([]httpapi.TopicStats, 0, len(topics))
 	for _, t := range topics {
-		st, err := s.b.Queue.Stats(ctx, t)
+		st, err := q.Stats(ctx, t)
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, st)
+		st.Topic = t
+		all = append(all, httpapi.NewTopicStats(st, q.Durability(t), counts[t], at))
 	}
 	return all, nil
+}
+
+// anyDurable says whether one of topics (any topic when none) may be
+// durable under the configuration.
+func (s *directStore) anyDurable(topics []string) bool {
+	if len(topics) == 0 {
+		return s.cfg.Queue.Durability == string(queue.DurabilityDurable) || len(s.cfg.Queue.TopicDurability()) > 0
+	}
+	return slices.ContainsFunc(topics, s.b.Queue.IsDurable)
 }
 
 func (s *directStore) Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error) {

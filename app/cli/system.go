@@ -115,6 +115,13 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	if s.dryRec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
 		return nil, err
 	}
+	// A durable topic's push and relay series start at zero, so that the
+	// first lost push shows in increase() (alerts.yml).
+	for topic := range cfg.Queue.TopicDurability() {
+		if cfg.Queue.IsDurable(topic) {
+			s.obs.metrics.InitDurableTopic(topic)
+		}
+	}
 	if p.recovery {
 		if s.relay, err = recovery.NewRelay(s.b.Queue, s.b.Ledger, relayConfig(cfg, log, s.obs.metrics.RelayPass)); err != nil {
 			return nil, err
@@ -157,6 +164,10 @@ func (s *system) buildAPI(p parts) error {
 		}
 	}
 	modules = append(modules, s.obs.apiModules()...)
+	var counts httpapi.SQLCounter // the relay's cached counts, where one runs
+	if s.relay != nil {
+		counts = s.relay
+	}
 	// Deps.Ready stays nil: the API's own check pings the same two
 	// backends and tells the unauthenticated /readyz only which one failed
 	// (s.b.Ready's error has addresses and TLS details: those go to the
@@ -165,6 +176,7 @@ func (s *system) buildAPI(p parts) error {
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
 		Recovery:     recoveryAPI{s.rec, s.dryRec},
+		SQLCounts:    counts,
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -21,6 +22,7 @@ import (
 	"github.com/delayq/delayq/app/cli"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -65,6 +67,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		mustEnqueue(t, q, "mail", queue.NewJob{ID: fmt.Sprintf("mail:late:%d", i), RunAt: time.Now().Add(-time.Minute).UnixMilli()})
 	}
 
+	seedDurable(t, ctx, rdb, ns, dsn)
+
 	api := startServe(t, ns, dsn, false)
 	seedOrders(t, ctx, api, dsn)
 
@@ -72,6 +76,26 @@ func TestDashboardInBrowser(t *testing.T) {
 	tab, console := newTab(t, browser)
 	openDashboard(t, tab, api.url)
 	waitNumbersMatch(t, tab, api)
+	// The durable topic: its badge, its jobs in SQL beyond the horizon (the
+	// relay counted them at its start), the reload that pushed the job whose
+	// push was lost, and the relay's last pass; mail is a redis topic.
+	poll(t, tab, `(() => {
+		const tr = document.querySelector('#topics tr[data-topic="invoices"]');
+		const sql = tr && tr.querySelector('td[data-field="sql_beyond"]');
+		const reloaded = tr && tr.querySelector('[data-relay="reloaded"]');
+		return tr && tr.querySelector('.badge').dataset.durability === 'durable' && sql.dataset.value === '2' && sql.dataset.waiting === '4' &&
+			reloaded && reloaded.textContent === '1' && tr.querySelector('[data-relay="relayed"]').textContent === '0' &&
+			!document.querySelector('#relay').hidden && Number(document.querySelector('#relay-passes').textContent.replace(/,/g, '')) > 0 &&
+			document.querySelector('#relay-last-ok').textContent.endsWith('ago');
+	})()`, "the durable topic's badge, SQL counts and relay pushes")
+	if v := metricValue(t, api, `delayq_durable_waiting_jobs{topic="invoices",where="beyond"}`); v != 2 {
+		t.Errorf("delayq_durable_waiting_jobs beyond the horizon of invoices is %v, want 2 (as the page shows)", v)
+	}
+	poll(t, tab, `(() => {
+		const tr = document.querySelector('#topics tr[data-topic="mail"]');
+		return tr && tr.querySelector('.badge').dataset.durability === 'redis' && tr.querySelector('td[data-field="sql_beyond"]').textContent === '–' &&
+			tr.querySelector('.relay-line').hidden;
+	})()`, "mail's redis badge")
 
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
@@ -96,6 +120,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if hidden, err := chromedp.Run(roTab, chromedp.Evaluate[bool](`document.querySelector('#mode').hidden`)); err != nil || hidden {
 		t.Errorf("the read-only badge is hidden (%v)", err)
 	}
+	// This serve runs no relay: the durability still shows, no SQL counts.
+	poll(t, roTab, `(() => {
+		const tr = document.querySelector('#topics tr[data-topic="invoices"]');
+		return tr && tr.querySelector('.badge').dataset.durability === 'durable' &&
+			tr.querySelector('td[data-field="sql_beyond"]').textContent === '–' && document.querySelector('#relay').hidden;
+	})()`, "the durable badge without a relay")
 	noConsoleErrors(t, "read-only tab", roConsole)
 
 	// A confirmation guards the action: cancelled, nothing changes.
@@ -165,6 +195,7 @@ sql: {driver: mysql, dsn: %q}
 http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
 worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s}
 recovery: {spec: "@every 10s", grace: 5s}
+queue: {horizon: 1h, topics: {invoices: {durability: durable}}}
 orders: {sweeper_spec: "@every 1h"}
 dashboard: {sample_every: 500ms, history: 1m}
 `, redisAddr(), ns, dsn, port, testToken, readOnly)
@@ -209,6 +240,40 @@ dashboard: {sample_every: 500ms, history: 1m}
 		return resp.StatusCode == http.StatusOK
 	})
 	return s
+}
+
+// seedDurable enqueues to the durable topic invoices before serve starts:
+// two jobs beyond the horizon (in SQL only), one within it (pushed), and
+// one committed whose push was lost (the transactional enqueue without its
+// Push): serve's relay finds it on its first pass, a reload.
+func seedDurable(t *testing.T, ctx context.Context, rdb redis.UniversalClient, ns, dsn string) {
+	t.Helper()
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: led, Horizon: time.Hour,
+		TopicDurability: map[string]queue.Durability{"invoices": queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		mustEnqueue(t, q, "invoices", queue.NewJob{ID: fmt.Sprintf("inv:later:%d", i), Delay: 3 * time.Hour})
+	}
+	mustEnqueue(t, q, "invoices", queue.NewJob{ID: "inv:soon", Delay: 30 * time.Minute})
+	if _, err := q.EnqueueTx(ctx, led, "invoices", queue.NewJob{ID: "inv:lost", Delay: 20 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // get calls the API with the token and decodes its JSON answer into out.

@@ -5,7 +5,10 @@
 // package samples from the process's metrics.
 //
 // What it shows: per topic the due, overdue, in-flight and dead counts, and
-// throughput, lateness and backlog over the last minutes; the dead letters
+// throughput, lateness and backlog over the last minutes; the topic's
+// durability (a badge), and for a durable topic its waiting jobs in SQL
+// beyond the horizon and the relay's pushes (loaded, relayed, reloaded),
+// with the relay's last successful pass; the dead letters
 // with their last error and requeue/purge buttons (after a confirmation);
 // the ledger's stale rows and the recoverer's reports with a "run recovery
 // now" button; and, when the orders module is mounted, orders created,
@@ -28,6 +31,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/httpjson"
 )
 
@@ -160,6 +164,36 @@ type Series struct {
 	Workers   bool          `json:"workers"`
 	Ledger    *ledgerCounts `json:"ledger"` // null when the ledger could not be read
 	Topics    []topicSeries `json:"topics"`
+	Relay     *relayView    `json:"relay"` // null when this process runs no relay
+}
+
+// relayView is the durable topics' relay of this process, as the page
+// shows it; times are Unix ms (0: never).
+type relayView struct {
+	EveryMs  int64 `json:"every_ms"`
+	Passes   int64 `json:"passes"`
+	Failed   int64 `json:"failed"`
+	LastPass int64 `json:"last_pass"`
+	// LastOK is the start of the last pass without errors (before the
+	// first, when the relay's metrics were set up).
+	LastOK     int64 `json:"last_ok"`
+	LastReload int64 `json:"last_reload"`
+}
+
+func newRelayView(s metrics.RelayState, ok bool) *relayView {
+	if !ok {
+		return nil
+	}
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	return &relayView{
+		EveryMs: s.Every.Milliseconds(), Passes: s.Totals.Passes, Failed: s.Totals.Failed,
+		LastPass: ms(s.Totals.LastPass), LastOK: ms(s.LastOK), LastReload: ms(s.Totals.LastReload),
+	}
 }
 
 // SeriesHandler serves the charts' data (mount it at SeriesPattern, behind
@@ -176,6 +210,7 @@ func (d *Dashboard) SeriesHandler() http.Handler {
 		out := Series{
 			Now: time.Now().UnixMilli(), EveryMs: d.cfg.SampleEvery.Milliseconds(), HistoryMs: d.cfg.History.Milliseconds(),
 			Workers: d.cfg.Workers, Ledger: ledger, Topics: topics,
+			Relay: newRelayView(d.cfg.Source.RelayState()),
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")

@@ -15,11 +15,13 @@ import (
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
 )
 
 type fakeSource struct {
 	live   map[string]metrics.TopicSample
 	state  metrics.State
+	relay  *metrics.RelayState // nil: no relay runs
 	err    error
 	reads  atomic.Int64    // State calls
 	sample testenv.Counter // SampleLive calls
@@ -33,6 +35,13 @@ func (f *fakeSource) SampleLive() map[string]metrics.TopicSample {
 func (f *fakeSource) State(context.Context) (metrics.State, error) {
 	f.reads.Add(1)
 	return f.state, f.err
+}
+
+func (f *fakeSource) RelayState() (metrics.RelayState, bool) {
+	if f.relay == nil {
+		return metrics.RelayState{}, false
+	}
+	return *f.relay, true
 }
 
 // Nobody watching, the sampler keeps the live totals and leaves Redis and
@@ -186,5 +195,43 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	if _, err := New(Config{Source: &fakeSource{}, SampleEvery: time.Minute, History: time.Second}); err == nil {
 		t.Error("history shorter than a sample accepted")
+	}
+}
+
+// The series carry the relay of this process (null without one) and each
+// topic's relay pushes as of the last sample.
+func TestSeriesRelay(t *testing.T) {
+	ok := time.UnixMilli(1700000000123)
+	for _, relay := range []*metrics.RelayState{nil, {
+		Totals: recovery.RelayTotals{Passes: 9, Failed: 2, LastPass: ok.Add(time.Second), LastReload: ok}, LastOK: ok, Every: 200 * time.Millisecond,
+	}} {
+		src := &fakeSource{relay: relay, live: map[string]metrics.TopicSample{"dur": {Loaded: 4, Relayed: 1, Reloaded: 7}, "plain": {}}}
+		d, err := New(Config{Source: src, Logger: testenv.QuietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		d.history.add(t0, src.live, metrics.State{}, nil)
+		d.history.add(t0.Add(time.Second), src.live, metrics.State{}, nil)
+		rec := httptest.NewRecorder()
+		d.SeriesHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/dashboard/series", nil))
+		var s Series
+		if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
+			t.Fatal(err)
+		}
+		if relay == nil {
+			if s.Relay != nil || !strings.Contains(rec.Body.String(), `"relay":null`) {
+				t.Errorf("no relay: %s", rec.Body.String())
+			}
+			continue
+		}
+		want := relayView{EveryMs: 200, Passes: 9, Failed: 2, LastPass: ok.Add(time.Second).UnixMilli(), LastOK: ok.UnixMilli(), LastReload: ok.UnixMilli()}
+		if s.Relay == nil || *s.Relay != want {
+			t.Errorf("relay %+v, want %+v", s.Relay, want)
+		}
+		if len(s.Topics) != 2 || s.Topics[0].Topic != "dur" || s.Topics[0].Loaded != 4 || s.Topics[0].Relayed != 1 || s.Topics[0].Reloaded != 7 ||
+			s.Topics[1].Loaded+s.Topics[1].Relayed+s.Topics[1].Reloaded != 0 {
+			t.Errorf("topics %+v", s.Topics)
+		}
 	}
 }

@@ -19,6 +19,9 @@ type Source interface {
 	SampleLive() map[string]metrics.TopicSample
 	// State returns a recent reading of Redis and the ledger.
 	State(ctx context.Context) (metrics.State, error)
+	// RelayState returns the totals of the durable topics' relay that runs
+	// in this process; ok is false when none runs here.
+	RelayState() (s metrics.RelayState, ok bool)
 }
 
 // maxTopics bounds how many topics the history keeps (the first by name).
@@ -158,6 +161,11 @@ type topicSeries struct {
 	Due       []any     `json:"due"` // null: Redis could not be read
 	Overdue   []any     `json:"overdue"`
 	InFlight  []any     `json:"in_flight"`
+	// The relay's pushes of this durable topic's jobs since this process
+	// started (its relay's, when it runs one), as of the last sample.
+	Loaded   int64 `json:"loaded"`
+	Relayed  int64 `json:"relayed"`
+	Reloaded int64 `json:"reloaded"`
 }
 
 // series returns every topic's history, by topic, and the latest ledger
@@ -174,6 +182,9 @@ func (h *history) series() ([]topicSeries, *ledgerCounts) {
 	for _, t := range names {
 		pts := h.topics[t]
 		s := topicSeries{Topic: t}
+		if last, ok := h.prev[t]; ok {
+			s.Loaded, s.Relayed, s.Reloaded = last.Loaded, last.Relayed, last.Reloaded
+		}
 		for _, p := range pts {
 			s.T = append(s.T, p.At)
 			s.Enqueued = append(s.Enqueued, p.Enqueued)

@@ -225,7 +225,7 @@ func jobLifecycle(t *testing.T, bin string, env []string, base string, between f
 	if out, code = run(t, bin, env, "get", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "scheduled") || !strings.Contains(out, "a@example.com") {
 		t.Fatalf("get: exit %d, %q", code, out)
 	}
-	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"Due": 1`) {
+	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"due": 1`) || !strings.Contains(out, `"durability": "redis"`) {
 		t.Fatalf("stats: exit %d, %q", code, out)
 	}
 	between(enq.RunAt)

@@ -14,13 +14,13 @@
 //	GET    /readyz                                200, or 503 naming the backend that failed (no auth)
 //	GET    /metrics                               Prometheus metrics, when Deps.Metrics is set (no auth)
 //	GET    /, /dashboard/...                      the dashboard page and its assets, when Deps.Dashboard is set (no auth)
-//	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate
+//	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate (durable topics: see below)
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=scheduled|in_flight|dead&offset=&limit=)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
-//	GET    /v1/topics                             every known topic with its stats
-//	GET    /v1/topics/{topic}                     one topic's stats
+//	GET    /v1/topics                             every known topic with its stats and durability
+//	GET    /v1/topics/{topic}                     one topic's stats and durability
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
@@ -59,6 +59,37 @@
 // last carries next_cursor: pass it back as cursor, with the same filters,
 // for the next page. A row stays on its place in that order while it keeps
 // its state, so paging lists it once however rows come and go.
+//
+// # Durable topics
+//
+// A durable topic (queue.durability, queue.topics.<name>.durability;
+// docs/design.md §4.11) commits every job to the SQL ledger before the
+// enqueue answers, then pushes it to Redis:
+//   - 202 means the job's row is committed: the job exists and survives any
+//     loss of Redis. It may not be in Redis yet: with Redis down or slow the
+//     push is left to the relay, which pushes it at the latest
+//     recovery.relay_every + recovery.relay_grace after it falls due. A 202
+//     is therefore possible while Redis is down (a redis topic's enqueue then
+//     answers 503 naming redis).
+//   - 503 backend_unavailable with the message "sql is unavailable" means
+//     SQL did not answer: nothing was written anywhere; retry.
+//   - 200 duplicate: the id has a row (waiting, in flight or retrying); its
+//     run_at is the waiting job's.
+//
+// A job due beyond queue.horizon waits in SQL only until the relay loads it;
+// GET /v1/topics/{topic}/jobs/{id} shows it from its row, state scheduled,
+// with "sql_only": true (and so does a job Redis lost, until the relay puts
+// it back). Listings of jobs (GET .../jobs, ?state=) read Redis and leave
+// such jobs out; GET /v1/ledger?state=scheduled&topic= lists them.
+//
+// Topic stats (GET /v1/topics, GET /v1/topics/{topic}) say every topic's
+// "durability" (redis or durable); due, due_now and in_flight are Redis's
+// counts. A durable topic also has "sql": {"waiting", "beyond_horizon",
+// "counted_at"}: its waiting jobs in SQL, all and those due beyond the
+// horizon, as the relay of this process last counted them (every 30 s,
+// never per request; absent where the process runs no relay, or before
+// its first count). GET /v1/topics lists durable topics whose jobs all wait
+// in SQL only, too.
 //
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an

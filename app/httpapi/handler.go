@@ -52,6 +52,10 @@ type Deps struct {
 	// Recovery runs the recoverer; nil means its routes answer 503
 	// not_configured (a process that runs no recoverer).
 	Recovery Recovery
+	// SQLCounts gives the durable topics' waiting jobs in SQL for the
+	// topic stats, cached (the relay's Counts); nil leaves them out (a
+	// process that runs no relay). The API never counts them itself.
+	SQLCounts SQLCounter
 	// Modules are extra /v1 handlers, behind auth like the rest of /v1.
 	Modules []Module
 	// Token is the bearer token every /v1 route wants; "" turns auth off
@@ -83,14 +87,15 @@ type Deps struct {
 
 // api is the handler's state: its dependencies, nothing mutable.
 type api struct {
-	q        *queue.Client
-	l        *ledger.Ledger
-	rec      Recovery
-	readOnly bool
-	maxBody  int64
-	ready    func(ctx context.Context) error
-	log      logrus.FieldLogger
-	auth     *bearerAuth // nil when auth is off
+	q         *queue.Client
+	l         *ledger.Ledger
+	rec       Recovery
+	sqlCounts SQLCounter
+	readOnly  bool
+	maxBody   int64
+	ready     func(ctx context.Context) error
+	log       logrus.FieldLogger
+	auth      *bearerAuth // nil when auth is off
 }
 
 // New builds the API handler: the /v1 routes behind auth, the probes in
@@ -108,13 +113,14 @@ func New(d Deps) (http.Handler, error) {
 		return nil, fmt.Errorf("httpapi: Deps.MaxBodyBytes %d: must not be negative", d.MaxBodyBytes)
 	}
 	a := &api{
-		q:        d.Queue,
-		l:        d.Ledger,
-		rec:      d.Recovery,
-		readOnly: d.ReadOnly,
-		maxBody:  d.MaxBodyBytes,
-		ready:    d.Ready,
-		log:      d.Logger,
+		q:         d.Queue,
+		l:         d.Ledger,
+		rec:       d.Recovery,
+		sqlCounts: d.SQLCounts,
+		readOnly:  d.ReadOnly,
+		maxBody:   d.MaxBodyBytes,
+		ready:     d.Ready,
+		log:       d.Logger,
 	}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes

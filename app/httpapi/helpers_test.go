@@ -65,15 +65,18 @@ func newEnv(t *testing.T, b backend, opts ...func(*setup)) *env {
 		o(&s)
 	}
 	s.qcfg.Namespace = ns
-	q, err := queue.New(rdb, s.qcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	l, err := ledger.New(db, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.qcfg.TopicDurability) > 0 || s.qcfg.Durability == queue.DurabilityDurable {
+		s.qcfg.Store = l // durable topics commit to the ledger
+	}
+	q, err := queue.New(rdb, s.qcfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{q: q, l: l, rdb: rdb, ns: ns, token: s.deps.Token, logs: &testenv.SyncBuffer{}}
@@ -99,6 +102,19 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env), opts ...func(*se
 		})
 	}
 }
+
+// withDurable makes topics durable, with the given horizon.
+func withDurable(horizon time.Duration, topics ...string) func(*setup) {
+	return func(s *setup) {
+		s.qcfg.Horizon = horizon
+		s.qcfg.TopicDurability = map[string]queue.Durability{}
+		for _, t := range topics {
+			s.qcfg.TopicDurability[t] = queue.DurabilityDurable
+		}
+	}
+}
+
+func withSQLCounts(c httpapi.SQLCounter) func(*setup) { return func(s *setup) { s.deps.SQLCounts = c } }
 
 func withToken(tok string) func(*setup) { return func(s *setup) { s.deps.Token = tok } }
 func withReadOnly() func(*setup)        { return func(s *setup) { s.deps.ReadOnly = true } }

@@ -1,8 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
+	"slices"
+	"time"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -11,7 +15,7 @@ import (
 type TopicStats struct {
 	Topic    string `json:"topic"`
 	Now      int64  `json:"now"`
-	Due      int64  `json:"due"`       // waiting, due or not
+	Due      int64  `json:"due"`       // waiting in Redis, due or not
 	DueNow   int64  `json:"due_now"`   // waiting and already due: the overdue backlog
 	InFlight int64  `json:"in_flight"` // leased to workers
 	Dead     int64  `json:"dead"`
@@ -19,6 +23,32 @@ type TopicStats struct {
 	// its due time: the number to alert on when workers fall behind.
 	OldestOverdueMs int64 `json:"oldest_overdue_ms"`
 	NextDue         int64 `json:"next_due,omitempty"`
+	// Durability is where the topic's waiting jobs are kept safe: redis,
+	// or durable (committed to SQL first; docs/design.md §4.11).
+	Durability string `json:"durability"`
+	// SQL are a durable topic's waiting jobs in the SQL ledger, as the
+	// relay last counted them; absent for a redis topic, and where no count
+	// is at hand (the process runs no relay, or it has not counted yet).
+	SQL *SQLCounts `json:"sql,omitempty"`
+}
+
+// SQLCounts are a durable topic's waiting jobs (scheduled rows) in the SQL
+// ledger.
+type SQLCounts struct {
+	// Waiting counts them all; BeyondHorizon those due after
+	// queue.horizon, which are in SQL only until the relay loads them.
+	Waiting       int64 `json:"waiting"`
+	BeyondHorizon int64 `json:"beyond_horizon"`
+	// CountedAt is when they were counted, Unix ms: the relay counts
+	// every recovery.RelayConfig.CountEvery (30 s), never per request.
+	CountedAt int64 `json:"counted_at"`
+}
+
+// SQLCounter gives the counts of the durable topics' waiting jobs, cached
+// (*recovery.Relay: its Counts, refreshed by its own loop). A zero time
+// means nothing was counted yet.
+type SQLCounter interface {
+	Counts() (map[string]ledger.ScheduledCount, time.Time)
 }
 
 // TopicList answers GET /v1/topics.
@@ -26,27 +56,59 @@ type TopicList struct {
 	Topics []TopicStats `json:"topics"`
 }
 
-func topicStats(s queue.Stats) TopicStats {
-	return TopicStats{
+// NewTopicStats renders a topic's stats with its durability and, for a
+// durable topic counted at at (non-zero), its SQL counts c.
+func NewTopicStats(s queue.Stats, d queue.Durability, c ledger.ScheduledCount, at time.Time) TopicStats {
+	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
-		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue,
+		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: string(d),
 	}
+	if d == queue.DurabilityDurable && !at.IsZero() {
+		v.SQL = &SQLCounts{Waiting: c.Total, BeyondHorizon: c.Beyond, CountedAt: at.UnixMilli()}
+	}
+	return v
+}
+
+// counts returns the cached SQL counts, nil and zero without a counter.
+func (a *api) counts() (map[string]ledger.ScheduledCount, time.Time) {
+	if a.sqlCounts == nil {
+		return nil, time.Time{}
+	}
+	return a.sqlCounts.Counts()
+}
+
+func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.ScheduledCount, at time.Time) (TopicStats, error) {
+	s, err := a.q.Stats(ctx, topic)
+	if err != nil {
+		return TopicStats{}, fromRedis(err)
+	}
+	s.Topic = topic
+	return NewTopicStats(s, a.q.Durability(topic), counts[topic], at), nil
 }
 
 // listTopics handles GET /v1/topics: every topic jobs were enqueued to, with
-// its stats (one cheap script call per topic; topics are few).
+// its stats (one cheap script call per topic; topics are few). A durable
+// topic whose jobs all wait beyond the horizon is in SQL only: the relay's
+// counts name it.
 func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 	topics, err := a.q.Topics(r.Context())
 	if err != nil {
 		return fromRedis(err)
 	}
+	counts, at := a.counts()
+	for t, c := range counts {
+		if c.Total > 0 && a.q.IsDurable(t) && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	slices.Sort(topics)
 	out := TopicList{Topics: make([]TopicStats, 0, len(topics))}
 	for _, t := range topics {
-		s, err := a.q.Stats(r.Context(), t)
+		s, err := a.stats(r.Context(), t, counts, at)
 		if err != nil {
-			return fromRedis(err)
+			return err
 		}
-		out.Topics = append(out.Topics, topicStats(s))
+		out.Topics = append(out.Topics, s)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -56,10 +118,11 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 // zero counts rather than a 404: after a job finishes, an empty topic is
 // exactly that.
 func (a *api) topicStats(w http.ResponseWriter, r *http.Request) error {
-	s, err := a.q.Stats(r.Context(), r.PathValue("topic"))
+	counts, at := a.counts()
+	s, err := a.stats(r.Context(), r.PathValue("topic"), counts, at)
 	if err != nil {
-		return fromRedis(err)
+		return err
 	}
-	writeJSON(w, http.StatusOK, topicStats(s))
+	writeJSON(w, http.StatusOK, s)
 	return nil
 }

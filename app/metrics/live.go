@@ -16,6 +16,7 @@ type live struct {
 
 type liveTopic struct {
 	enqueued, completed, retried, dead atomic.Int64
+	loaded, relayed, reloaded          atomic.Int64 // the relay's pushes
 
 	mu      sync.Mutex
 	starts  int64
@@ -43,6 +44,10 @@ func (t *liveTopic) started(lateness time.Duration) {
 type TopicSample struct {
 	// Totals since the process started.
 	Enqueued, Completed, Retried, Dead int64
+	// The relay's pushes of a durable topic's jobs since the process
+	// started (recovery.RelayReport): loaded, relayed (lost pushes),
+	// reloaded.
+	Loaded, Relayed, Reloaded int64
 	// Started counts the handlers started since the previous sample;
 	// LatenessAvg and LatenessMax are their lateness (0 when none started).
 	Started     int64
@@ -60,6 +65,7 @@ func (m *Metrics) SampleLive() map[string]TopicSample {
 		s := TopicSample{
 			Enqueued: t.enqueued.Load(), Completed: t.completed.Load(),
 			Retried: t.retried.Load(), Dead: t.dead.Load(),
+			Loaded: t.loaded.Load(), Relayed: t.relayed.Load(), Reloaded: t.reloaded.Load(),
 		}
 		t.mu.Lock()
 		s.Started = t.starts

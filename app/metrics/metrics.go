@@ -10,6 +10,8 @@
 //     (recovery.go);
 //   - the order sweeper's sweeps, the close jobs they found missing and
 //     its last success (orderclose.go);
+//   - the durable topics' pushes after commit, and where a relay runs, its
+//     passes and pushes and the jobs waiting in SQL (relay.go);
 //   - live per-topic totals for the dashboard's charts (live.go).
 //
 // Every name starts with delayq_, counters end in _total and durations are
@@ -56,12 +58,13 @@ type Metrics struct {
 
 	live           live
 	sweep          sweepMetrics
+	durable        durableMetrics
 	sweepSucceeded atomic.Int64 // successful sweeps so far
 
 	mu       sync.Mutex
 	state    *stateCollector // nil until WatchState
 	recovery *recoveryMetrics
-	relay    *relayMetrics // nil until the first relay pass
+	relay    *relayCollector // nil until WatchRelay
 }
 
 // New returns the metrics of one process on a registry of its own, with
@@ -72,9 +75,10 @@ func New(log logrus.FieldLogger) *Metrics {
 		log = logrus.StandardLogger()
 	}
 	m := &Metrics{
-		reg:   prometheus.NewRegistry(),
-		log:   log.WithField("component", "metrics"),
-		sweep: newSweepMetrics(),
+		reg:     prometheus.NewRegistry(),
+		log:     log.WithField("component", "metrics"),
+		sweep:   newSweepMetrics(),
+		durable: newDurableMetrics(),
 	}
 	perTopic := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -113,6 +117,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
 		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats,
+		m.durable.pushes,
 	)
 	return m
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -351,6 +352,10 @@ func TestNamesFollowConventions(t *testing.T) {
 	if err := m.WatchSweeper("@every 1m"); err != nil {
 		t.Fatal(err)
 	}
+	m.InitDurableTopic("t")
+	if err := m.WatchRelay(&fakeRelay{counts: map[string]ledger.ScheduledCount{"t": {Total: 3, Beyond: 1}}}, time.Second); err != nil {
+		t.Fatal(err)
+	}
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -378,6 +383,8 @@ func TestNamesFollowConventions(t *testing.T) {
 		`delayq_jobs_completed_total{topic="t"} 0`, `delayq_job_lateness_seconds_bucket{topic="t",le="0.001"} 0`,
 		"delayq_ledger_stale_rows 2", "delayq_recovery_interval_seconds 30", "go_goroutines", "process_start_time_seconds",
 		`delayq_orderclose_sweeps_total{result="skipped"} 0`, "delayq_orderclose_sweep_interval_seconds 60",
+		`delayq_durable_waiting_jobs{topic="t",where="beyond"} 1`, `delayq_relay_pushed_total{kind="relayed",topic="t"} 0`,
+		`delayq_durable_pushes_total{result="deferred",topic="t"} 0`, "delayq_relay_interval_seconds 1",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

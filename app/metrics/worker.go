@@ -7,10 +7,11 @@ import (
 )
 
 // Metrics is the worker's queue.Observer and the queue client's
-// queue.EnqueueObserver.
+// queue.EnqueueObserver and queue.PushObserver.
 var (
 	_ queue.Observer        = (*Metrics)(nil)
 	_ queue.EnqueueObserver = (*Metrics)(nil)
+	_ queue.PushObserver    = (*Metrics)(nil)
 )
 
 // InitTopic creates a topic's counter and histogram series at zero, so

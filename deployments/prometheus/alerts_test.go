@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -89,6 +90,7 @@ func TestAlertsAreComplete(t *testing.T) {
 		"DelayqDeadLettersIncreasing", "DelayqStaleLedgerRows", "DelayqRedisDataLoss",
 		"DelayqNoWorkerHeartbeat", "DelayqRecovererNotRunning",
 		"DelayqOrderCloseJobsMissing", "DelayqOrderSweeperNotRunning",
+		"DelayqRelayNotPassing", "DelayqDurableJobsRelayed",
 	}
 	tests, err := os.ReadFile("alerts_test.yml")
 	if err != nil {
@@ -131,6 +133,10 @@ func TestAlertsNameExportedMetrics(t *testing.T) {
 	if err := m.WatchSweeper("@every 1m"); err != nil {
 		t.Fatal(err)
 	}
+	m.InitDurableTopic("t")
+	if err := m.WatchRelay(noRelay{}, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -163,3 +169,10 @@ type noRows struct{}
 
 func (noRows) Count(context.Context) (int64, error)             { return 0, nil }
 func (noRows) CountStale(context.Context, int64) (int64, error) { return 0, nil }
+
+type noRelay struct{}
+
+func (noRelay) Totals() recovery.RelayTotals { return recovery.RelayTotals{} }
+func (noRelay) Counts() (map[string]ledger.ScheduledCount, time.Time) {
+	return map[string]ledger.ScheduledCount{"t": {}}, time.Time{}
+}

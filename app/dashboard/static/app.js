@@ -160,17 +160,21 @@
     let r = rows.get(topic);
     if (r) return r;
     const cells = {};
-    const tr = el('tr', { dataset: { topic } }, el('td', { text: topic, class: 'mono' }));
+    const badge = el('span', { class: 'badge' });
+    const relay = el('div', { class: 'relay-line', hidden: true });
+    const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' }, el('span', { text: topic }), badge, relay));
     for (const f of FIELDS) {
       cells[f] = el('td', { class: 'num', dataset: { field: f } });
       tr.append(cells[f]);
     }
+    cells.sql_beyond = el('td', { class: 'num', dataset: { field: 'sql_beyond' } });
+    tr.append(cells.sql_beyond);
     const charts = {};
     for (const c of ['throughput', 'lateness', 'backlog']) {
       charts[c] = el('canvas', { class: 'chart', width: 220, height: 44, dataset: { chart: c } });
       tr.append(el('td', {}, charts[c]));
     }
-    r = { tr, cells, charts };
+    r = { tr, cells, charts, badge, relay };
     rows.set(topic, r);
     return r;
   }
@@ -192,6 +196,7 @@
         c.classList.toggle('alert', (f === 'due_now' || f === 'dead' || f === 'oldest_overdue_ms') && v > 0);
       }
       const s = byTopic.get(t.topic);
+      renderDurability(r, t, s);
       if (s) {
         draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
         draw(r.charts.lateness, [{ values: s.late_avg_ms, color: COLORS.avg }, { values: s.late_max_ms, color: COLORS.max }], points, duration, span);
@@ -207,6 +212,62 @@
     const sorted = [...rows.keys()].sort();
     sorted.forEach((topic) => tbody.append(rows.get(topic).tr)); // keeps order, moves only what moved
     $('#no-topics').hidden = list.length > 0;
+  }
+
+  // renderDurability shows a topic's durability badge and, for a durable
+  // topic, its waiting jobs in SQL beyond the horizon (all of them in the
+  // title) and the relay's pushes of its jobs.
+  function renderDurability(r, t, s) {
+    const durability = t.durability || 'redis';
+    const durable = durability === 'durable';
+    r.badge.textContent = durability;
+    r.badge.className = 'badge dur-' + durability;
+    r.badge.dataset.durability = durability;
+    r.badge.title = durable
+      ? 'durable: every job is committed to SQL before its enqueue answers; Redis holds the near future'
+      : 'redis: waiting jobs are kept in Redis (and its persistence)';
+    const c = r.cells.sql_beyond;
+    if (durable && t.sql) {
+      c.dataset.value = String(t.sql.beyond_horizon);
+      c.dataset.waiting = String(t.sql.waiting);
+      c.textContent = fmtInt(t.sql.beyond_horizon);
+      c.title = fmtInt(t.sql.waiting) + ' waiting in SQL in all, counted ' + ago(t.sql.counted_at);
+    } else {
+      delete c.dataset.value;
+      delete c.dataset.waiting;
+      c.textContent = '–';
+      c.title = durable ? 'not counted: this process runs no relay' : 'a redis topic: nothing waits in SQL';
+    }
+    r.relay.hidden = !durable;
+    if (!durable) return;
+    const n = { loaded: s ? s.loaded : 0, relayed: s ? s.relayed : 0, reloaded: s ? s.reloaded : 0 };
+    r.relay.replaceChildren(
+      'relay: ',
+      el('span', { dataset: { relay: 'loaded' }, text: fmtInt(n.loaded) }), ' loaded · ',
+      el('span', { dataset: { relay: 'relayed' }, class: n.relayed > 0 ? 'alert' : null, text: fmtInt(n.relayed),
+        title: 'jobs whose push after their commit was lost (the enqueuer died, Redis was down or lost them)' }), ' relayed · ',
+      el('span', { dataset: { relay: 'reloaded' }, text: fmtInt(n.reloaded) }), ' reloaded',
+    );
+  }
+
+  function renderRelay(series) {
+    const relay = series && series.relay;
+    $('#relay').hidden = !relay;
+    if (!relay) return;
+    const last = $('#relay-last-ok');
+    last.title = relay.last_pass ? 'last pass ' + new Date(relay.last_pass).toISOString() : '';
+    if (relay.passes === 0) {
+      // One process at a time holds the relay lock and passes.
+      last.textContent = 'none by this process yet (another process may hold the relay lock)';
+      last.classList.remove('alert');
+    } else {
+      last.textContent = ago(relay.last_ok);
+      // The alert's threshold (deployments/prometheus/alerts.yml).
+      last.classList.toggle('alert', Date.now() - relay.last_ok > Math.max(300 * relay.every_ms, 60000));
+    }
+    $('#relay-passes').textContent = fmtInt(relay.passes);
+    $('#relay-failed').textContent = fmtInt(relay.failed);
+    $('#relay-failed').classList.toggle('alert', relay.failed > 0);
   }
 
   // ---- dead letters ---------------------------------------------------
@@ -335,6 +396,7 @@
     try {
       const [topics, series] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/dashboard/series')]);
       renderTopics(topics.topics, series);
+      renderRelay(series);
       const jobs = [loadDead(topics.topics), loadLedger(series)];
       if (cycle % 2 === 0) jobs.push(loadReports());
       if (hasOrders) jobs.push(loadOrders());

@@ -1,0 +1,94 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// A durable topic from the CLI, directly on Redis and MariaDB and through
+// a running instance's API: enqueue works both ways; get shows a job
+// beyond the horizon as waiting in SQL only (the same JSON both ways);
+// stats says the durability and counts the jobs in SQL.
+func TestCLIDurableTopic(t *testing.T) {
+	bin := buildBinary(t)
+	_, ns := testenv.Redis(t)
+	dsn := testenv.MySQLDSN(t)
+	port := testenv.FreePort(t)
+	conf := filepath.Join(t.TempDir(), "delayq.yaml")
+	if err := os.WriteFile(conf, []byte("queue:\n  horizon: 1h\n  topics:\n    invoices:\n      durability: durable\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := serveEnv(ns, dsn, port)
+	serve := start(t, bin, env, "serve", "--config", conf, "--no-workers")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHTTP(t, base+"/readyz")
+	cli := func(args ...string) (string, int) { return run(t, bin, env, append(args, "--config", conf)...) }
+
+	// Enqueue directly (beyond the horizon) and through the API (within).
+	if out, code := cli("enqueue", "invoices", "inv:1", "--delay", "3h", "--payload", `{"n":1}`, "--json"); code != 0 || !strings.Contains(out, `"duplicate": false`) {
+		t.Fatalf("direct durable enqueue: exit %d, %q", code, out)
+	}
+	if out, code := cli("enqueue", "invoices", "inv:2", "--delay", "10m", "--json", "--api", base); code != 0 || !strings.Contains(out, `"duplicate": false`) {
+		t.Fatalf("durable enqueue through the API: exit %d, %q", code, out)
+	}
+	if out, code := cli("enqueue", "invoices", "inv:1", "--json", "--api", base); code != 0 || !strings.Contains(out, `"duplicate": true`) {
+		t.Fatalf("duplicate of a job in SQL only, through the API: exit %d, %q", code, out)
+	}
+
+	direct, code := cli("get", "invoices", "inv:1", "--json")
+	var job map[string]any
+	if code != 0 || json.Unmarshal([]byte(direct), &job) != nil || job["sql_only"] != true || job["state"] != "scheduled" {
+		t.Fatalf("get of a job beyond the horizon: exit %d, %q", code, direct)
+	}
+	if viaAPI, code := cli("get", "invoices", "inv:1", "--json", "--api", base); code != 0 || viaAPI != direct {
+		t.Errorf("get --json through the API (exit %d):\n%s\ndirect:\n%s", code, viaAPI, direct)
+	}
+	if out, code := cli("get", "invoices", "inv:1"); code != 0 || !strings.Contains(out, "scheduled (SQL only)") {
+		t.Errorf("get table of a job beyond the horizon: exit %d, %q", code, out)
+	}
+	if out, code := cli("get", "invoices", "inv:2", "--json"); code != 0 || strings.Contains(out, "sql_only") {
+		t.Errorf("get of a job within the horizon: exit %d, %q", code, out)
+	}
+
+	// Directly, stats count SQL now.
+	out, code := cli("stats", "invoices", "--json")
+	var stats []struct {
+		Topic      string `json:"topic"`
+		Durability string `json:"durability"`
+		Due        int64  `json:"due"`
+		SQL        *struct {
+			Waiting       int64 `json:"waiting"`
+			BeyondHorizon int64 `json:"beyond_horizon"`
+		} `json:"sql"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &stats) != nil || len(stats) != 1 || stats[0].Durability != "durable" ||
+		stats[0].Due != 1 || stats[0].SQL == nil || stats[0].SQL.Waiting != 2 || stats[0].SQL.BeyondHorizon != 1 {
+		t.Fatalf("stats --json of a durable topic: exit %d, %q", code, out)
+	}
+	if out, code := cli("stats"); code != 0 || !strings.Contains(out, "DURABILITY") || !strings.Contains(out, "BEYOND") ||
+		!strings.Contains(out, "durable") {
+		t.Errorf("stats table: exit %d, %q", code, out)
+	}
+	// Through the API: the durability, and the instance's relay's last
+	// count (it counts every 30 s, so its numbers may lag).
+	out, code = cli("stats", "invoices", "--json", "--api", base)
+	stats = nil
+	if code != 0 || json.Unmarshal([]byte(out), &stats) != nil || len(stats) != 1 || stats[0].Durability != "durable" || stats[0].SQL == nil {
+		t.Fatalf("stats --json through the API: exit %d, %q", code, out)
+	}
+	if out, code := cli("migrate", "--help"); code != 0 || !strings.Contains(out, "durable") {
+		t.Errorf("migrate --help says nothing of the durable upgrade: exit %d, %q", code, out)
+	}
+	if out, code := cli("migrate", "--json"); code != 0 || !strings.Contains(out, `"migrated": true`) {
+		t.Errorf("migrate: exit %d, %q", code, out)
+	}
+	if code := serve.stop(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM", code)
+	}
+}

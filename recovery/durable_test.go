@@ -8,6 +8,7 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -463,5 +464,42 @@ func TestRelayFullPassFindsWhatTheWindowsMissed(t *testing.T) {
 	}
 	if due, ok := e.inRedis(t, durableTopic, "late-commit"); !ok || due != runAt {
 		t.Fatalf("after the full pass: in Redis %v, due %d, want %d", ok, due, runAt)
+	}
+}
+
+// Redis unreachable for a while, its data intact: jobs enqueued meanwhile
+// (committed, their pushes failed) are pushed by the relay's first pass
+// after the outage, a full one, well before they fall due; not only when
+// the check window reaches them.
+func TestRelayAfterAnOutagePushesAheadOfTime(t *testing.T) {
+	e := newREnv(t)
+	ctx := testenv.Context(t)
+	proxy := tcpproxy.New(t, redisAddr(t, e.rdb))
+	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
+		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := queue.New(rdb, queue.Config{Namespace: e.ns, Store: e.led, PushTimeout: 200 * time.Millisecond,
+		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	r := e.relay(t, recovery.RelayConfig{FullEvery: time.Hour})
+	e.relayOnce(t, r)
+	proxy.Cut()
+	res, err := c.Enqueue(ctx, durableTopic, queue.NewJob{ID: "during", Delay: 30 * time.Second})
+	if err != nil || res.Duplicate {
+		t.Fatalf("enqueue with Redis cut off: %+v %v", res, err)
+	}
+	if _, ran, err := r.RunOnce(ctx); ran || err == nil {
+		t.Fatalf("a relay pass with Redis cut off: ran %v, %v", ran, err)
+	}
+	proxy.Restore()
+	rep := e.relayOnce(t, r)
+	if !rep.Reload || rep.Lost || rep.Reloaded[durableTopic] != 1 {
+		t.Fatalf("first pass after the outage: %+v", rep)
+	}
+	if due, ok := e.inRedis(t, durableTopic, "during"); !ok || due != res.RunAt {
+		t.Fatalf("after the outage: in Redis %v due %d, want %d", ok, due, res.RunAt)
 	}
 }

@@ -58,7 +58,8 @@ type RelayConfig struct {
 	// backstop for what the windows of the load and the check cannot see
 	// (a row committed long after it was inserted, whose enqueuer died; a
 	// job a failover dropped after its check). A process that takes the
-	// relay over starts with one. Default 5m.
+	// relay over, or whose pass failed (Redis or SQL unreachable), starts
+	// with one. Default 5m.
 	FullEvery time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.
@@ -169,7 +170,11 @@ type Relay struct {
 	counts   map[string]ledger.ScheduledCount
 	countsAt time.Time
 	totals   RelayTotals
-	lastFull time.Time // the last full pass that succeeded (lead only)
+	lastFull time.Time // the last full pass that succeeded
+	// needFull makes the next pass a full one: set at first, when this
+	// process takes the lead, and after a pass or the lock failed (Redis
+	// or SQL unreachable: pushes made meanwhile may have failed).
+	needFull bool
 }
 
 // RelayTotals are a relay's running totals since it was created: the
@@ -192,7 +197,7 @@ func NewRelay(q *queue.Client, store RelayStore, cfg RelayConfig) (*Relay, error
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &Relay{q: q, store: store, cfg: cfg,
+	return &Relay{q: q, store: store, cfg: cfg, needFull: true,
 		log: cfg.Logger.WithFields(logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())})}, nil
 }
 
@@ -232,6 +237,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil && !errors.Is(err, queue.ErrLockNotHeld) {
 			r.log.WithError(err).Debug("relay lock")
+			r.setNeedFull()
 		}
 		if held {
 			r.log.Info("relay lock lost; another process relays")
@@ -246,6 +252,7 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // lead passes every Every until ctx ends (shutdown, or the lock was lost).
 func (r *Relay) lead(ctx context.Context) error {
+	r.setNeedFull() // what the last holder missed, this one finds
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
 	failing := false
@@ -278,7 +285,16 @@ func (r *Relay) RunOnce(ctx context.Context) (rep RelayReport, ran bool, err err
 		rep = r.pass(ctx)
 		return rep.Err
 	})
+	if err != nil {
+		r.setNeedFull()
+	}
 	return rep, ran, err
+}
+
+func (r *Relay) setNeedFull() {
+	r.mu.Lock()
+	r.needFull = true
+	r.mu.Unlock()
 }
 
 // pass is one pass: reload, or load and check.
@@ -292,6 +308,10 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 	if rep.Err != nil {
 		r.totals.Failed++
 		r.totals.LastErr = rep.Start
+		// Whatever was enqueued while Redis or SQL was unreachable (pushes
+		// failed, or were skipped) is found by a full pass as soon as a
+		// pass succeeds again, not only when it falls due.
+		r.needFull = true
 	} else {
 		r.totals.LastOK = rep.Start
 	}
@@ -333,7 +353,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 	upTo := sqlNow + r.q.Config().Horizon.Milliseconds()
 	checkTo := sqlNow - r.cfg.Grace.Milliseconds()
 	r.mu.Lock()
-	full := time.Since(r.lastFull) >= r.cfg.FullEvery
+	full := r.needFull || time.Since(r.lastFull) >= r.cfg.FullEvery
 	r.mu.Unlock()
 	if !ok || full {
 		rep.Reload, rep.Lost = true, !ok
@@ -343,7 +363,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 			return err
 		}
 		r.mu.Lock()
-		r.lastFull = rep.Start
+		r.lastFull, r.needFull = rep.Start, false
 		r.mu.Unlock()
 		return r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo})
 	}

@@ -2,12 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // Rates are the machine's own Redis round-trip rates, each measured back to
@@ -29,6 +34,11 @@ type Rates struct {
 	// limit of an HTTP request on this machine, and the http run's RATIO
 	// is taken against it.
 	EmptyHTTP float64 `json:"empty_http_per_s,omitempty"`
+	// RedisTopic is, for a durable run, jobs per second of the same
+	// enqueue (C goroutines, the run's batch) to a redis topic of the
+	// sandbox: what the durable figure costs against the enqueue it
+	// replaces, in the same minute.
+	RedisTopic float64 `json:"redis_topic_jobs_per_s,omitempty"`
 }
 
 // Baseline is the round-trip rates measured right before and right after
@@ -152,6 +162,7 @@ func (s *sandbox) measureBaseline(ctx context.Context, o Options, r *Result) {
 		r.Notes = append(r.Notes, err.Error())
 		return
 	}
+	before.RedisTopic = s.redisTopicBaseline(ctx, o, r, "before")
 	r.Baseline = &Baseline{Rates: before, Concurrency: o.Concurrency, Before: before, Embedded: embeddedRedis(ctx, s.env.Redis)}
 	if r.Baseline.Embedded {
 		r.Notes = append(r.Notes, "baseline rates measured on the embedded miniredis (in process), not on a Redis server")
@@ -168,11 +179,88 @@ func (s *sandbox) finishBaseline(ctx context.Context, o Options, r *Result) {
 		r.Notes = append(r.Notes, err.Error()+" (after the run; the rates are the ones before)")
 		return
 	}
+	after.RedisTopic = s.redisTopicBaseline(ctx, o, r, "after")
 	b.After = after
+	b.RedisTopic = (b.Before.RedisTopic + after.RedisTopic) / 2
 	b.Ping = (b.Before.Ping + after.Ping) / 2
 	b.EvalSha = (b.Before.EvalSha + after.EvalSha) / 2
 	b.EvalShaC = (b.Before.EvalShaC + after.EvalShaC) / 2
 	b.EmptyHTTP = (b.Before.EmptyHTTP + after.EmptyHTTP) / 2
+}
+
+// baselineTopic is the redis topic of a durable run's RedisTopic baseline.
+const baselineTopic = "bench.baseline.redis"
+
+// redisTopicBaseline measures, for a durable run, the enqueue rate of the
+// same shape (Concurrency goroutines, Batch jobs per call, payload) to a
+// redis topic for BaselineFor, and deletes those jobs again; 0 for a run
+// that is not durable, or after a failure (then a note says so).
+func (s *sandbox) redisTopicBaseline(ctx context.Context, o Options, r *Result, phase string) float64 {
+	if !o.Durable {
+		return 0
+	}
+	rate, err := s.enqueueFor(ctx, baselineTopic, phase+"-", o.Concurrency, o.Batch, o.BaselineFor)
+	if err == nil {
+		err = deleteKeys(ctx, s.env.Redis, s.ns+":{"+baselineTopic+"}:*")
+	}
+	if err != nil {
+		r.Notes = append(r.Notes, fmt.Sprintf("bench: baseline: redis-topic enqueue %s the run: %v", phase, err))
+		return 0
+	}
+	return rate
+}
+
+// enqueueFor enqueues jobs due now to topic from concurrency goroutines,
+// batch per call (1: Enqueue), ids prefix<k>, for d, and returns the
+// accepted jobs per second.
+func (s *sandbox) enqueueFor(ctx context.Context, topic, prefix string, concurrency, batch int, d time.Duration) (float64, error) {
+	var next atomic.Int64
+	n, err := 0, error(nil)
+	var mu sync.Mutex
+	start := time.Now()
+	end := start.Add(d)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			payload := []byte(payloadJSON)
+			jobs := make([]queue.NewJob, batch)
+			done := 0
+			var ferr error
+			for ctx.Err() == nil && time.Now().Before(end) {
+				lo := int(next.Add(int64(batch))) - batch
+				for i := range jobs {
+					jobs[i] = queue.NewJob{ID: prefix + strconv.Itoa(lo+i), Payload: payload}
+				}
+				if batch == 1 {
+					if _, ferr = s.q.Enqueue(ctx, topic, jobs[0]); ferr != nil {
+						break
+					}
+					done++
+					continue
+				}
+				res, err := s.q.EnqueueBatch(ctx, topic, jobs)
+				if ferr = err; ferr != nil {
+					break
+				}
+				for _, br := range res {
+					if br.Status == queue.BatchCreated {
+						done++
+					}
+				}
+			}
+			mu.Lock()
+			n += done
+			err = errors.Join(err, ferr)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err != nil {
+		return 0, err
+	}
+	return perSecond(n, time.Since(start)), nil
 }
 
 // setRatio sets r's calls per second from calls, and its ratio to the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +52,11 @@ func TestScenarios(t *testing.T) {
 		{"recovery", "recovery", bench.Options{Jobs: 500}, 500},
 		{"recovery_keep_epoch", "recovery", bench.Options{Jobs: 500, KeepEpoch: true}, 500},
 		{"idle", "idle", bench.Options{Duration: 300 * time.Millisecond}, 0},
+		{"enqueue_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1, Durable: true}, 500},
+		{"enqueue_batch_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 2, Batch: 100, Durable: true}, 500},
+		{"drain_durable", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50, Durable: true}, 500},
+		{"lateness_window_durable", "lateness", bench.Options{Jobs: 500, Window: time.Second, Lead: time.Second, Concurrency: 20, Durable: true}, 500},
+		{"http_durable", "http", bench.Options{Jobs: 300, Concurrency: 8, Duration: 20 * time.Second, Durable: true}, 300},
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -83,6 +90,7 @@ func TestScenarios(t *testing.T) {
 					} else if r.Baseline != nil {
 						t.Errorf("%s measured a baseline: %+v", c.scenario, r.Baseline)
 					}
+					assertDurable(t, o, r)
 					assertSandboxGone(t, env, r)
 				})
 			}
@@ -160,6 +168,96 @@ func assertBaseline(t *testing.T, embedded bool, o bench.Options, r bench.Result
 	}
 }
 
+// assertDurable checks what a run says of its durability: a durable run
+// names itself and the SQL server's settings, wrote one ledger row per
+// job before handling any (enqueue, drain, http), and its enqueue and
+// http baselines have the same enqueue on a redis topic.
+func assertDurable(t *testing.T, o bench.Options, r bench.Result) {
+	t.Helper()
+	if r.Durable != o.Durable || strings.Contains(r.Params, "durable") != o.Durable {
+		t.Errorf("durable %v, params %q: want durable = %v", r.Durable, r.Params, o.Durable)
+	}
+	if !o.Durable {
+		if r.DurableRows != nil || r.SQLDurability != "" || (r.Baseline != nil && r.Baseline.RedisTopic != 0) {
+			t.Errorf("a run that is not durable reports durable figures: %+v", r)
+		}
+		return
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "durable topic:") }) {
+		t.Errorf("no note on durability: %q", r.Notes)
+	}
+	if r.Scenario != "lateness" && (r.DurableRows == nil || *r.DurableRows != int64(r.Jobs)) {
+		t.Errorf("durable rows %v: want %d, one per job", r.DurableRows, r.Jobs)
+	}
+	if b := r.Baseline; b != nil && (b.Before.RedisTopic <= 0 || b.After.RedisTopic <= 0 || !near(b.RedisTopic, (b.Before.RedisTopic+b.After.RedisTopic)/2)) {
+		t.Errorf("redis-topic baseline %v [%v / %v]: want both > 0 and their mean", b.RedisTopic, b.Before.RedisTopic, b.After.RedisTopic)
+	}
+}
+
+// TestDurableSQLSettings: on MariaDB a durable run reports the server's
+// commit settings.
+func TestDurableSQLSettings(t *testing.T) {
+	rdb, _ := testenv.Redis(t)
+	env := bench.Env{Redis: rdb, DB: testenv.MySQL(t)}
+	r, err := bench.Enqueue(context.Background(), bench.Options{Env: env, Jobs: 20, Durable: true, BaselineFor: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"innodb_flush_log_at_trx_commit=", "sync_binlog=", "log_bin="} {
+		if !strings.Contains(r.SQLDurability, want) {
+			t.Errorf("SQL durability %q lacks %s", r.SQLDurability, want)
+		}
+	}
+}
+
+// TestHorizon runs the horizon scenario small on each backend: the ledger
+// holds every job, Redis only those within the horizon, the relay runs,
+// and after the wipe every job within the horizon is back.
+func TestHorizon(t *testing.T) {
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			env := be.env(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			const jobs = 4800 // 200 due within the horizon of 1h over a day
+			r, err := bench.Horizon(ctx, bench.Options{Env: env, Jobs: jobs, CompareJobs: 2400, Concurrency: 3, Batch: 500,
+				Duration: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatalf("run: %v (result %+v)", err, r)
+			}
+			h := r.Horizon
+			if h == nil || !r.OK() || !r.Durable || r.Jobs != jobs || r.Missing != 0 {
+				t.Fatalf("result %+v, horizon %+v", r, h)
+			}
+			// Due within the horizon of the SQL clock before the enqueue;
+			// the pushes, on the clock of each enqueue, may take a few more.
+			if h.Rows != jobs || h.InRedis < h.InHorizon || h.InRedis > h.InHorizon+5 || h.InRedis < 190 || h.InRedis > 210 {
+				t.Errorf("%d rows, %d in Redis, %d due within the horizon: want %d rows and about 200 of them in Redis: those within the horizon",
+					h.Rows, h.InRedis, h.InHorizon, jobs)
+			}
+			if h.InRedisAfter < h.InHorizonAfter || h.InHorizonAfter < h.InHorizon || h.Reloaded != int(h.InRedisAfter) {
+				t.Errorf("after the wipe: %d pushed, %d in Redis, %d due within the horizon (before: %d)", h.Reloaded, h.InRedisAfter, h.InHorizonAfter, h.InHorizon)
+			}
+			if h.RelayPasses < 1 || h.RelaySeconds <= 0 || r.Unit != "%core" || r.Rate != h.RelayCPU || r.Seconds != h.ReloadSeconds+h.RecovererSeconds {
+				t.Errorf("relay figures %+v; rate %v %s, seconds %v", h, r.Rate, r.Unit, r.Seconds)
+			}
+			if h.EnqueueRate <= 0 || h.CompareRate <= 0 || h.CompareJobs != 2400 {
+				t.Errorf("enqueue rates %+v", h)
+			}
+			if be.name == "real" {
+				// A job in Redis costs far more than the durable topic's
+				// share; the redis topic's figure is twice the 2,400 measured.
+				if h.RedisBytes <= 0 || h.CompareBytes <= 0 || h.CompareBytesForJobs != 2*h.CompareBytes || h.RedisBytes*5 > h.CompareBytesForJobs {
+					t.Errorf("memory: durable %d bytes, redis topic %d (for all jobs %d)", h.RedisBytes, h.CompareBytes, h.CompareBytesForJobs)
+				}
+			} else if h.RedisBytes != -1 || h.CompareBytes != -1 {
+				t.Errorf("miniredis has no MEMORY USAGE, yet: %+v", h)
+			}
+			assertSandboxGone(t, env, r)
+		})
+	}
+}
+
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1, math.Abs(want)) }
 
 // assertSandboxGone checks that a run removed its keys and tables.
@@ -216,6 +314,12 @@ func TestBadOptions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("durable idle", func(t *testing.T) {
+		_, err := bench.Idle(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
+		if !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("err = %v, want ErrOptions", err)
+		}
+	})
 }
 
 // TestDescribe reads the machine's details from both kinds of backend.

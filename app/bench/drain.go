@@ -19,6 +19,9 @@ func drainBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err := s.preload(ctx, topic, o.Jobs, t, nil, o.Progress); err != nil {
 		return err
 	}
+	if err := s.countDurableRows(ctx, r); err != nil {
+		return err
+	}
 	before := readProbe(ctx, s.env.Redis, s.env.DB)
 	start := time.Now()
 	w, err := s.startWorker(ctx, topic, t, o.Concurrency, o.ClaimBatch)

@@ -103,5 +103,8 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	setRatio(r, int(calls.Load()))
 	noteOtherClients(r, int(calls.Load()))
 	r.Latency, r.LatencyOf = latencyOf(all), "enqueue call"
+	if err := s.countDurableRows(ctx, r); err != nil {
+		return err
+	}
 	return s.handleAll(ctx, topic, t, o, r)
 }

@@ -120,6 +120,9 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	setRatio(r, int(t.want))
 	noteOtherClients(r, int(t.want))
 	r.Latency, r.LatencyOf = latencyOf(all), "request"
+	if err := s.countDurableRows(ctx, r); err != nil {
+		return err
+	}
 	return s.handleAll(ctx, topic, t, o, r)
 }
 

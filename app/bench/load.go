@@ -26,24 +26,48 @@ const (
 // counts every job anyway. Any failure or duplicate fails it: a measured
 // phase must start from exactly the jobs it thinks it has.
 func (s *sandbox) preload(ctx context.Context, topic string, n int, t *tracker, set func(k int, j *queue.NewJob), p Progress) error {
+	var accept func(k int)
+	if t.accepted != nil {
+		accept = t.accept
+	}
+	return s.load(ctx, topic, loadSpec{n: n, workers: preloadWorkers, batch: preloadBatch, set: set, accept: accept}, p)
+}
+
+// loadSpec says what load enqueues: jobs 0..n-1, from workers goroutines,
+// batch per EnqueueBatch call, each one's fields set by set (nil: due now),
+// each accepted one passed to accept (nil: none).
+type loadSpec struct {
+	n, workers, batch int
+	set               func(k int, j *queue.NewJob)
+	accept            func(k int)
+	label             string // the progress bar's; default "loading jobs"
+}
+
+// load enqueues the jobs of l to topic. Any failure or duplicate fails it.
+func (s *sandbox) load(ctx context.Context, topic string, l loadSpec, p Progress) error {
+	n, set, size := l.n, l.set, l.batch
 	var next, loaded atomic.Int64
-	done := p.show("loading jobs", int64(n), loaded.Load)
+	label := l.label
+	if label == "" {
+		label = "loading jobs"
+	}
+	done := p.show(label, int64(n), loaded.Load)
 	defer done()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
-	for range preloadWorkers {
+	for range l.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			batch := make([]queue.NewJob, 0, preloadBatch)
+			batch := make([]queue.NewJob, 0, size)
 			payload := []byte(payloadJSON)
 			for ctx.Err() == nil {
-				lo := int(next.Add(preloadBatch)) - preloadBatch
+				lo := int(next.Add(int64(size))) - size
 				if lo >= n {
 					return
 				}
-				hi := min(lo+preloadBatch, n)
+				hi := min(lo+size, n)
 				batch = batch[:0]
 				for k := lo; k < hi; k++ {
 					j := queue.NewJob{ID: jobID(k), Payload: payload}
@@ -62,8 +86,8 @@ func (s *sandbox) preload(ctx context.Context, topic string, n int, t *tracker, 
 						cancel(fmt.Errorf("bench: load job %s: %s %v", r.ID, r.Status, r.Err))
 						return
 					}
-					if t.accepted != nil {
-						t.accept(lo + i)
+					if l.accept != nil {
+						l.accept(lo + i)
 					}
 				}
 				loaded.Add(int64(hi - lo))

@@ -66,6 +66,18 @@ type Options struct {
 	// (recovery): the run then only restores stale rows, without the
 	// data-loss check a real loss of Redis data triggers.
 	KeepEpoch bool
+	// Durable makes the run's topic durable (enqueue, drain, lateness,
+	// http; horizon always is): queue.Config.TopicDurability with the
+	// sandbox's ledger as its Store, so every enqueue commits its jobs to
+	// SQL before it returns (docs/design.md §4.11).
+	Durable bool
+	// Horizon is the durable topics' horizon (queue.Config.Horizon) for
+	// the run; 0 keeps Env.Queue's. The horizon scenario defaults to 1h.
+	Horizon time.Duration
+	// CompareJobs is how many jobs the horizon scenario enqueues to a
+	// redis topic to compare Redis memory with (default Jobs; fewer are
+	// extrapolated to Jobs, and the result says so).
+	CompareJobs int
 	// Stall ends the wait for handlers when none has run a new job for this
 	// long; the jobs not handled by then count as missing. Default 20s.
 	Stall time.Duration
@@ -79,7 +91,8 @@ type Options struct {
 }
 
 // withDefaults fills in the zero fields from def and checks the result.
-func (o Options) withDefaults(scenario string, def Options) (Options, error) {
+func (o Options) withDefaults(sc Scenario) (Options, error) {
+	scenario, def := sc.Name, sc.Defaults
 	pickInt := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -98,6 +111,10 @@ func (o Options) withDefaults(scenario string, def Options) (Options, error) {
 	pickDur(&o.Window, def.Window)
 	pickDur(&o.Lead, def.Lead)
 	pickDur(&o.Duration, def.Duration)
+	pickDur(&o.Horizon, def.Horizon)
+	pickInt(&o.CompareJobs, def.CompareJobs)
+	pickInt(&o.CompareJobs, o.Jobs)
+	o.Durable = o.Durable || def.Durable
 	pickDur(&o.Stall, 20*time.Second)
 	pickDur(&o.BaselineFor, time.Second)
 	bad := func(format string, a ...any) (Options, error) {
@@ -116,6 +133,12 @@ func (o Options) withDefaults(scenario string, def Options) (Options, error) {
 		return bad("claim batch %d: must be positive", o.ClaimBatch)
 	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0 || o.BaselineFor < 0:
 		return bad("durations must not be negative")
+	case o.Durable && !sc.DurableOK:
+		return bad("durable: not a scenario with a durable variant (enqueue, drain, lateness, http, horizon)")
+	case o.Horizon != 0 && o.Horizon < time.Second:
+		return bad("horizon %s: want at least 1s", o.Horizon)
+	case o.CompareJobs < 1 || o.CompareJobs > o.Jobs:
+		return bad("compare jobs %d: want 1-%d (the jobs)", o.CompareJobs, o.Jobs)
 	}
 	if o.Env.Logger == nil {
 		l := logrus.New()

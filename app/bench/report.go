@@ -136,6 +136,9 @@ func WriteResults(w io.Writer, results []Result) error {
 	if err := writeBaselines(w, results); err != nil {
 		return err
 	}
+	if err := writeHorizons(w, results); err != nil {
+		return err
+	}
 	for _, r := range results {
 		for _, n := range r.Notes {
 			fmt.Fprintf(w, "note: %s (%s): %s\n", r.Scenario, r.Params, n)
@@ -162,7 +165,7 @@ func writeBaselines(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tEMPTY HTTP req/s, C [before / after]\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tREDIS-TOPIC ENQUEUE jobs/s [before / after]\tEMPTY HTTP req/s, C [before / after]\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
 	for _, r := range results {
 		b := r.Baseline
 		if b == nil {
@@ -179,10 +182,63 @@ func writeBaselines(w io.Writer, results []Result) error {
 		if b.EmptyHTTP > 0 {
 			h = fmt.Sprintf("C=%d: %s", b.Concurrency, pair(b.EmptyHTTP, b.Before.EmptyHTTP, b.After.EmptyHTTP))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), h, c,
+		rt := "-"
+		if b.Before.RedisTopic > 0 || b.After.RedisTopic > 0 {
+			rt = pair(b.RedisTopic, b.Before.RedisTopic, b.After.RedisTopic)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), rt, h, c,
 			pair(b.EvalSha, b.Before.EvalSha, b.After.EvalSha), pair(b.Ping, b.Before.Ping, b.After.Ping))
 	}
 	return tw.Flush()
+}
+
+// writeHorizons prints the horizon runs' figures, if any.
+func writeHorizons(w io.Writer, results []Result) error {
+	for _, r := range results {
+		h := r.Horizon
+		if h == nil {
+			continue
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "horizon (%s):\n", r.Params)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+		row("durable enqueue", fmt.Sprintf("%s jobs in %.1f s: %s jobs/s; %s ledger rows", thousands(float64(r.Jobs)), h.EnqueueSeconds, thousands(h.EnqueueRate), thousands(float64(h.Rows))))
+		row("jobs in Redis", fmt.Sprintf("%s (%.2f%% of the jobs; %s rows due within the horizon)", thousands(float64(h.InRedis)), 100*float64(h.InRedis)/float64(max(r.Jobs, 1)), thousands(float64(h.InHorizon))))
+		cmp := fmt.Sprintf("%s jobs on a redis topic", thousands(float64(h.CompareJobs)))
+		if h.CompareJobs != r.Jobs {
+			cmp += fmt.Sprintf(", extrapolated to %s", thousands(float64(r.Jobs)))
+		}
+		row("Redis memory, durable", fmt.Sprintf("%s (MEMORY USAGE of the topic's keys); used_memory %s", bytesText(h.RedisBytes), deltaText(h.UsedMemoryDelta)))
+		row("Redis memory, redis topic", fmt.Sprintf("%s for %s (%s measured); used_memory %s; enqueue %s jobs/s", bytesText(h.CompareBytesForJobs), cmp, bytesText(h.CompareBytes), deltaText(h.CompareUsedMemoryDelta), thousands(h.CompareRate)))
+		if h.RedisBytes > 0 && h.CompareBytesForJobs > 0 {
+			row("durable / redis topic", fmt.Sprintf("%.3f", float64(h.RedisBytes)/float64(h.CompareBytesForJobs)))
+		}
+		row("relay's first pass", fmt.Sprintf("%.2f s (no mark: checks the whole horizon)", h.FirstPassSeconds))
+		row("relay running", fmt.Sprintf("%.2f%% of a core over %.1f s; %d passes, %d jobs loaded as they entered the horizon", h.RelayCPU, h.RelaySeconds, h.RelayPasses, h.RelayLoaded))
+		row("after a wipe: relay pass", fmt.Sprintf("%.2f s: %s jobs pushed; %s in Redis, %s rows due within the horizon", h.ReloadSeconds, thousands(float64(h.Reloaded)), thousands(float64(h.InRedisAfter)), thousands(float64(h.InHorizonAfter))))
+		row("after a wipe: recoverer run", fmt.Sprintf("%.2f s over %s rows", h.RecovererSeconds, thousands(float64(h.RecovererScanned))))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bytesText formats a byte count in MiB ("-" when unknown, i.e. < 0).
+func bytesText(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// deltaText formats a change of used_memory in MiB ("-" when unknown).
+func deltaText(n int64) string {
+	if n == -1 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f MiB", float64(n)/(1<<20))
 }
 
 // ratio formats r's calls/s over the empty script's rate: "0.87x".

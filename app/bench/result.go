@@ -11,6 +11,17 @@ type Result struct {
 	// Params describes the run's options in the words of the command line
 	// ("jobs=50000 concurrency=50").
 	Params string `json:"params"`
+	// Durable says the run's topic was durable (Options.Durable): every
+	// enqueue committed to the SQL ledger first. SQLDurability is then
+	// what the SQL server said of its commits (innodb_flush_log_at_trx_commit,
+	// sync_binlog, log_bin...), read at the run's start: a durable figure
+	// means nothing without them.
+	Durable       bool   `json:"durable,omitempty"`
+	SQLDurability string `json:"sql_durability,omitempty"`
+	// DurableRows counts the ledger rows of a durable run once its jobs
+	// were enqueued, before any was handled (enqueue, drain, http): one
+	// per accepted job.
+	DurableRows *int64 `json:"durable_rows,omitempty"`
 
 	// Seconds is the measured phase: the enqueue calls (enqueue), the
 	// worker's start to the last job handled (drain), the due window
@@ -63,6 +74,9 @@ type Result struct {
 	// VerifySeconds is how long handling the jobs of an enqueue, http or
 	// recovery run took afterwards (not part of the measured phase).
 	VerifySeconds float64 `json:"verify_seconds,omitempty"`
+
+	// Horizon is the horizon scenario's figures.
+	Horizon *HorizonStats `json:"horizon,omitempty"`
 
 	// Usage is what the measured phase cost.
 	Usage Usage `json:"usage"`

@@ -24,11 +24,20 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 	if !ok {
 		return r, fmt.Errorf("%w: no scenario %q", ErrOptions, name)
 	}
-	if o, err = o.withDefaults(name, sc.Defaults); err != nil {
+	if o, err = o.withDefaults(sc); err != nil {
 		return r, err
 	}
 	r.Params = sc.params(o)
-	s, err := newSandbox(ctx, o.Env)
+	durable := ""
+	if o.Durable {
+		// Every scenario's topic is "bench.<scenario>".
+		durable = "bench." + name
+		r.Params += " durable"
+		r.Durable = true
+		_, r.SQLDurability = describeSQL(ctx, o.Env.DB)
+		r.Notes = append(r.Notes, durableNote(r.SQLDurability))
+	}
+	s, err := newSandbox(ctx, o.Env, durable, o.Horizon)
 	if err != nil {
 		return r, err
 	}
@@ -39,6 +48,15 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		err = errors.Join(err, cerr)
 	}
 	return r, err
+}
+
+// durableNote says what a durable run's figures cost: a commit per call
+// (shared by coalesced calls), at the SQL server's durability settings.
+func durableNote(settings string) string {
+	if settings == "" {
+		settings = "not reported by the server"
+	}
+	return "durable topic: every enqueue commits its jobs to the SQL ledger before it returns; SQL durability: " + settings
 }
 
 // failures counts failed calls by kind.

@@ -24,26 +24,43 @@ type sandbox struct {
 	led    *ledger.Ledger
 	log    logrus.FieldLogger
 	offset int64 // Redis's clock minus the local one, µs (0 when within measuring precision)
+	// durable is the topic made durable for the run ("" when none): its
+	// enqueues commit to the sandbox's ledger first (Options.Durable).
+	durable string
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
 const cleanupTimeout = 2 * time.Minute
 
 // newSandbox creates a namespace and migrated ledger tables for one run.
-func newSandbox(ctx context.Context, env Env) (s *sandbox, err error) {
+// durable, if not "", is a topic made durable (queue.Config.TopicDurability)
+// with the sandbox's ledger as its Store; horizon, if not 0, replaces
+// the queue's Horizon.
+func newSandbox(ctx context.Context, env Env, durable string, horizon time.Duration) (s *sandbox, err error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("bench: random sandbox name: %w", err)
 	}
 	ns := "dqbench_" + hex.EncodeToString(b)
-	qc := env.Queue
-	qc.Namespace = ns
-	s = &sandbox{env: env, ns: ns, log: env.Logger}
-	if s.q, err = queue.New(env.Redis, qc); err != nil {
-		return nil, fmt.Errorf("bench: queue client: %w", err)
-	}
+	s = &sandbox{env: env, ns: ns, log: env.Logger, durable: durable}
 	if s.led, err = ledger.New(env.DB, ledger.Options{TablePrefix: ns + "_"}); err != nil {
 		return nil, fmt.Errorf("bench: ledger: %w", err)
+	}
+	qc := env.Queue
+	qc.Namespace = ns
+	// The configured topics' durability (and their Store, the program's
+	// own ledger) are not the sandbox's: only the run's topic may be
+	// durable, on the sandbox's ledger; the baselines' topics stay redis.
+	qc.Durability, qc.TopicDurability, qc.Store = queue.DurabilityRedis, nil, nil
+	if durable != "" {
+		qc.TopicDurability = map[string]queue.Durability{durable: queue.DurabilityDurable}
+		qc.Store = s.led
+	}
+	if horizon != 0 {
+		qc.Horizon = horizon
+	}
+	if s.q, err = queue.New(env.Redis, qc); err != nil {
+		return nil, fmt.Errorf("bench: queue client: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -81,15 +98,28 @@ func (s *sandbox) close(ctx context.Context) error {
 // deleteKeys unlinks every key matching match, on every master of a
 // cluster. One key per UNLINK: keys of different slots cannot share one.
 func deleteKeys(ctx context.Context, rdb redis.UniversalClient, match string) error {
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return deleteKeysOn(ctx, c, match)
-		})
-	}
-	return deleteKeysOn(ctx, rdb, match)
+	return forEachKeys(ctx, rdb, match, func(ctx context.Context, c redis.UniversalClient, keys []string) error {
+		pipe := c.Pipeline()
+		for _, k := range keys {
+			pipe.Unlink(ctx, k)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	})
 }
 
-func deleteKeysOn(ctx context.Context, c redis.UniversalClient, match string) error {
+// forEachKeys calls fn with the keys matching match, a SCAN page at a time,
+// on every master of a cluster, with the client of the node that has them.
+func forEachKeys(ctx context.Context, rdb redis.UniversalClient, match string, fn func(ctx context.Context, c redis.UniversalClient, keys []string) error) error {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return forEachKeysOn(ctx, c, match, fn)
+		})
+	}
+	return forEachKeysOn(ctx, rdb, match, fn)
+}
+
+func forEachKeysOn(ctx context.Context, c redis.UniversalClient, match string, fn func(ctx context.Context, c redis.UniversalClient, keys []string) error) error {
 	var cursor uint64
 	for {
 		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
@@ -97,11 +127,7 @@ func deleteKeysOn(ctx context.Context, c redis.UniversalClient, match string) er
 			return err
 		}
 		if len(keys) > 0 {
-			pipe := c.Pipeline()
-			for _, k := range keys {
-				pipe.Unlink(ctx, k)
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			if err := fn(ctx, c, keys); err != nil {
 				return err
 			}
 		}
@@ -158,6 +184,21 @@ func (s *sandbox) leftover(ctx context.Context, topic string) (int64, error) {
 		return 0, err
 	}
 	return st.Due + st.InFlight + st.Dead + rows, nil
+}
+
+// countDurableRows sets r.DurableRows, for a durable run, to the ledger's
+// rows: once the jobs are enqueued and before any is handled, one per
+// accepted job (the proof that the enqueues went to SQL).
+func (s *sandbox) countDurableRows(ctx context.Context, r *Result) error {
+	if s.durable == "" {
+		return nil
+	}
+	n, err := s.led.Count(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: count the durable rows: %w", err)
+	}
+	r.DurableRows = &n
+	return nil
 }
 
 func abs(v int64) int64 {

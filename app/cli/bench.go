@@ -70,8 +70,11 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A zero would silently mean "the default" to the bench package.
 			if err := positiveFlags(cmd, "jobs", "rows", "max-requests", "concurrency", "connections", "batch",
-				"claim-batch", "window", "duration", "baseline-for"); err != nil {
+				"claim-batch", "window", "duration", "baseline-for", "over", "horizon", "relay-for", "compare-jobs"); err != nil {
 				return err
+			}
+			if sc.Name == "horizon" && !cmd.Flags().Changed("compare-jobs") {
+				o.CompareJobs = o.Jobs
 			}
 			if sc.Name == "lateness" {
 				if err := latenessPreset(cmd, preset, &o); err != nil {
@@ -83,6 +86,9 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 	}
 	fl := cmd.Flags()
 	d := sc.Defaults
+	if sc.DurableOK && !d.Durable {
+		fl.BoolVar(&o.Durable, "durable", false, "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)")
+	}
 	switch sc.Name {
 	case "enqueue":
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs to enqueue")
@@ -108,6 +114,14 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 	case "recovery":
 		fl.IntVarP(&o.Jobs, "rows", "n", d.Jobs, "ledger rows whose jobs Redis lost")
 		fl.BoolVar(&o.KeepEpoch, "keep-epoch", false, "keep the topic's epoch marker: restore stale rows only, without the data-loss check")
+	case "horizon":
+		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "durable jobs to enqueue")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "enqueue goroutines")
+		fl.IntVarP(&o.Batch, "batch", "b", d.Batch, "jobs per EnqueueBatch call (at most 1000)")
+		fl.DurationVar(&o.Window, "over", d.Window, "due times spread uniformly over this long")
+		fl.DurationVar(&o.Horizon, "horizon", d.Horizon, "the durable topic's horizon: jobs due further ahead stay in SQL only")
+		fl.DurationVar(&o.Duration, "relay-for", d.Duration, "how long to watch the running relay's CPU")
+		fl.IntVar(&o.CompareJobs, "compare-jobs", d.Jobs, "jobs on a redis topic to compare Redis memory with (default: --jobs; fewer are extrapolated)")
 	case "idle":
 		fl.DurationVarP(&o.Duration, "duration", "d", d.Duration, "how long to watch the idle worker")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers of the idle worker")
@@ -148,7 +162,8 @@ func latenessPreset(cmd *cobra.Command, preset string, o *bench.Options) error {
 }
 
 func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
-	return &cobra.Command{
+	var durable bool
+	cmd := &cobra.Command{
 		Use:   "all",
 		Short: "Run the reference suite (docs/benchmarks.md) and compare each figure with its target",
 		Args:  args(cobra.NoArgs),
@@ -156,9 +171,14 @@ func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
 			if err := positiveFlags(cmd, "baseline-for"); err != nil {
 				return err
 			}
+			if durable {
+				return a.runBench(cmd, f, bench.DurableSuite())
+			}
 			return a.runBench(cmd, f, bench.Suite())
 		},
 	}
+	cmd.Flags().BoolVar(&durable, "durable", false, "run the durable topics' suite instead (docs/benchmarks.md, issue 15)")
+	return cmd
 }
 
 // runBench opens the backends, describes the machine, runs the cases one

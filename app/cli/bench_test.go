@@ -74,6 +74,33 @@ func TestBenchTable(t *testing.T) {
 	}
 }
 
+// --durable on real Redis and MariaDB: the run says it is durable and what
+// the server's commits are, in the table and in JSON; and the horizon
+// scenario, small.
+func TestBenchDurable(t *testing.T) {
+	backendArgs := []string{"--redis", testenv.DefaultRedisAddr, "--sql-dsn", testenv.MySQLDSN(t)}
+	code, out, errOut := runCLI(t, append([]string{"bench", "enqueue", "--durable", "-n", "200", "-c", "4", "--baseline-for", "50ms"}, backendArgs...)...)
+	if code != ExitOK {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{"batch=1 durable", "REDIS-TOPIC ENQUEUE", "durable topic: every enqueue commits", "innodb_flush_log_at_trx_commit="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, errOut = runCLI(t, append([]string{"bench", "horizon", "-n", "2400", "-b", "200", "--relay-for", "200ms", "--json"}, backendArgs...)...)
+	if code != ExitOK {
+		t.Fatalf("horizon: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("horizon: not JSON: %v\n%s", err, out)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Horizon == nil || !rep.Results[0].Durable || rep.Results[0].Horizon.CompareJobs != 2400 {
+		t.Errorf("horizon report: %+v", rep.Results)
+	}
+}
+
 // Bad flags are usage errors (exit 2), before anything runs.
 func TestBenchUsage(t *testing.T) {
 	for _, args := range [][]string{
@@ -84,6 +111,10 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "enqueue", "extra-arg"},
 		{"bench", "enqueue", "--baseline-for", "0s"},
 		{"bench", "all", "--baseline-for", "-1s"},
+		{"bench", "idle", "--durable"},
+		{"bench", "recovery", "--durable"},
+		{"bench", "horizon", "--horizon", "0s"},
+		{"bench", "horizon", "-n", "100", "--compare-jobs", "200"},
 	} {
 		if code, _, errOut := runCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d (%s)", args, code, ExitUsage, errOut)

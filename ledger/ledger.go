@@ -20,6 +20,8 @@ type Ledger struct {
 	opts        Options
 	ledgerTable string
 	deadTable   string
+	// clock estimates the SQL server's clock for Schedule (sqlclock.go).
+	clock *sqlClock
 }
 
 // New returns a Ledger on db (MySQL/MariaDB or SQLite). It does not touch the
@@ -47,6 +49,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		opts:        opts,
 		ledgerTable: opts.TablePrefix + "ledger",
 		deadTable:   opts.TablePrefix + "dead_letter",
+		clock:       &sqlClock{},
 	}, nil
 }
 

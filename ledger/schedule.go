@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -187,14 +188,30 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 	}
 	slices.Sort(ids) // the unique key's order: locking reads lock in it
 	ids = slices.Compact(ids)
-	now, existing, err := l.readIDs(db, topic, ids, true)
-	if err != nil {
-		return nil, 0, err
-	}
 	// mine are the ids this call has inserted already, with their run_at:
 	// in a transaction, an INSERT after the first may lose a race while the
 	// earlier ones stand, and reading the ids again then finds those rows.
 	mine := make(map[string]int64)
+	// New ids are the common case: with a fresh estimate of the SQL clock
+	// (never behind it), the INSERT goes first, alone. An id that has a
+	// row fails it on the unique key, which undoes that statement only;
+	// the ids are then read, with the clock, as below.
+	if now, ok := l.clock.now(); ok {
+		out, fresh := planSchedule(jobs, nil, mine, now)
+		err := l.insertScheduled(db, topic, jobs, fresh, out, now, mine)
+		if err == nil {
+			return out, now, nil
+		}
+		if !isDuplicateKey(err) {
+			return nil, 0, err
+		}
+	}
+	sentAt := time.Now()
+	now, existing, err := l.readIDs(db, topic, ids, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	l.clock.observe(now, sentAt)
 	for try := 1; ; try++ {
 		out, fresh := planSchedule(jobs, existing, mine, now)
 		err := l.insertScheduled(db, topic, jobs, fresh, out, now, mine)

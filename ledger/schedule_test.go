@@ -164,6 +164,7 @@ func TestScheduleSplit(t *testing.T) {
 		ctx := context.Background()
 		// 31 placeholders: 30 ids per SELECT, 10 rows (3 each) per INSERT.
 		l, log := newLedger(t, db, Options{MaxPlaceholders: 31})
+		l.clock.fresh = time.Hour // the first call's read of the clock serves the rest
 		mustSchedule(t, l, "t", queue.NewJob{ID: "j05", MaxAttempts: 1})
 		var js []queue.NewJob
 		for i := range 45 {
@@ -171,7 +172,9 @@ func TestScheduleSplit(t *testing.T) {
 		}
 		log.Take()
 		out, _ := mustSchedule(t, l, "t", js...)
-		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT SELECT INSERT INSERT INSERT INSERT INSERT]" {
+		// The INSERT goes first (the clock is known); its first statement
+		// meets j05, and the ids are read, the clock with them.
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT SELECT SELECT INSERT INSERT INSERT INSERT INSERT]" {
 			t.Errorf("split Schedule ran %v", got)
 		}
 		for i, r := range out {
@@ -188,7 +191,7 @@ func TestScheduleSplit(t *testing.T) {
 		log.Take()
 		mustSchedule(t, l, "big", queue.NewJob{ID: "1", Payload: big, MaxAttempts: 1},
 			queue.NewJob{ID: "2", Payload: big, MaxAttempts: 1}, queue.NewJob{ID: "3", Payload: big, MaxAttempts: 1})
-		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT INSERT INSERT INSERT]" {
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT INSERT INSERT]" {
 			t.Errorf("big payloads ran %v", got)
 		}
 		if r := mustRow(t, l, "big", "3"); !bytes.Equal(r.Payload, big) {
@@ -214,7 +217,7 @@ func TestScheduleSplit(t *testing.T) {
 		if _, _, err := l.Schedule(ctx, "p", js); err == nil || !strings.Contains(err.Error(), "poison") {
 			t.Fatalf("Schedule with a failing INSERT: %v", err)
 		}
-		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT INSERT INSERT INSERT]" {
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT INSERT INSERT]" {
 			t.Errorf("failing split Schedule ran %v", got)
 		}
 		if c, err := l.ScheduledCounts(ctx, 0); err != nil || c["p"].Total != 0 {
@@ -257,14 +260,15 @@ func raceInsert(t *testing.T, db *gorm.DB, other *Ledger, topic, id string) *ato
 func TestScheduleLosesRaceForAnID(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		l, log := newLedger(t, db, Options{})
+		l.clock.fresh = time.Hour // the racing call, after ours read the clock, inserts alone
 		fired := raceInsert(t, db, l, "t", "b")
 		out, _ := mustSchedule(t, l, "t", queue.NewJob{ID: "a", MaxAttempts: 1}, queue.NewJob{ID: "b", MaxAttempts: 1},
 			queue.NewJob{ID: "c", MaxAttempts: 1})
 		if fired.Load() != 1 {
 			t.Fatal("the race did not happen")
 		}
-		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT SELECT INSERT INSERT SELECT INSERT]" {
-			t.Errorf("ran %v: want SELECT, the other's SELECT and INSERT, the failed INSERT, SELECT, INSERT", got)
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT INSERT INSERT SELECT INSERT]" {
+			t.Errorf("ran %v: want SELECT (ids and clock), the other's INSERT, the failed INSERT, SELECT, INSERT", got)
 		}
 		winner := mustRow(t, l, "t", "b")
 		if !out[1].Duplicate || out[1].RunAt != winner.RunAt || out[0].Duplicate || out[2].Duplicate {
@@ -319,4 +323,63 @@ func TestScheduleConcurrentCreatesEachIDOnce(t *testing.T) {
 			t.Errorf("%d rows, want %d", n, ids)
 		}
 	})
+}
+
+// TestScheduleInsertsFirstWithAKnownClock: once the SQL clock was read
+// (within clockFresh), Schedule of new ids is one INSERT, with due times
+// never before the server's clock; an id that has a row fails that INSERT,
+// and the ids are read as without the estimate, the duplicate reported.
+func TestScheduleInsertsFirstWithAKnownClock(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, log := newLedger(t, db, Options{})
+		l.clock.fresh = time.Hour
+		first, _ := mustSchedule(t, l, "t", queue.NewJob{ID: "a", MaxAttempts: 1})
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[SELECT INSERT]" {
+			t.Fatalf("first Schedule ran %v", got)
+		}
+		before, err := l.SQLNow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.Take()
+		out, now := mustSchedule(t, l, "t", queue.NewJob{ID: "b", MaxAttempts: 1}, queue.NewJob{ID: "c", MaxAttempts: 1, Delay: time.Minute})
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT]" {
+			t.Fatalf("Schedule of new ids ran %v, want one INSERT", got)
+		}
+		if now < before || out[0].RunAt != now || out[1].RunAt != now+60_000 {
+			t.Fatalf("due times %+v on clock %d; the server's clock read before was %d", out, now, before)
+		}
+		out, _ = mustSchedule(t, l, "t", queue.NewJob{ID: "a", MaxAttempts: 1}, queue.NewJob{ID: "d", MaxAttempts: 1})
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT SELECT INSERT]" {
+			t.Fatalf("Schedule with an existing id ran %v", got)
+		}
+		if !out[0].Duplicate || out[0].RunAt != first[0].RunAt || out[1].Duplicate || count(t, l) != 4 {
+			t.Fatalf("results %+v, %d rows", out, count(t, l))
+		}
+	})
+}
+
+// The estimate of the SQL clock is never behind what the server said plus
+// the time since the read was sent, and goes stale.
+func TestSQLClockEstimate(t *testing.T) {
+	var c sqlClock
+	if _, ok := c.now(); ok {
+		t.Fatal("an estimate without a read")
+	}
+	sent := time.Now().Add(-50 * time.Millisecond)
+	c.observe(1_000_000, sent)
+	got, ok := c.now()
+	if !ok || got < 1_000_000+50+1 || got > 1_000_000+50+1+100 {
+		t.Fatalf("estimate %d %v, want 1,000,051 or a little more", got, ok)
+	}
+	c.observe(900_000, sent.Add(-time.Millisecond)) // an older read changes nothing
+	if again, _ := c.now(); again < got {
+		t.Fatalf("an older read moved the estimate back: %d < %d", again, got)
+	}
+	var old sqlClock
+	old.observe(2_000_000, time.Now().Add(-2*clockFresh))
+	if _, ok := old.now(); ok {
+		t.Fatal("a stale estimate")
+	}
 }

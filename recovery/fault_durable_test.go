@@ -132,7 +132,9 @@ func TestFaultDurableRedisWiped(t *testing.T) {
 	}
 	workers := durableWorkers(t, procs, durableWorkerSpec{
 		RedisAddr: srv.Addr, Namespace: "dq", DSN: ddb.dsn, Topic: durableFaultTopic, Horizon: horizon,
-		Concurrency: concurrency, Lease: 5 * time.Second, Schedule: "@every 1s", Grace: 2 * time.Second, MaxConns: 12,
+		// The recoverer's stale scan, the relay's backstop, waits 5 s past
+		// a due time: the punctuality measured here is the relay's.
+		Concurrency: concurrency, Lease: 5 * time.Second, Schedule: "@every 1s", Grace: 5 * time.Second, MaxConns: 12,
 	})
 
 	// M jobs in flight: their first runs block until released.

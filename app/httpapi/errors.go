@@ -90,7 +90,7 @@ func fromRedis(err error) error {
 	}
 	return &backendError{backend: "redis", err: err}
 }
-func fromSQL(err error) error   { return &backendError{backend: "sql", err: err} }
+func fromSQL(err error) error { return &backendError{backend: "sql", err: err} }
 
 // classify turns any error a handler returned into the answer to send. The
 // order matters: validation and "not found" first (they are the caller's

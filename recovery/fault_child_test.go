@@ -89,6 +89,16 @@ func faultChild(role, spec string) int {
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {
 			err = runSoakWorker(s, log)
 		}
+	case "durableworker":
+		var s durableWorkerSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runDurableWorkerProc(s, log)
+		}
+	case "enqueuer":
+		var s enqueuerSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runEnqueuerProc(s, log)
+		}
 	case "api":
 		var s apiSpec
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {

@@ -33,7 +33,3 @@ func sortEntries(rows []Entry) {
 func sortDead(rows []DeadLetter) {
 	slices.SortFunc(rows, func(a, b DeadLetter) int { return byKey(a.Topic, a.JobID, b.Topic, b.JobID) })
 }
-
-func sortJobs(jobs []*queue.Job) {
-	slices.SortFunc(jobs, func(a, b *queue.Job) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
-}

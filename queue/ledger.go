@@ -41,11 +41,3 @@ type Ledger interface {
 	// worker never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 }
-
-// DurableRecorder is a Ledger that records the claims of a durable topic's
-// jobs, whose rows exist already (scheduled or retrying), more cheaply than
-// Record's upsert; the worker uses it for durable topics when the ledger
-// has it. The outcome must be Record's: every job has its in-progress row.
-type DurableRecorder interface {
-	RecordClaimed(ctx context.Context, jobs []*Job, worker string) error
-}

@@ -180,12 +180,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job) {
 	defer func() { <-tr.tokens }()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	var err error
-	if dr, ok := tr.w.cfg.Ledger.(DurableRecorder); ok && tr.w.c.IsDurable(tr.topic) {
-		err = dr.RecordClaimed(ctx, jobs, tr.w.cfg.ID)
-	} else {
-		err = tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
-	}
+	err := tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
 	if err == nil {
 		for _, j := range jobs {
 			tr.work <- j // never blocks: busy <= concurrency = cap(work)

@@ -86,8 +86,9 @@ func (r *Recoverer) detectLoss(ctx context.Context, missing []string, counts map
 			return nil, err
 		}
 		if !confirmed {
-			log.Info("epoch marker missing, but Redis tracks every ledger row of the topic: nothing lost that " +
-				"recovery could bring back (a topic new to the recoverer, most likely); writing the marker")
+			log.Info("epoch marker missing, but Redis tracks every claimed job of the topic that the ledger holds " +
+				"(a topic new to the recoverer, most likely); writing the marker. A durable topic's waiting jobs " +
+				"are not part of this check: the relay reloads them")
 			continue
 		}
 		lost[topic] = true

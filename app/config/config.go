@@ -7,6 +7,7 @@ package config
 import (
 	"time"
 
+	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -215,6 +216,10 @@ type Worker struct {
 	BackoffCap  time.Duration    `koanf:"backoff_cap"`  // Default 1h.
 	MaxAttempts int              `koanf:"max_attempts"` // 0 = each job's own.
 	Topics      map[string]Topic `koanf:"topics"`
+	// TargetAllowHosts, if not empty, are the only hosts an HTTP target
+	// (worker.topics.<t>.target.url) may name: "api.example.com", or
+	// "*.example.com" for the names under it. Default [] (any host).
+	TargetAllowHosts []string `koanf:"target_allow_hosts"`
 }
 
 // HeartbeatInterval is how often the workers renew their leases: Heartbeat,
@@ -235,6 +240,49 @@ type Topic struct {
 	BackoffBase time.Duration `koanf:"backoff_base"`
 	BackoffCap  time.Duration `koanf:"backoff_cap"`
 	MaxAttempts int           `koanf:"max_attempts"`
+	// Target, if set, makes the topic an HTTP-target topic: its jobs are
+	// delivered to an endpoint by the built-in handler (docs/design.md
+	// §4.12), in serve and worker alike.
+	Target *Target `koanf:"target"`
+}
+
+// Target is the endpoint of an HTTP-target topic; zero fields take the
+// defaults.
+type Target struct {
+	URL     string            `koanf:"url"`     // http:// or https://, no credentials.
+	Method  string            `koanf:"method"`  // POST, PUT or PATCH. Default POST.
+	Headers map[string]string `koanf:"headers"` // extra static headers (not Delayq-*, hop-by-hop, Content-Type...).
+	Timeout time.Duration     `koanf:"timeout"` // one request, answer included. Default 10s.
+	// SuccessStatuses complete the job: codes (204), ranges (200-299) or
+	// classes (2xx). Default [2xx].
+	SuccessStatuses []string `koanf:"success_statuses"`
+	// PermanentStatuses bury the job at once, same syntax. Default: 4xx
+	// but 408 and 429.
+	PermanentStatuses []string `koanf:"permanent_statuses"`
+	// SecretEnv names the environment variable that holds the signing
+	// secret (Delayq-Signature); a variable named and not set stops the
+	// start. Default "" (unsigned).
+	SecretEnv string `koanf:"secret_env"`
+	// TLSCAFile is a PEM file of the CAs that sign the target's
+	// certificate, instead of the system's roots. Default "".
+	TLSCAFile string `koanf:"tls_ca_file"`
+}
+
+// HTTPTarget is the handler configuration of t, with secret (read from
+// SecretEnv by the caller) and the worker's allowed hosts; the caller adds
+// the rest (concurrency, Retry-After cap, version, observer, logger).
+func (t Target) HTTPTarget(secret []byte, allowHosts []string) httptarget.Config {
+	return httptarget.Config{
+		URL:               t.URL,
+		Method:            t.Method,
+		Headers:           t.Headers,
+		Timeout:           t.Timeout,
+		SuccessStatuses:   t.SuccessStatuses,
+		PermanentStatuses: t.PermanentStatuses,
+		Secret:            secret,
+		TLSCAFile:         t.TLSCAFile,
+		AllowHosts:        allowHosts,
+	}
 }
 
 // Recovery configures the recoverer and the durable topics' relay.
@@ -333,7 +381,7 @@ func Defaults() Config {
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
-			Topics: map[string]Topic{}},
+			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -221,6 +222,33 @@ func (w Worker) validate(p *problems) {
 	}
 	for name, t := range w.Topics {
 		t.validate(p, "worker.topics."+name, name, w.Heartbeat)
+		if t.Target != nil {
+			t.Target.validate(p, "worker.topics."+name+".target", w.TargetAllowHosts)
+		}
+	}
+	for _, h := range w.TargetAllowHosts {
+		if !httptarget.ValidHostPattern(h) {
+			p.bad("worker.target_allow_hosts", h, `want a host name or "*.domain"`)
+		}
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validate checks an HTTP target (key is its config key) as the handler
+// will, but for its CA file, which the start reads.
+func (t Target) validate(p *problems, key string, allowHosts []string) {
+	err := t.HTTPTarget(nil, allowHosts).Check()
+	var ce *httptarget.ConfigError
+	if errors.As(err, &ce) {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if errors.As(e, &ce) && ce.Field != "allow_hosts" { // reported once, under the worker's key
+				p.bad(key+"."+ce.Field, ce.Value, "%s", ce.Reason)
+			}
+		}
+	}
+	if t.SecretEnv != "" && !envNameRE.MatchString(t.SecretEnv) {
+		p.bad(key+".secret_env", t.SecretEnv, "not an environment variable name")
 	}
 }
 

@@ -165,7 +165,7 @@ func (c Config) normalize() (*settings, error) {
 		}
 	}
 	for _, h := range c.AllowHosts {
-		if !validHostPattern(h) {
+		if !ValidHostPattern(h) {
 			bad("allow_hosts", h, `want a host name or "*.domain"`)
 		}
 	}
@@ -233,7 +233,9 @@ func checkAllowed(host string, allow []string) error {
 	return fmt.Errorf("host %s is not in the allowed hosts", host)
 }
 
-func validHostPattern(h string) bool {
+// ValidHostPattern says whether h may be in Config.AllowHosts: a host
+// name or address, or "*." and a domain.
+func ValidHostPattern(h string) bool {
 	h = strings.TrimPrefix(h, "*.")
 	if h == "" || len(h) > 253 {
 		return false

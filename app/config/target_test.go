@@ -41,17 +41,17 @@ func TestTargetLoads(t *testing.T) {
 
 func TestTargetInvalidNamesTheKey(t *testing.T) {
 	cases := map[string]string{
-		"worker:\n  topics:\n    t1:\n      target: {url: 'ftp://x/'}\n":                                  "worker.topics.t1.target.url",
-		"worker:\n  topics:\n    t1:\n      target: {}\n":                                                 "worker.topics.t1.target.url",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', method: GET}\n":                    "worker.topics.t1.target.method",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', headers: {Delayq-Topic: y}}\n":     "worker.topics.t1.target.headers",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', success_statuses: [9xx]}\n":        "worker.topics.t1.target.success_statuses",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', permanent_statuses: [abc]}\n":      "worker.topics.t1.target.permanent_statuses",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', timeout: -1s}\n":                   "worker.topics.t1.target.timeout",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', secret_env: 'A-B'}\n":              "worker.topics.t1.target.secret_env",
-		"worker:\n  target_allow_hosts: [y]\n  topics:\n    t1:\n      target: {url: 'http://x/'}\n":      "worker.topics.t1.target.url",
-		"worker:\n  target_allow_hosts: ['http://y/']\n":                                                   "worker.target_allow_hosts",
-		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', no_such_key: 1}\n":                 "no_such_key",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'ftp://x/'}\n":                              "worker.topics.t1.target.url",
+		"worker:\n  topics:\n    t1:\n      target: {}\n":                                             "worker.topics.t1.target.url",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', method: GET}\n":                "worker.topics.t1.target.method",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', headers: {Delayq-Topic: y}}\n": "worker.topics.t1.target.headers",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', success_statuses: [9xx]}\n":    "worker.topics.t1.target.success_statuses",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', permanent_statuses: [abc]}\n":  "worker.topics.t1.target.permanent_statuses",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', timeout: -1s}\n":               "worker.topics.t1.target.timeout",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', secret_env: 'A-B'}\n":          "worker.topics.t1.target.secret_env",
+		"worker:\n  target_allow_hosts: [y]\n  topics:\n    t1:\n      target: {url: 'http://x/'}\n":  "worker.topics.t1.target.url",
+		"worker:\n  target_allow_hosts: ['http://y/']\n":                                              "worker.target_allow_hosts",
+		"worker:\n  topics:\n    t1:\n      target: {url: 'http://x/', no_such_key: 1}\n":             "no_such_key",
 	}
 	for body, key := range cases {
 		_, err := config.Load(writeFile(t, body), nil)

@@ -12,6 +12,8 @@
 //     its last success (orderclose.go);
 //   - the durable topics' pushes after commit, and where a relay runs, its
 //     passes and pushes and the jobs waiting in SQL (relay.go);
+//   - the HTTP-target topics' requests by status class and their
+//     durations (target.go);
 //   - live per-topic totals for the dashboard's charts (live.go).
 //
 // Every name starts with delayq_, counters end in _total and durations are
@@ -59,6 +61,7 @@ type Metrics struct {
 	live           live
 	sweep          sweepMetrics
 	durable        durableMetrics
+	target         targetMetrics
 	sweepSucceeded atomic.Int64 // successful sweeps so far
 
 	mu       sync.Mutex
@@ -79,6 +82,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		log:     log.WithField("component", "metrics"),
 		sweep:   newSweepMetrics(),
 		durable: newDurableMetrics(),
+		target:  newTargetMetrics(),
 	}
 	perTopic := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -118,6 +122,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
 		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats,
 		m.durable.pushes,
+		m.target.requests, m.target.seconds,
 	)
 	return m
 }

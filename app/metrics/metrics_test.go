@@ -353,6 +353,7 @@ func TestNamesFollowConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.InitDurableTopic("t")
+	m.InitTarget("t")
 	if err := m.WatchRelay(&fakeRelay{counts: map[string]ledger.ScheduledCount{"t": {Total: 3, Beyond: 1}}}, time.Second); err != nil {
 		t.Fatal(err)
 	}

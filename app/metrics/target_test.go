@@ -1,0 +1,32 @@
+package metrics_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+func TestTargetRequests(t *testing.T) {
+	m := metrics.New(testenv.QuietLogger())
+	m.InitTarget("hooks")
+	for _, c := range []string{"2xx", "4xx", "5xx", "timeout", "error"} {
+		if v := value(t, m, "delayq_target_requests_total", map[string]string{"topic": "hooks", "class": c}); v != 0 {
+			t.Errorf("class %s starts at %v", c, v)
+		}
+	}
+	m.TargetRequest("hooks", "2xx", 3*time.Millisecond)
+	m.TargetRequest("hooks", "2xx", 4*time.Millisecond)
+	m.TargetRequest("hooks", "timeout", 2*time.Second)
+	if v := value(t, m, "delayq_target_requests_total", map[string]string{"topic": "hooks", "class": "2xx"}); v != 2 {
+		t.Errorf("2xx = %v, want 2", v)
+	}
+	if v := value(t, m, "delayq_target_requests_total", map[string]string{"topic": "hooks", "class": "timeout"}); v != 1 {
+		t.Errorf("timeout = %v, want 1", v)
+	}
+	h := labelled(t, family(t, m, "delayq_target_request_seconds"), topic("hooks")).GetHistogram()
+	if h.GetSampleCount() != 3 || h.GetSampleSum() < 2 {
+		t.Errorf("histogram count %d sum %v, want 3 and over 2s", h.GetSampleCount(), h.GetSampleSum())
+	}
+}

@@ -46,7 +46,7 @@ func (a *app) demoCmd() *cobra.Command {
 			}
 			log := newLogger(cfg.Log, a.errOut)
 			p := parts{api: true, workers: true, recovery: true, sweeper: true}
-			s, err := assemble(cmd.Context(), cfg, log, p)
+			s, err := assemble(cmd.Context(), cfg, log, p, a.version)
 			if err != nil {
 				return err
 			}

@@ -22,7 +22,7 @@ func (a *app) serveCmd() *cobra.Command {
 				sweeper:  cfg.Orders.Enabled && !noSweeper,
 			}
 			log := newLogger(cfg.Log, a.errOut)
-			s, err := assemble(cmd.Context(), cfg, log, p)
+			s, err := assemble(cmd.Context(), cfg, log, p, a.version)
 			if err != nil {
 				return err
 			}
@@ -48,7 +48,7 @@ func (a *app) workerCmd() *cobra.Command {
 				return err
 			}
 			p := parts{workers: true}
-			s, err := assemble(cmd.Context(), cfg, newLogger(cfg.Log, a.errOut), p)
+			s, err := assemble(cmd.Context(), cfg, newLogger(cfg.Log, a.errOut), p, a.version)
 			if err != nil {
 				return err
 			}

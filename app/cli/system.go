@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -42,6 +44,8 @@ type system struct {
 	server *http.Server
 	ln     net.Listener
 	obs    observability // metrics, dashboard and the metrics listener
+	// targets are the HTTP-target topics' handlers, by topic.
+	targets map[string]*httptarget.Target
 }
 
 // recoveryConfig is the recoverer's configuration from the program's; the
@@ -70,11 +74,22 @@ func relayConfig(cfg config.Config, log logrus.FieldLogger, onPass func(recovery
 }
 
 // assemble builds the parts p of the configured system; nothing runs yet.
-func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts) (_ *system, err error) {
+// version is the program's, for the HTTP targets' User-Agent.
+func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p parts, version string) (_ *system, err error) {
 	// s is not the named result: "return nil, err" must not hide it from
 	// the deferred close of what was opened.
 	s := &system{cfg: cfg, log: log}
 	s.obs.metrics = metrics.New(log)
+	if p.workers {
+		// Before the backends: a secret missing from the environment
+		// stops the start without a connection opened.
+		builtin := func(topic string) bool {
+			return topic == SmokeTopic || (cfg.Orders.Enabled && topic == orderclose.Topic)
+		}
+		if s.targets, err = newTargets(cfg, log, s.obs.metrics, version, builtin, os.LookupEnv); err != nil {
+			return nil, err
+		}
+	}
 	if s.b, err = backend.OpenWith(ctx, cfg, log, backend.Options{QueueObserver: s.obs.metrics}); err != nil {
 		return nil, err
 	}
@@ -131,6 +146,10 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		handlers := map[string]queue.Handler{SmokeTopic: smokeHandler(s.b.Redis, cfg.Redis.Namespace)}
 		if s.orders != nil {
 			handlers[orderclose.Topic] = s.orders.CloseHandler()
+		}
+		for topic, tg := range s.targets {
+			handlers[topic] = tg
+			s.obs.metrics.InitTarget(topic)
 		}
 		hooks := workerHooks{observer: s.obs.metrics}
 		for topic := range handlers {
@@ -283,6 +302,9 @@ func serveHTTP(ctx context.Context, name string, srv *http.Server, ln net.Listen
 
 func (s *system) close() {
 	s.obs.close()
+	for _, tg := range s.targets {
+		tg.Close()
+	}
 	if s.b != nil {
 		if err := s.b.Close(); err != nil {
 			s.log.WithError(err).Warn("closing the backends")

@@ -31,6 +31,7 @@ type seen struct {
 	proto  int
 	header http.Header
 	body   []byte
+	at     time.Time
 }
 
 // receiver is an httptest server that records requests and answers with
@@ -53,7 +54,7 @@ func (rc *receiver) handler(answer func(w http.ResponseWriter, r *http.Request))
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, seen{method: r.Method, proto: r.ProtoMajor, header: r.Header.Clone(), body: body})
+		rc.reqs = append(rc.reqs, seen{method: r.Method, proto: r.ProtoMajor, header: r.Header.Clone(), body: body, at: time.Now()})
 		rc.mu.Unlock()
 		answer(w, r)
 	}
@@ -85,6 +86,16 @@ func (o *observed) TargetRequest(topic, class string, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.classes = append(o.classes, topic+"/"+class)
+}
+
+func (o *observed) count() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range o.classes {
+		out[c]++
+	}
+	return out
 }
 
 func (o *observed) last() string {

@@ -1,0 +1,110 @@
+package httptarget_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/httptarget"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// End to end: a real worker on Redis and MariaDB delivers enqueued jobs to
+// a receiver; a 503 with Retry-After is retried at that time (not after
+// the topic's backoff of a minute), a 400 buries the job at once with the
+// status and the body in its dead letter.
+func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		switch id := r.Header.Get("Delayq-Job-Id"); {
+		case id == "busy" && r.Header.Get("Delayq-Attempt") == "1":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case id == "bad":
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"unknown invoice"}`))
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	})
+	rdb, ns := testenv.Redis(t)
+	db := testenv.MySQL(t)
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if err := led.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := queue.NewWorker(q, queue.WorkerConfig{Ledger: led, MaxIdle: 100 * time.Millisecond, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observed{}
+	tg := newTarget(t, httptarget.Config{URL: rc.URL + "/hook", Secret: []byte("k"), Concurrency: 4, Observer: obs})
+	if err := w.Handle("invoices", tg, queue.TopicConfig{Concurrency: 4,
+		Backoff: queue.Backoff{Base: time.Minute, Cap: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Start(t, w.Run)
+
+	for _, id := range []string{"ok", "busy", "bad"} {
+		if _, err := q.Enqueue(ctx, "invoices", queue.NewJob{ID: id, Payload: []byte(`{"id":"` + id + `"}`), MaxAttempts: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func(id string) func() bool {
+		return func() bool {
+			info, err := q.Get(ctx, "invoices", id)
+			return err == nil && info.State == queue.StateUnknown
+		}
+	}
+	testenv.WaitFor(ctx, t, "ok to be done", gone("ok"))
+	testenv.WaitFor(ctx, t, "busy to be done after its Retry-After", gone("busy"))
+	var dead []ledger.DeadLetter
+	testenv.WaitFor(ctx, t, "bad's dead letter", func() bool {
+		dead, err = led.DeadLetters(ctx, "invoices", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
+		return err == nil && len(dead) == 1
+	})
+	if d := dead[0]; d.JobID != "bad" || d.Attempts != 1 ||
+		!strings.Contains(d.LastError, "HTTP 400 Bad Request") || !strings.Contains(d.LastError, `{"error":"unknown invoice"}`) {
+		t.Errorf("dead letter %+v, want bad after one attempt with the status and the body", d)
+	}
+	if info, err := q.Get(ctx, "invoices", "bad"); err != nil || info.State != queue.StateDead {
+		t.Errorf("bad: %+v %v, want dead", info, err)
+	}
+
+	byJob := map[string][]seen{}
+	for _, r := range rc.requests() {
+		id := r.header.Get("Delayq-Job-Id")
+		byJob[id] = append(byJob[id], r)
+	}
+	if len(byJob["ok"]) != 1 || len(byJob["bad"]) != 1 || len(byJob["busy"]) != 2 {
+		t.Fatalf("requests per job: ok %d, busy %d, bad %d; want 1, 2, 1", len(byJob["ok"]), len(byJob["busy"]), len(byJob["bad"]))
+	}
+	for i, r := range byJob["busy"] {
+		if a := r.header.Get("Delayq-Attempt"); a != []string{"1", "2"}[i] {
+			t.Errorf("busy request %d: attempt %s", i, a)
+		}
+		if k := r.header.Get("Idempotency-Key"); k != "invoices:busy" {
+			t.Errorf("busy request %d: Idempotency-Key %q", i, k)
+		}
+		if sig := r.header.Get("Delayq-Signature"); sig != hmacHex("k", r.header.Get("Delayq-Timestamp"), r.body) {
+			t.Errorf("busy request %d: signature %q", i, sig)
+		}
+	}
+	// Retry-After: 1 against a backoff of a minute.
+	if gap := byJob["busy"][1].at.Sub(byJob["busy"][0].at); gap < 800*time.Millisecond || gap > 30*time.Second {
+		t.Errorf("busy retried after %s, want about the 1s of its Retry-After", gap)
+	}
+	if got := obs.count(); got["invoices/2xx"] != 2 || got["invoices/5xx"] != 1 || got["invoices/4xx"] != 1 {
+		t.Errorf("observed %v", got)
+	}
+}

@@ -15,10 +15,17 @@ import (
 // End to end: a real worker on Redis and MariaDB delivers enqueued jobs to
 // a receiver; a 503 with Retry-After is retried at that time (not after
 // the topic's backoff of a minute), a 400 buries the job at once with the
-// status and the body in its dead letter.
+// status and the body in its dead letter, and a receiver that hangs is cut
+// by the timeout and the job retried with the backoff of its topic.
 func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
+	release := make(chan struct{})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
 		switch id := r.Header.Get("Delayq-Job-Id"); {
+		case id == "hang" && r.Header.Get("Delayq-Attempt") == "1":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
 		case id == "busy" && r.Header.Get("Delayq-Attempt") == "1":
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -29,6 +36,7 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		}
 	})
+	t.Cleanup(func() { close(release) }) // before the receiver's Close, which waits for it
 	rdb, ns := testenv.Redis(t)
 	db := testenv.MySQL(t)
 	led, err := ledger.New(db, ledger.Options{})
@@ -53,7 +61,14 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 		Backoff: queue.Backoff{Base: time.Minute, Cap: time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
+	slow := newTarget(t, httptarget.Config{URL: rc.URL + "/slow", Timeout: 300 * time.Millisecond, Observer: obs})
+	if err := w.Handle("slow", slow, queue.TopicConfig{Backoff: queue.Backoff{Base: 100 * time.Millisecond, Cap: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Start(t, w.Run)
+	if _, err := q.Enqueue(ctx, "slow", queue.NewJob{ID: "hang", Payload: []byte(`{}`), MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, id := range []string{"ok", "busy", "bad"} {
 		if _, err := q.Enqueue(ctx, "invoices", queue.NewJob{ID: id, Payload: []byte(`{"id":"` + id + `"}`), MaxAttempts: 5}); err != nil {
@@ -68,6 +83,10 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 	}
 	testenv.WaitFor(ctx, t, "ok to be done", gone("ok"))
 	testenv.WaitFor(ctx, t, "busy to be done after its Retry-After", gone("busy"))
+	testenv.WaitFor(ctx, t, "hang to be done on its second attempt", func() bool {
+		info, err := q.Get(ctx, "slow", "hang")
+		return err == nil && info.State == queue.StateUnknown
+	})
 	var dead []ledger.DeadLetter
 	testenv.WaitFor(ctx, t, "bad's dead letter", func() bool {
 		dead, err = led.DeadLetters(ctx, "invoices", 0, time.Now().Add(time.Hour).UnixMilli(), 10)
@@ -86,8 +105,9 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 		id := r.header.Get("Delayq-Job-Id")
 		byJob[id] = append(byJob[id], r)
 	}
-	if len(byJob["ok"]) != 1 || len(byJob["bad"]) != 1 || len(byJob["busy"]) != 2 {
-		t.Fatalf("requests per job: ok %d, busy %d, bad %d; want 1, 2, 1", len(byJob["ok"]), len(byJob["busy"]), len(byJob["bad"]))
+	if len(byJob["ok"]) != 1 || len(byJob["bad"]) != 1 || len(byJob["busy"]) != 2 || len(byJob["hang"]) != 2 {
+		t.Fatalf("requests per job: ok %d, busy %d, bad %d, hang %d; want 1, 2, 1, 2",
+			len(byJob["ok"]), len(byJob["busy"]), len(byJob["bad"]), len(byJob["hang"]))
 	}
 	for i, r := range byJob["busy"] {
 		if a := r.header.Get("Delayq-Attempt"); a != []string{"1", "2"}[i] {
@@ -104,7 +124,8 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 	if gap := byJob["busy"][1].at.Sub(byJob["busy"][0].at); gap < 800*time.Millisecond || gap > 30*time.Second {
 		t.Errorf("busy retried after %s, want about the 1s of its Retry-After", gap)
 	}
-	if got := obs.count(); got["invoices/2xx"] != 2 || got["invoices/5xx"] != 1 || got["invoices/4xx"] != 1 {
+	if got := obs.count(); got["invoices/2xx"] != 2 || got["invoices/5xx"] != 1 || got["invoices/4xx"] != 1 ||
+		got["slow/timeout"] != 1 || got["slow/2xx"] != 1 {
 		t.Errorf("observed %v", got)
 	}
 }

@@ -238,13 +238,14 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // validate checks an HTTP target (key is its config key) as the handler
 // will, but for its CA file, which the start reads.
 func (t Target) validate(p *problems, key string, allowHosts []string) {
-	err := t.HTTPTarget(nil, allowHosts).Check()
-	var ce *httptarget.ConfigError
-	if errors.As(err, &ce) {
-		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-			if errors.As(e, &ce) && ce.Field != "allow_hosts" { // reported once, under the worker's key
-				p.bad(key+"."+ce.Field, ce.Value, "%s", ce.Reason)
-			}
+	errs := []error{t.HTTPTarget(nil, allowHosts).Check()}
+	if j, ok := errs[0].(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		var ce *httptarget.ConfigError
+		if errors.As(e, &ce) && ce.Field != "allow_hosts" { // reported once, under the worker's key
+			p.bad(key+"."+ce.Field, ce.Value, "%s", ce.Reason)
 		}
 	}
 	if t.SecretEnv != "" && !envNameRE.MatchString(t.SecretEnv) {

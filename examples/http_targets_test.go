@@ -95,23 +95,32 @@ func (d delivery) headers() [][2]string {
 // send posts d to url and returns the answer's status and body.
 func send(t *testing.T, ctx context.Context, url string, d delivery) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.body))
+	status, body, err := post(ctx, url, d)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return status, body
+}
+
+// post is send for goroutines other than the test's.
+func post(ctx context.Context, url string, d delivery) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(d.body))
+	if err != nil {
+		return 0, "", err
 	}
 	for _, kv := range d.headers() {
 		req.Header.Set(kv[0], kv[1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		return 0, "", fmt.Errorf("POST %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", url, err)
+		return 0, "", fmt.Errorf("POST %s: reading the answer: %w", url, err)
 	}
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }
 
 func readDoc(t *testing.T) string {
@@ -152,8 +161,8 @@ func snippets(t *testing.T) map[string]string {
 	return out
 }
 
-// receiver is a process a test started that serves HTTP on port; it is
-// killed (by its pid) on cleanup.
+// receiver is a process a test started that serves HTTP on port; it and
+// the children it forked are killed (by its process group) on cleanup.
 type receiver struct {
 	url  string
 	cmd  *exec.Cmd
@@ -188,12 +197,14 @@ func startReceiver(t *testing.T, dir string, env []string, name string, args ...
 	r.cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), secretEnv+"="+secret)
 	r.cmd.Env = append(r.cmd.Env, env...)
 	r.cmd.Stdout, r.cmd.Stderr = r, r
+	r.cmd.WaitDelay = 10 * time.Second // a child that keeps the output open cannot hang the cleanup
+	ownGroup(r.cmd)
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	go func() { _ = r.cmd.Wait(); close(r.done) }()
 	t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
+		killGroup(r.cmd)
 		<-r.done
 		if t.Failed() {
 			t.Logf("output of %s %s:\n%s", name, strings.Join(args, " "), r.output())

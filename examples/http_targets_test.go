@@ -441,3 +441,27 @@ func TestSignedExample(t *testing.T) {
 		t.Errorf("the header table lists %q, want %q", table, want[1:])
 	}
 }
+
+// TestConfigBlocksAgree checks that the three-line configuration is the
+// same in README.md, docs/http-targets.md and the PHP receiver's README, and
+// that each page's enqueue sends the payload the page's example shows.
+func TestConfigBlocksAgree(t *testing.T) {
+	yamlRE := regexp.MustCompile("(?s)```yaml\n(worker:\n  topics:\n.*?)```")
+	want := yamlRE.FindStringSubmatch(readDoc(t))
+	if want == nil {
+		t.Fatalf("%s has no worker.topics yaml block", httpTargetsDoc)
+	}
+	for _, page := range []string{"../README.md", "php-receiver/README.md"} {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := yamlRE.FindStringSubmatch(string(b))
+		if got == nil || got[1] != want[1] {
+			t.Errorf("%s: configuration %q, want %s's %q", page, got, httpTargetsDoc, want[1])
+		}
+		if !strings.Contains(string(b), `"payload": {"order_no":"1001"}`) {
+			t.Errorf("%s: no enqueue of the payload {\"order_no\":\"1001\"}", page)
+		}
+	}
+}

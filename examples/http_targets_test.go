@@ -235,15 +235,19 @@ func startReceiver(t *testing.T, dir string, env []string, name string, args ...
 	return r
 }
 
-// lookPath returns the path of an interpreter, or skips the test when it
-// is not installed.
-func lookPath(t *testing.T, name string) string {
+// lookPath returns the path of an interpreter, or skips the test, saying
+// what is not run, when it is not installed.
+func lookPath(t *testing.T, name, what string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s is not installed: the %s snippet of %s is not run", name, name, httpTargetsDoc)
+		t.Skipf("%s is not installed: %s is not run", name, what)
 	}
 	return p
+}
+
+func snippetName(lang string) string {
+	return "the " + lang + " snippet of " + httpTargetsDoc
 }
 
 // TestVerifySnippets runs each verification snippet of docs/http-targets.md,
@@ -253,22 +257,22 @@ func TestVerifySnippets(t *testing.T) {
 	snips := snippets(t)
 	start := map[string]func(t *testing.T, dir string) *receiver{
 		"php": func(t *testing.T, dir string) *receiver {
-			php := lookPath(t, "php")
+			php := lookPath(t, "php", snippetName("php"))
 			write(t, dir, "verify.php", snips["php"])
 			return startReceiver(t, dir, nil, php, "-S", "127.0.0.1:{port}", "verify.php")
 		},
 		"python": func(t *testing.T, dir string) *receiver {
-			py := lookPath(t, "python3")
+			py := lookPath(t, "python3", snippetName("python"))
 			write(t, dir, "verify.py", snips["python"])
 			return startReceiver(t, dir, nil, py, "verify.py")
 		},
 		"node": func(t *testing.T, dir string) *receiver {
-			node := lookPath(t, "node")
+			node := lookPath(t, "node", snippetName("node"))
 			write(t, dir, "verify.js", snips["node"])
 			return startReceiver(t, dir, nil, node, "verify.js")
 		},
 		"go": func(t *testing.T, dir string) *receiver {
-			goBin := lookPath(t, "go")
+			goBin := lookPath(t, "go", snippetName("go"))
 			if got, err := format.Source([]byte(snips["go"])); err != nil || string(got) != snips["go"] {
 				t.Errorf("the Go snippet is not gofmt'ed (err %v)", err)
 			}

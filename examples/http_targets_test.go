@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/format"
 	"io"
@@ -30,6 +31,8 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/httptarget"
+	"github.com/delayq/delayq/queue"
 )
 
 const (
@@ -294,7 +297,36 @@ func TestVerifySnippets(t *testing.T) {
 			t.Parallel()
 			r := start[lang](t, t.TempDir())
 			checkVerifier(t, r.url)
+			checkDelayqDelivers(t, r.url)
 		})
+	}
+}
+
+// checkDelayqDelivers sends a receiver that verifies signatures deliveries
+// made by delayq's own delivery code (jobs/httptarget), not this file's
+// signer: a job with the right secret is done, one with another secret is
+// refused for good (401 is permanent).
+func checkDelayqDelivers(t *testing.T, url string) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	job := &queue.Job{Topic: "billing", ID: "invoice:42", Payload: []byte(`{"order_no":"42"}`),
+		Attempt: 1, MaxAttempts: 5, RunAt: time.Now().UnixMilli()}
+	for _, c := range []struct {
+		secret string
+		ok     bool
+	}{{secret, true}, {"another-secret", false}} {
+		tg, err := httptarget.New(httptarget.Config{URL: url, Secret: []byte(c.secret), Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tg.Handle(ctx, job)
+		tg.Close()
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("delayq's delivery with the right secret: %v", err)
+		case !c.ok && !errors.Is(err, queue.ErrSkipRetry):
+			t.Errorf("delayq's delivery with another secret: %v, want a permanent failure", err)
+		}
 	}
 }
 

@@ -62,7 +62,7 @@ func newTargets(cfg config.Config, log logrus.FieldLogger, obs httptarget.Observ
 			continue
 		}
 		out[name] = tg
-		log.WithFields(logrus.Fields{"topic": name, "target": tg.URL(), "method": hc.Method, "signed": secret != nil}).
+		log.WithFields(logrus.Fields{"topic": name, "target": tg.URL(), "method": tg.Method(), "signed": secret != nil}).
 			Info("HTTP target topic")
 	}
 	if len(errs) > 0 {

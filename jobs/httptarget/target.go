@@ -105,6 +105,9 @@ func (t *Target) Close() { t.client.CloseIdleConnections() }
 // URL is the target's URL without its query, as errors and logs show it.
 func (t *Target) URL() string { return t.target }
 
+// Method is the request's method (POST unless configured).
+func (t *Target) Method() string { return t.s.Method }
+
 // Handle delivers job: see the package documentation for the request and
 // what each answer means.
 func (t *Target) Handle(ctx context.Context, job *queue.Job) error {

@@ -105,6 +105,9 @@ func (t *Target) Close() { t.client.CloseIdleConnections() }
 // URL is the target's URL without its query, as errors and logs show it.
 func (t *Target) URL() string { return t.target }
 
+// Method is the method of the target's requests.
+func (t *Target) Method() string { return t.s.Method }
+
 // Handle delivers job: see the package documentation for the request and
 // what each answer means.
 func (t *Target) Handle(ctx context.Context, job *queue.Job) error {
@@ -113,6 +116,10 @@ func (t *Target) Handle(ctx context.Context, job *queue.Job) error {
 	took := time.Since(start)
 	if t.s.Observer != nil {
 		t.s.Observer.TargetRequest(job.Topic, class, took)
+		if fo, ok := t.s.Observer.(FailureObserver); ok && err != nil {
+			fo.TargetFailure(job.Topic, Failure{At: start.Add(took), JobID: job.ID, Attempt: job.Attempt,
+				Status: status, Class: class, Reason: failureReason(err)})
+		}
 	}
 	t.s.Logger.WithFields(map[string]any{
 		"topic": job.Topic, "job_id": job.ID, "attempt": job.Attempt,

@@ -150,6 +150,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		for topic, tg := range s.targets {
 			handlers[topic] = tg
 			s.obs.metrics.InitTarget(topic)
+			s.obs.metrics.DescribeTarget(topic, tg.Method(), tg.URL())
 		}
 		hooks := workerHooks{observer: s.obs.metrics}
 		for topic := range handlers {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,8 +39,10 @@ const testToken = "dashboard-test-token-0123456789"
 // button that changes state, a confirmation guards every action, a dead
 // letter requeued with its button leaves the dead list and runs, purge
 // empties a topic's dead letters, and "run recovery now" reports its run.
-// A screenshot of the dashboard is saved in the test's artifact directory
-// (go test -artifacts keeps it).
+// An HTTP-target topic whose receiver answers 500 shows its target and the
+// failure, and neither the answer's body nor the payload. A screenshot of
+// the dashboard is saved in the test's artifact directory (go test
+// -artifacts keeps it).
 func TestDashboardInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser end-to-end test: skipped in -short mode")
@@ -69,8 +72,18 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	seedDurable(t, ctx, rdb, ns, dsn)
 
-	api := startServe(t, ns, dsn, false)
+	// An HTTP-target topic whose receiver answers 500 (with a body that
+	// must not show); its job retries in a minute, after the test.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "card 4242 declined")
+	}))
+	t.Cleanup(hook.Close)
+	hookURL := hook.URL + "/hook?token=hidden"
+
+	api := startServe(t, ns, dsn, false, hookURL)
 	seedOrders(t, ctx, api, dsn)
+	mustEnqueue(t, q, "hooks", queue.NewJob{ID: "hook:1", Payload: []byte(`{"card":"4242"}`), MaxAttempts: 20})
 
 	browser := newBrowser(t)
 	tab, console := newTab(t, browser)
@@ -97,6 +110,19 @@ func TestDashboardInBrowser(t *testing.T) {
 			tr.querySelector('.relay-line').hidden;
 	})()`, "mail's redis badge")
 
+	// The target topic: its method and URL without the query, and the 500
+	// with its job and time; neither the answer's body nor the payload.
+	poll(t, tab, fmt.Sprintf(`(() => {
+		const tr = document.querySelector('#topics tr[data-topic="hooks"]');
+		const line = tr && tr.querySelector('.target-line');
+		const f = line && line.querySelector('li[data-status="500"]');
+		return line && !line.hidden && line.querySelector('[data-target="method"]').textContent === 'POST' &&
+			line.querySelector('[data-target="url"]').textContent === %q &&
+			f && f.textContent.includes('HTTP 500 Internal Server Error') && f.textContent.includes('hook:1') && f.textContent.includes('ago') &&
+			!tr.textContent.includes('4242') && !tr.textContent.includes('hidden');
+	})()`, hook.URL+"/hook"), "the target topic with its 500")
+	poll(t, tab, `document.querySelector('#topics tr[data-topic="mail"] .target-line').hidden`, "no target on mail")
+
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -109,7 +135,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// Read-only: a second serve on the same backends shows the same dead
 	// letters, and no button that changes state.
-	ro := startServe(t, ns, dsn, true)
+	ro := startServe(t, ns, dsn, true, hookURL)
 	roTab, roConsole := newTab(t, browser)
 	openDashboard(t, roTab, ro.url)
 	poll(t, roTab, `document.querySelectorAll('#dead tr[data-id]').length === 2`, "the dead letters in read-only mode")
@@ -184,21 +210,22 @@ type server struct {
 }
 
 // startServe runs `delayq serve` in this process on the test's Redis
-// namespace and database until the test ends; readOnly serves the API and
-// dashboard only, in read-only mode.
-func startServe(t *testing.T, ns, dsn string, readOnly bool) *server {
+// namespace and database until the test ends, with topic hooks delivered
+// to hookURL; readOnly serves the API and dashboard only, in read-only
+// mode.
+func startServe(t *testing.T, ns, dsn string, readOnly bool, hookURL string) *server {
 	t.Helper()
 	port := testenv.FreePort(t)
 	cfg := fmt.Sprintf(`log: {level: warn, format: json}
 redis: {mode: single, addrs: [%q], namespace: %q}
 sql: {driver: mysql, dsn: %q}
 http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
-worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s}
+worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, target: {url: %q}}}}
 recovery: {spec: "@every 10s", grace: 5s}
 queue: {horizon: 1h, topics: {invoices: {durability: durable}}}
 orders: {sweeper_spec: "@every 1h"}
 dashboard: {sample_every: 500ms, history: 1m}
-`, redisAddr(), ns, dsn, port, testToken, readOnly)
+`, redisAddr(), ns, dsn, port, testToken, readOnly, hookURL)
 	path := filepath.Join(t.TempDir(), "delayq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,8 @@
 // throughput, lateness and backlog over the last minutes; the topic's
 // durability (a badge), and for a durable topic its waiting jobs in SQL
 // beyond the horizon and the relay's pushes (loaded, relayed, reloaded),
-// with the relay's last successful pass; the dead letters
+// with the relay's last successful pass; for an HTTP-target topic its
+// method and URL (no query) and its latest failures; the dead letters
 // with their last error and requeue/purge buttons (after a confirmation);
 // the ledger's stale rows and the recoverer's reports with a "run recovery
 // now" button; and, when the orders module is mounted, orders created,
@@ -207,6 +208,12 @@ func (d *Dashboard) SeriesHandler() http.Handler {
 		}
 		d.viewed.Store(time.Now().UnixMilli())
 		topics, ledger := d.history.series()
+		targets := d.cfg.Source.Targets()
+		for i := range topics {
+			if tg, ok := targets[topics[i].Topic]; ok {
+				topics[i].Target = newTargetView(tg)
+			}
+		}
 		out := Series{
 			Now: time.Now().UnixMilli(), EveryMs: d.cfg.SampleEvery.Milliseconds(), HistoryMs: d.cfg.History.Milliseconds(),
 			Workers: d.cfg.Workers, Ledger: ledger, Topics: topics,

@@ -14,17 +14,19 @@ import (
 
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
 
 type fakeSource struct {
-	live   map[string]metrics.TopicSample
-	state  metrics.State
-	relay  *metrics.RelayState // nil: no relay runs
-	err    error
-	reads  atomic.Int64    // State calls
-	sample testenv.Counter // SampleLive calls
+	live    map[string]metrics.TopicSample
+	state   metrics.State
+	relay   *metrics.RelayState // nil: no relay runs
+	targets map[string]metrics.TargetState
+	err     error
+	reads   atomic.Int64    // State calls
+	sample  testenv.Counter // SampleLive calls
 }
 
 func (f *fakeSource) SampleLive() map[string]metrics.TopicSample {
@@ -36,6 +38,8 @@ func (f *fakeSource) State(context.Context) (metrics.State, error) {
 	f.reads.Add(1)
 	return f.state, f.err
 }
+
+func (f *fakeSource) Targets() map[string]metrics.TargetState { return f.targets }
 
 func (f *fakeSource) RelayState() (metrics.RelayState, bool) {
 	if f.relay == nil {
@@ -233,5 +237,34 @@ func TestSeriesRelay(t *testing.T) {
 			s.Topics[1].Loaded+s.Topics[1].Relayed+s.Topics[1].Reloaded != 0 {
 			t.Errorf("topics %+v", s.Topics)
 		}
+	}
+}
+
+// A topic with a target carries it in the series: method, URL and the
+// latest failures, with times in Unix ms; other topics carry null.
+func TestSeriesTarget(t *testing.T) {
+	at := time.UnixMilli(1700000000123)
+	src := &fakeSource{live: map[string]metrics.TopicSample{"hooks": {}, "plain": {}},
+		targets: map[string]metrics.TargetState{"hooks": {Method: "POST", URL: "http://127.0.0.1:9/hook", Failures: []httptarget.Failure{
+			{At: at, JobID: "j1", Attempt: 2, Status: 500, Class: "5xx", Reason: "HTTP 500 Internal Server Error"}}}}}
+	d, err := New(Config{Source: src, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	d.history.add(t0, src.live, metrics.State{}, nil)
+	d.history.add(t0.Add(time.Second), src.live, metrics.State{}, nil)
+	rec := httptest.NewRecorder()
+	d.SeriesHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/dashboard/series", nil))
+	var s Series
+	if err := json.Unmarshal(rec.Body.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Topics) != 2 || s.Topics[1].Target != nil {
+		t.Fatalf("topics %+v, want hooks and plain without a target", s.Topics)
+	}
+	want := failureView{At: at.UnixMilli(), JobID: "j1", Attempt: 2, Status: 500, Class: "5xx", Reason: "HTTP 500 Internal Server Error"}
+	if tg := s.Topics[0].Target; tg == nil || tg.Method != "POST" || tg.URL != "http://127.0.0.1:9/hook" || len(tg.Failures) != 1 || tg.Failures[0] != want {
+		t.Errorf("hooks' target %+v, want POST http://127.0.0.1:9/hook with %+v", tg, want)
 	}
 }

@@ -22,6 +22,9 @@ type Source interface {
 	// RelayState returns the totals of the durable topics' relay that runs
 	// in this process; ok is false when none runs here.
 	RelayState() (s metrics.RelayState, ok bool)
+	// Targets returns the HTTP-target topics this process's workers
+	// deliver, with their latest failures.
+	Targets() map[string]metrics.TargetState
 }
 
 // maxTopics bounds how many topics the history keeps (the first by name).
@@ -166,6 +169,36 @@ type topicSeries struct {
 	Loaded   int64 `json:"loaded"`
 	Relayed  int64 `json:"relayed"`
 	Reloaded int64 `json:"reloaded"`
+	// Target is where an HTTP-target topic's jobs go, when this process
+	// delivers them; null for other topics.
+	Target *targetView `json:"target"`
+}
+
+// targetView is an HTTP-target topic as the page shows it: the method and
+// the URL without its query, and the latest failures (no payload, no
+// answer body, no secret: httptarget.Failure holds none).
+type targetView struct {
+	Method   string        `json:"method"`
+	URL      string        `json:"url"`
+	Failures []failureView `json:"failures"` // newest first
+}
+
+type failureView struct {
+	At      int64  `json:"at"` // Unix ms
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	Status  int    `json:"status"` // 0: no answer
+	Class   string `json:"class"`
+	Reason  string `json:"reason"`
+}
+
+func newTargetView(s metrics.TargetState) *targetView {
+	v := &targetView{Method: s.Method, URL: s.URL, Failures: make([]failureView, 0, len(s.Failures))}
+	for _, f := range s.Failures {
+		v.Failures = append(v.Failures, failureView{At: f.At.UnixMilli(), JobID: f.JobID, Attempt: f.Attempt,
+			Status: f.Status, Class: f.Class, Reason: f.Reason})
+	}
+	return v
 }
 
 // series returns every topic's history, by topic, and the latest ledger

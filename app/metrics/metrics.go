@@ -13,7 +13,8 @@
 //   - the durable topics' pushes after commit, and where a relay runs, its
 //     passes and pushes and the jobs waiting in SQL (relay.go);
 //   - the HTTP-target topics' requests by status class and their
-//     durations (target.go);
+//     durations, and for the dashboard each target and its latest
+//     failures (target.go);
 //   - live per-topic totals for the dashboard's charts (live.go).
 //
 // Every name starts with delayq_, counters end in _total and durations are
@@ -62,6 +63,7 @@ type Metrics struct {
 	sweep          sweepMetrics
 	durable        durableMetrics
 	target         targetMetrics
+	targets        sync.Map     // topic -> *targetLive, for the dashboard (target.go)
 	sweepSucceeded atomic.Int64 // successful sweeps so far
 
 	mu       sync.Mutex

@@ -74,6 +74,28 @@ type Observer interface {
 	TargetRequest(topic, class string, took time.Duration)
 }
 
+// FailureObserver is an Observer that also hears every request that did
+// not succeed, for a view of a target's recent failures (the dashboard).
+type FailureObserver interface {
+	Observer
+	TargetFailure(topic string, f Failure)
+}
+
+// Failure is a request that did not succeed, as an operator may be shown
+// it: the answer's status or why there was none, never the payload, the
+// answer's body or the secret.
+type Failure struct {
+	At      time.Time // when the request ended
+	JobID   string
+	Attempt int
+	Status  int    // the answer's status; 0 when there was none
+	Class   string // as TargetRequest's
+	// Reason is "HTTP 500 Internal Server Error" (with the Retry-After
+	// honoured, if any) for an answer, else why there was none (the
+	// timeout, the connection error).
+	Reason string
+}
+
 // Request classes besides the status classes.
 const (
 	ClassTimeout = "timeout" // the request's own timeout ran out

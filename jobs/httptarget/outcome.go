@@ -1,6 +1,7 @@
 package httptarget
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -69,4 +70,17 @@ func sanitize(b []byte) string {
 		return r
 	}, s)
 	return strings.TrimSpace(s)
+}
+
+// failureReason is what a Failure says of err: for an answer its status
+// (and the Retry-After honoured), not its body or Location, which the
+// receiver wrote and may carry anything; else the error, which names the
+// target without its query.
+func failureReason(err error) string {
+	var serr *StatusError
+	if !errors.As(err, &serr) {
+		return err.Error()
+	}
+	short := StatusError{Target: serr.Target, Status: serr.Status, RetryAfter: serr.RetryAfter}
+	return strings.TrimPrefix(short.Error(), serr.Target+": ")
 }

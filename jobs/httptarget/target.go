@@ -116,6 +116,10 @@ func (t *Target) Handle(ctx context.Context, job *queue.Job) error {
 	took := time.Since(start)
 	if t.s.Observer != nil {
 		t.s.Observer.TargetRequest(job.Topic, class, took)
+		if fo, ok := t.s.Observer.(FailureObserver); ok && err != nil {
+			fo.TargetFailure(job.Topic, Failure{At: start.Add(took), JobID: job.ID, Attempt: job.Attempt,
+				Status: status, Class: class, Reason: failureReason(err)})
+		}
 	}
 	t.s.Logger.WithFields(map[string]any{
 		"topic": job.Topic, "job_id": job.ID, "attempt": job.Attempt,

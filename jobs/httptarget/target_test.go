@@ -490,3 +490,66 @@ func TestAllowHostsAccepted(t *testing.T) {
 		t.Error("*.example.org allowed example.org itself")
 	}
 }
+
+// failures is an observer that records the failures too.
+type failures struct {
+	observed
+	got []httptarget.Failure
+}
+
+func (f *failures) TargetFailure(_ string, fl httptarget.Failure) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.got = append(f.got, fl)
+}
+
+// A FailureObserver hears each request that did not succeed with its
+// status and a reason that holds neither the answer's body, nor a
+// redirect's Location, nor the URL's query; a success is not a failure.
+func TestFailureObserver(t *testing.T) {
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("Delayq-Job-Id") {
+		case "ok":
+			w.WriteHeader(http.StatusOK)
+		case "moved":
+			w.Header().Set("Location", "http://elsewhere.example/?key=leak")
+			w.WriteHeader(http.StatusFound)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, "echo of the payload: card 4242")
+		}
+	})
+	obs := &failures{}
+	tg := newTarget(t, httptarget.Config{URL: rc.URL + "/hook?token=hidden", Observer: obs})
+	ctx := testenv.Context(t)
+	for _, id := range []string{"ok", "boom", "moved"} {
+		j := job(`{"card":"4242"}`)
+		j.ID = id
+		_ = tg.Handle(ctx, j)
+	}
+	dead := newTarget(t, httptarget.Config{URL: "http://127.0.0.1:1/x?token=hidden", Observer: obs})
+	_ = dead.Handle(ctx, job(`{}`))
+	if len(obs.got) != 3 {
+		t.Fatalf("failures %+v, want boom, moved and the refused connection", obs.got)
+	}
+	want := []struct {
+		id, class, reason string
+		status            int
+	}{
+		{"boom", "5xx", "HTTP 500 Internal Server Error", 500},
+		{"moved", "3xx", "HTTP 302 Found", 302},
+		{"", "error", "connect", 0},
+	}
+	for i, w := range want {
+		f := obs.got[i]
+		if (w.id != "" && f.JobID != w.id) || f.Class != w.class || f.Status != w.status || !strings.Contains(f.Reason, w.reason) ||
+			f.At.IsZero() || f.Attempt != 2 {
+			t.Errorf("failure %d: %+v, want job %s, class %s, status %d, a reason with %q", i, f, w.id, w.class, w.status, w.reason)
+		}
+		for _, leak := range []string{"4242", "leak", "hidden", "elsewhere"} {
+			if strings.Contains(f.Reason, leak) {
+				t.Errorf("failure %d: reason %q shows %q", i, f.Reason, leak)
+			}
+		}
+	}
+}

@@ -162,7 +162,8 @@
     const cells = {};
     const badge = el('span', { class: 'badge' });
     const relay = el('div', { class: 'relay-line', hidden: true });
-    const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' }, el('span', { text: topic }), badge, relay));
+    const target = el('div', { class: 'target-line', hidden: true });
+    const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' }, el('span', { text: topic }), badge, relay, target));
     for (const f of FIELDS) {
       cells[f] = el('td', { class: 'num', dataset: { field: f } });
       tr.append(cells[f]);
@@ -174,7 +175,7 @@
       charts[c] = el('canvas', { class: 'chart', width: 220, height: 44, dataset: { chart: c } });
       tr.append(el('td', {}, charts[c]));
     }
-    r = { tr, cells, charts, badge, relay };
+    r = { tr, cells, charts, badge, relay, target };
     rows.set(topic, r);
     return r;
   }
@@ -197,6 +198,7 @@
       }
       const s = byTopic.get(t.topic);
       renderDurability(r, t, s);
+      renderTarget(r, s && s.target);
       if (s) {
         draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
         draw(r.charts.lateness, [{ values: s.late_avg_ms, color: COLORS.avg }, { values: s.late_max_ms, color: COLORS.max }], points, duration, span);
@@ -212,6 +214,26 @@
     const sorted = [...rows.keys()].sort();
     sorted.forEach((topic) => tbody.append(rows.get(topic).tr)); // keeps order, moves only what moved
     $('#no-topics').hidden = list.length > 0;
+  }
+
+  // renderTarget shows where an HTTP-target topic's jobs go (method and
+  // URL without its query) and its latest failures, newest first: status or
+  // why there was no answer, the job and when. The series never carries a
+  // payload, an answer's body or the secret.
+  function renderTarget(r, tg) {
+    r.target.hidden = !tg;
+    if (!tg) return;
+    const failures = el('ul', { class: 'target-failures' });
+    for (const f of tg.failures) {
+      failures.append(el('li', { dataset: { status: String(f.status), class: f.class }, title: new Date(f.at).toISOString() },
+        el('span', { class: 'alert', text: f.reason }),
+        ' · ' + f.job_id + ' (attempt ' + f.attempt + ') · ' + ago(f.at)));
+    }
+    r.target.replaceChildren(
+      '→ ', el('span', { dataset: { target: 'method' }, text: tg.method }), ' ',
+      el('span', { dataset: { target: 'url' }, text: tg.url }),
+      tg.failures.length ? failures : el('div', { class: 'note', text: 'no failures' }),
+    );
   }
 
   // renderDurability shows a topic's durability badge and, for a durable

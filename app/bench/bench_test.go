@@ -57,6 +57,9 @@ func TestScenarios(t *testing.T) {
 		{"drain_durable", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50, Durable: true}, 500},
 		{"lateness_window_durable", "lateness", bench.Options{Jobs: 500, Window: time.Second, Lead: time.Second, Concurrency: 20, Durable: true}, 500},
 		{"http_durable", "http", bench.Options{Jobs: 300, Concurrency: 8, Duration: 20 * time.Second, Durable: true}, 300},
+		{"drain_target", "drain", bench.Options{Jobs: 300, Concurrency: 10, ClaimBatch: 50, HTTPTarget: true}, 300},
+		{"lateness_window_target", "lateness", bench.Options{Jobs: 300, Window: time.Second, Lead: time.Second, Concurrency: 10, HTTPTarget: true}, 300},
+		{"lateness_delay_target", "lateness", bench.Options{Jobs: 300, Delay: 500 * time.Millisecond, Batch: 10, HTTPTarget: true}, 300},
 	}
 	for _, be := range backends {
 		t.Run(be.name, func(t *testing.T) {
@@ -91,6 +94,7 @@ func TestScenarios(t *testing.T) {
 						t.Errorf("%s measured a baseline: %+v", c.scenario, r.Baseline)
 					}
 					assertDurable(t, o, r)
+					assertTarget(t, o, r)
 					assertSandboxGone(t, env, r)
 				})
 			}
@@ -191,6 +195,38 @@ func assertDurable(t *testing.T, o bench.Options, r bench.Result) {
 	}
 	if b := r.Baseline; b != nil && (b.Before.RedisTopic <= 0 || b.After.RedisTopic <= 0 || !near(b.RedisTopic, (b.Before.RedisTopic+b.After.RedisTopic)/2)) {
 		t.Errorf("redis-topic baseline %v [%v / %v]: want both > 0 and their mean", b.RedisTopic, b.Before.RedisTopic, b.After.RedisTopic)
+	}
+}
+
+// assertTarget checks what a run says of its HTTP target: a target run
+// names itself, measured the receiver's arrivals, and has a no-op run of
+// the same options before and after it; other runs have none of that.
+func assertTarget(t *testing.T, o bench.Options, r bench.Result) {
+	t.Helper()
+	if strings.HasSuffix(r.Params, " target") != o.HTTPTarget {
+		t.Errorf("params %q: want the target named iff HTTPTarget = %v", r.Params, o.HTTPTarget)
+	}
+	b := r.NoopBaseline
+	if !o.HTTPTarget {
+		if b != nil || strings.HasPrefix(r.LatencyOf, "receiver") {
+			t.Errorf("a run without a target reports a target's figures: %+v", r)
+		}
+		return
+	}
+	if b == nil || b.Before.Rate <= 0 || b.After.Rate <= 0 {
+		t.Fatalf("no-op baseline %+v: want a rate before and after", b)
+	}
+	switch r.Scenario {
+	case "drain":
+		if want := r.Rate / ((b.Before.Rate + b.After.Rate) / 2); !near(r.Ratio, want) {
+			t.Errorf("ratio %v, want the rate %v over the no-op rates' mean: %v", r.Ratio, r.Rate, want)
+		}
+	case "lateness":
+		if r.LatencyOf != "receiver arrival - due time" || b.Before.Latency == nil || b.After.Latency == nil ||
+			b.Before.Latency.N != r.Jobs || b.After.Latency.N != r.Jobs {
+			t.Errorf("latency of %q, no-op latencies %+v / %+v: want the receiver's arrivals and both no-op runs' lateness",
+				r.LatencyOf, b.Before.Latency, b.After.Latency)
+		}
 	}
 }
 
@@ -314,6 +350,18 @@ func TestBadOptions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("target enqueue", func(t *testing.T) {
+		_, err := bench.Enqueue(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, HTTPTarget: true})
+		if !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("err = %v, want ErrOptions", err)
+		}
+	})
+	t.Run("target durable", func(t *testing.T) {
+		_, err := bench.Drain(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, HTTPTarget: true, Durable: true})
+		if !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("err = %v, want ErrOptions", err)
+		}
+	})
 	t.Run("durable idle", func(t *testing.T) {
 		_, err := bench.Idle(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
 		if !errors.Is(err, bench.ErrOptions) {

@@ -9,12 +9,24 @@ import (
 // worker with Concurrency handlers (no-op) starts, every claimed job
 // recorded in the ledger before its handler runs. Rate is jobs per second
 // from the worker's start to the last job's handler.
+//
+// With HTTPTarget the handler is an HTTP target (jobs/httptarget, signed)
+// on a loopback receiver that answers 200 at once, and Rate counts the
+// deliveries the receiver got; the same drain with a no-op handler runs
+// right before and after it (Result.NoopBaseline).
 func Drain(ctx context.Context, o Options) (Result, error) {
 	return run(ctx, "drain", o, drainBody)
 }
 
 func drainBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	const topic = "bench.drain"
+	if o.HTTPTarget {
+		return withNoopBaseline(ctx, s, o, r, topic, drainPhase)
+	}
+	return drainPhase(ctx, s, o, topic, false, r)
+}
+
+func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target bool, r *Result) error {
 	t := newTracker(o.Jobs, true, false, s.offset)
 	if err := s.preload(ctx, topic, o.Jobs, t, nil, o.Progress); err != nil {
 		return err
@@ -22,13 +34,19 @@ func drainBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err := s.countDurableRows(ctx, r); err != nil {
 		return err
 	}
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
-	start := time.Now()
-	w, err := s.startWorker(ctx, topic, t, o.Concurrency, o.ClaimBatch)
+	var failed failures
+	h, stopTarget, err := s.handlerFor(ctx, o, t, target, &failed)
 	if err != nil {
 		return err
 	}
-	done := o.Progress.show("drain", t.want, t.handled)
+	defer stopTarget()
+	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	start := time.Now()
+	w, err := s.startWorker(ctx, topic, h, o.Concurrency, o.ClaimBatch)
+	if err != nil {
+		return err
+	}
+	done := o.Progress.show(progressName("drain", topic), t.want, t.handled)
 	all, waitErr := t.wait(ctx, time.Time{}, o.Stall)
 	elapsed := time.Since(start)
 	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
@@ -44,6 +62,7 @@ func drainBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 		r.Notes = append(r.Notes, "stalled: no job ran for "+o.Stall.String()+"; the rest count as missing")
 	}
 	t.tally(r)
+	failed.into(r)
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(r.Handled, elapsed), "jobs/s"
 	left, err := s.leftover(ctx, topic)

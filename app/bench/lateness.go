@@ -22,14 +22,33 @@ import (
 // Latency is each job's handler start minus its due time; Early counts the
 // handlers that started before it. Rate is how many jobs fell due per
 // second.
+//
+// With HTTPTarget the handler is an HTTP target (jobs/httptarget, signed)
+// on a loopback receiver that answers 200 at once, and Latency is the
+// receiver's arrival time minus the Delayq-Due-At header; the same run
+// with a no-op handler runs right before and after it
+// (Result.NoopBaseline).
 func Lateness(ctx context.Context, o Options) (Result, error) {
 	return run(ctx, "lateness", o, latenessBody)
 }
 
 func latenessBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	const topic = "bench.lateness"
+	if o.HTTPTarget {
+		return withNoopBaseline(ctx, s, o, r, topic, latenessPhase)
+	}
+	return latenessPhase(ctx, s, o, topic, false, r)
+}
+
+func latenessPhase(ctx context.Context, s *sandbox, o Options, topic string, target bool, r *Result) error {
 	t := newTracker(o.Jobs, true, true, s.offset)
-	w, err := s.startWorker(ctx, topic, t, o.Concurrency, o.ClaimBatch)
+	var failed failures
+	h, stopTarget, err := s.handlerFor(ctx, o, t, target, &failed)
+	if err != nil {
+		return err
+	}
+	defer stopTarget()
+	w, err := s.startWorker(ctx, topic, h, o.Concurrency, o.ClaimBatch)
 	if err != nil {
 		return err
 	}
@@ -72,7 +91,7 @@ func latenessBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 
 	// Wait until the last due time has passed before stalls count.
 	quietUntil := time.UnixMilli(lastDue - s.offset/1000)
-	done := o.Progress.show("lateness", t.want, t.handled)
+	done := o.Progress.show(progressName("lateness", topic), t.want, t.handled)
 	all, waitErr := t.wait(ctx, quietUntil, o.Stall)
 	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
 	done()
@@ -88,10 +107,14 @@ func latenessBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 		r.Notes = append(r.Notes, "stalled: no job ran for "+o.Stall.String()+" after the last due time; the rest count as missing")
 	}
 	t.tally(r)
+	failed.into(r)
 	window := time.Duration(lastDue-firstDue) * time.Millisecond
 	r.Seconds = seconds(window)
 	r.Rate, r.Unit = perSecond(o.Jobs, max(window, time.Millisecond)), "due/s"
 	r.Latency, r.LatencyOf = latencyOf(t.lateness()), "handler start - due time"
+	if target {
+		r.LatencyOf = "receiver arrival - due time"
+	}
 	left, err := s.leftover(ctx, topic)
 	r.Leftover = left
 	return err

@@ -71,6 +71,12 @@ type Options struct {
 	// sandbox's ledger as its Store, so every enqueue commits its jobs to
 	// SQL before it returns (docs/design.md §4.11).
 	Durable bool
+	// HTTPTarget makes the handler of a drain or lateness run an HTTP
+	// target (jobs/httptarget, with a secret) on a receiver served in
+	// process on a loopback port, answering 200 at once; the receiver
+	// counts the deliveries and their lateness. The same run with a no-op
+	// handler runs right before and after it (Result.NoopBaseline).
+	HTTPTarget bool
 	// Horizon is the durable topics' horizon (queue.Config.Horizon) for
 	// the run; 0 keeps Env.Queue's. The horizon scenario defaults to 1h.
 	Horizon time.Duration
@@ -135,6 +141,10 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("durations must not be negative")
 	case o.Durable && !sc.DurableOK:
 		return bad("durable: not a scenario with a durable variant (enqueue, drain, lateness, http, horizon)")
+	case o.HTTPTarget && !sc.TargetOK:
+		return bad("target: not a scenario with an HTTP-target variant (drain, lateness)")
+	case o.HTTPTarget && o.Durable:
+		return bad("target and durable together: measure one at a time")
 	case o.Horizon != 0 && o.Horizon < time.Second:
 		return bad("horizon %s: want at least 1s", o.Horizon)
 	case o.CompareJobs < 1 || o.CompareJobs > o.Jobs:

@@ -136,6 +136,9 @@ func WriteResults(w io.Writer, results []Result) error {
 	if err := writeBaselines(w, results); err != nil {
 		return err
 	}
+	if err := writeNoopBaselines(w, results); err != nil {
+		return err
+	}
 	if err := writeHorizons(w, results); err != nil {
 		return err
 	}
@@ -188,6 +191,38 @@ func writeBaselines(w io.Writer, results []Result) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, thousands(r.CallsPerSec), ratio(r), rt, h, c,
 			pair(b.EvalSha, b.Before.EvalSha, b.After.EvalSha), pair(b.Ping, b.Before.Ping, b.After.Ping))
+	}
+	return tw.Flush()
+}
+
+// writeNoopBaselines prints the HTTP-target runs' no-op baselines, if
+// any: the run's figure, then the same run's with a no-op handler before
+// and after it.
+func writeNoopBaselines(w io.Writer, results []Result) error {
+	found := false
+	for _, r := range results {
+		found = found || r.NoopBaseline != nil
+	}
+	if !found {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tRATE\tRATIO\tNO-OP RATE [before / after]\tP99 ms\tNO-OP P99 ms [before / after]")
+	for _, r := range results {
+		b := r.NoopBaseline
+		if b == nil {
+			continue
+		}
+		p99, noopP99 := "-", "-"
+		if r.Latency != nil {
+			p99 = ms(r.Latency.P99)
+		}
+		if b.Before.Latency != nil && b.After.Latency != nil {
+			noopP99 = fmt.Sprintf("[%s / %s]", ms(b.Before.Latency.P99), ms(b.After.Latency.P99))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t[%s / %s]\t%s\t%s\n", r.Scenario, r.Params, rate(r), ratio(r),
+			thousands(b.Before.Rate), thousands(b.After.Rate), p99, noopP99)
 	}
 	return tw.Flush()
 }

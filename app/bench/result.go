@@ -42,13 +42,17 @@ type Result struct {
 	// and right after the measured phase (enqueue, http): the figure is
 	// judged against them, not against an absolute number.
 	Baseline *Baseline `json:"baseline,omitempty"`
+	// NoopBaseline is, for a run on an HTTP target (Options.HTTPTarget),
+	// the same run with a no-op handler right before and after it.
+	NoopBaseline *NoopBaseline `json:"noop_baseline,omitempty"`
 	// CallsPerSec is the accepted calls per second of the measured phase:
 	// Enqueue or EnqueueBatch calls (enqueue), 202 answers (http). With
 	// one job per call it equals Rate.
 	CallsPerSec float64 `json:"calls_per_s,omitempty"`
 	// Ratio is CallsPerSec over the empty script's rate at the same
 	// concurrency (Baseline.EvalSha for one goroutine, EvalShaC for C):
-	// 1 means a call costs what an empty EVALSHA does.
+	// 1 means a call costs what an empty EVALSHA does. For a drain on an
+	// HTTP target it is Rate over the mean of its NoopBaseline's rates.
 	Ratio float64 `json:"ratio,omitempty"`
 
 	// Jobs is how many jobs were accepted (enqueued, or ledger rows written)

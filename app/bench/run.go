@@ -37,6 +37,9 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		_, r.SQLDurability = describeSQL(ctx, o.Env.DB)
 		r.Notes = append(r.Notes, durableNote(r.SQLDurability))
 	}
+	if o.HTTPTarget {
+		r.Params += " target"
+	}
 	s, err := newSandbox(ctx, o.Env, durable, o.Horizon)
 	if err != nil {
 		return r, err

@@ -15,7 +15,10 @@ type Scenario struct {
 	Run      func(ctx context.Context, o Options) (Result, error)
 	// DurableOK says the scenario has a durable variant (Options.Durable).
 	DurableOK bool
-	params    func(o Options) string
+	// TargetOK says the scenario has an HTTP-target variant
+	// (Options.HTTPTarget).
+	TargetOK bool
+	params   func(o Options) string
 }
 
 // Scenarios lists the scenarios, in the order `delayq bench all` runs them.
@@ -30,7 +33,7 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
-			Name: "drain", DurableOK: true, Short: "N jobs already due, then a worker starts; jobs/s to the last one done",
+			Name: "drain", DurableOK: true, TargetOK: true, Short: "N jobs already due, then a worker starts; jobs/s to the last one done",
 			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1},
 			Run:      Drain,
 			params: func(o Options) string {
@@ -38,7 +41,7 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
-			Name: "lateness", DurableOK: true, Short: "N jobs due over a window W (or each a delay after its enqueue); handler start minus due time",
+			Name: "lateness", DurableOK: true, TargetOK: true, Short: "N jobs due over a window W (or each a delay after its enqueue); handler start minus due time",
 			Defaults: Options{Jobs: 20_000, Concurrency: 50, Batch: 1, Window: 10 * time.Second, Lead: 3 * time.Second},
 			Run:      Lateness,
 			params: func(o Options) string {

@@ -89,6 +89,9 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 	if sc.DurableOK && !d.Durable {
 		fl.BoolVar(&o.Durable, "durable", false, "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)")
 	}
+	if sc.TargetOK {
+		fl.BoolVar(&o.HTTPTarget, "target", false, "deliver each job to an HTTP target (signed) on a loopback receiver that answers 200 at once; the same run with a no-op handler runs right before and after")
+	}
 	switch sc.Name {
 	case "enqueue":
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs to enqueue")

@@ -36,6 +36,7 @@ func TestBenchCommand(t *testing.T) {
 				{"enqueue", "-n", "300", "-c", "3", "-b", "10"},
 				{"drain", "-n", "300"},
 				{"lateness", "-n", "200", "--window", "500ms", "--lead", "500ms"},
+				{"drain", "-n", "200", "--target"},
 			} {
 				args := append(append([]string{"bench"}, sub...), "--json", "--baseline-for", "100ms")
 				code, out, errOut := runCLI(t, append(args, backendArgs...)...)
@@ -52,6 +53,9 @@ func TestBenchCommand(t *testing.T) {
 				r := rep.Results[0]
 				if r.Scenario != sub[0] || r.Jobs == 0 || r.Handled != r.Jobs || r.Missing != 0 || r.Duplicates != 0 {
 					t.Errorf("%v: result %+v", sub, r)
+				}
+				if target := sub[len(sub)-1] == "--target"; target != (r.NoopBaseline != nil && strings.HasSuffix(r.Params, " target")) {
+					t.Errorf("%v: params %q, no-op baseline %+v: want both iff --target", sub, r.Params, r.NoopBaseline)
 				}
 				if b := r.Baseline; (sub[0] == "enqueue") != (b != nil && b.EvalSha > 0 && b.EvalShaC > 0 && r.Ratio > 0) {
 					t.Errorf("%v: baseline %+v, ratio %v: want rates and a ratio for enqueue only", sub, b, r.Ratio)
@@ -112,6 +116,9 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "enqueue", "--baseline-for", "0s"},
 		{"bench", "all", "--baseline-for", "-1s"},
 		{"bench", "idle", "--durable"},
+		{"bench", "enqueue", "--target"},
+		{"bench", "drain", "--target", "--durable"},
+		{"bench", "lateness", "--target", "-c", "0"},
 		{"bench", "recovery", "--durable"},
 		{"bench", "horizon", "--horizon", "0s"},
 		{"bench", "horizon", "-n", "100", "--compare-jobs", "200"},

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -347,26 +346,8 @@ func (c *completer) deleteRows(ctx context.Context, b *batch) error {
 	return c.w.cfg.Ledger.Complete(ctx, b.refList())
 }
 
-// unclaimRows is the ledger step of a release: the rows of a redis topic
-// are debris once the job is due again and are deleted; those of a durable
-// topic are the job's durable copy and go back to waiting.
 func (c *completer) unclaimRows(ctx context.Context, b *batch) error {
-	var durable, other []Ref
-	for _, r := range b.refList() {
-		if c.w.c.IsDurable(r.Topic) {
-			durable = append(durable, r)
-		} else {
-			other = append(other, r)
-		}
-	}
-	var errs []error
-	if len(other) > 0 {
-		errs = append(errs, c.w.cfg.Ledger.Complete(ctx, other))
-	}
-	if len(durable) > 0 {
-		errs = append(errs, c.w.cfg.Ledger.Unclaim(ctx, durable))
-	}
-	return errors.Join(errs...)
+	return c.w.unclaimRows(ctx, b.refList())
 }
 
 func (c *completer) ack(ctx context.Context, b *batch) error {

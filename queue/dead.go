@@ -133,9 +133,10 @@ func (c *Client) requeueAllDurable(ctx context.Context, topic string) (int, erro
 			}
 		}
 		total += moved
-		if moved == 0 || c.pushDownUntil.Load() != 0 {
-			// Nothing left that can move now (newer jobs hold the ids, or
-			// Redis refused the pushes: the relay pushes the rows written).
+		if moved == 0 {
+			// What is left cannot move: newer jobs hold its ids, or its
+			// rows are written and only the pushes failed (the page comes
+			// back as duplicates; the relay pushes those rows).
 			return total, nil
 		}
 	}

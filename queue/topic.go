@@ -227,15 +227,7 @@ func (tr *topicRunner) releaseQueued(detached context.Context) {
 		if n > 0 {
 			tr.w.cfg.Observer.Released(tr.topic, n)
 		}
-		// The rows go too (fenced: a later claim's row stays): these jobs
-		// are plain due jobs again, not ones some worker started. A durable
-		// topic's rows go back to waiting instead: they are its jobs'
-		// durable copies.
-		if tr.w.c.IsDurable(tr.topic) {
-			err = tr.w.cfg.Ledger.Unclaim(ctx, refs)
-		} else {
-			err = tr.w.cfg.Ledger.Complete(ctx, refs)
-		}
+		err = tr.w.unclaimRows(ctx, refs)
 	}
 	if err != nil {
 		tr.log.WithError(err).WithField("jobs", len(jobs)).Error("shutdown: release failed; the jobs run again after their lease")

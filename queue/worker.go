@@ -173,3 +173,27 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// unclaimRows is the ledger step of every release (completer, shutdown),
+// after the jobs are due again in Redis: the rows of a redis topic are
+// debris and are deleted (fenced: a later claim's row stays); those of a
+// durable topic are the jobs' durable copies and go back to waiting
+// (Ledger.Unclaim).
+func (w *Worker) unclaimRows(ctx context.Context, refs []Ref) error {
+	var durable, other []Ref
+	for _, r := range refs {
+		if w.c.IsDurable(r.Topic) {
+			durable = append(durable, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	var errs []error
+	if len(other) > 0 {
+		errs = append(errs, w.cfg.Ledger.Complete(ctx, other))
+	}
+	if len(durable) > 0 {
+		errs = append(errs, w.cfg.Ledger.Unclaim(ctx, durable))
+	}
+	return errors.Join(errs...)
+}

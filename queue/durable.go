@@ -110,12 +110,9 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	if len(valid) == 0 {
 		return s, nil
 	}
-	out, now, err := store.Schedule(ctx, topic, valid)
+	out, now, err := schedule(ctx, store, topic, valid)
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
-	}
-	if len(out) != len(valid) {
-		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(valid))
+		return nil, err
 	}
 	mergeResults(results, at, out)
 	s.push = c.toPush(topic, valid, out, now)
@@ -131,6 +128,19 @@ func (c *Client) Push(ctx context.Context, s *Staged) error {
 		return nil
 	}
 	return c.pushScheduled(ctx, s.topic, s.push)
+}
+
+// schedule writes validated jobs' rows through store, one result per job;
+// a store error wraps ErrLedger.
+func schedule(ctx context.Context, store DurableStore, topic string, jobs []NewJob) ([]EnqueueResult, int64, error) {
+	out, now, err := store.Schedule(ctx, topic, jobs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
+	}
+	if len(out) != len(jobs) {
+		return nil, 0, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(jobs))
+	}
+	return out, now, nil
 }
 
 // validateBatch validates jobs as EnqueueBatch does: the results with the
@@ -189,12 +199,9 @@ func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now in
 // the new jobs within the horizon. The push's failure is not the caller's:
 // the jobs are safe in SQL and the relay pushes them.
 func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	out, now, err := c.cfg.Store.Schedule(ctx, topic, jobs)
+	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
-	}
-	if len(out) != len(jobs) {
-		return nil, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(jobs))
+		return nil, err
 	}
 	created := 0
 	for _, r := range out {

@@ -9,9 +9,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
@@ -406,22 +404,7 @@ func cutLedger(t testing.TB) (*tcpproxy.Proxy, *ledger.Ledger) {
 	proxy := tcpproxy.New(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, time.Second, time.Second
-	db, err := gorm.Open(mysql.Open(cfg.FormatDSN()), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
-	led, err := ledger.New(db, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := led.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
+	_, led := openLedgerDB(t, cfg.FormatDSN())
 	return proxy, led
 }
 

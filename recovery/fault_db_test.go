@@ -28,6 +28,17 @@ type faultDB struct {
 func newFaultDB(t testing.TB) faultDB {
 	t.Helper()
 	dsn := testenv.MySQLDSN(t)
+	db, led := openLedgerDB(t, dsn,
+		"CREATE TABLE handled (job_id VARCHAR(64) NOT NULL PRIMARY KEY, attempt INT NOT NULL, runs INT NOT NULL, unrecorded INT NOT NULL, "+
+			"last_token VARCHAR(32) NOT NULL, worker VARCHAR(64) NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE claims (job_id VARCHAR(64) NOT NULL PRIMARY KEY) ENGINE=InnoDB")
+	return faultDB{dsn: dsn, db: db, led: led}
+}
+
+// openLedgerDB opens dsn (closed when the test ends), migrates a ledger on
+// it and runs the test's own DDL.
+func openLedgerDB(t testing.TB, dsn string, ddl ...string) (*gorm.DB, *ledger.Ledger) {
+	t.Helper()
 	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -44,16 +55,12 @@ func newFaultDB(t testing.TB) faultDB {
 	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, ddl := range []string{
-		"CREATE TABLE handled (job_id VARCHAR(64) NOT NULL PRIMARY KEY, attempt INT NOT NULL, runs INT NOT NULL, unrecorded INT NOT NULL, " +
-			"last_token VARCHAR(32) NOT NULL, worker VARCHAR(64) NOT NULL) ENGINE=InnoDB",
-		"CREATE TABLE claims (job_id VARCHAR(64) NOT NULL PRIMARY KEY) ENGINE=InnoDB",
-	} {
-		if err := db.Exec(ddl).Error; err != nil {
+	for _, stmt := range ddl {
+		if err := db.Exec(stmt).Error; err != nil {
 			t.Fatal(err)
 		}
 	}
-	return faultDB{dsn: dsn, db: db, led: led}
+	return db, led
 }
 
 // count runs a SELECT COUNT(*)-like query.

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -28,32 +26,11 @@ type durableDB struct {
 func newDurableDB(t testing.TB) durableDB {
 	t.Helper()
 	dsn := testenv.MySQLDSN(t)
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
-	led, err := ledger.New(db, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := led.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	for _, ddl := range []string{
-		"CREATE TABLE durable_runs (token VARCHAR(32) NOT NULL PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, " +
+	db, led := openLedgerDB(t, dsn,
+		"CREATE TABLE durable_runs (token VARCHAR(32) NOT NULL PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
 			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
-		"CREATE TABLE durable_effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, " +
-			"worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
-	} {
-		if err := db.Exec(ddl).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
+		"CREATE TABLE durable_effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
+			"worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB")
 	return durableDB{dsn: dsn, db: db, led: led}
 }
 

@@ -133,15 +133,7 @@ type RelayReport struct {
 }
 
 // Pushed is how many jobs the pass put into Redis.
-func (r RelayReport) Pushed() int {
-	n := 0
-	for _, m := range []map[string]int{r.Loaded, r.Relayed, r.Reloaded} {
-		for _, k := range m {
-			n += k
-		}
-	}
-	return n
-}
+func (r RelayReport) Pushed() int { return sum(r.Loaded) + sum(r.Relayed) + sum(r.Reloaded) }
 
 // Relay keeps Redis in step with the SQL ledger's scheduled rows (the
 // durable topics' waiting jobs, docs/design.md §4.11). Each pass, holding a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -159,16 +160,11 @@ func WriteResults(w io.Writer, results []Result) error {
 // writeBaselines prints the runs' round-trip baselines, if any: each
 // rate's mean, then the one before and the one after the run in brackets.
 func writeBaselines(w io.Writer, results []Result) error {
-	found := false
-	for _, r := range results {
-		found = found || r.Baseline != nil
-	}
-	if !found {
+	tw := baselineTable(w, results, func(r Result) bool { return r.Baseline != nil },
+		"SCENARIO\tPARAMS\tCALLS/s\tRATIO\tREDIS-TOPIC ENQUEUE jobs/s [before / after]\tEMPTY HTTP req/s, C [before / after]\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
+	if tw == nil {
 		return nil
 	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tCALLS/s\tRATIO\tREDIS-TOPIC ENQUEUE jobs/s [before / after]\tEMPTY HTTP req/s, C [before / after]\tEMPTY EVALSHA/s, C [before / after]\tEMPTY EVALSHA/s, 1 conn\tPING/s, 1 conn")
 	for _, r := range results {
 		b := r.Baseline
 		if b == nil {
@@ -195,20 +191,27 @@ func writeBaselines(w io.Writer, results []Result) error {
 	return tw.Flush()
 }
 
-// writeNoopBaselines prints the HTTP-target runs' no-op baselines, if
-// any: the run's figure, then the same run's with a no-op handler before
-// and after it.
-func writeNoopBaselines(w io.Writer, results []Result) error {
-	found := false
-	for _, r := range results {
-		found = found || r.NoopBaseline != nil
-	}
-	if !found {
+// baselineTable starts a table of baselines under header, after a blank
+// line, if any of results has one; nil if none has.
+func baselineTable(w io.Writer, results []Result, has func(Result) bool, header string) *tabwriter.Writer {
+	if !slices.ContainsFunc(results, has) {
 		return nil
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tRATE\tRATIO\tNO-OP RATE [before / after]\tP99 ms\tNO-OP P99 ms [before / after]")
+	fmt.Fprintln(tw, header)
+	return tw
+}
+
+// writeNoopBaselines prints the HTTP-target runs' no-op baselines, if
+// any: the run's figure, then the same run's with a no-op handler before
+// and after it.
+func writeNoopBaselines(w io.Writer, results []Result) error {
+	tw := baselineTable(w, results, func(r Result) bool { return r.NoopBaseline != nil },
+		"SCENARIO\tPARAMS\tRATE\tRATIO\tNO-OP RATE [before / after]\tP99 ms\tNO-OP P99 ms [before / after]")
+	if tw == nil {
+		return nil
+	}
 	for _, r := range results {
 		b := r.NoopBaseline
 		if b == nil {

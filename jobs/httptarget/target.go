@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/queue"
+	"github.com/sirupsen/logrus"
 )
 
 // The headers of every request.
@@ -129,11 +130,27 @@ func (t *Target) Handle(ctx context.Context, job *queue.Job) error {
 				Status: status, Class: class, Reason: failureReason(err)})
 		}
 	}
-	t.s.Logger.WithFields(map[string]any{
-		"topic": job.Topic, "job_id": job.ID, "attempt": job.Attempt,
-		"target": t.target, "status": status, "class": class, "took": took,
-	}).Debug("target called")
+	if t.debug() {
+		t.s.Logger.WithFields(map[string]any{
+			"topic": job.Topic, "job_id": job.ID, "attempt": job.Attempt,
+			"target": t.target, "status": status, "class": class, "took": took,
+		}).Debug("target called")
+	}
 	return err
+}
+
+// debug reports whether the logger logs at debug level, so that Handle
+// builds the line's fields only when it is written: logrus builds the
+// entry (a map and its values) before it looks at the level. A logger of
+// another kind is assumed to log everything.
+func (t *Target) debug() bool {
+	switch l := t.s.Logger.(type) {
+	case *logrus.Logger:
+		return l.IsLevelEnabled(logrus.DebugLevel)
+	case *logrus.Entry:
+		return l.Logger.IsLevelEnabled(logrus.DebugLevel)
+	}
+	return true
 }
 
 // deliver sends one request and turns its answer into the handler's

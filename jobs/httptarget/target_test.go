@@ -23,6 +23,8 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // seen is one request a receiver got.
@@ -550,6 +552,34 @@ func TestFailureObserver(t *testing.T) {
 			if strings.Contains(f.Reason, leak) {
 				t.Errorf("failure %d: reason %q shows %q", i, f.Reason, leak)
 			}
+		}
+	}
+}
+
+// TestDebugLine checks the per-request debug line: written, with its
+// fields, when the logger logs at debug level; not at info.
+func TestDebugLine(t *testing.T) {
+	rc := newReceiver(t, status(204, ""))
+	for _, level := range []logrus.Level{logrus.DebugLevel, logrus.InfoLevel} {
+		logger, hook := logtest.NewNullLogger()
+		logger.SetLevel(level)
+		tg := newTarget(t, httptarget.Config{URL: rc.URL + "/?token=x", Logger: logrus.NewEntry(logger)})
+		if err := tg.Handle(testenv.Context(t), job("{}")); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+		entries := hook.AllEntries()
+		if level != logrus.DebugLevel {
+			if len(entries) != 0 {
+				t.Errorf("at %s: %d lines, want none", level, len(entries))
+			}
+			continue
+		}
+		if len(entries) != 1 || entries[0].Message != "target called" {
+			t.Fatalf("at debug: %d lines, want one \"target called\"", len(entries))
+		}
+		f := entries[0].Data
+		if f["topic"] != "hooks" || f["job_id"] != "j-1" || f["status"] != 204 || f["class"] != "2xx" || f["target"] != rc.URL+"/" {
+			t.Errorf("fields = %v", f)
 		}
 	}
 }

@@ -45,14 +45,8 @@ func newTargets(cfg config.Config, log logrus.FieldLogger, obs httptarget.Observ
 			secret = []byte(v)
 		}
 		hc := t.Target.HTTPTarget(secret, wc.TargetAllowHosts)
-		hc.Concurrency = t.Concurrency
-		if hc.Concurrency == 0 {
-			hc.Concurrency = wc.Concurrency
-		}
-		hc.RetryAfterCap = t.BackoffCap
-		if hc.RetryAfterCap == 0 {
-			hc.RetryAfterCap = wc.BackoffCap
-		}
+		eff := wc.TopicSettings(name)
+		hc.Concurrency, hc.RetryAfterCap = eff.Concurrency, eff.BackoffCap
 		hc.Version = version
 		hc.Observer = obs
 		hc.Logger = log.WithField("topic", name)

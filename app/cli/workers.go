@@ -44,7 +44,7 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 		return nil, err
 	}
 	for topic, h := range handlers {
-		t := wc.Topics[topic]
+		t := wc.TopicSettings(topic)
 		tc := queue.TopicConfig{
 			Concurrency: t.Concurrency,
 			BatchSize:   t.BatchSize,
@@ -52,12 +52,6 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 			Timeout:     t.Timeout,
 			MaxAttempts: t.MaxAttempts,
 			Backoff:     queue.Backoff{Base: t.BackoffBase, Cap: t.BackoffCap},
-		}
-		if tc.Backoff.Base == 0 {
-			tc.Backoff.Base = wc.BackoffBase
-		}
-		if tc.Backoff.Cap == 0 {
-			tc.Backoff.Cap = wc.BackoffCap
 		}
 		if err := w.Handle(topic, h, tc); err != nil {
 			return nil, err

@@ -231,6 +231,23 @@ func (w Worker) HeartbeatInterval() time.Duration {
 	return queue.DefaultHeartbeat(w.Lease)
 }
 
+// TopicSettings returns topic name's overrides with the worker's defaults
+// filled in where the program itself needs them: concurrency and the
+// backoff (the queue fills in the rest).
+func (w Worker) TopicSettings(name string) Topic {
+	t := w.Topics[name]
+	if t.Concurrency == 0 {
+		t.Concurrency = w.Concurrency
+	}
+	if t.BackoffBase == 0 {
+		t.BackoffBase = w.BackoffBase
+	}
+	if t.BackoffCap == 0 {
+		t.BackoffCap = w.BackoffCap
+	}
+	return t
+}
+
 // Topic overrides the worker defaults for one topic; zero fields inherit.
 type Topic struct {
 	Concurrency int           `koanf:"concurrency"`

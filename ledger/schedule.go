@@ -182,12 +182,6 @@ type existingRow struct {
 
 // scheduleOn runs one Schedule on db: a connection or a transaction.
 func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
-	ids := make([]string, 0, len(jobs))
-	for i := range jobs {
-		ids = append(ids, jobs[i].ID)
-	}
-	slices.Sort(ids) // the unique key's order: locking reads lock in it
-	ids = slices.Compact(ids)
 	// mine are the ids this call has inserted already, with their run_at:
 	// in a transaction, an INSERT after the first may lose a race while the
 	// earlier ones stand, and reading the ids again then finds those rows.
@@ -206,6 +200,13 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 			return nil, 0, err
 		}
 	}
+	// The ids to read, distinct: only a call that reads them needs them.
+	ids := make([]string, 0, len(jobs))
+	for i := range jobs {
+		ids = append(ids, jobs[i].ID)
+	}
+	slices.Sort(ids) // the unique key's order: locking reads lock in it
+	ids = slices.Compact(ids)
 	sentAt := time.Now()
 	now, existing, err := l.readIDs(db, topic, ids, true)
 	if err != nil {

@@ -51,20 +51,7 @@ func BenchmarkRecordComplete(b *testing.B) {
 						b.Error(err)
 					}
 				}
-				ctx := context.Background()
-				b.ResetTimer()
-				if parallel {
-					b.SetParallelism(4)
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							step(ctx)
-						}
-					})
-				} else {
-					for i := 0; i < b.N; i++ {
-						step(ctx)
-					}
-				}
+				runSteps(b, parallel, 4, step)
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 				b.ReportMetric(0, "ns/op")
 			})
@@ -115,22 +102,28 @@ func BenchmarkSchedule(b *testing.B) {
 						b.Error(err)
 					}
 				}
-				ctx := context.Background()
-				b.ResetTimer()
-				if parallel {
-					b.SetParallelism(25)
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							step(ctx)
-						}
-					})
-				} else {
-					for i := 0; i < b.N; i++ {
-						step(ctx)
-					}
-				}
+				runSteps(b, parallel, 25, step)
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
 			})
 		}
 	}
+}
+
+// runSteps runs step b.N times, from one goroutine or, when parallel, from
+// parallelism×GOMAXPROCS goroutines sharing the iterations.
+func runSteps(b *testing.B, parallel bool, parallelism int, step func(ctx context.Context)) {
+	ctx := context.Background()
+	b.ResetTimer()
+	if !parallel {
+		for i := 0; i < b.N; i++ {
+			step(ctx)
+		}
+		return
+	}
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			step(ctx)
+		}
+	})
 }

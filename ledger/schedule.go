@@ -182,12 +182,6 @@ type existingRow struct {
 
 // scheduleOn runs one Schedule on db: a connection or a transaction.
 func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
-	ids := make([]string, 0, len(jobs))
-	for i := range jobs {
-		ids = append(ids, jobs[i].ID)
-	}
-	slices.Sort(ids) // the unique key's order: locking reads lock in it
-	ids = slices.Compact(ids)
 	// mine are the ids this call has inserted already, with their run_at:
 	// in a transaction, an INSERT after the first may lose a race while the
 	// earlier ones stand, and reading the ids again then finds those rows.
@@ -206,6 +200,13 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 			return nil, 0, err
 		}
 	}
+	// The ids to read, distinct: only a call that reads them needs them.
+	ids := make([]string, 0, len(jobs))
+	for i := range jobs {
+		ids = append(ids, jobs[i].ID)
+	}
+	slices.Sort(ids) // the unique key's order: locking reads lock in it
+	ids = slices.Compact(ids)
 	sentAt := time.Now()
 	now, existing, err := l.readIDs(db, topic, ids, true)
 	if err != nil {
@@ -237,9 +238,8 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) (int64, map[string]existingRow, error) {
 	var now int64
 	existing := make(map[string]existingRow)
-	size := l.batchSize(1, 1)
-	for lo := 0; lo < len(ids); lo += size {
-		part := ids[lo:min(lo+size, len(ids))]
+	err := forSpans(len(ids), l.batchSize(1, 1), func(lo, hi int) error {
+		part := ids[lo:hi]
 		first := withNow && lo == 0
 		var b strings.Builder
 		b.Grow(160 + 2*len(part))
@@ -264,7 +264,7 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) 
 		}
 		rows, err := db.Raw(b.String(), vars...).Rows()
 		if err != nil {
-			return 0, nil, fmt.Errorf("read ids: %w", err)
+			return fmt.Errorf("read ids: %w", err)
 		}
 		sawNow := false
 		for rows.Next() {
@@ -272,7 +272,7 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) 
 			var id, state sql.NullString
 			if err := rows.Scan(&runAt, &id, &state); err != nil {
 				_ = rows.Close()
-				return 0, nil, fmt.Errorf("read ids: %w", err)
+				return fmt.Errorf("read ids: %w", err)
 			}
 			if !id.Valid {
 				now, sawNow = runAt, true
@@ -283,11 +283,15 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) 
 		err = rows.Err()
 		_ = rows.Close()
 		if err != nil {
-			return 0, nil, fmt.Errorf("read ids: %w", err)
+			return fmt.Errorf("read ids: %w", err)
 		}
 		if first && !sawNow {
-			return 0, nil, fmt.Errorf("read ids: the clock's row is missing")
+			return fmt.Errorf("read ids: the clock's row is missing")
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
 	}
 	return now, existing, nil
 }

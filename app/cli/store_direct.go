@@ -66,12 +66,7 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 		if topics, err = q.Topics(ctx); err != nil {
 			return nil, err
 		}
-		for t, c := range counts {
-			if c.Total > 0 && q.IsDurable(t) && !slices.Contains(topics, t) {
-				topics = append(topics, t)
-			}
-		}
-		slices.Sort(topics)
+		topics = httpapi.WithSQLOnlyTopics(topics, counts, q.IsDurable)
 	}
 	all := make([]httpapi.TopicStats, 0, len(topics))
 	for _, t := range topics {

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,9 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/testenv"
@@ -163,17 +160,7 @@ func TestDurableJobBeyondTheHorizonIsSQLOnly(t *testing.T) {
 func TestDurableEnqueueWithSQLDown(t *testing.T) {
 	t.Parallel()
 	rdb, ns := testenv.MiniRedis(t)
-	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", closedAddr(t))
-	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
-		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
+	db := unreachableSQL(t)
 	e := apiOnDurable(t, rdb, ns, db, "dur")
 	expectUnavailable(t, e.post(t, "/v1/topics/dur/jobs", `{"id":"a"}`), "sql")
 	expectUnavailable(t, e.post(t, "/v1/topics/dur/jobs:batch", `{"jobs":[{"id":"a"}]}`), "sql")

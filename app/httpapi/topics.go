@@ -86,6 +86,19 @@ func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.
 	return NewTopicStats(s, a.q.Durability(topic), counts[topic], at), nil
 }
 
+// WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics
+// that counts give waiting jobs, whose jobs may all be in SQL only (due
+// beyond the horizon), and returns them sorted.
+func WithSQLOnlyTopics(topics []string, counts map[string]ledger.ScheduledCount, isDurable func(topic string) bool) []string {
+	for t, c := range counts {
+		if c.Total > 0 && isDurable(t) && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	slices.Sort(topics)
+	return topics
+}
+
 // listTopics handles GET /v1/topics: every topic jobs were enqueued to, with
 // its stats (one cheap script call per topic; topics are few). A durable
 // topic whose jobs all wait beyond the horizon is in SQL only: the relay's
@@ -96,12 +109,7 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 		return fromRedis(err)
 	}
 	counts, at := a.counts()
-	for t, c := range counts {
-		if c.Total > 0 && a.q.IsDurable(t) && !slices.Contains(topics, t) {
-			topics = append(topics, t)
-		}
-	}
-	slices.Sort(topics)
+	topics = WithSQLOnlyTopics(topics, counts, a.q.IsDurable)
 	out := TopicList{Topics: make([]TopicStats, 0, len(topics))}
 	for _, t := range topics {
 		s, err := a.stats(r.Context(), t, counts, at)

@@ -33,6 +33,24 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
+// unreachableSQL returns a MySQL handle on an address nothing listens on:
+// every statement fails to connect.
+func unreachableSQL(t *testing.T) *gorm.DB {
+	t.Helper()
+	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", closedAddr(t))
+	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
+		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	return db
+}
+
 // apiOn serves the API over rdb and db.
 func apiOn(t *testing.T, rdb redis.UniversalClient, db *gorm.DB) *env {
 	t.Helper()
@@ -114,17 +132,7 @@ func TestRedisKilled(t *testing.T) {
 func TestSQLUnavailable(t *testing.T) {
 	t.Parallel()
 	rdb, _ := testenv.MiniRedis(t)
-	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", closedAddr(t))
-	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
-		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	})
+	db := unreachableSQL(t)
 	e := apiOn(t, rdb, db)
 
 	expectUnavailable(t, e.get(t, "/v1/ledger/inflight"), "sql")

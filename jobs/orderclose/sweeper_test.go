@@ -60,6 +60,30 @@ func (w *world) runRelay() {
 	stopChecked(w.t, "relay", testenv.Start(w.t, r.Run))
 }
 
+// createOrders creates n orders like o and returns their numbers.
+func (w *world) createOrders(n int, o orderclose.NewOrder) []string {
+	w.t.Helper()
+	nos := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		nos = append(nos, w.mustCreate(o).Order.OrderNo)
+	}
+	return nos
+}
+
+// closeByTheRelay runs the relay, a worker and sw, waits until every order
+// of nos has closed with its stock back, and checks that the relay left the
+// sweeper nothing to enqueue.
+func (w *world) closeByTheRelay(sw *orderclose.Sweeper, nos []string, initial map[string]int64) {
+	w.t.Helper()
+	w.runRelay()
+	startWorker(w.t, w.newWorker(queue.TopicConfig{}))
+	runSweeper(w.t, sw)
+	w.waitClosed(nos, initial)
+	if sw.Enqueued() != 0 {
+		w.t.Errorf("sweeper enqueued %d close jobs; the relay should have left it nothing", sw.Enqueued())
+	}
+}
+
 // Orders created while Redis is down still stand, each with its close job
 // committed in SQL; once Redis is back (empty: no persistence), the relay
 // pushes the jobs and every order closes. The sweeper, the belt, finds
@@ -76,11 +100,7 @@ func TestOrdersCreatedWhileRedisDownCloseWithoutTheSweeper(t *testing.T) {
 
 	srv.Kill(t)
 	const n = 20
-	var nos []string
-	for i := 0; i < n; i++ {
-		c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}, PaymentWindow: 200 * time.Millisecond})
-		nos = append(nos, c.Order.OrderNo)
-	}
+	nos := w.createOrders(n, orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 2}, {SKU: "B", Quantity: 1}}, PaymentWindow: 200 * time.Millisecond})
 	if got := w.stock(); got["A"] != 100-2*n || got["B"] != 100-n {
 		t.Fatalf("stock %v: the orders must stand and hold their stock", got)
 	}
@@ -93,13 +113,7 @@ func TestOrdersCreatedWhileRedisDownCloseWithoutTheSweeper(t *testing.T) {
 	}
 
 	srv.Restart(t)
-	w.runRelay()
-	startWorker(t, w.newWorker(queue.TopicConfig{}))
-	runSweeper(t, sw)
-	w.waitClosed(nos, initial)
-	if sw.Enqueued() != 0 {
-		t.Errorf("sweeper enqueued %d close jobs; the relay should have left it nothing", sw.Enqueued())
-	}
+	w.closeByTheRelay(sw, nos, initial)
 }
 
 // Close jobs lost by Redis before any worker claimed them (every key of the
@@ -111,10 +125,7 @@ func TestOrdersWhoseJobsRedisLostCloseWithoutTheSweeper(t *testing.T) {
 	initial := map[string]int64{"A": 100}
 	w.seed(initial)
 	const n = 30
-	var nos []string
-	for i := 0; i < n; i++ {
-		nos = append(nos, w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond}).Order.OrderNo)
-	}
+	nos := w.createOrders(n, orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond})
 	if st, err := w.q.Stats(testenv.Context(t), orderclose.Topic); err != nil || st.Due != n {
 		t.Fatalf("close jobs waiting: %+v, %v; want %d", st, err, n)
 	}
@@ -123,13 +134,7 @@ func TestOrdersWhoseJobsRedisLostCloseWithoutTheSweeper(t *testing.T) {
 		t.Fatalf("close jobs after the flush: %+v, %v; want none", st, err)
 	}
 	sw := orderclose.NewSweeper(w.svc)
-	w.runRelay()
-	startWorker(t, w.newWorker(queue.TopicConfig{}))
-	runSweeper(t, sw)
-	w.waitClosed(nos, initial)
-	if sw.Enqueued() != 0 {
-		t.Errorf("sweeper enqueued %d close jobs; the relay should have left it nothing", sw.Enqueued())
-	}
+	w.closeByTheRelay(sw, nos, initial)
 }
 
 // The belt: close jobs gone from both stores (deleted by hand, say) leave
@@ -141,10 +146,7 @@ func TestSweeperClosesOrdersWhoseCloseJobsVanished(t *testing.T) {
 	initial := map[string]int64{"A": 100}
 	w.seed(initial)
 	const n = 10
-	var nos []string
-	for i := 0; i < n; i++ {
-		nos = append(nos, w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond}).Order.OrderNo)
-	}
+	nos := w.createOrders(n, orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 3}}, PaymentWindow: 300 * time.Millisecond})
 	if err := w.db.Exec("DELETE FROM " + w.led.LedgerTable()).Error; err != nil {
 		t.Fatal(err)
 	}

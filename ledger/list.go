@@ -26,10 +26,10 @@ type ListFilter struct {
 	Limit int
 }
 
-// Cursor is where a List page ended: the run_at and id of its last row.
-// The next page starts after it. A cursor from a listing in one order can
-// be used with the other: by id it resumes after ID, by due time after
-// (RunAt, ID).
+// Cursor is where a page ended: the run_at and id of its last row; the next
+// page starts after it. List and Scheduled take it. A cursor from a listing
+// in one order can be used with the other: by id it resumes after ID, by
+// due time after (RunAt, ID). The zero value is the start of the id order.
 type Cursor struct {
 	RunAt int64
 	ID    int64
@@ -120,11 +120,7 @@ func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
 	byDue := f.State != ""
 	if c := f.After; c != nil {
 		if byDue {
-			// The range part (run_at >= ?) is what the index seeks to; the
-			// OR only drops the rows of the cursor's own run_at up to its id.
-			// The row-value form (run_at, id) > (?, ?) is not a range to
-			// MariaDB's optimizer.
-			q = q.Where("run_at >= ? AND (run_at > ? OR id > ?)", c.RunAt, c.RunAt, c.ID)
+			q = q.Where(afterCursor, c.RunAt, c.RunAt, c.ID)
 		} else {
 			q = q.Where("id > ?", c.ID)
 		}

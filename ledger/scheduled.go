@@ -10,9 +10,12 @@ import (
 // count what waits (ScheduledCounts). Both are served by the (state, run_at)
 // index.
 
-// ScheduledCursor is a position in the (run_at, id) order of scheduled rows:
-// the last row a page returned. The zero value is the start.
-type ScheduledCursor struct{ RunAt, ID int64 }
+// afterCursor is the keyset condition of a page in (run_at, id) order after
+// a Cursor (its vars: RunAt, RunAt, ID). The range part (run_at >= ?) is
+// what the (state, run_at) index seeks to; the OR only drops the rows of the
+// cursor's own run_at up to its id. The row-value form (run_at, id) > (?, ?)
+// is not a range to MariaDB's optimizer.
+const afterCursor = "run_at >= ? AND (run_at > ? OR id > ?)"
 
 // Scheduled lists, with their payloads, at most limit scheduled rows whose
 // (run_at, id) is after the cursor and whose run_at is at most upTo, in
@@ -20,15 +23,13 @@ type ScheduledCursor struct{ RunAt, ID int64 }
 // passing the last row's (RunAt, ID) as the next cursor: ids never change,
 // so a row waiting throughout is returned once, however rows come and go
 // between pages. The rows come straight off the index, without a sort.
-func (l *Ledger) Scheduled(ctx context.Context, topic string, after ScheduledCursor, upTo int64, limit int) ([]Entry, error) {
+func (l *Ledger) Scheduled(ctx context.Context, topic string, after Cursor, upTo int64, limit int) ([]Entry, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}
-	// run_at >= after.RunAt bounds the index range; the OR then skips the
-	// rows of that first run_at up to the cursor's id.
 	q := "SELECT " + entrySelect + " FROM `" + l.ledgerTable + "`" +
-		" WHERE state = ? AND run_at >= ? AND run_at <= ? AND (run_at > ? OR id > ?)"
-	vars := []any{StateScheduled, after.RunAt, upTo, after.RunAt, after.ID}
+		" WHERE state = ? AND run_at <= ? AND " + afterCursor
+	vars := []any{StateScheduled, upTo, after.RunAt, after.RunAt, after.ID}
 	if topic != "" {
 		q += " AND topic = ?"
 		vars = append(vars, topic)

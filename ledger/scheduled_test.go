@@ -99,7 +99,7 @@ func TestScheduledPaging(t *testing.T) {
 		}
 		// Rows in other states are not scheduled rows.
 		mustRecord(t, l, "h:1", job("a", "a4", 1))
-		all, err := l.Scheduled(ctx, "", ScheduledCursor{}, base+10_000, 1000)
+		all, err := l.Scheduled(ctx, "", Cursor{}, base+10_000, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func TestScheduledPaging(t *testing.T) {
 
 		// Pages of 4 give the same rows in the same order.
 		var paged []Entry
-		var cur ScheduledCursor
+		var cur Cursor
 		for {
 			page, err := l.Scheduled(ctx, "", cur, base+10_000, 4)
 			if err != nil {
@@ -133,14 +133,14 @@ func TestScheduledPaging(t *testing.T) {
 			}
 			paged = append(paged, page...)
 			last := page[len(page)-1]
-			cur = ScheduledCursor{RunAt: last.RunAt, ID: last.ID}
+			cur = Cursor{RunAt: last.RunAt, ID: last.ID}
 		}
 		if ids(paged) != ids(all) {
 			t.Errorf("paged\n %s\nall\n %s", ids(paged), ids(all))
 		}
 
 		// upTo and topic bound the scan.
-		upTo, err := l.Scheduled(ctx, "a", ScheduledCursor{}, base+1000, 1000)
+		upTo, err := l.Scheduled(ctx, "a", Cursor{}, base+1000, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,7 +78,7 @@ func (e renv) inRedis(t testing.TB, topic, id string) (int64, bool) {
 // scheduledRows returns the topic's scheduled rows by id.
 func (e renv) scheduledRows(t testing.TB, topic string) map[string]ledger.Entry {
 	t.Helper()
-	rows, err := e.led.Scheduled(testenv.Context(t), topic, ledger.ScheduledCursor{RunAt: math.MinInt64, ID: math.MinInt64}, math.MaxInt64, 100000)
+	rows, err := e.led.Scheduled(testenv.Context(t), topic, ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}, math.MaxInt64, 100000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ type RelayStore interface {
 	SQLNow(ctx context.Context) (int64, error)
 	// Scheduled pages through the scheduled rows with (run_at, id) after
 	// the cursor and run_at up to upTo, by run_at then id (topic "" = all).
-	Scheduled(ctx context.Context, topic string, after ledger.ScheduledCursor, upTo int64, limit int) ([]ledger.Entry, error)
+	Scheduled(ctx context.Context, topic string, after ledger.Cursor, upTo int64, limit int) ([]ledger.Entry, error)
 	// ScheduledCounts counts the scheduled rows per topic, and those due
 	// after beyond.
 	ScheduledCounts(ctx context.Context, beyond int64) (map[string]ledger.ScheduledCount, error)
@@ -350,7 +350,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 	if !ok || full {
 		rep.Reload, rep.Lost = true, !ok
 		rep.Reloaded = map[string]int{}
-		start := ledger.ScheduledCursor{RunAt: math.MinInt64, ID: math.MinInt64}
+		start := ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
@@ -361,14 +361,14 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 	}
 	if upTo > mark.Loaded {
 		rep.Loaded = map[string]int{}
-		if err := r.push(ctx, ledger.ScheduledCursor{RunAt: mark.Loaded, ID: math.MaxInt64}, upTo, rep.Loaded, rep); err != nil {
+		if err := r.push(ctx, ledger.Cursor{RunAt: mark.Loaded, ID: math.MaxInt64}, upTo, rep.Loaded, rep); err != nil {
 			return err
 		}
 		mark.Loaded = upTo
 	}
 	if checkTo > mark.Checked {
 		rep.Relayed = map[string]int{}
-		if err := r.push(ctx, ledger.ScheduledCursor{RunAt: mark.Checked, ID: math.MaxInt64}, checkTo, rep.Relayed, rep); err != nil {
+		if err := r.push(ctx, ledger.Cursor{RunAt: mark.Checked, ID: math.MaxInt64}, checkTo, rep.Relayed, rep); err != nil {
 			return err
 		}
 		mark.Checked = checkTo
@@ -380,7 +380,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 // upTo and pushes each that Redis has no trace of, counting them per topic
 // in created. Each page is read after taking Redis's clock, the seen-at that
 // keeps a job acked or cancelled after the read from coming back.
-func (r *Relay) push(ctx context.Context, after ledger.ScheduledCursor, upTo int64, created map[string]int, rep *RelayReport) error {
+func (r *Relay) push(ctx context.Context, after ledger.Cursor, upTo int64, created map[string]int, rep *RelayReport) error {
 	for {
 		seen, err := r.q.Time(ctx)
 		if err != nil {
@@ -409,7 +409,7 @@ func (r *Relay) push(ctx context.Context, after ledger.ScheduledCursor, upTo int
 			return nil
 		}
 		last := rows[len(rows)-1]
-		after = ledger.ScheduledCursor{RunAt: last.RunAt, ID: last.ID}
+		after = ledger.Cursor{RunAt: last.RunAt, ID: last.ID}
 	}
 }
 

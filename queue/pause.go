@@ -24,6 +24,9 @@ type PauseState struct {
 	// changed it ("token:1a2b3c4d", "anonymous", "cli:ops@host", ...).
 	At int64  `json:"at"`
 	By string `json:"by"`
+	// Changed is set by Pause and Resume: whether the call changed the
+	// state (false: the topic was in that state already).
+	Changed bool `json:"-"`
 }
 
 // PauseStore keeps the operator's pause intent where a Redis data loss
@@ -76,10 +79,11 @@ func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor s
 	if store == nil {
 		return PauseState{}, fmt.Errorf("queue: %s %s: a PauseStore is required", verb, topic)
 	}
-	st, _, err := store.SetPaused(ctx, topic, paused, actor)
+	st, changed, err := store.SetPaused(ctx, topic, paused, actor)
 	if err != nil {
 		return PauseState{}, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrLedger, err)
 	}
+	st.Changed = changed
 	// Redis is written even when SQL changed nothing: an earlier call may
 	// have failed at this step.
 	if paused {

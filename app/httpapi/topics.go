@@ -30,6 +30,12 @@ type TopicStats struct {
 	// relay last counted them; absent for a redis topic, and where no count
 	// is at hand (the process runs no relay, or it has not counted yet).
 	SQL *SQLCounts `json:"sql,omitempty"`
+	// Paused says an operator paused the topic: workers claim none of its
+	// jobs until it is resumed. PausedAt (SQL's clock, Unix ms) and
+	// PausedBy say when and by whom, while it is paused.
+	Paused   bool   `json:"paused"`
+	PausedAt int64  `json:"paused_at,omitempty"`
+	PausedBy string `json:"paused_by,omitempty"`
 }
 
 // SQLCounts are a durable topic's waiting jobs (scheduled rows) in the SQL
@@ -83,7 +89,11 @@ func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.
 		return TopicStats{}, fromRedis(err)
 	}
 	s.Topic = topic
-	return NewTopicStats(s, a.q.Durability(topic), counts[topic], at), nil
+	p, err := a.q.PauseOf(ctx, topic)
+	if err != nil {
+		return TopicStats{}, fromRedis(err)
+	}
+	return withPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), p), nil
 }
 
 // WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics

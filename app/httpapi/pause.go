@@ -106,9 +106,9 @@ func actor(r *http.Request) string {
 	return "anonymous"
 }
 
-// withPause adds a topic's pause state, as Redis has it (the one workers
+// WithPause adds a topic's pause state, as Redis has it (the one workers
 // obey), to its stats.
-func withPause(v TopicStats, p queue.PauseState) TopicStats {
+func WithPause(v TopicStats, p queue.PauseState) TopicStats {
 	v.Paused = p.Paused
 	if p.Paused {
 		v.PausedAt, v.PausedBy = p.At, p.By

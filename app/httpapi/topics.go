@@ -93,7 +93,7 @@ func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.
 	if err != nil {
 		return TopicStats{}, fromRedis(err)
 	}
-	return withPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), p), nil
+	return WithPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), p), nil
 }
 
 // WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -117,10 +118,18 @@ func (l *Ledger) TopicState(ctx context.Context, topic string) (queue.PauseState
 
 // TopicStates returns every row of the topic state table, by topic
 // (queue.PauseStore): one row per topic ever paused, so a small table read
-// whole by its primary key. The relay reads it every pass.
+// whole by its primary key. The relay reads it every pass. A missing table
+// (not migrated yet) reads as no rows.
 func (l *Ledger) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
 	var rows []TopicState
 	if err := l.conn(ctx).Table(l.stateTable).Order("topic").Find(&rows).Error; err != nil {
+		// A deployment upgraded without its new table (auto_migrate off,
+		// upgrade-operator.sql not applied yet) has no pause either: no
+		// Pause can have succeeded. The relay and the recoverer read this
+		// every pass and must not stop over it.
+		if isNoSuchTable(err) {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("ledger: topic states: %w", err)
 	}
 	out := make([]queue.PauseState, len(rows))
@@ -138,4 +147,17 @@ func cutText(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n])
+}
+
+// erNoSuchTable is MySQL's "table doesn't exist".
+const erNoSuchTable = 1146
+
+// isNoSuchTable says whether err is a statement's failure on a table that
+// does not exist.
+func isNoSuchTable(err error) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == erNoSuchTable
+	}
+	return strings.Contains(err.Error(), "no such table") // SQLite
 }

@@ -49,6 +49,25 @@ func TestSetPaused(t *testing.T) {
 	})
 }
 
+// TestTopicStatesWithoutTheTable: a ledger not migrated to the topic state
+// table has no pauses, and says so without an error (the relay reads it every
+// pass).
+func TestTopicStatesWithoutTheTable(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		if err := db.Migrator().DropTable(l.TopicStateTable()); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := l.TopicStates(ctx); err != nil || len(st) != 0 {
+			t.Fatalf("TopicStates without the table: %+v, %v", st, err)
+		}
+		if _, _, err := l.SetPaused(ctx, "t", true, "x"); err == nil {
+			t.Fatal("SetPaused without the table succeeded")
+		}
+	})
+}
+
 // TestSetPausedRace: first pauses racing on one topic all succeed, and one
 // row results.
 func TestSetPausedRace(t *testing.T) {

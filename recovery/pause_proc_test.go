@@ -224,9 +224,25 @@ func TestPauseAcrossProcesses(t *testing.T) {
 	if _, err := pw.q.Resume(ctx, pw.led, pauseTopic, "test"); err != nil {
 		t.Fatal(err)
 	}
+	resumedAt, err := pw.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
 	testenv.WaitFor(ctx, t, fmt.Sprintf("all %d jobs run after the resume", total), func() bool {
 		return pw.count(t, "SELECT COUNT(DISTINCT job_id) FROM pause_runs") == total
 	})
+	// How soon each process claimed after the resume: the wake, not a poll.
+	var firsts []struct {
+		Worker string
+		First  int64
+	}
+	if err := pw.db.WithContext(ctx).Raw("SELECT worker, MIN(claim_ms) AS first FROM pause_runs WHERE claim_ms >= ? GROUP BY worker",
+		resumedAt.UnixMilli()-50).Scan(&firsts).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range firsts {
+		t.Logf("%s: first claim %d ms after Resume returned", f.Worker, f.First-resumedAt.UnixMilli())
+	}
 	t.Logf("%d jobs ran before the pause, %d after the resume", ranAtPause, total-ranAtPause)
 }
 

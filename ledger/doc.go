@@ -73,10 +73,12 @@
 //
 // # Its SQL
 //
-// Every statement against the ledger's two tables is a method here: the
+// Every statement against the ledger's tables is a method here: the
 // worker's writes (queue.Ledger), the row lookup and fenced delete that
 // queue.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
-// TopicCounts, Claims), the audit queries, Migrate and Drop. Other packages
+// TopicCounts, Claims), the audit queries, the operators' pauses
+// (queue.PauseStore: SetPaused, TopicState, TopicStates on dq_topic_state),
+// Migrate and Drop. Other packages
 // get none of the tables' SQL; DB is the handle for a caller's own tables in
 // the same database (Transactional).
 package ledger

@@ -20,6 +20,7 @@ type Ledger struct {
 	opts        Options
 	ledgerTable string
 	deadTable   string
+	stateTable  string // topic state: the operators' pauses (topicstate.go)
 	// clock estimates the SQL server's clock for Schedule (sqlclock.go).
 	clock *sqlClock
 }
@@ -49,6 +50,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		opts:        opts,
 		ledgerTable: opts.TablePrefix + "ledger",
 		deadTable:   opts.TablePrefix + "dead_letter",
+		stateTable:  opts.TablePrefix + "topic_state",
 		clock:       &sqlClock{},
 	}, nil
 }

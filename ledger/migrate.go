@@ -5,7 +5,8 @@ import (
 	"fmt"
 )
 
-// Migrate creates the ledger's two tables, or brings existing ones up to the
+// Migrate creates the ledger's tables (in-flight, dead letters, topic
+// state), or brings existing ones up to the
 // models, with gorm's AutoMigrate. On MySQL the tables are InnoDB, utf8mb4
 // with a binary collation, exactly as deployments/mysql/schema.sql creates
 // them (a test keeps the two in agreement), so either way of creating them
@@ -24,15 +25,18 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	if err := db.Table(l.deadTable).AutoMigrate(&DeadLetter{}); err != nil {
 		return fmt.Errorf("ledger: migrate %s: %w", l.deadTable, err)
 	}
+	if err := db.Table(l.stateTable).AutoMigrate(&TopicState{}); err != nil {
+		return fmt.Errorf("ledger: migrate %s: %w", l.stateTable, err)
+	}
 	return nil
 }
 
-// Drop removes the ledger's two tables and all they hold: the undo of
+// Drop removes the ledger's tables and all they hold: the undo of
 // Migrate, for a sandbox (the benchmark) that created them under a table
 // prefix of its own.
 func (l *Ledger) Drop(ctx context.Context) error {
-	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable); err != nil {
-		return fmt.Errorf("ledger: drop %s and %s: %w", l.ledgerTable, l.deadTable, err)
+	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable, l.stateTable); err != nil {
+		return fmt.Errorf("ledger: drop %s, %s and %s: %w", l.ledgerTable, l.deadTable, l.stateTable, err)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,10 @@ type Claimed struct {
 	// NextLease the earliest lease deadline (0 if none). A fetcher can sleep
 	// until the earlier of the two.
 	NextDue, NextLease int64
+	// Paused says the topic is paused (Client.Pause): nothing was claimed,
+	// and nothing will be until it is resumed, which publishes on the
+	// topic's wake channel.
+	Paused bool
 }
 
 // Claim leases up to n due jobs of topic for lease. Jobs whose lease expired
@@ -31,15 +36,19 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead},
-		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim).Slice()
+	// KEYS[6] and ARGV[4..5] are the rate limit's (docs/design.md §2);
+	// this build passes its key name and "no limit".
+	rate := strings.TrimSuffix(k.due, "due") + "rate"
+	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, rate},
+		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim, 0, 0).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 5 {
+	if len(reply) != 7 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
-	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0)}
+	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
+		Paused: asInt64(reply[5]) == 1}
 	leaseUntil := res.Now + lease.Milliseconds()
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

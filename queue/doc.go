@@ -88,5 +88,9 @@
 // (docs/design.md, §4.8); it returns ErrInFlight while a worker holds the
 // job and ErrDead once it died. The API, the CLI and the order module all
 // cancel through it. Dead jobs stay in Redis with their last error until
-// RequeueDead, RequeueAllDead or PurgeDead.
+// RequeueDead, RequeueAllDead or PurgeDead. Pause stops every worker from
+// claiming a topic's jobs until Resume; the state is kept in a PauseStore
+// (the SQL ledger) first, so that a Redis data loss cannot lift it, and the
+// relay and the recoverer put it back with ApplyPauses (docs/design.md,
+// §4.13).
 package queue

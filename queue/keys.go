@@ -10,6 +10,9 @@ type keys struct {
 	epoch string // STRING written by the recoverer; gone means Redis lost data
 	wake  string // pub/sub channel: a job became due earlier than the head
 	gone  string // ZSET id -> when it was acked (durable) or cancelled: tombstones restore honours
+	// paused is a STRING with no TTL: it exists while the operator has the
+	// topic paused, and holds {"at":ms,"by":actor} (pause.go).
+	paused string
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -17,13 +20,14 @@ type keys struct {
 func newKeys(namespace, topic string) keys {
 	p := namespace + ":{" + topic + "}:"
 	return keys{
-		due:   p + "due",
-		job:   p + "job",
-		lease: p + "lease",
-		dead:  p + "dead",
-		epoch: p + "epoch",
-		wake:  p + "wake",
-		gone:  p + "gone",
+		due:    p + "due",
+		job:    p + "job",
+		lease:  p + "lease",
+		dead:   p + "dead",
+		epoch:  p + "epoch",
+		wake:   p + "wake",
+		gone:   p + "gone",
+		paused: p + "paused",
 	}
 }
 

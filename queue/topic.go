@@ -28,6 +28,10 @@ type topicRunner struct {
 	tokens    chan struct{} // one per batch being claimed or recorded
 	recordErr chan error    // the last ledger failure, for the fetcher's backoff
 
+	// paused: the last claim found the topic paused (the fetcher's own,
+	// read and written by it alone).
+	paused bool
+
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers, for the heartbeat
 }
@@ -61,6 +65,8 @@ func signal(ch chan struct{}) {
 // fetchLoop claims jobs until stop ends. It never polls at a fixed rate: it
 // sleeps until the earliest due time or lease deadline that the last claim
 // reported, a wake message, a freed slot, or MaxIdle, whichever comes first.
+// While the topic is paused it waits for a wake alone (Resume publishes
+// one), or pausedRecheck.
 //
 // Recording a batch in the ledger (a durable commit) takes longer than
 // claiming it, so the fetcher does not wait for it: up to recordPipeline
@@ -114,11 +120,17 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		if wait < 0 {
 			continue // took a full batch: more may be due
 		}
+		freed := tr.freed
+		if tr.paused {
+			// A handler finishing changes nothing while paused: only the
+			// resume's wake does.
+			freed = nil
+		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-tr.wake:
-		case <-tr.freed:
+		case <-freed:
 		case <-stop.Done():
 		}
 		timer.Stop()
@@ -127,6 +139,12 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 
 // recordPipeline is how many claimed batches may be in the ledger at once.
 const recordPipeline = 2
+
+// pausedRecheck is how long a fetcher of a paused topic waits for the
+// resume's wake before it claims again anyway: a safety net only, since a
+// wake lost while the subscription was down is made up for by the
+// re-subscription, which wakes every fetcher.
+const pausedRecheck = 30 * time.Second
 
 // fetch claims up to n jobs and starts recording them; the recording
 // goroutine queues them for the handlers, or hands them back if the ledger
@@ -141,6 +159,13 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, er
 		return 0, err
 	}
 	tr.w.clockOffset.Store(cl.Now - time.Now().UnixMilli())
+	switch {
+	case cl.Paused && !tr.paused:
+		tr.log.Info("topic paused: claims stopped until it is resumed")
+	case !cl.Paused && tr.paused:
+		tr.log.Info("topic resumed: claiming again")
+	}
+	tr.paused = cl.Paused
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {
@@ -159,6 +184,10 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, er
 		}
 	}
 	wait := tr.w.cfg.MaxIdle
+	if cl.Paused {
+		// Nothing was claimed (buried jobs aside): wait for the resume.
+		return max(wait, pausedRecheck), nil
+	}
 	if cl.NextDue > 0 {
 		if cl.NextDue <= cl.Now {
 			// Due jobs are left but every slot is taken: a freed slot wakes us.

@@ -94,6 +94,11 @@ func faultChild(role, spec string) int {
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {
 			err = runDurableWorkerProc(s, log)
 		}
+	case "pauseworker":
+		var s pauseWorkerSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runPauseWorkerProc(s, log)
+		}
 	case "enqueuer":
 		var s enqueuerSpec
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {

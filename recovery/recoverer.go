@@ -201,6 +201,13 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 	if err := r.resetRelay(ctx, missing, counts); err != nil {
 		return err
 	}
+	if !r.cfg.DryRun {
+		// Before any job goes back: a paused topic's restored jobs must
+		// not be claimed because Redis lost the pause with them.
+		if err := applyPauses(ctx, r.q, r.store, r.log); err != nil {
+			return err
+		}
+	}
 	cutoff := redisNow.UnixMilli() - r.cfg.Grace.Milliseconds()
 	failedTopics, err := r.pass(ctx, cutoff, lost, rep)
 	if err != nil {

@@ -27,6 +27,9 @@ type RelayStore interface {
 	// ScheduledCounts counts the scheduled rows per topic, and those due
 	// after beyond.
 	ScheduledCounts(ctx context.Context, beyond int64) (map[string]ledger.ScheduledCount, error)
+	// TopicStates are the operators' pauses (queue.PauseStore), applied
+	// to Redis before every pass pushes anything.
+	TopicStates(ctx context.Context) ([]queue.PauseState, error)
 }
 
 var _ RelayStore = (*ledger.Ledger)(nil)
@@ -334,6 +337,11 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 }
 
 func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
+	// Pauses first: after a Redis data loss no job may be pushed (and so
+	// claimed) before its topic's pause is back.
+	if err := applyPauses(ctx, r.q, r.store, r.log); err != nil {
+		return err
+	}
 	sqlNow, err := r.store.SQLNow(ctx)
 	if err != nil {
 		return err

@@ -267,6 +267,22 @@ func (c *Client) RequeueDead(ctx context.Context, topic string, req httpapi.Requ
 	return out, err
 }
 
+// Pause sends POST /v1/topics/{topic}/pause: the topic's state after it.
+// A 503 naming redis means the pause is saved in SQL and not applied to
+// Redis yet; calling again is safe.
+func (c *Client) Pause(ctx context.Context, topic string) (httpapi.PauseResponse, error) {
+	var out httpapi.PauseResponse
+	err := c.do(ctx, http.MethodPost, topicPath(topic)+"/pause", nil, nil, &out)
+	return out, err
+}
+
+// Resume sends POST /v1/topics/{topic}/resume: the topic's state after it.
+func (c *Client) Resume(ctx context.Context, topic string) (httpapi.PauseResponse, error) {
+	var out httpapi.PauseResponse
+	err := c.do(ctx, http.MethodPost, topicPath(topic)+"/resume", nil, nil, &out)
+	return out, err
+}
+
 // PurgeDead sends POST /v1/topics/{topic}/dead/purge.
 func (c *Client) PurgeDead(ctx context.Context, topic string, req httpapi.PurgeRequest) (httpapi.PurgeResponse, error) {
 	var out httpapi.PurgeResponse

@@ -133,6 +133,7 @@ func (a *app) statsCmd() *cobra.Command {
 		Short: "Counts per topic: due, overdue, in flight, dead; durability and a durable topic's waiting jobs in SQL (all topics when none given)",
 		Long: `Counts per topic (all known topics when none given): in Redis the jobs
 due, overdue, in flight and dead; the topic's durability (redis or durable);
+whether an operator paused it (delayq pause);
 and for a durable topic its waiting jobs in the SQL ledger, all (SQL) and
 those due beyond queue.horizon (BEYOND), which are in SQL only until the
 relay loads them. Directly on Redis and SQL, those are counted now; through
@@ -150,13 +151,17 @@ topic stats (GET /v1/topics).`,
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DURABILITY", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND")
+				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND")
 				for _, s := range all {
 					inSQL, beyond := "-", "-"
 					if s.SQL != nil {
 						inSQL, beyond = strconv.FormatInt(s.SQL.Waiting, 10), strconv.FormatInt(s.SQL.BeyondHorizon, 10)
 					}
-					row(w, s.Topic, s.Durability, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
+					paused := "no"
+					if s.Paused {
+						paused = "yes"
+					}
+					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
 						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond)
 				}
 			})

@@ -32,6 +32,9 @@ type jobStore interface {
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)
 	PurgeDead(ctx context.Context, topic string, before int64) (int, error)
+	// SetPaused pauses or resumes a topic (queue.Client.Pause, Resume):
+	// its state afterwards, as the API answers it.
+	SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error)
 	// List returns a page of ledger rows (ledger.List) as the API shows
 	// it.
 	List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error)

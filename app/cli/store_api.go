@@ -155,6 +155,22 @@ func (s *apiStore) Dead(ctx context.Context, topic string, offset, limit int) (*
 	return page, nil
 }
 
+func (s *apiStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return httpapi.PauseResponse{}, err
+	}
+	var (
+		out httpapi.PauseResponse
+		err error
+	)
+	if paused {
+		out, err = s.c.Pause(ctx, topic)
+	} else {
+		out, err = s.c.Resume(ctx, topic)
+	}
+	return out, s.explain(err)
+}
+
 func (s *apiStore) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := validTopicID(topic, id); err != nil {
 		return err

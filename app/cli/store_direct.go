@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"time"
@@ -75,9 +77,54 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 			return nil, err
 		}
 		st.Topic = t
-		all = append(all, httpapi.NewTopicStats(st, q.Durability(t), counts[t], at))
+		p, err := q.PauseOf(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), p))
 	}
 	return all, nil
+}
+
+// SetPaused pauses or resumes a topic on Redis and SQL directly, as
+// "cli:<user>@<host>", and logs the audit line the API logs.
+func (s *directStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
+	who := cliActor()
+	var (
+		st  queue.PauseState
+		err error
+	)
+	action := "resume"
+	if paused {
+		action = "pause"
+		st, err = s.b.Queue.Pause(ctx, s.b.Ledger, topic, who)
+	} else {
+		st, err = s.b.Queue.Resume(ctx, s.b.Ledger, topic, who)
+	}
+	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
+		return httpapi.PauseResponse{}, err
+	}
+	log := s.log.WithFields(logrus.Fields{"topic": topic, "action": action, "actor": who,
+		"at": time.UnixMilli(st.At).UTC().Format(time.RFC3339Nano), "changed": st.Changed})
+	if err != nil {
+		log.WithError(err).Warn("audit: topic " + action + " saved in SQL, not applied to Redis yet")
+		return httpapi.PauseResponse{}, fmt.Errorf("the %s is saved in SQL; Redis did not answer, and the relay applies it once it does (run the command again to confirm): %w", action, err)
+	}
+	log.Info("audit: topic " + action)
+	return httpapi.NewPauseResponse(topic, st), nil
+}
+
+// cliActor names the operator of a direct CLI command: "cli:<user>@<host>".
+func cliActor() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return "cli:" + name + "@" + host
 }
 
 // anyDurable says whether one of topics (any topic when none) may be

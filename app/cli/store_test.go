@@ -30,6 +30,8 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"recover"},
 		{"recover", "--dry-run"},
 		{"smoke"},
+		{"pause", "mail"},
+		{"resume", "mail"},
 	}
 	for _, cmd := range commands {
 		for _, jsonFlag := range []bool{false, true} {
@@ -71,6 +73,10 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		{"get", "mail", "bad id"},
 		{"cancel", "bad topic", "x"},
 		{"stats", "bad topic"},
+		{"pause", "bad topic"},
+		{"resume", "a{b"},
+		{"pause"},
+		{"resume", "a", "b"},
 		{"dead", "list", "mail", "--limit", "0"},
 		{"dead", "requeue", "mail"},
 		{"ledger", "list", "--limit", "0"},

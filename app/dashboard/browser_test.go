@@ -38,7 +38,8 @@ const testToken = "dashboard-test-token-0123456789"
 // console error, its numbers match the API's, the read-only mode shows no
 // button that changes state, a confirmation guards every action, a dead
 // letter requeued with its button leaves the dead list and runs, purge
-// empties a topic's dead letters, and "run recovery now" reports its run.
+// empties a topic's dead letters, a topic paused with its button shows its
+// badge until resumed, and "run recovery now" reports its run.
 // An HTTP-target topic whose receiver answers 500 shows its target and the
 // failure, and neither the answer's body nor the payload. A screenshot of
 // the dashboard is saved in the test's artifact directory (go test
@@ -191,6 +192,40 @@ func TestDashboardInBrowser(t *testing.T) {
 	poll(t, tab, `document.querySelectorAll('#dead tr[data-id]').length === 0 && !document.querySelector('#no-dead').hidden`, "the dead list to empty")
 	if st, err := q.Stats(ctx, "mail"); err != nil || st.Dead != 0 {
 		t.Errorf("mail has %d dead jobs after the purge (%v)", st.Dead, err)
+	}
+
+	// Pause mail with its button (confirmed): the badge shows, the workers'
+	// Redis key and the gauge say so, who is the token's fingerprint; then
+	// resume it.
+	mustDo(t, tab, "pause mail",
+		chromedp.Click(chromedp.CSS(`#topics tr[data-topic="mail"] button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	poll(t, tab, `(() => {
+		const tr = document.querySelector('#topics tr[data-topic="mail"]');
+		const badge = tr && tr.querySelector('.badge.paused');
+		return tr.dataset.paused === 'true' && badge && !badge.hidden && badge.title.includes('by token:') &&
+			tr.querySelector('button[data-action="resume"]') !== null;
+	})()`, "mail's paused badge and resume button")
+	if st, err := q.PauseOf(ctx, "mail"); err != nil || !st.Paused || !strings.HasPrefix(st.By, "token:") {
+		t.Fatalf("mail after the pause button: %+v, %v", st, err)
+	}
+	testenv.WaitFor(ctx, t, "delayq_topic_paused of mail to be 1", func() bool {
+		return metricValue(t, api, `delayq_topic_paused{topic="mail"}`) == 1
+	})
+	mustDo(t, tab, "resume mail",
+		chromedp.Click(chromedp.CSS(`#topics tr[data-topic="mail"] button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	poll(t, tab, `(() => {
+		const tr = document.querySelector('#topics tr[data-topic="mail"]');
+		return tr.dataset.paused === 'false' && tr.querySelector('.badge.paused').hidden &&
+			tr.querySelector('button[data-action="pause"]') !== null;
+	})()`, "mail running again")
+	if st, err := q.PauseOf(ctx, "mail"); err != nil || st.Paused {
+		t.Fatalf("mail after the resume button: %+v, %v", st, err)
 	}
 
 	// Run recovery now.

@@ -65,6 +65,7 @@ func testEmbeddedServe(t *testing.T, bin string) {
 			t.Fatalf("stats of every topic: exit %d, %q", code, out)
 		}
 	})
+	pauseResume(t, bin, env, "anonymous")
 	out, code := "", 0
 	if _, code = run(t, bin, env, "dead", "requeue", "mail", "nope"); code != 3 {
 		t.Fatalf("requeue of an unknown dead job: exit %d, want 3", code)

@@ -179,6 +179,7 @@ func TestCLIAgainstServe(t *testing.T) {
 	if _, code := run(t, bin, env, "get", "mail"); code != 2 {
 		t.Fatalf("missing argument: exit %d, want 2", code)
 	}
+	pauseResume(t, bin, env, "cli:")
 	// The deploy self-check: serve's workers run the smoke job on time.
 	if out, code := run(t, bin, env, "smoke"); code != 0 || !strings.Contains(out, "ok") {
 		t.Fatalf("smoke: exit %d, %q", code, out)
@@ -331,4 +332,33 @@ func serveEnv(ns, dsn string, port int, extra ...string) []string {
 		"DELAYQ_LOG_FORMAT=json",
 	)
 	return append(env, extra...)
+}
+
+// pauseResume pauses and resumes the topic mail through the CLI: the JSON
+// state (changed_by starting with actor), stats showing it, the second
+// pause changing nothing, bad input exiting 2.
+func pauseResume(t *testing.T, bin string, env []string, actor string) {
+	t.Helper()
+	var st struct {
+		Topic     string `json:"topic"`
+		Paused    bool   `json:"paused"`
+		ChangedBy string `json:"changed_by"`
+		Changed   bool   `json:"changed"`
+	}
+	out, code := run(t, bin, env, "pause", "mail", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Paused || !st.Changed || !strings.HasPrefix(st.ChangedBy, actor) {
+		t.Fatalf("pause: exit %d, %q (want changed_by %s...)", code, out, actor)
+	}
+	if out, code = run(t, bin, env, "pause", "mail"); code != 0 || !strings.Contains(out, "already paused") {
+		t.Fatalf("second pause: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"paused": true`) {
+		t.Fatalf("stats while paused: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "resume", "mail"); code != 0 || !strings.Contains(out, "topic mail resumed") {
+		t.Fatalf("resume: exit %d, %q", code, out)
+	}
+	if _, code = run(t, bin, env, "pause", "bad topic"); code != 2 {
+		t.Fatalf("pause of a bad topic: exit %d, want 2", code)
+	}
 }

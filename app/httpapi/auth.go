@@ -63,7 +63,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e := a.auth.check(r)
 		if e == nil {
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, withTokenActor(r))
 			return
 		}
 		challenge := `Bearer realm="delayq"`

@@ -106,6 +106,7 @@ func readOnlyChecks(t *testing.T, e *env) {
 	expectError(t, e.post(t, "/v1/topics/t/dead/purge", `{}`), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/recovery/run", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/recovery/run?dry_run=false", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
+	expectError(t, e.post(t, "/v1/topics/t/pause", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	if s := decode[httpapi.TopicStats](t, e.get(t, "/v1/topics/t")); s.Dead != 2 || s.Due != 0 {
 		t.Fatalf("read-only mode changed the dead set: %+v", s)
 	}

@@ -24,6 +24,8 @@
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
+//	POST   /v1/topics/{topic}/pause               pause the topic in every worker: 200 with its state (no body; see below)
+//	POST   /v1/topics/{topic}/resume              resume it: 200 with its state (no body)
 //	GET    /v1/ledger                             ledger rows (?state=&topic=&due_after=&due_before=&cursor=&limit=; see below)
 //	GET    /v1/ledger/inflight                    the same as GET /v1/ledger, its older name
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
@@ -90,6 +92,25 @@
 // never per request; absent where the process runs no relay, or before
 // its first count). GET /v1/topics lists durable topics whose jobs all wait
 // in SQL only, too.
+//
+// # Pause and resume
+//
+// POST /v1/topics/{topic}/pause stops every worker process from claiming the
+// topic's jobs from the instant it answers (docs/design.md §4.13): handlers
+// already running finish, and jobs keep falling due and wait. POST
+// /v1/topics/{topic}/resume lets the workers claim again at once, each no
+// more than its free handler slots. Both answer 200 with {"topic", "paused",
+// "changed_at", "changed_by", "changed"}: pausing a paused topic (or
+// resuming a running one) changes nothing, answers 200 with the state in
+// force and changed false. changed_by is "token:" and the first 8 hex digits
+// of the SHA-256 of the caller's bearer token, or "anonymous" with auth off;
+// each call is logged at info (topic, action, actor, remote, at). The state
+// is written to SQL first, then Redis: 503 backend_unavailable naming sql
+// means nothing changed; 503 naming redis means the state is saved in SQL
+// and reaches Redis when it answers (the relay applies it within a pass);
+// either way, retry. Both are refused 403 read_only in read-only mode.
+// Topic stats show "paused" and, while paused, "paused_at" (Unix ms) and
+// "paused_by".
 //
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an
@@ -174,7 +195,8 @@
 //     sends "Expect: 100-continue" gets the 413 (or any other refusal)
 //     before it sends the body.
 //   - Routes that take no body (every GET, HEAD and DELETE, and POST
-//     /v1/recovery/run and /v1/orders/{no}/pay) refuse one: a
+//     /v1/recovery/run, /v1/topics/{topic}/pause and /resume, and
+//     /v1/orders/{no}/pay) refuse one: a
 //     Content-Length above 0 or a chunked body is 400 unexpected_body.
 //   - Query parameters are the ones listed for the route, each given once
 //     with a value: an unknown parameter is 400 unknown_field (a typo such

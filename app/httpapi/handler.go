@@ -192,6 +192,8 @@ func (a *api) routes() []route {
 		{"GET", "/v1/topics/{topic}/dead", []string{"offset", "limit"}, false, a.listDead},
 		{"POST", "/v1/topics/{topic}/dead/requeue", nil, true, a.requeueDead},
 		{"POST", "/v1/topics/{topic}/dead/purge", nil, true, a.purgeDead},
+		{"POST", "/v1/topics/{topic}/pause", nil, false, a.pauseTopic},
+		{"POST", "/v1/topics/{topic}/resume", nil, false, a.resumeTopic},
 		{"GET", "/v1/ledger", ledgerListParams, false, a.ledgerList},
 		{"GET", "/v1/ledger/inflight", ledgerListParams, false, a.ledgerList}, // the older name
 		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},

@@ -30,6 +30,12 @@ type TopicStats struct {
 	// relay last counted them; absent for a redis topic, and where no count
 	// is at hand (the process runs no relay, or it has not counted yet).
 	SQL *SQLCounts `json:"sql,omitempty"`
+	// Paused says an operator paused the topic: workers claim none of its
+	// jobs until it is resumed. PausedAt (SQL's clock, Unix ms) and
+	// PausedBy say when and by whom, while it is paused.
+	Paused   bool   `json:"paused"`
+	PausedAt int64  `json:"paused_at,omitempty"`
+	PausedBy string `json:"paused_by,omitempty"`
 }
 
 // SQLCounts are a durable topic's waiting jobs (scheduled rows) in the SQL
@@ -77,13 +83,22 @@ func (a *api) counts() (map[string]ledger.ScheduledCount, time.Time) {
 	return a.sqlCounts.Counts()
 }
 
-func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.ScheduledCount, at time.Time) (TopicStats, error) {
+// stats reads a topic's stats; its pause state is p, or read here when p
+// is nil.
+func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.ScheduledCount, at time.Time, p *queue.PauseState) (TopicStats, error) {
 	s, err := a.q.Stats(ctx, topic)
 	if err != nil {
 		return TopicStats{}, fromRedis(err)
 	}
 	s.Topic = topic
-	return NewTopicStats(s, a.q.Durability(topic), counts[topic], at), nil
+	if p == nil {
+		st, err := a.q.PauseOf(ctx, topic)
+		if err != nil {
+			return TopicStats{}, fromRedis(err)
+		}
+		p = &st
+	}
+	return WithPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), *p), nil
 }
 
 // WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics
@@ -110,9 +125,14 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 	}
 	counts, at := a.counts()
 	topics = WithSQLOnlyTopics(topics, counts, a.q.IsDurable)
+	pauses, err := a.q.PausesOf(r.Context(), topics) // one round trip for all
+	if err != nil {
+		return fromRedis(err)
+	}
 	out := TopicList{Topics: make([]TopicStats, 0, len(topics))}
 	for _, t := range topics {
-		s, err := a.stats(r.Context(), t, counts, at)
+		p := pauses[t]
+		s, err := a.stats(r.Context(), t, counts, at, &p)
 		if err != nil {
 			return err
 		}
@@ -127,7 +147,7 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 // exactly that.
 func (a *api) topicStats(w http.ResponseWriter, r *http.Request) error {
 	counts, at := a.counts()
-	s, err := a.stats(r.Context(), r.PathValue("topic"), counts, at)
+	s, err := a.stats(r.Context(), r.PathValue("topic"), counts, at, nil)
 	if err != nil {
 		return err
 	}

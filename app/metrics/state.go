@@ -20,6 +20,13 @@ type QueueReader interface {
 	Stats(ctx context.Context, topic string) (queue.Stats, error)
 }
 
+// PauseReader is what the paused gauge reads of Redis (*queue.Client):
+// the topics' pause keys, in one round trip. A QueueReader that is one
+// gets delayq_topic_paused.
+type PauseReader interface {
+	PausesOf(ctx context.Context, topics []string) (map[string]queue.PauseState, error)
+}
+
 // LedgerReader is what the state metrics read of the ledger
 // (*ledger.Ledger): two counts.
 type LedgerReader interface {
@@ -50,6 +57,9 @@ type State struct {
 	// is why they are missing or incomplete.
 	Topics   []queue.Stats
 	RedisErr error
+	// Paused are the topics' pause states (docs/design.md §4.13) when the
+	// QueueReader is a PauseReader; nil otherwise.
+	Paused map[string]queue.PauseState
 	// LedgerRows and StaleRows count the ledger's rows, all and stale;
 	// LedgerErr is why they are missing. HasLedger is false when no ledger
 	// is watched.
@@ -68,6 +78,7 @@ type stateCollector struct {
 	last State
 
 	due, overdue, inFlight, dead, oldest *prometheus.Desc
+	paused                               *prometheus.Desc
 	redisUp, ledgerUp, rows, stale       *prometheus.Desc
 }
 
@@ -99,6 +110,7 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 		inFlight: prometheus.NewDesc(name("jobs_in_flight"), "Jobs leased to workers (read at scrape time).", topic, nil),
 		dead:     prometheus.NewDesc(name("jobs_dead"), "Jobs in the dead set (read at scrape time).", topic, nil),
 		oldest:   prometheus.NewDesc(name("oldest_overdue_seconds"), "How long the earliest overdue job has waited past its due time (0 when none).", topic, nil),
+		paused:   prometheus.NewDesc(name("topic_paused"), "1 while an operator has the topic paused (delayq pause): no worker claims its jobs; else 0.", topic, nil),
 		redisUp:  prometheus.NewDesc(name("redis_up"), "1 when the scrape-time read of Redis succeeded, else 0.", nil, nil),
 		ledgerUp: prometheus.NewDesc(name("ledger_up"), "1 when the scrape-time read of the ledger succeeded, else 0.", nil, nil),
 		rows:     prometheus.NewDesc(name("ledger_rows"), "Rows in the ledger: jobs some worker started that have not finished for good.", nil, nil),
@@ -148,6 +160,9 @@ func (c *stateCollector) read(ctx context.Context) State {
 			st.Topic = t
 			s.Topics = append(s.Topics, st)
 		}
+		if pr, ok := c.cfg.Queue.(PauseReader); ok && s.RedisErr == nil {
+			s.Paused, s.RedisErr = pr.PausesOf(ctx, topics)
+		}
 	}
 	if c.cfg.Ledger != nil {
 		s.LedgerRows, s.LedgerErr = c.cfg.Ledger.Count(ctx)
@@ -166,7 +181,7 @@ func (c *stateCollector) read(ctx context.Context) State {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.redisUp, c.ledgerUp, c.rows, c.stale} {
+	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.redisUp, c.ledgerUp, c.rows, c.stale} {
 		ch <- d
 	}
 }
@@ -184,6 +199,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.inFlight, float64(t.InFlight), t.Topic)
 			gauge(c.dead, float64(t.Dead), t.Topic)
 			gauge(c.oldest, float64(t.OldestOverdueMs)/1000, t.Topic)
+			if s.Paused != nil {
+				v := 0.0
+				if s.Paused[t.Topic].Paused {
+					v = 1
+				}
+				gauge(c.paused, v, t.Topic)
+			}
 		}
 	}
 	if s.HasLedger {

@@ -62,6 +62,20 @@ CREATE TABLE IF NOT EXISTS `dq_dead_letter` (
   KEY `idx_dq_dead_letter_topic_died` (`topic`, `died_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- Topic state: the operators' pauses (delayq pause / resume), one row per
+-- topic ever paused. It is operator intent, kept here so that no Redis data
+-- loss can lift a pause: the relay and the recoverer write a paused topic's
+-- Redis key again from it (docs/design.md §4.13). changed_at is the SQL
+-- server's clock and grows with each change of a topic. Tables created before
+-- it: deployments/mysql/upgrade-operator.sql.
+CREATE TABLE IF NOT EXISTS `dq_topic_state` (
+  `topic`      VARCHAR(64)  NOT NULL,
+  `paused`     TINYINT(1)   NOT NULL,
+  `changed_at` BIGINT       NOT NULL,
+  `changed_by` VARCHAR(191) NOT NULL,
+  PRIMARY KEY (`topic`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).
 --

@@ -4,15 +4,21 @@
 -- KEYS[2]  lease ZSET (id -> lease deadline, Unix ms)
 -- KEYS[3]  job HASH
 -- KEYS[4]  dead ZSET (id -> time of death, Unix ms)
+-- KEYS[5]  paused STRING (exists = the operator paused the topic)
+-- KEYS[6]  rate HASH (the rate limit's token bucket; unused here)
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
+-- ARGV[4]  rate limit, handler starts per second (0 = none; unused here)
+-- ARGV[5]  burst, tokens (unused here)
 --
--- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...}}
+-- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...}, paused, next_token}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped) and the jobs
---          buried instead of handed out.
+--          buried instead of handed out;
+--          paused: 1 when the topic is paused: nothing was claimed;
+--          next_token: -1 (no rate limit here).
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -29,8 +35,17 @@ for i = 1, #expired, 2 do
   redis.call('ZADD', KEYS[1], expired[i + 1], expired[i])
 end
 
+-- A paused topic hands out nothing. The check is here, in the same atomic
+-- step as the claim, so a pause holds for every worker from the instant
+-- its key is written. Expired leases still went back to due above: a
+-- paused topic's jobs wait in one place.
+local paused = redis.call('EXISTS', KEYS[5])
+
 local claimed, buried = {}, {}
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n)
+local ids = {}
+if paused == 0 then
+  ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n)
+end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local env = redis.call('HGET', KEYS[3], id)
@@ -62,4 +77,4 @@ local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if h[2] then nextDue = tonumber(h[2]) end
 h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if h[2] then nextLease = tonumber(h[2]) end
-return {now, nextDue, nextLease, claimed, buried}
+return {now, nextDue, nextLease, claimed, buried, paused, -1}

@@ -198,6 +198,7 @@
       }
       const s = byTopic.get(t.topic);
       renderDurability(r, t, s);
+      renderPause(r, t);
       renderTarget(r, s && s.target);
       if (s) {
         draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
@@ -214,6 +215,29 @@
     const sorted = [...rows.keys()].sort();
     sorted.forEach((topic) => tbody.append(rows.get(topic).tr)); // keeps order, moves only what moved
     $('#no-topics').hidden = list.length > 0;
+  }
+
+  // renderPause shows a paused topic's badge (who paused it and when in its
+  // title) and, unless read-only, its Pause / Resume button, which the
+  // confirmation dialog guards (ACTIONS.pause, ACTIONS.resume).
+  function renderPause(r, t) {
+    if (!r.pauseBadge) {
+      r.pauseBadge = el('span', { class: 'badge paused', text: 'paused', hidden: true });
+      r.badge.after(r.pauseBadge); // after the durability badge: tests find that one first
+      if (!readOnly) {
+        r.pauseButton = el('button', { type: 'button', class: 'pause-button', dataset: { topic: t.topic } });
+        r.pauseBadge.after(r.pauseButton);
+      }
+    }
+    r.tr.dataset.paused = String(!!t.paused);
+    r.pauseBadge.hidden = !t.paused;
+    r.pauseBadge.title = t.paused
+      ? 'paused ' + (t.paused_at ? ago(t.paused_at) + ' ' : '') + 'by ' + (t.paused_by || 'unknown') + ': no worker claims its jobs until it is resumed'
+      : '';
+    if (r.pauseButton) {
+      r.pauseButton.dataset.action = t.paused ? 'resume' : 'pause';
+      r.pauseButton.textContent = t.paused ? 'Resume' : 'Pause';
+    }
   }
 
   // renderTarget shows where an HTTP-target topic's jobs go (method and
@@ -484,6 +508,18 @@
         return msg;
       },
     },
+  };
+
+  // Pause and resume a topic (POST /v1/topics/{topic}/pause, /resume).
+  ACTIONS.pause = {
+    ask: (b) => 'Pause ' + b.dataset.topic + '? No worker claims its jobs until it is resumed; running jobs finish, due jobs wait.',
+    run: (b) => api('POST', topicPath(b.dataset.topic) + '/pause'),
+    done: (r) => (r.changed ? 'paused ' : 'already paused: ') + r.topic,
+  };
+  ACTIONS.resume = {
+    ask: (b) => 'Resume ' + b.dataset.topic + '? Workers claim its waiting jobs at once, up to their concurrency.',
+    run: (b) => api('POST', topicPath(b.dataset.topic) + '/resume'),
+    done: (r) => (r.changed ? 'resumed ' : 'already running: ') + r.topic,
   };
 
   document.addEventListener('click', async (ev) => {

@@ -1,0 +1,218 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotApplied is wrapped, with Redis's error, by a Pause or Resume whose
+// SQL step succeeded and whose Redis step failed: the operator's intent is
+// saved, and the relay applies it to Redis within one pass of Redis
+// answering again (docs/design.md §4.13). Calling again is safe.
+var ErrNotApplied = errors.New("saved in SQL, not applied to Redis yet")
+
+// PauseState is a topic's pause state as an operator last set it. Times
+// are Unix ms on the SQL server's clock.
+type PauseState struct {
+	Topic  string `json:"-"`
+	Paused bool   `json:"-"`
+	// At is when the state last changed (0: never paused); By is who
+	// changed it ("token:1a2b3c4d", "anonymous", "cli:ops@host", ...).
+	At int64  `json:"at"`
+	By string `json:"by"`
+	// Changed is set by Pause and Resume: whether the call changed the
+	// state (false: the topic was in that state already).
+	Changed bool `json:"-"`
+}
+
+// PauseStore keeps the operator's pause intent where a Redis data loss
+// cannot reach it (the SQL ledger: *ledger.Ledger is one). Pause and
+// Resume write it first, then Redis; the relay and the recoverer apply it
+// to Redis again after a loss (ApplyPauses).
+type PauseStore interface {
+	// SetPaused records topic's state and returns the state now held.
+	// Setting the state a topic is in already changes nothing and returns
+	// the state as it was (who and when of the pause in force), changed
+	// false.
+	SetPaused(ctx context.Context, topic string, paused bool, actor string) (st PauseState, changed bool, err error)
+	// TopicState returns topic's state; the zero state (not paused, At
+	// 0) when it was never set.
+	TopicState(ctx context.Context, topic string) (PauseState, error)
+	// TopicStates returns the state of every topic it was ever set for,
+	// paused or not, by topic.
+	TopicStates(ctx context.Context) ([]PauseState, error)
+}
+
+// Pause pauses topic on behalf of actor (for the audit): workers claim none
+// of its jobs from the instant the Redis key is written (claim.lua checks it
+// in the claim's own atomic step), handlers already running finish, and its
+// jobs keep falling due and wait. The state is written to store first, then
+// to Redis: a store error (wrapping ErrLedger) leaves Redis alone; a Redis
+// error after the store's write wraps ErrNotApplied. Pausing a paused topic
+// changes nothing and returns the pause in force.
+func (c *Client) Pause(ctx context.Context, store PauseStore, topic, actor string) (PauseState, error) {
+	return c.setPaused(ctx, store, topic, actor, true)
+}
+
+// Resume lifts topic's pause on behalf of actor and publishes on the
+// topic's wake channel, so every worker's fetcher claims at once, each up to
+// its free handler slots (no burst beyond the topic's concurrency). Same
+// order and errors as Pause; resuming a topic that is not paused changes
+// nothing (the wake is sent anyway).
+func (c *Client) Resume(ctx context.Context, store PauseStore, topic, actor string) (PauseState, error) {
+	return c.setPaused(ctx, store, topic, actor, false)
+}
+
+func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor string, paused bool) (PauseState, error) {
+	verb := "resume"
+	if paused {
+		verb = "pause"
+	}
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return PauseState{}, err
+	}
+	if store == nil {
+		return PauseState{}, fmt.Errorf("queue: %s %s: a PauseStore is required", verb, topic)
+	}
+	st, changed, err := store.SetPaused(ctx, topic, paused, actor)
+	if err != nil {
+		return PauseState{}, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrLedger, err)
+	}
+	st.Changed = changed
+	// Redis is written even when SQL changed nothing: an earlier call may
+	// have failed at this step.
+	if paused {
+		err = c.rdb.Set(ctx, k.paused, pauseValue(st), 0).Err()
+	} else {
+		err = c.scripts.resume.Run(ctx, c.rdb, []string{k.paused, k.wake}, 0).Err()
+	}
+	if err != nil {
+		return st, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrNotApplied, err)
+	}
+	return st, nil
+}
+
+// PauseOf returns topic's pause state as Redis has it: the one workers obey.
+func (c *Client) PauseOf(ctx context.Context, topic string) (PauseState, error) {
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return PauseState{}, err
+	}
+	v, err := c.rdb.Get(ctx, k.paused).Result()
+	if errors.Is(err, redis.Nil) {
+		return PauseState{Topic: topic}, nil
+	}
+	if err != nil {
+		return PauseState{}, fmt.Errorf("queue: pause state of %s: %w", topic, err)
+	}
+	return parsePause(topic, v), nil
+}
+
+// PausesOf returns the pause state of each of topics as Redis has it, in
+// one round trip, by topic; an invalid topic name is an error.
+func (c *Client) PausesOf(ctx context.Context, topics []string) (map[string]PauseState, error) {
+	ks := make([]keys, len(topics))
+	for i, t := range topics {
+		k, err := c.keysFor(t)
+		if err != nil {
+			return nil, err
+		}
+		ks[i] = k
+	}
+	out := make(map[string]PauseState, len(topics))
+	if len(topics) == 0 {
+		return out, nil
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(topics))
+	for i, k := range ks {
+		cmds[i] = pipe.Get(ctx, k.paused)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("queue: pause states: %w", err)
+	}
+	for i, t := range topics {
+		v, err := cmds[i].Result()
+		if err != nil {
+			out[t] = PauseState{Topic: t}
+			continue
+		}
+		out[t] = parsePause(t, v)
+	}
+	return out, nil
+}
+
+// ApplyPauses brings Redis in line with states, the store's (TopicStates),
+// and returns the topics whose Redis key it changed. The relay calls it
+// every pass and the recoverer on every run, before either puts any job
+// back, so a Redis that lost its data (or missed a Pause's or Resume's
+// Redis step) has the operator's pauses again before a job can be claimed.
+//
+// One pipelined EXISTS checks them all; only mismatches are written: a
+// paused topic without its key gets it (SET NX), a resumed one that still
+// has it loses it (resume.lua, only if the key's pause is older than the
+// resume, so a pause set since the states were read is never undone).
+func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	ks := make([]keys, len(states))
+	for i, st := range states {
+		k, err := c.keysFor(st.Topic)
+		if err != nil {
+			return nil, err
+		}
+		ks[i] = k
+	}
+	pipe := c.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(states))
+	for i, k := range ks {
+		exists[i] = pipe.Exists(ctx, k.paused)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: apply pauses: %w", err)
+	}
+	var changed []string
+	for i, st := range states {
+		has := exists[i].Val() == 1
+		switch {
+		case st.Paused && !has:
+			ok, err := c.rdb.SetNX(ctx, ks[i].paused, pauseValue(st), 0).Result()
+			if err != nil {
+				return changed, fmt.Errorf("queue: apply the pause of %s: %w", st.Topic, err)
+			}
+			if ok {
+				changed = append(changed, st.Topic)
+			}
+		case !st.Paused && has && st.At > 0:
+			n, err := c.scripts.resume.Run(ctx, c.rdb, []string{ks[i].paused, ks[i].wake}, st.At).Int()
+			if err != nil {
+				return changed, fmt.Errorf("queue: apply the resume of %s: %w", st.Topic, err)
+			}
+			if n == 1 {
+				changed = append(changed, st.Topic)
+			}
+		}
+	}
+	return changed, nil
+}
+
+// pauseValue is the paused key's value: who paused, and when.
+func pauseValue(st PauseState) string {
+	b, _ := json.Marshal(st) // two plain fields: cannot fail
+	return string(b)
+}
+
+// parsePause reads a paused key's value. A value that is not ours (someone
+// set the key by hand) still means paused: the key's existence is the state.
+func parsePause(topic, v string) PauseState {
+	st := PauseState{}
+	_ = json.Unmarshal([]byte(v), &st)
+	st.Topic, st.Paused = topic, true
+	return st
+}

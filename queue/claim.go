@@ -3,6 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -16,11 +19,58 @@ type Claimed struct {
 	// NextLease the earliest lease deadline (0 if none). A fetcher can sleep
 	// until the earlier of the two.
 	NextDue, NextLease int64
+	// NextToken, when the topic's rate limit held due jobs back (fewer or
+	// none claimed for lack of tokens), is when the next token is there,
+	// Redis ms; 0 otherwise. The fetcher sleeps until then.
+	NextToken int64
+}
+
+// RateLimit caps a topic's handler starts across every worker of the
+// cluster: a token bucket in Redis, on Redis's clock (docs/design.md
+// §4.16). The zero value means no limit.
+type RateLimit struct {
+	// PerSecond is the steady rate, handler starts per second; 0 = none.
+	PerSecond float64
+	// Burst is the bucket's size: the most starts at once after an idle
+	// spell. At least 1 when PerSecond is set.
+	Burst int
+}
+
+// Validate checks l: PerSecond finite and not negative, Burst at least 1
+// when PerSecond is set.
+func (l RateLimit) Validate() error {
+	switch {
+	case math.IsNaN(l.PerSecond) || math.IsInf(l.PerSecond, 0) || l.PerSecond < 0:
+		return fmt.Errorf("rate limit %v: want a finite number of starts per second, 0 for none", l.PerSecond)
+	case l.Burst < 0:
+		return fmt.Errorf("rate burst %d: must not be negative", l.Burst)
+	case l.PerSecond > 0 && l.Burst < 1:
+		return fmt.Errorf("rate burst %d: must be at least 1 with a rate limit", l.Burst)
+	}
+	return nil
+}
+
+// DefaultRateBurst is the burst of a rate limit that sets none: a tenth of a
+// second's starts (at least 1), so a 1 s window never holds more than 1.1 ×
+// the rate, while a claim still takes a useful batch.
+func DefaultRateBurst(perSecond float64) int {
+	return max(1, int(math.Ceil(perSecond/10)))
 }
 
 // Claim leases up to n due jobs of topic for lease. Jobs whose lease expired
 // go back first, bounded per call by Config.ExpiredPerClaim.
 func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Duration) (*Claimed, error) {
+	return c.ClaimLimited(ctx, topic, n, lease, RateLimit{})
+}
+
+// ClaimLimited is Claim under the topic's rate limit: it takes no more jobs
+// than the topic's token bucket holds tokens, and reports in NextToken when
+// it held due jobs back. Every claimer of a topic should pass the same
+// limit: the bucket is shared, each claim refills it at its own rate.
+func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease time.Duration, limit RateLimit) (*Claimed, error) {
+	if err := limit.Validate(); err != nil {
+		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
+	}
 	if n < 1 {
 		return nil, fmt.Errorf("queue: claim from %s: n = %d, must be positive", topic, n)
 	}
@@ -31,15 +81,20 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead},
-		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim).Slice()
+	// KEYS[5] is the pause flag (docs/design.md §4.13); until that lands
+	// here its name is passed and the script ignores it.
+	paused := strings.TrimSuffix(k.due, "due") + "paused"
+	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, paused, k.rate},
+		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
+		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 5 {
+	if len(reply) != 7 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
-	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0)}
+	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
+		NextToken: max(asInt64(reply[6]), 0)}
 	leaseUntil := res.Now + lease.Milliseconds()
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

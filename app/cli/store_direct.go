@@ -75,7 +75,9 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 			return nil, err
 		}
 		st.Topic = t
-		all = append(all, httpapi.NewTopicStats(st, q.Durability(t), counts[t], at))
+		v := httpapi.NewTopicStats(st, q.Durability(t), counts[t], at)
+		v.RateLimit = httpapi.NewRateLimitView(s.cfg.Worker.RateLimit(t))
+		all = append(all, v)
 	}
 	return all, nil
 }

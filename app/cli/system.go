@@ -197,6 +197,7 @@ func (s *system) buildAPI(p parts) error {
 		Ledger:       s.b.Ledger,
 		Recovery:     recoveryAPI{s.rec, s.dryRec},
 		SQLCounts:    counts,
+		RateLimits:   s.cfg.Worker.RateLimits(),
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

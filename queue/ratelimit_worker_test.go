@@ -61,9 +61,9 @@ func TestWorkerRateLimitShutdownEndsTokenSleep(t *testing.T) {
 	e := wenv{env: env{c: c, rdb: rdb, ns: ns}, led: sqliteLedger(t)}
 	enqueueMany(t, c, "t", "j", 2, nil)
 	obs := &rateObserver{}
-	w := newWorker(t, e, queue.WorkerConfig{Observer: obs})
+	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, MaxIdle: time.Minute})
 	if err := w.Handle("t", queue.HandlerFunc(func(context.Context, *queue.Job) error { return nil }),
-		queue.TopicConfig{RateLimit: 0.01, RateBurst: 1}); err != nil { // next token in 100 s
+		queue.TopicConfig{RateLimit: 0.01, RateBurst: 1}); err != nil { // next token in 100 s, sleep a minute
 		t.Fatal(err)
 	}
 	stop := startWorker(t, w)

@@ -179,7 +179,9 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	}
 	if cl.NextToken > 0 {
 		tr.observeRateLimited()
-		return max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), true, nil
+		// MaxIdle still bounds the sleep: a bucket reset meanwhile (Redis
+		// lost it) is full again.
+		return min(max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), tr.w.cfg.MaxIdle), true, nil
 	}
 	wait = tr.w.cfg.MaxIdle
 	if cl.NextDue > 0 {

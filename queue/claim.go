@@ -36,15 +36,23 @@ type RateLimit struct {
 	Burst int
 }
 
-// Validate checks l: PerSecond finite and not negative, Burst at least 1
-// when PerSecond is set.
+// Bounds of a rate limit: beyond them the script's arithmetic (the bucket's
+// expiry in ms) leaves exact integers, and no real topic needs more.
+const (
+	MinRatePerSecond = 0.001 // one start in about 17 minutes
+	MaxRatePerSecond = 1e6
+	MaxRateBurst     = 1_000_000
+)
+
+// Validate checks l: PerSecond 0 (none) or within [MinRatePerSecond,
+// MaxRatePerSecond], Burst within [1, MaxRateBurst] when PerSecond is set.
 func (l RateLimit) Validate() error {
-	switch {
-	case math.IsNaN(l.PerSecond) || math.IsInf(l.PerSecond, 0) || l.PerSecond < 0:
-		return fmt.Errorf("rate limit %v: want a finite number of starts per second, 0 for none", l.PerSecond)
-	case l.Burst < 0:
-		return fmt.Errorf("rate burst %d: must not be negative", l.Burst)
-	case l.PerSecond > 0 && l.Burst < 1:
+	switch r := l.PerSecond; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < MinRatePerSecond) || r > MaxRatePerSecond:
+		return fmt.Errorf("rate limit %v: want %v-%v starts per second, 0 for none", r, MinRatePerSecond, MaxRatePerSecond)
+	case l.Burst < 0 || l.Burst > MaxRateBurst:
+		return fmt.Errorf("rate burst %d: want 0-%d", l.Burst, MaxRateBurst)
+	case r > 0 && l.Burst < 1:
 		return fmt.Errorf("rate burst %d: must be at least 1 with a rate limit", l.Burst)
 	}
 	return nil

@@ -174,7 +174,8 @@ func TestClaimRateLimitRefusesBadLimits(t *testing.T) {
 		mustEnqueue(t, e, "t", queue.NewJob{ID: "a"})
 		for _, l := range []queue.RateLimit{
 			{PerSecond: -1, Burst: 1}, {PerSecond: math.NaN(), Burst: 1}, {PerSecond: math.Inf(1), Burst: 1},
-			{PerSecond: 10, Burst: 0}, {PerSecond: 0, Burst: -1},
+			{PerSecond: 10, Burst: 0}, {PerSecond: 0, Burst: -1}, {PerSecond: 1e-6, Burst: 1}, {PerSecond: 2e6, Burst: 1},
+			{PerSecond: 10, Burst: 2_000_000},
 		} {
 			if _, err := e.c.ClaimLimited(testenv.Context(t), "t", 1, time.Minute, l); err == nil {
 				t.Fatalf("limit %+v accepted", l)

@@ -284,7 +284,8 @@ type Topic struct {
 	MaxAttempts int           `koanf:"max_attempts"`
 	// RateLimit caps the topic's handler starts per second across every
 	// worker of the cluster (docs/design.md §4.16): every process that
-	// handles the topic must set the same. Default 0: no limit.
+	// handles the topic must set the same; 0.001 to 1,000,000. Default 0:
+	// no limit.
 	RateLimit float64 `koanf:"rate_limit"`
 	// RateBurst is the most starts at once after an idle spell (the token
 	// bucket's size). Default: a tenth of rate_limit, at least 1.

@@ -121,6 +121,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  topics:\n    sms: {rate_limit: .inf}\n", "worker.topics.sms.rate_limit"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: -1}\n", "worker.topics.sms.rate_burst"},
 		{"worker:\n  topics:\n    sms: {rate_burst: 5}\n", "worker.topics.sms.rate_burst"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 0.00001}\n", "worker.topics.sms.rate_limit"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: 2000000}\n", "worker.topics.sms.rate_burst"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},
 		{"dashboard:\n  history: 1s\n", "dashboard.history"},

@@ -281,14 +281,12 @@ func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) 
 // validateRate checks the rate limit of a topic (key is its config key).
 func (t Topic) validateRate(p *problems, key string) {
 	switch r := t.RateLimit; {
-	case math.IsNaN(r) || math.IsInf(r, 0):
-		p.bad(key+".rate_limit", r, "want a number of handler starts per second")
-	case r < 0:
-		p.bad(key+".rate_limit", r, "must not be negative; 0 means no limit")
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < queue.MinRatePerSecond) || r > queue.MaxRatePerSecond:
+		p.bad(key+".rate_limit", r, "want %v-%v handler starts per second, or 0 for no limit", queue.MinRatePerSecond, queue.MaxRatePerSecond)
 	}
 	switch {
-	case t.RateBurst < 0:
-		p.bad(key+".rate_burst", t.RateBurst, "must not be negative; 0 means rate_limit/10, at least 1")
+	case t.RateBurst < 0 || t.RateBurst > queue.MaxRateBurst:
+		p.bad(key+".rate_burst", t.RateBurst, "want 1-%d, or 0 for rate_limit/10 (at least 1)", queue.MaxRateBurst)
 	case t.RateBurst > 0 && !(t.RateLimit > 0):
 		p.bad(key+".rate_burst", t.RateBurst, "needs a rate_limit")
 	}

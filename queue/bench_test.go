@@ -60,7 +60,15 @@ func BenchmarkEnqueueBatch100(b *testing.B) {
 }
 
 // One goroutine: claim 100 due jobs, ack them, repeat.
-func BenchmarkClaimAck100(b *testing.B) {
+func BenchmarkClaimAck100(b *testing.B) { benchClaimAck100(b, queue.RateLimit{}) }
+
+// BenchmarkClaimAck100 under a rate limit that never binds: the token
+// bucket's cost in the claim script.
+func BenchmarkClaimAck100RateLimited(b *testing.B) {
+	benchClaimAck100(b, queue.RateLimit{PerSecond: queue.MaxRatePerSecond, Burst: queue.MaxRateBurst})
+}
+
+func benchClaimAck100(b *testing.B, limit queue.RateLimit) {
 	c := benchClient(b)
 	ctx := testenv.Context(b)
 	total := 100 * b.N
@@ -78,7 +86,7 @@ func BenchmarkClaimAck100(b *testing.B) {
 	b.ResetTimer()
 	done := 0
 	for done < total {
-		cl, err := c.Claim(ctx, "bench", 100, time.Minute)
+		cl, err := c.ClaimLimited(ctx, "bench", 100, time.Minute, limit)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strings"
+	"math"
+	"strconv"
 	"time"
 )
 
@@ -17,15 +18,70 @@ type Claimed struct {
 	// NextLease the earliest lease deadline (0 if none). A fetcher can sleep
 	// until the earlier of the two.
 	NextDue, NextLease int64
+	// NextToken, when the topic's rate limit held due jobs back (fewer or
+	// none claimed for lack of tokens), is when the next token is there,
+	// Redis ms; 0 otherwise. The fetcher sleeps until then.
+	NextToken int64
 	// Paused says the topic is paused (Client.Pause): nothing was claimed,
 	// and nothing will be until it is resumed, which publishes on the
 	// topic's wake channel.
 	Paused bool
 }
 
+// RateLimit caps a topic's handler starts across every worker of the
+// cluster: a token bucket in Redis, on Redis's clock (docs/design.md
+// §4.16). The zero value means no limit.
+type RateLimit struct {
+	// PerSecond is the steady rate, handler starts per second; 0 = none.
+	PerSecond float64
+	// Burst is the bucket's size: the most starts at once after an idle
+	// spell. At least 1 when PerSecond is set.
+	Burst int
+}
+
+// Bounds of a rate limit: beyond them the script's arithmetic (the bucket's
+// expiry in ms) leaves exact integers, and no real topic needs more.
+const (
+	MinRatePerSecond = 0.001 // one start in about 17 minutes
+	MaxRatePerSecond = 1e6
+	MaxRateBurst     = 1_000_000
+)
+
+// Validate checks l: PerSecond 0 (none) or within [MinRatePerSecond,
+// MaxRatePerSecond], Burst within [1, MaxRateBurst] when PerSecond is set.
+func (l RateLimit) Validate() error {
+	switch r := l.PerSecond; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < MinRatePerSecond) || r > MaxRatePerSecond:
+		return fmt.Errorf("rate limit %v: want %v-%v starts per second, 0 for none", r, MinRatePerSecond, MaxRatePerSecond)
+	case l.Burst < 0 || l.Burst > MaxRateBurst:
+		return fmt.Errorf("rate burst %d: want 0-%d", l.Burst, MaxRateBurst)
+	case r > 0 && l.Burst < 1:
+		return fmt.Errorf("rate burst %d: must be at least 1 with a rate limit", l.Burst)
+	}
+	return nil
+}
+
+// DefaultRateBurst is the burst of a rate limit that sets none: a tenth of a
+// second's starts (at least 1), so a 1 s window never holds more than 1.1 ×
+// the rate, while a claim still takes a useful batch.
+func DefaultRateBurst(perSecond float64) int {
+	return max(1, int(math.Ceil(perSecond/10)))
+}
+
 // Claim leases up to n due jobs of topic for lease. Jobs whose lease expired
 // go back first, bounded per call by Config.ExpiredPerClaim.
 func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Duration) (*Claimed, error) {
+	return c.ClaimLimited(ctx, topic, n, lease, RateLimit{})
+}
+
+// ClaimLimited is Claim under the topic's rate limit: it takes no more jobs
+// than the topic's token bucket holds tokens, and reports in NextToken when
+// it held due jobs back. Every claimer of a topic should pass the same
+// limit: the bucket is shared, each claim refills it at its own rate.
+func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease time.Duration, limit RateLimit) (*Claimed, error) {
+	if err := limit.Validate(); err != nil {
+		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
+	}
 	if n < 1 {
 		return nil, fmt.Errorf("queue: claim from %s: n = %d, must be positive", topic, n)
 	}
@@ -36,11 +92,9 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 	if err != nil {
 		return nil, err
 	}
-	// KEYS[6] and ARGV[4..5] are the rate limit's (docs/design.md §2);
-	// this build passes its key name and "no limit".
-	rate := strings.TrimSuffix(k.due, "due") + "rate"
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, rate},
-		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim, 0, 0).Slice()
+	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate},
+		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
+		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
@@ -48,7 +102,7 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
-		Paused: asInt64(reply[5]) == 1}
+		Paused: asInt64(reply[5]) == 1, NextToken: max(asInt64(reply[6]), 0)}
 	leaseUntil := res.Now + lease.Milliseconds()
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

@@ -64,6 +64,11 @@
 // up to WorkerConfig.ShutdownTimeout, and settles everything before it
 // returns. See ExampleWorker.
 //
+// TopicConfig.RateLimit caps a topic's handler starts per second across
+// every worker of the cluster: the claim script spends a token bucket kept
+// in Redis, on Redis's clock, and a fetcher held back sleeps until the next
+// token (docs/design.md §4.16).
+//
 // # The ledger
 //
 // Ledger is what the worker needs from the SQL ledger; package ledger

@@ -13,6 +13,7 @@ type keys struct {
 	// paused is a STRING with no TTL: it exists while the operator has the
 	// topic paused, and holds {"at":ms,"by":actor} (pause.go).
 	paused string
+	rate   string // HASH tokens, at (Redis ms): the rate limit's token bucket (claim.lua)
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -28,6 +29,7 @@ func newKeys(namespace, topic string) keys {
 		wake:   p + "wake",
 		gone:   p + "gone",
 		paused: p + "paused",
+		rate:   p + "rate",
 	}
 }
 

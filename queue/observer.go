@@ -49,6 +49,13 @@ type EnqueueCallObserver interface {
 	EnqueueCall(topic string, jobs int)
 }
 
+// RateLimitObserver, when WorkerConfig.Observer implements it too, is told
+// of every claim that the topic's rate limit held back (due jobs left
+// waiting for lack of tokens). It must be safe for concurrent use and quick.
+type RateLimitObserver interface {
+	RateLimited(topic string)
+}
+
 // NopObserver ignores every event. Embed it in an Observer that cares
 // about some events only.
 type NopObserver struct{}

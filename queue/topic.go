@@ -105,7 +105,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		case <-stop.Done():
 			continue
 		}
-		wait, err := tr.fetch(detached, min(free, tr.cfg.BatchSize))
+		wait, held, err := tr.fetch(detached, min(free, tr.cfg.BatchSize))
 		if err == nil {
 			select {
 			case err = <-tr.recordErr:
@@ -119,6 +119,10 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		errPause = 0
 		if wait < 0 {
 			continue // took a full batch: more may be due
+		}
+		if held {
+			tr.waitToken(stop, wait)
+			continue
 		}
 		freed := tr.freed
 		if tr.paused {
@@ -137,6 +141,19 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 	}
 }
 
+// waitToken sleeps until the rate limit's next token (wait), or a wake
+// message or shutdown. A freed slot does not end it: without a token the
+// claim would take nothing.
+func (tr *topicRunner) waitToken(stop context.Context, wait time.Duration) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-tr.wake:
+	case <-stop.Done():
+	}
+}
+
 // recordPipeline is how many claimed batches may be in the ledger at once.
 const recordPipeline = 2
 
@@ -149,14 +166,16 @@ const pausedRecheck = 30 * time.Second
 // fetch claims up to n jobs and starts recording them; the recording
 // goroutine queues them for the handlers, or hands them back if the ledger
 // fails. It holds one token of tr.tokens and gives it back. It returns how
-// long to wait before the next claim, or -1 to claim again at once.
-func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, error) {
+// long to wait before the next claim, or -1 to claim again at once; held
+// says the rate limit held due jobs back and the wait is until its next
+// token.
+func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duration, held bool, err error) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	cl, err := tr.w.c.Claim(ctx, tr.topic, n, tr.cfg.Lease)
+	cl, err := tr.w.c.ClaimLimited(ctx, tr.topic, n, tr.cfg.Lease, tr.cfg.rateLimit())
 	if err != nil {
 		<-tr.tokens
-		return 0, err
+		return 0, false, err
 	}
 	tr.w.clockOffset.Store(cl.Now - time.Now().UnixMilli())
 	switch {
@@ -180,18 +199,24 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, er
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
 		go tr.record(detached, cl.Jobs)
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
-			return -1, nil
+			return -1, false, nil
 		}
 	}
-	wait := tr.w.cfg.MaxIdle
 	if cl.Paused {
 		// Nothing was claimed (buried jobs aside): wait for the resume.
-		return max(wait, pausedRecheck), nil
+		return max(tr.w.cfg.MaxIdle, pausedRecheck), false, nil
 	}
+	if cl.NextToken > 0 {
+		tr.observeRateLimited()
+		// MaxIdle still bounds the sleep: a bucket reset meanwhile (Redis
+		// lost it) is full again.
+		return min(max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), tr.w.cfg.MaxIdle), true, nil
+	}
+	wait = tr.w.cfg.MaxIdle
 	if cl.NextDue > 0 {
 		if cl.NextDue <= cl.Now {
 			// Due jobs are left but every slot is taken: a freed slot wakes us.
-			return wait, nil
+			return wait, false, nil
 		}
 		wait = min(wait, time.Duration(cl.NextDue-cl.Now)*time.Millisecond)
 	}
@@ -199,7 +224,15 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (time.Duration, er
 		// An expired lease (a dead worker) is put back by the next claim.
 		wait = min(wait, time.Duration(cl.NextLease-cl.Now+1)*time.Millisecond)
 	}
-	return max(wait, 0), nil
+	return max(wait, 0), false, nil
+}
+
+// observeRateLimited counts a claim the rate limit held back, if the
+// observer cares.
+func (tr *topicRunner) observeRateLimited() {
+	if o, ok := tr.w.cfg.Observer.(RateLimitObserver); ok {
+		o.RateLimited(tr.topic)
+	}
 }
 
 // record writes claimed jobs to the ledger, then queues them for the

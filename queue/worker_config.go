@@ -74,6 +74,20 @@ type TopicConfig struct {
 	MaxAttempts int
 	// Backoff spaces retries.
 	Backoff Backoff
+	// RateLimit, if set, caps the topic's handler starts per second across
+	// every worker of the cluster: a token bucket in Redis that the claim
+	// script spends (docs/design.md §4.16). Every worker of a topic must be
+	// configured with the same limit. Default 0: none.
+	RateLimit float64
+	// RateBurst is the rate limit's bucket size: the most starts at once
+	// after an idle spell. Default DefaultRateBurst(RateLimit), a tenth of
+	// a second's starts.
+	RateBurst int
+}
+
+// rateLimit is the topic's limit as the claim script takes it.
+func (c TopicConfig) rateLimit() RateLimit {
+	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}
 }
 
 // DefaultHeartbeat is the heartbeat of a topic that sets none: a third of
@@ -109,6 +123,13 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 		c.Backoff = def.Backoff
 	}
 	c.Backoff = c.Backoff.withDefaults()
+	if c.RateLimit == 0 {
+		c.RateLimit = def.RateLimit
+	}
+	c.RateBurst = pickInt(c.RateBurst, def.RateBurst)
+	if c.RateLimit > 0 && c.RateBurst == 0 {
+		c.RateBurst = DefaultRateBurst(c.RateLimit)
+	}
 	return c
 }
 
@@ -127,7 +148,7 @@ func (c TopicConfig) validate() error {
 	case c.MaxAttempts < 0 || c.MaxAttempts > maxAttemptsLimit:
 		return fmt.Errorf("max attempts %d: want 0-%d", c.MaxAttempts, maxAttemptsLimit)
 	}
-	return nil
+	return c.rateLimit().Validate()
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {

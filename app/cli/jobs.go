@@ -138,8 +138,10 @@ and for a durable topic its waiting jobs in the SQL ledger, all (SQL) and
 those due beyond queue.horizon (BEYOND), which are in SQL only until the
 relay loads them. Directly on Redis and SQL, those are counted now; through
 an instance's API (--api, or redis.mode embedded), they are the instance's
-relay's last count ("-" where it runs no relay). --json prints the API's
-topic stats (GET /v1/topics).`,
+relay's last count ("-" where it runs no relay). RATE LIMIT is the
+topic's configured limit, handler starts per second across the cluster
+and burst ("-" for none). --json prints the API's topic stats
+(GET /v1/topics).`,
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			s, err := a.store(cmd)
 			if err != nil {
@@ -151,7 +153,7 @@ topic stats (GET /v1/topics).`,
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND")
+				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT")
 				for _, s := range all {
 					inSQL, beyond := "-", "-"
 					if s.SQL != nil {
@@ -162,9 +164,17 @@ topic stats (GET /v1/topics).`,
 						paused = "yes"
 					}
 					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
-						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond)
+						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit))
 				}
 			})
 		},
 	}
+}
+
+// rateLimitCell shows a rate limit as "500/s burst 50", "-" for none.
+func rateLimitCell(l *httpapi.RateLimitView) string {
+	if l == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(l.PerSecond, 'f', -1, 64) + "/s burst " + strconv.Itoa(l.Burst)
 }

@@ -81,7 +81,9 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 		if err != nil {
 			return nil, err
 		}
-		all = append(all, httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), p))
+		v := httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), p)
+		v.RateLimit = httpapi.NewRateLimitView(s.cfg.Worker.RateLimit(t))
+		all = append(all, v)
 	}
 	return all, nil
 }

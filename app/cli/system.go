@@ -155,6 +155,9 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		hooks := workerHooks{observer: s.obs.metrics}
 		for topic := range handlers {
 			s.obs.metrics.InitTopic(topic)
+			if l := cfg.Worker.RateLimit(topic); l.PerSecond > 0 {
+				s.obs.metrics.InitRateLimit(topic, l.PerSecond)
+			}
 		}
 		if p.recovery {
 			hooks.onRedisReconnect = s.rec.RedisReconnected
@@ -197,6 +200,7 @@ func (s *system) buildAPI(p parts) error {
 		Ledger:       s.b.Ledger,
 		Recovery:     recoveryAPI{s.rec, s.dryRec},
 		SQLCounts:    counts,
+		RateLimits:   s.cfg.Worker.RateLimits(),
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

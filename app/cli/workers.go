@@ -52,6 +52,8 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 			Timeout:     t.Timeout,
 			MaxAttempts: t.MaxAttempts,
 			Backoff:     queue.Backoff{Base: t.BackoffBase, Cap: t.BackoffCap},
+			RateLimit:   t.RateLimit,
+			RateBurst:   t.RateBurst,
 		}
 		if err := w.Handle(topic, h, tc); err != nil {
 			return nil, err

@@ -248,6 +248,31 @@ func (w Worker) TopicSettings(name string) Topic {
 	return t
 }
 
+// RateLimit is topic name's rate limit with its default burst filled in;
+// the zero value when it has none.
+func (w Worker) RateLimit(name string) queue.RateLimit {
+	t := w.Topics[name]
+	if t.RateLimit <= 0 {
+		return queue.RateLimit{}
+	}
+	l := queue.RateLimit{PerSecond: t.RateLimit, Burst: t.RateBurst}
+	if l.Burst == 0 {
+		l.Burst = queue.DefaultRateBurst(l.PerSecond)
+	}
+	return l
+}
+
+// RateLimits are the rate limits of every topic that has one.
+func (w Worker) RateLimits() map[string]queue.RateLimit {
+	out := make(map[string]queue.RateLimit)
+	for name := range w.Topics {
+		if l := w.RateLimit(name); l.PerSecond > 0 {
+			out[name] = l
+		}
+	}
+	return out
+}
+
 // Topic overrides the worker defaults for one topic; zero fields inherit.
 type Topic struct {
 	Concurrency int           `koanf:"concurrency"`
@@ -257,6 +282,14 @@ type Topic struct {
 	BackoffBase time.Duration `koanf:"backoff_base"`
 	BackoffCap  time.Duration `koanf:"backoff_cap"`
 	MaxAttempts int           `koanf:"max_attempts"`
+	// RateLimit caps the topic's handler starts per second across every
+	// worker of the cluster (docs/design.md §4.16): every process that
+	// handles the topic must set the same; 0.001 to 1,000,000. Default 0:
+	// no limit.
+	RateLimit float64 `koanf:"rate_limit"`
+	// RateBurst is the most starts at once after an idle spell (the token
+	// bucket's size). Default: a tenth of rate_limit, at least 1.
+	RateBurst int `koanf:"rate_burst"`
 	// Target, if set, makes the topic an HTTP-target topic: its jobs are
 	// delivered to an endpoint by the built-in handler (docs/design.md
 	// §4.12), in serve and worker alike.

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/queue"
 )
 
 // configs/delayq.yaml writes out every default: loading it must give
@@ -114,6 +116,13 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"queue:\n  coalesce: 20000\n", "queue.coalesce"},
 		{"queue:\n  coalesce_in_flight: 0\n", "queue.coalesce_in_flight"},
 		{"worker:\n  topics:\n    'bad topic': {concurrency: 1}\n", "worker.topics.bad topic"},
+		{"worker:\n  topics:\n    sms: {rate_limit: -5}\n", "worker.topics.sms.rate_limit"},
+		{"worker:\n  topics:\n    sms: {rate_limit: .nan}\n", "worker.topics.sms.rate_limit"},
+		{"worker:\n  topics:\n    sms: {rate_limit: .inf}\n", "worker.topics.sms.rate_limit"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: -1}\n", "worker.topics.sms.rate_burst"},
+		{"worker:\n  topics:\n    sms: {rate_burst: 5}\n", "worker.topics.sms.rate_burst"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 0.00001}\n", "worker.topics.sms.rate_limit"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: 2000000}\n", "worker.topics.sms.rate_burst"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"dashboard:\n  sample_every: 1ms\n", "dashboard.sample_every"},
 		{"dashboard:\n  history: 1s\n", "dashboard.history"},
@@ -162,5 +171,20 @@ func TestCLIAPISources(t *testing.T) {
 	}
 	if c, err = config.Load(path, fs); err != nil || c.CLI.API != "https://flag:8443/delayq" {
 		t.Fatalf("flag: %q, %v", c.CLI.API, err)
+	}
+}
+
+func TestTopicRateLimit(t *testing.T) {
+	cfg, err := config.Load(writeFile(t, "worker:\n  topics:\n    sms: {rate_limit: 500}\n    push: {rate_limit: 0.5, rate_burst: 3}\n    mail: {concurrency: 2}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Worker.RateLimits()
+	want := map[string]queue.RateLimit{"sms": {PerSecond: 500, Burst: 50}, "push": {PerSecond: 0.5, Burst: 3}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("rate limits %v, want %v", got, want)
+	}
+	if l := cfg.Worker.RateLimit("mail"); l != (queue.RateLimit{}) {
+		t.Fatalf("mail has limit %+v", l)
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -269,10 +270,25 @@ func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) 
 	if t.Lease != 0 && t.Lease < 100*time.Millisecond {
 		p.bad(key+".lease", t.Lease, "must be at least 100ms")
 	}
+	t.validateRate(p, key)
 	// The heartbeat is the worker's for every topic; only its default
 	// (lease/3) follows each topic's lease.
 	if t.Lease != 0 && heartbeat != 0 && heartbeat >= t.Lease {
 		p.bad(key+".lease", t.Lease, "must be longer than worker.heartbeat (%s)", heartbeat)
+	}
+}
+
+// validateRate checks the rate limit of a topic (key is its config key).
+func (t Topic) validateRate(p *problems, key string) {
+	switch r := t.RateLimit; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0 && r < queue.MinRatePerSecond) || r > queue.MaxRatePerSecond:
+		p.bad(key+".rate_limit", r, "want %v-%v handler starts per second, or 0 for no limit", queue.MinRatePerSecond, queue.MaxRatePerSecond)
+	}
+	switch {
+	case t.RateBurst < 0 || t.RateBurst > queue.MaxRateBurst:
+		p.bad(key+".rate_burst", t.RateBurst, "want 1-%d, or 0 for rate_limit/10 (at least 1)", queue.MaxRateBurst)
+	case t.RateBurst > 0 && !(t.RateLimit > 0):
+		p.bad(key+".rate_burst", t.RateBurst, "needs a rate_limit")
 	}
 }
 

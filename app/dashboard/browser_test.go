@@ -123,6 +123,13 @@ func TestDashboardInBrowser(t *testing.T) {
 			!tr.textContent.includes('4242') && !tr.textContent.includes('hidden');
 	})()`, hook.URL+"/hook"), "the target topic with its 500")
 	poll(t, tab, `document.querySelector('#topics tr[data-topic="mail"] .target-line').hidden`, "no target on mail")
+	// The target topic's rate limit (burst by default 20/10 = 2); mail has none.
+	poll(t, tab, `(() => {
+		const line = document.querySelector('#topics tr[data-topic="hooks"] .rate-line');
+		const none = document.querySelector('#topics tr[data-topic="mail"] .rate-line');
+		return line && !line.hidden && line.querySelector('[data-rate="per_second"]').textContent === '20' &&
+			line.querySelector('[data-rate="burst"]').textContent === '2' && none && none.hidden;
+	})()`, "the rate limit of the target topic")
 
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
@@ -255,7 +262,7 @@ func startServe(t *testing.T, ns, dsn string, readOnly bool, hookURL string) *se
 redis: {mode: single, addrs: [%q], namespace: %q}
 sql: {driver: mysql, dsn: %q}
 http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
-worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, target: {url: %q}}}}
+worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, rate_limit: 20, target: {url: %q}}}}
 recovery: {spec: "@every 10s", grace: 5s}
 queue: {horizon: 1h, topics: {invoices: {durability: durable}}}
 orders: {sweeper_spec: "@every 1h"}

@@ -19,8 +19,8 @@
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=scheduled|in_flight|dead&offset=&limit=)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
-//	GET    /v1/topics                             every known topic with its stats and durability
-//	GET    /v1/topics/{topic}                     one topic's stats and durability
+//	GET    /v1/topics                             every known topic with its stats, durability and rate limit
+//	GET    /v1/topics/{topic}                     one topic's stats, durability and rate limit
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
@@ -111,6 +111,17 @@
 // either way, retry. Both are refused 403 read_only in read-only mode.
 // Topic stats show "paused" and, while paused, "paused_at" (Unix ms) and
 // "paused_by".
+//
+// # Rate limits
+//
+// A topic with a rate limit (worker.topics.<name>.rate_limit and
+// rate_burst; docs/design.md §4.16) has in its stats (GET /v1/topics, GET
+// /v1/topics/{topic}) "rate_limit": {"per_second": n, "burst": n}: at most
+// per_second handler starts a second across every worker of the cluster,
+// burst at once after an idle spell. It is this process's configuration
+// (every process handling the topic must set the same); the workers enforce
+// it in the claim, the API only shows it. Jobs held back stay due (due_now
+// counts them) and run in order. A topic without a limit has no rate_limit.
 //
 // Job ids may contain '/', so {id...} takes the rest of the path; the
 // slashes may be sent as they are or percent-encoded (%2F). An id with an

@@ -56,6 +56,10 @@ type Deps struct {
 	// topic stats, cached (the relay's Counts); nil leaves them out (a
 	// process that runs no relay). The API never counts them itself.
 	SQLCounts SQLCounter
+	// RateLimits are the topics' rate limits of the configuration, shown
+	// in the topic stats; the workers enforce them, the API only shows
+	// them. nil: none shown.
+	RateLimits map[string]queue.RateLimit
 	// Modules are extra /v1 handlers, behind auth like the rest of /v1.
 	Modules []Module
 	// Token is the bearer token every /v1 route wants; "" turns auth off
@@ -96,6 +100,8 @@ type api struct {
 	ready     func(ctx context.Context) error
 	log       logrus.FieldLogger
 	auth      *bearerAuth // nil when auth is off
+
+	rateLimits map[string]queue.RateLimit // Deps.RateLimits, read only
 }
 
 // New builds the API handler: the /v1 routes behind auth, the probes in
@@ -122,6 +128,7 @@ func New(d Deps) (http.Handler, error) {
 		ready:     d.Ready,
 		log:       d.Logger,
 	}
+	a.rateLimits = d.RateLimits
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}

@@ -36,6 +36,24 @@ type TopicStats struct {
 	Paused   bool   `json:"paused"`
 	PausedAt int64  `json:"paused_at,omitempty"`
 	PausedBy string `json:"paused_by,omitempty"`
+	// RateLimit is the topic's rate limit as this process's configuration
+	// has it (worker.topics.<t>.rate_limit); absent when it sets none.
+	RateLimit *RateLimitView `json:"rate_limit,omitempty"`
+}
+
+// RateLimitView is a topic's rate limit: at most PerSecond handler starts
+// per second across the cluster, Burst at once after an idle spell.
+type RateLimitView struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+// NewRateLimitView renders l, nil when it is no limit.
+func NewRateLimitView(l queue.RateLimit) *RateLimitView {
+	if l.PerSecond <= 0 {
+		return nil
+	}
+	return &RateLimitView{PerSecond: l.PerSecond, Burst: l.Burst}
 }
 
 // SQLCounts are a durable topic's waiting jobs (scheduled rows) in the SQL
@@ -98,7 +116,9 @@ func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.
 		}
 		p = &st
 	}
-	return WithPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), *p), nil
+	v := WithPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), *p)
+	v.RateLimit = NewRateLimitView(a.rateLimits[topic])
+	return v, nil
 }
 
 // WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics

@@ -63,6 +63,7 @@ type Metrics struct {
 	sweep          sweepMetrics
 	durable        durableMetrics
 	target         targetMetrics
+	rate           rateMetrics
 	targets        sync.Map     // topic -> *targetLive, for the dashboard (target.go)
 	sweepSucceeded atomic.Int64 // successful sweeps so far
 
@@ -85,6 +86,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		sweep:   newSweepMetrics(),
 		durable: newDurableMetrics(),
 		target:  newTargetMetrics(),
+		rate:    newRateMetrics(),
 	}
 	perTopic := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -126,6 +128,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,
 	)
+	m.reg.MustRegister(m.rate.collectors()...)
 	return m
 }
 

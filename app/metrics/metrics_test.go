@@ -354,6 +354,8 @@ func TestNamesFollowConventions(t *testing.T) {
 	}
 	m.InitDurableTopic("t")
 	m.InitTarget("t")
+	m.InitRateLimit("t", 500)
+	m.RateLimited("t")
 	if err := m.WatchRelay(&fakeRelay{counts: map[string]ledger.ScheduledCount{"t": {Total: 3, Beyond: 1}}}, time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -386,6 +388,7 @@ func TestNamesFollowConventions(t *testing.T) {
 		`delayq_orderclose_sweeps_total{result="skipped"} 0`, "delayq_orderclose_sweep_interval_seconds 60",
 		`delayq_durable_waiting_jobs{topic="t",where="beyond"} 1`, `delayq_relay_pushed_total{kind="relayed",topic="t"} 0`,
 		`delayq_durable_pushes_total{result="deferred",topic="t"} 0`, "delayq_relay_interval_seconds 1",
+		`delayq_rate_limit_per_second{topic="t"} 500`, `delayq_rate_limited_claims_total{topic="t"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -4,30 +4,56 @@
 -- KEYS[2]  lease ZSET (id -> lease deadline, Unix ms)
 -- KEYS[3]  job HASH
 -- KEYS[4]  dead ZSET (id -> time of death, Unix ms)
--- KEYS[5]  paused STRING (exists = the operator paused the topic)
--- KEYS[6]  rate HASH (the rate limit's token bucket; unused here)
+-- KEYS[5]  paused STRING (exists: the topic is paused)
+-- KEYS[6]  rate HASH {tokens, at}: the topic's token bucket, at in Redis ms
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
--- ARGV[4]  rate limit, handler starts per second (0 = none; unused here)
--- ARGV[5]  burst, tokens (unused here)
+-- ARGV[4]  rate limit, handler starts per second across all workers (0 = none)
+-- ARGV[5]  burst: the bucket's size, tokens (at least 1 when ARGV[4] > 0)
 --
--- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...}, paused, next_token}
+-- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
+--           paused, next_token}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped) and the jobs
 --          buried instead of handed out;
---          paused: 1 when the topic is paused: nothing was claimed;
---          next_token: -1 (no rate limit here).
+--          paused: 1 when the topic is paused: nothing was claimed (and
+--          no token spent), else 0;
+--          next_token: -1, or the time (Redis ms) the next token is there
+--          when due jobs were held back for lack of tokens.
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
 -- that comes round again (its worker died each time) is buried, not handed
 -- out: a poison job that kills its worker must not loop forever.
+--
+-- Rate limit (docs/design.md §4.16): the bucket refills at ARGV[4] tokens a
+-- second on Redis's clock, up to ARGV[5]; a claim takes at most
+-- floor(tokens) jobs and spends one token per job handed out (buried ones
+-- are free). Held-back jobs stay in due, in order. A bucket gone (never
+-- used, or expired after idling) is full.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[1])
 local leaseUntil = now + tonumber(ARGV[2])
+
+local rate, burst = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
+local tokens, limited = 0, false
+if rate > 0 then
+  burst = math.max(burst, 1)
+  tokens = burst
+  local b = redis.call('HMGET', KEYS[6], 'tokens', 'at')
+  if b[1] and b[2] then
+    -- Refill since the last claim; a clock that went back (a failover to a
+    -- replica whose clock lags) refills nothing rather than going negative.
+    tokens = math.min(burst, tonumber(b[1]) + math.max(0, now - tonumber(b[2])) * rate / 1000)
+  end
+  local allowed = math.floor(tokens)
+  if allowed < n then
+    n, limited = allowed, true
+  end
+end
 
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
 for i = 1, #expired, 2 do
@@ -43,7 +69,7 @@ local paused = redis.call('EXISTS', KEYS[5])
 
 local claimed, buried = {}, {}
 local ids = {}
-if paused == 0 then
+if n > 0 and paused == 0 then
   ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n)
 end
 for _, id in ipairs(ids) do
@@ -77,4 +103,20 @@ local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if h[2] then nextDue = tonumber(h[2]) end
 h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if h[2] then nextLease = tonumber(h[2]) end
-return {now, nextDue, nextLease, claimed, buried, paused, -1}
+
+local nextToken = -1
+if rate > 0 then
+  if #claimed > 0 then
+    -- Written only when spent: the refill is linear up to the cap, so an
+    -- unchanged bucket computes the same later from its old {tokens, at}.
+    tokens = tokens - #claimed / 2
+    redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'at', now)
+    -- Idle for a full refill the bucket is full, the same as gone: it
+    -- expires after twice that, so idle topics keep no bucket.
+    redis.call('PEXPIRE', KEYS[6], math.max(1000, math.ceil(2000 * burst / rate)))
+  end
+  if limited and nextDue >= 0 and nextDue <= now then
+    nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
+  end
+end
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken}

@@ -200,6 +200,7 @@
       renderDurability(r, t, s);
       renderPause(r, t);
       renderTarget(r, s && s.target);
+      renderRateLimit(r, t.rate_limit);
       if (s) {
         draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
         draw(r.charts.lateness, [{ values: s.late_avg_ms, color: COLORS.avg }, { values: s.late_max_ms, color: COLORS.max }], points, duration, span);
@@ -258,6 +259,23 @@
       el('span', { dataset: { target: 'url' }, text: tg.url }),
       tg.failures.length ? failures : el('div', { class: 'note', text: 'no failures' }),
     );
+  }
+
+  // renderRateLimit shows a topic's rate limit (handler starts per second
+  // across the cluster, and the burst) under its name; none, nothing. The
+  // line is made on first use, so the row's layout is left alone.
+  function renderRateLimit(r, limit) {
+    if (!r.rate) {
+      r.rate = el('div', { class: 'rate-line', hidden: true });
+      r.tr.firstChild.append(r.rate);
+    }
+    r.rate.hidden = !limit;
+    if (!limit) return;
+    r.rate.replaceChildren(
+      'rate limit: ', el('span', { dataset: { rate: 'per_second' }, text: fmtInt(limit.per_second) }), '/s · burst ',
+      el('span', { dataset: { rate: 'burst' }, text: fmtInt(limit.burst) }),
+    );
+    r.rate.title = 'at most this many handler starts per second across every worker; held-back jobs stay due, in order';
   }
 
   // renderDurability shows a topic's durability badge and, for a durable

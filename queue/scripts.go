@@ -36,29 +36,32 @@ var (
 	statsLua string
 	//go:embed lua/restore.lua
 	restoreLua string
+	//go:embed lua/reschedule.lua
+	rescheduleLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
 type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
-	restore                                           *redis.Script
+	restore, reschedule                               *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		enqueue: redis.NewScript(enqueueLua),
-		claim:   redis.NewScript(claimLua),
-		ack:     redis.NewScript(ackLua),
-		release: redis.NewScript(releaseLua),
-		retry:   redis.NewScript(retryLua),
-		bury:    redis.NewScript(buryLua),
-		extend:  redis.NewScript(extendLua),
-		cancel:  redis.NewScript(cancelLua),
-		requeue: redis.NewScript(requeueLua),
-		purge:   redis.NewScript(purgeLua),
-		get:     redis.NewScript(getLua),
-		stats:   redis.NewScript(statsLua),
-		restore: redis.NewScript(restoreLua),
+		enqueue:    redis.NewScript(enqueueLua),
+		claim:      redis.NewScript(claimLua),
+		ack:        redis.NewScript(ackLua),
+		release:    redis.NewScript(releaseLua),
+		retry:      redis.NewScript(retryLua),
+		bury:       redis.NewScript(buryLua),
+		extend:     redis.NewScript(extendLua),
+		cancel:     redis.NewScript(cancelLua),
+		requeue:    redis.NewScript(requeueLua),
+		purge:      redis.NewScript(purgeLua),
+		get:        redis.NewScript(getLua),
+		stats:      redis.NewScript(statsLua),
+		restore:    redis.NewScript(restoreLua),
+		reschedule: redis.NewScript(rescheduleLua),
 	}
 }

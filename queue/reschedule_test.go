@@ -191,7 +191,7 @@ func TestRescheduleWakeMessages(t *testing.T) {
 	}
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "a", Delay: time.Hour})
 	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "b", Delay: 2 * time.Hour})
-	<-sub.Channel() // a's enqueue
+	<-sub.Channel()                                               // a's enqueue
 	mustReschedule(t, e, "t", "b", queue.RescheduleBy(time.Hour)) // later: no message
 	r := mustReschedule(t, e, "t", "b", queue.RescheduleIn(time.Minute))
 	select {

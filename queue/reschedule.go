@@ -123,6 +123,32 @@ var errRescheduleMoved = errors.New("job moved meanwhile")
 // Redis, the new one in SQL: the reschedule was not accepted, the job runs
 // at the old time as before, and repeating the call finishes it.
 func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
+	r, err := c.reschedule(ctx, l, topic, id, to)
+	if o, ok := c.cfg.Observer.(RescheduleObserver); ok {
+		o.Rescheduled(topic, RescheduleResult(err))
+	}
+	return r, err
+}
+
+// RescheduleResult names the outcome of a Reschedule for metrics and logs:
+// ok, in_flight, dead, not_found, invalid or error.
+func RescheduleResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrInFlight):
+		return "in_flight"
+	case errors.Is(err, ErrDead):
+		return "dead"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	}
+	return "error"
+}
+
+func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
 	if l == nil {
 		return nil, errors.New("queue: reschedule: a ledger is required")
 	}
@@ -211,7 +237,7 @@ func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 			case out == RestoreCreated:
 				j := &Job{Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError}
-				return c.rescheduled(topic, &Rescheduled{Job: j, OldRunAt: cur, RunAt: j.RunAt}), nil
+				return &Rescheduled{Job: j, OldRunAt: cur, RunAt: j.RunAt}, nil
 			case out == RestoreGone:
 				// Acked, or cancelled, since step 1: the job is over.
 				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
@@ -225,23 +251,15 @@ func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 		if err != nil {
 			return nil, err
 		}
-		return c.rescheduled(topic, res), nil
+		return res, nil
 	}
 	return nil, fmt.Errorf("queue: reschedule %s/%s: the job moved %d times while being rescheduled; try again", topic, id, rescheduleTries)
 }
 
-// rescheduled tells the observer and returns r.
-func (c *Client) rescheduled(topic string, r *Rescheduled) *Rescheduled {
-	if o, ok := c.cfg.Observer.(RescheduleObserver); ok {
-		o.Rescheduled(topic, r.OldRunAt, r.RunAt)
-	}
-	return r
-}
-
 // RescheduleObserver is an EnqueueObserver that also hears of every
-// accepted reschedule. Optional.
+// Reschedule and its result (RescheduleResult). Optional.
 type RescheduleObserver interface {
-	Rescheduled(topic string, oldRunAt, runAt int64)
+	Rescheduled(topic, result string)
 }
 
 // rescheduleWaiting runs reschedule.lua for a job seen in due at attempt

@@ -55,6 +55,7 @@ type Metrics struct {
 
 	handlerDuration, lateness *prometheus.HistogramVec
 	enqueueCallJobs           *prometheus.HistogramVec
+	reschedules               *prometheus.CounterVec // topic, result (reschedule.go)
 
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
@@ -126,6 +127,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,
 	)
+	m.reschedules = newReschedules(m.reg)
 	return m
 }
 

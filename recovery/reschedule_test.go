@@ -137,7 +137,7 @@ func TestRescheduleAtEveryStepOfStalePasses(t *testing.T) {
 	}
 }
 
-// TestRescheduleRacingClaimsAndPasses: durable jobs, some within the
+// TestFaultReschedulesRacingClaimsAndPasses: durable jobs, some within the
 // horizon (a third of those with their push lost) and some beyond it, fall
 // due over a couple of seconds while workers claim them (every fifth fails
 // its first attempt into a short retry), two recoverers and two relays pass
@@ -147,7 +147,7 @@ func TestRescheduleAtEveryStepOfStalePasses(t *testing.T) {
 // times around its due time. Every job then runs its attempts and succeeds
 // exactly once, and no claim ever comes before the last due time a
 // reschedule accepted for that attempt (on Redis's clock, the claim's).
-func TestRescheduleRacingClaimsAndPasses(t *testing.T) {
+func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	const horizon = 2 * time.Second
 	const lease = 30 * time.Second
 	n := scale(500, 2500) // two reschedules each: 1,000 (5,000)

@@ -10,7 +10,10 @@ import (
 )
 
 // The worker's view of the ledger is queue.Ledger; Ledger must stay one.
-var _ queue.Ledger = (*Ledger)(nil)
+var (
+	_ queue.Ledger           = (*Ledger)(nil)
+	_ queue.RescheduleLedger = (*Ledger)(nil)
+)
 
 // Ledger is the SQL ledger on one database. It is safe for concurrent use; it
 // holds no state besides its configuration.

@@ -38,31 +38,33 @@ var (
 	restoreLua string
 	//go:embed lua/resume.lua
 	resumeLua string
+	//go:embed lua/reschedule.lua
+	rescheduleLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
 type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
-	restore                                           *redis.Script
-	resume                                            *redis.Script
+	restore, resume, reschedule                       *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		enqueue: redis.NewScript(enqueueLua),
-		claim:   redis.NewScript(claimLua),
-		ack:     redis.NewScript(ackLua),
-		release: redis.NewScript(releaseLua),
-		retry:   redis.NewScript(retryLua),
-		bury:    redis.NewScript(buryLua),
-		extend:  redis.NewScript(extendLua),
-		cancel:  redis.NewScript(cancelLua),
-		requeue: redis.NewScript(requeueLua),
-		purge:   redis.NewScript(purgeLua),
-		get:     redis.NewScript(getLua),
-		stats:   redis.NewScript(statsLua),
-		restore: redis.NewScript(restoreLua),
-		resume:  redis.NewScript(resumeLua),
+		enqueue:    redis.NewScript(enqueueLua),
+		claim:      redis.NewScript(claimLua),
+		ack:        redis.NewScript(ackLua),
+		release:    redis.NewScript(releaseLua),
+		retry:      redis.NewScript(retryLua),
+		bury:       redis.NewScript(buryLua),
+		extend:     redis.NewScript(extendLua),
+		cancel:     redis.NewScript(cancelLua),
+		requeue:    redis.NewScript(requeueLua),
+		purge:      redis.NewScript(purgeLua),
+		get:        redis.NewScript(getLua),
+		stats:      redis.NewScript(statsLua),
+		restore:    redis.NewScript(restoreLua),
+		reschedule: redis.NewScript(rescheduleLua),
+		resume:     redis.NewScript(resumeLua),
 	}
 }

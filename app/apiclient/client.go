@@ -237,6 +237,15 @@ func (c *Client) Cancel(ctx context.Context, topic, id string) (httpapi.JobView,
 	return out, err
 }
 
+// Reschedule sends PATCH /v1/topics/{topic}/jobs/{id}: the job at its new
+// due time, or an error matching queue.ErrNotFound, queue.ErrInFlight or
+// queue.ErrDead.
+func (c *Client) Reschedule(ctx context.Context, topic, id string, req httpapi.RescheduleRequest) (httpapi.RescheduledView, error) {
+	var out httpapi.RescheduledView
+	err := c.do(ctx, http.MethodPatch, jobPath(topic, id), nil, req, &out)
+	return out, err
+}
+
 // Topics sends GET /v1/topics: every topic with its stats.
 func (c *Client) Topics(ctx context.Context) ([]httpapi.TopicStats, error) {
 	var out httpapi.TopicList

@@ -96,6 +96,81 @@ func (a *app) cancelCmd() *cobra.Command {
 	}
 }
 
+func (a *app) rescheduleCmd() *cobra.Command {
+	var at, in, by string
+	cmd := &cobra.Command{
+		Use:   "reschedule TOPIC ID (--at TIME | --in DURATION | --by ±DURATION)",
+		Short: "Move a waiting job's due time (exit 3: unknown, 4: in flight or dead)",
+		Long: `Move the due time of a job that waits (its first run or a retry), in Redis
+and in its ledger row alike (docs/design.md §4.14). Give exactly one of:
+  --at TIME        an absolute time: RFC 3339 or Unix milliseconds
+  --in DURATION    from now, on Redis's clock (e.g. 90m)
+  --by DURATION    from the due time it has: 2h later, or -15m earlier
+A time before now means now; a job moved earlier than the topic's head wakes
+the workers at once. A job a worker holds (exit 4) or a dead one (exit 4) is
+not moved. The answer shows the due time before and after: the job runs at
+the new one or after it, never before.`,
+		Args: args(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			to, err := whenFlags(at, in, by)
+			if err != nil {
+				return usageError{err}
+			}
+			s, err := a.store(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			r, err := s.Reschedule(cmd.Context(), argv[0], argv[1], to)
+			if err != nil {
+				return err
+			}
+			v := httpapi.NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: r.RunAt, Job: r.Job}, true)
+			return a.emit(httpapi.RescheduledView{JobView: v, PreviousRunAt: r.OldRunAt}, func(w io.Writer) {
+				row(w, "TOPIC", "ID", "WAS DUE", "DUE")
+				row(w, r.Job.Topic, r.Job.ID, ms(r.OldRunAt), ms(r.RunAt))
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&at, "at", "", "the new due time: RFC 3339 or Unix ms")
+	f.StringVar(&in, "in", "", "the new due time as a delay from now, on Redis's clock (e.g. 90m)")
+	f.StringVar(&by, "by", "", "move the due time it has by this much: 2h, or -15m for earlier")
+	return cmd
+}
+
+// whenFlags reads reschedule's --at, --in and --by, exactly one of them.
+func whenFlags(at, in, by string) (queue.When, error) {
+	given := 0
+	for _, v := range []string{at, in, by} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return queue.When{}, fmt.Errorf("give exactly one of --at, --in or --by")
+	}
+	switch {
+	case at != "":
+		t, err := parseTime(at)
+		if err != nil {
+			return queue.When{}, fmt.Errorf("--at %q: %w", at, err)
+		}
+		return queue.RescheduleAt(t), nil
+	case in != "":
+		d, err := time.ParseDuration(in)
+		if err != nil || d < 0 {
+			return queue.When{}, fmt.Errorf("--in %q: want a duration of 0 or more, e.g. 90m", in)
+		}
+		return queue.RescheduleIn(d), nil
+	}
+	d, err := time.ParseDuration(by)
+	if err != nil {
+		return queue.When{}, fmt.Errorf("--by %q: want a duration, e.g. 2h or -15m", by)
+	}
+	return queue.RescheduleBy(d), nil
+}
+
 func (a *app) getCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "get TOPIC ID",

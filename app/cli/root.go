@@ -26,7 +26,7 @@ const (
 	ExitFailure  = 1 // the command failed (backend or instance down, handler failed, ...)
 	ExitUsage    = 2 // bad flags, arguments or configuration (an API token the instance refuses too)
 	ExitNotFound = 3 // the job (or dead job) does not exist
-	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled
+	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled or rescheduled
 )
 
 // exitError carries an exit code up to Main.
@@ -101,7 +101,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.Long = root.Short + "\n\n" + storeHelp
 	operator := []*cobra.Command{
-		a.enqueueCmd(), a.cancelCmd(), a.getCmd(), a.statsCmd(),
+		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
 		a.pauseCmd(true), a.pauseCmd(false),
 	}

@@ -22,6 +22,9 @@ type jobStore interface {
 	// Cancel cancels a job that has not started: queue.ErrNotFound,
 	// queue.ErrInFlight or queue.ErrDead otherwise.
 	Cancel(ctx context.Context, topic, id string) (*queue.Job, error)
+	// Reschedule moves a waiting job's due time (queue.Client.Reschedule):
+	// queue.ErrNotFound, queue.ErrInFlight or queue.ErrDead otherwise.
+	Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error)
 	// Get returns StateUnknown for a job that does not exist.
 	Get(ctx context.Context, topic, id string) (*queue.JobInfo, error)
 	// Stats returns the topics' counts as the API shows them (durability

@@ -97,6 +97,31 @@ func (s *apiStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, er
 	return jobFromView(v)
 }
 
+func (s *apiStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
+	if err := validTopicID(topic, id); err != nil {
+		return nil, err
+	}
+	var req httpapi.RescheduleRequest
+	ms := to.D.Milliseconds()
+	switch to.Kind {
+	case queue.WhenAt:
+		req.RunAt = &to.At
+	case queue.WhenIn:
+		req.DelayMs = &ms
+	case queue.WhenBy:
+		req.ShiftMs = &ms
+	}
+	v, err := s.c.Reschedule(ctx, topic, id, req)
+	if err != nil {
+		return nil, s.explain(err)
+	}
+	j, err := jobFromView(v.JobView)
+	if err != nil {
+		return nil, err
+	}
+	return &queue.Rescheduled{Job: j, OldRunAt: v.PreviousRunAt, RunAt: v.RunAt}, nil
+}
+
 func (s *apiStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
 	if err := validTopicID(topic, id); err != nil {
 		return nil, err

@@ -36,6 +36,10 @@ func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job,
 	return s.b.Queue.Cancel(ctx, s.b.Ledger, topic, id)
 }
 
+func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
+	return s.b.Queue.Reschedule(ctx, s.b.Ledger, topic, id, to)
+}
+
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
 	return s.b.Queue.Find(ctx, s.b.Ledger, topic, id)
 }

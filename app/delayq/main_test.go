@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -230,6 +231,21 @@ func jobLifecycle(t *testing.T, bin string, env []string, base string, between f
 		t.Fatalf("stats: exit %d, %q", code, out)
 	}
 	between(enq.RunAt)
+	// Rescheduled later by a shift, then back by an absolute time.
+	out, code = run(t, bin, env, "reschedule", "mail", "welcome:1", "--by", "30m", "--json")
+	var moved struct {
+		RunAt         int64 `json:"run_at"`
+		PreviousRunAt int64 `json:"previous_run_at"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &moved) != nil || moved.PreviousRunAt != enq.RunAt || moved.RunAt != enq.RunAt+1800_000 {
+		t.Fatalf("reschedule --by 30m: exit %d, %q", code, out)
+	}
+	if out, code = run(t, bin, env, "reschedule", "mail", "welcome:1", "--at", strconv.FormatInt(enq.RunAt, 10)); code != 0 || !strings.Contains(out, "WAS DUE") {
+		t.Fatalf("reschedule --at: exit %d, %q", code, out)
+	}
+	if _, code = run(t, bin, env, "reschedule", "mail", "nope", "--in", "1m"); code != 3 {
+		t.Fatalf("reschedule of an unknown job: exit %d, want 3", code)
+	}
 	if out, code = run(t, bin, env, "cancel", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "yes") {
 		t.Fatalf("cancel: exit %d, %q", code, out)
 	}

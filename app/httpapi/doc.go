@@ -19,6 +19,7 @@
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=scheduled|in_flight|dead&offset=&limit=)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
+//	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
 //	GET    /v1/topics                             every known topic with its stats, durability and rate limit
 //	GET    /v1/topics/{topic}                     one topic's stats, durability and rate limit
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
@@ -37,6 +38,7 @@
 //
 //	POST   /v1/orders                             create an order: 201 (a retry with its Idempotency-Key: 201, the same order)
 //	POST   /v1/orders/{no}/pay                    pay it: 200 (no body)
+//	POST   /v1/orders/{no}/extend                 extend its payment window: {"by_ms": n}; 200 with the order
 //	GET    /v1/orders/{no}                        the order
 //	GET    /v1/orders/summary                     the orders at a glance
 //
@@ -51,6 +53,24 @@
 // The dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
 // of its charts. Routes lists the API's own routes; orderclose.Routes the
 // orders module's.
+//
+// PATCH /v1/topics/{topic}/jobs/{id...} moves a waiting job's due time
+// (docs/design.md §4.14), in Redis and in its ledger row alike. The body
+// has exactly one of "run_at" (Unix ms), "delay_ms" (from now, on Redis's
+// clock, 0 or more) or "shift_ms" (from the due time it has, negative for
+// earlier); a time before now means now, one past queue.max_delay is 400
+// invalid_run_at naming the field, two fields are 400 conflicting_fields,
+// none 400 missing_field. It answers 200 with the job view (run_at the
+// accepted due time: the job runs then or after, never before) and
+// previous_run_at; 409 job_in_flight when a worker holds the job (a
+// claim won the race), 409 job_dead, 404 for no such job, 503
+// backend_unavailable naming redis or sql (nothing moved in Redis; repeat
+// it: with shift_ms, read the job first). A job moved earlier than the
+// topic's head wakes the workers at once. It stays open with
+// http.read_only, like cancel: the application moves its own jobs with it.
+// A durable job waiting beyond the horizon is moved in its row and put in
+// Redis at its new time. Each call counts in
+// delayq_reschedules_total{topic,result}.
 //
 // GET /v1/ledger lists the ledger's rows (docs/audit.md has the SQL for
 // the questions it does not answer): state is scheduled, in_progress or

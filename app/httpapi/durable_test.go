@@ -152,6 +152,20 @@ func TestDurableJobBeyondTheHorizonIsSQLOnly(t *testing.T) {
 		if d := decode[httpapi.EnqueueResponse](t, r); !d.Duplicate || d.RunAt != enq.RunAt {
 			t.Fatalf("duplicate of a job in SQL only: %+v", d)
 		}
+		// Rescheduled from SQL: moved in its row and put in Redis at the
+		// new time, even beyond the horizon (docs/design.md §4.14).
+		r = e.patch(t, "/v1/topics/dur/jobs/later", `{"shift_ms":3600000}`)
+		expect(t, r, http.StatusOK)
+		if v := decode[httpapi.RescheduledView](t, r); v.RunAt != enq.RunAt+3600000 || v.PreviousRunAt != enq.RunAt || v.SQLOnly {
+			t.Fatalf("rescheduled from SQL: %s", r.body)
+		}
+		if v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/dur/jobs/later")); v.SQLOnly || v.RunAt != enq.RunAt+3600000 {
+			t.Fatalf("after the reschedule: %+v", v)
+		}
+		row, err := e.l.Row(testenv.Context(t), "dur", "later")
+		if err != nil || row.RunAt != enq.RunAt+3600000 {
+			t.Fatalf("row %+v, %v", row, err)
+		}
 	}, withDurable(time.Hour, "dur"))
 }
 

@@ -132,8 +132,11 @@ func classify(err error) *apiError {
 // the API gives its field (the queue says "delay", the API "delay_ms").
 func validationCode(ve *queue.ValidationError) (code, field string) {
 	field = ve.Field
-	if field == "delay" {
+	switch field {
+	case "delay":
 		field = "delay_ms"
+	case "shift":
+		field = "shift_ms"
 	}
 	switch {
 	case errors.Is(ve, queue.ErrInvalidTopic):

@@ -67,7 +67,8 @@ type Deps struct {
 	Token string
 	// ReadOnly refuses the operator's state-changing routes (dead requeue
 	// and purge, recovery runs that are not dry runs) with 403 read_only.
-	// Enqueue and cancel stay open: they are the application's data path.
+	// Enqueue, cancel and reschedule stay open: they are the application's
+	// data path.
 	ReadOnly bool
 	// MaxBodyBytes caps request bodies; larger ones get 413. 0 means
 	// DefaultMaxBodyBytes. It should exceed the queue's MaxPayloadBytes
@@ -194,6 +195,7 @@ func (a *api) routes() []route {
 		{"GET", "/v1/topics/{topic}/jobs", []string{"state", "offset", "limit"}, false, a.listJobs},
 		{"GET", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.getJob},
 		{"DELETE", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.cancelJob},
+		{"PATCH", "/v1/topics/{topic}/jobs/{id...}", nil, true, a.rescheduleJob},
 		{"GET", "/v1/topics", nil, false, a.listTopics},
 		{"GET", "/v1/topics/{topic}", nil, false, a.topicStats},
 		{"GET", "/v1/topics/{topic}/dead", []string{"offset", "limit"}, false, a.listDead},

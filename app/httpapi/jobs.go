@@ -168,3 +168,95 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, NewCancelledJobView(job))
 	return nil
 }
+
+// RescheduleRequest is the body of PATCH /v1/topics/{topic}/jobs/{id...}:
+// exactly one of the three.
+type RescheduleRequest struct {
+	// RunAt is the new due time, Unix ms; one in the past means now.
+	RunAt *int64 `json:"run_at,omitempty"`
+	// DelayMs is the new due time as a delay from now, on Redis's clock.
+	DelayMs *int64 `json:"delay_ms,omitempty"`
+	// ShiftMs moves the due time it has, later (positive) or earlier.
+	ShiftMs *int64 `json:"shift_ms,omitempty"`
+}
+
+// RescheduledView answers a reschedule: the job as it waits now (run_at is
+// the accepted due time: it runs then or after, never before) and the due
+// time it had.
+type RescheduledView struct {
+	JobView
+	PreviousRunAt int64 `json:"previous_run_at"`
+}
+
+// when turns a reschedule request into the queue's When, refusing anything
+// but exactly one field and counts that do not fit a duration.
+func (req *RescheduleRequest) when() (queue.When, error) {
+	given := 0
+	for _, p := range []*int64{req.RunAt, req.DelayMs, req.ShiftMs} {
+		if p != nil {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return queue.When{}, badRequest(CodeMissingField, "run_at", "give one of run_at, delay_ms or shift_ms")
+	case given > 1:
+		field := "delay_ms"
+		if req.ShiftMs != nil {
+			field = "shift_ms"
+		}
+		return queue.When{}, badRequest(CodeConflictingFields, field, "give only one of run_at, delay_ms or shift_ms")
+	case req.RunAt != nil:
+		return queue.RescheduleAt(*req.RunAt), nil
+	}
+	field, ms := "delay_ms", req.DelayMs
+	if req.ShiftMs != nil {
+		field, ms = "shift_ms", req.ShiftMs
+	}
+	d, ok := httpjson.Millis(*ms)
+	if !ok {
+		return queue.When{}, badRequest(CodeInvalidRunAt, field, "%s %d: out of range", field, *ms)
+	}
+	if field == "shift_ms" {
+		return queue.RescheduleBy(d), nil
+	}
+	return queue.RescheduleIn(d), nil
+}
+
+// rescheduleJob handles PATCH /v1/topics/{topic}/jobs/{id...}: a waiting
+// job's due time moves (docs/design.md §4.14); one a worker holds (409
+// job_in_flight) or a dead one (409 job_dead) does not. queue.Client.
+// Reschedule does it, in both stores, in the order its doc comment gives.
+// It stays open on a read-only API, like cancel: the application moves its
+// own jobs with it (the orders module's extend). A failed PATCH (503) is
+// safe to repeat with run_at or delay_ms; with shift_ms, read the job first
+// (the shift may have been applied).
+func (a *api) rescheduleJob(w http.ResponseWriter, r *http.Request) error {
+	topic, id := r.PathValue("topic"), r.PathValue("id")
+	if err := queue.ValidateTopic(topic); err != nil {
+		return err
+	}
+	if err := queue.ValidateID(id); err != nil {
+		return err
+	}
+	var req RescheduleRequest
+	if err := a.decodeBody(r, &req, false); err != nil {
+		return err
+	}
+	to, err := req.when()
+	if err != nil {
+		return err
+	}
+	res, err := a.q.Reschedule(r.Context(), a.l, topic, id, to)
+	switch {
+	case errors.Is(err, queue.ErrLedger):
+		return fromSQL(err)
+	case err != nil:
+		return fromRedis(err)
+	}
+	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": res.Job.Attempt, "to": to.String(),
+		"previous_run_at": res.OldRunAt, "run_at": res.RunAt, "remote": r.RemoteAddr}).Info("httpapi: job rescheduled")
+	v := NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: res.RunAt, Job: res.Job}, true)
+	writeJSON(w, http.StatusOK, RescheduledView{JobView: v, PreviousRunAt: res.OldRunAt})
+	return nil
+}

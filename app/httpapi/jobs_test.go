@@ -240,3 +240,85 @@ func TestListJobs(t *testing.T) {
 		expectError(t, e.get(t, "/v1/topics/t/jobs?state=done"), http.StatusBadRequest, httpapi.CodeInvalidValue, "state")
 	})
 }
+
+func (e *env) patch(t testing.TB, path, body string) resp {
+	t.Helper()
+	return e.send(t, req{method: "PATCH", path: path, body: body})
+}
+
+func TestReschedule(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := testenv.Context(t)
+		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"w/1","payload":{"a":1},"delay_ms":3600000}`), http.StatusAccepted)
+		before := mustInfo(t, e, "t", "w/1").Score
+
+		r := e.patch(t, "/v1/topics/t/jobs/w/1", `{"shift_ms":-1800000}`)
+		expect(t, r, http.StatusOK)
+		v := decode[httpapi.RescheduledView](t, r)
+		if v.State != "scheduled" || v.ID != "w/1" || v.RunAt != before-1800000 || v.PreviousRunAt != before || string(v.Payload) != `{"a":1}` {
+			t.Fatalf("shift: %+v", v)
+		}
+		if got := mustInfo(t, e, "t", "w/1").Score; got != v.RunAt {
+			t.Fatalf("Redis has %d, the answer %d", got, v.RunAt)
+		}
+		at := time.Now().Add(2 * time.Hour).UnixMilli()
+		r = e.patch(t, "/v1/topics/t/jobs/w/1", fmt.Sprintf(`{"run_at":%d}`, at))
+		expect(t, r, http.StatusOK)
+		if v := decode[httpapi.RescheduledView](t, r); v.RunAt != at {
+			t.Fatalf("run_at: %+v", v)
+		}
+		r = e.patch(t, "/v1/topics/t/jobs/w/1", `{"delay_ms":60000}`)
+		expect(t, r, http.StatusOK)
+		if v := decode[httpapi.RescheduledView](t, r); v.RunAt < time.Now().Add(50*time.Second).UnixMilli() || v.PreviousRunAt != at {
+			t.Fatalf("delay_ms: %+v", v)
+		}
+
+		// Bad input names the field and moves nothing.
+		now := mustInfo(t, e, "t", "w/1").Score
+		for _, c := range []struct{ body, code, field string }{
+			{`{}`, httpapi.CodeMissingField, "run_at"},
+			{`{"run_at":1,"shift_ms":1}`, httpapi.CodeConflictingFields, "shift_ms"},
+			{`{"delay_ms":1,"run_at":5}`, httpapi.CodeConflictingFields, "delay_ms"},
+			{`{"at":1}`, httpapi.CodeUnknownField, "at"},
+			{`{"shift_ms":"1"}`, httpapi.CodeInvalidValue, "shift_ms"},
+			{`{"run_at":5}`, httpapi.CodeInvalidRunAt, "run_at"},
+			{`{"delay_ms":-1}`, httpapi.CodeInvalidRunAt, "delay_ms"},
+			{`{"shift_ms":-9223372036854775808}`, httpapi.CodeInvalidRunAt, "shift_ms"},
+			{`{"shift_ms":40000000000}`, httpapi.CodeInvalidRunAt, "shift_ms"},
+		} {
+			t.Run(c.body, func(t *testing.T) {
+				expectError(t, e.patch(t, "/v1/topics/t/jobs/w/1", c.body), http.StatusBadRequest, c.code, c.field)
+			})
+		}
+		expectError(t, e.patch(t, "/v1/topics/t/jobs/a%20b", `{"delay_ms":1}`), http.StatusBadRequest, httpapi.CodeInvalidID, "id")
+		if got := mustInfo(t, e, "t", "w/1").Score; got != now {
+			t.Fatalf("bad input moved the job from %d to %d", now, got)
+		}
+
+		// Unknown, in flight, dead.
+		expectError(t, e.patch(t, "/v1/topics/t/jobs/nope", `{"delay_ms":1}`), http.StatusNotFound, httpapi.CodeNotFound, "")
+		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"held"}`), http.StatusAccepted)
+		held := e.claimAll(t, "t")
+		expectError(t, e.patch(t, "/v1/topics/t/jobs/held", `{"delay_ms":1}`), http.StatusConflict, httpapi.CodeJobInFlight, "")
+		if _, _, err := e.q.Bury(ctx, []queue.DeadJob{{Job: held[0], Error: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+		expectError(t, e.patch(t, "/v1/topics/t/jobs/held", `{"delay_ms":1}`), http.StatusConflict, httpapi.CodeJobDead, "")
+	})
+}
+
+// Read-only leaves reschedule open, like cancel: it is the application's.
+func TestRescheduleReadOnly(t *testing.T) {
+	e := newEnv(t, embedded, withReadOnly())
+	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"a","delay_ms":60000}`), http.StatusAccepted)
+	expect(t, e.patch(t, "/v1/topics/t/jobs/a", `{"delay_ms":1000}`), http.StatusOK)
+}
+
+func mustInfo(t testing.TB, e *env, topic, id string) *queue.JobInfo {
+	t.Helper()
+	info, err := e.q.Get(testenv.Context(t), topic, id)
+	if err != nil || info.State != queue.StateScheduled {
+		t.Fatalf("get %s: %+v, %v", id, info, err)
+	}
+	return info
+}

@@ -89,7 +89,7 @@ func TestWrongMethods(t *testing.T) {
 	paths := map[string]string{ // path: Allow
 		"/v1/topics/t/jobs":         "GET, HEAD, POST",
 		"/v1/topics/t/jobs:batch":   "POST",
-		"/v1/topics/t/jobs/a":       "DELETE, GET, HEAD",
+		"/v1/topics/t/jobs/a":       "DELETE, GET, HEAD, PATCH",
 		"/v1/topics":                "GET, HEAD",
 		"/v1/topics/t":              "GET, HEAD",
 		"/v1/topics/t/dead":         "GET, HEAD",

@@ -98,6 +98,7 @@ func TestRedisUnavailable(t *testing.T) {
 	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs:batch", `{"jobs":[{"id":"a"}]}`), "redis")
 	expectUnavailable(t, e.get(t, "/v1/topics/t/jobs/a"), "redis")
 	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/a"), "redis")
+	expectUnavailable(t, e.send(t, req{method: "PATCH", path: "/v1/topics/t/jobs/a", body: `{"delay_ms":1000}`}), "redis")
 	expectUnavailable(t, e.get(t, "/v1/topics"), "redis")
 	expectUnavailable(t, e.get(t, "/v1/topics/t"), "redis")
 	expectUnavailable(t, e.get(t, "/v1/topics/t/dead"), "redis")
@@ -143,6 +144,11 @@ func TestSQLUnavailable(t *testing.T) {
 	// one waits in the ledger does.
 	expect(t, e.del(t, "/v1/topics/t/jobs/a"), http.StatusOK)
 	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/a"), "sql")
+	// Rescheduling a fresh job of a redis topic needs no ledger either;
+	// an unknown one is looked up there.
+	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"b","delay_ms":60000}`), http.StatusAccepted)
+	expect(t, e.send(t, req{method: "PATCH", path: "/v1/topics/t/jobs/b", body: `{"shift_ms":1000}`}), http.StatusOK)
+	expectUnavailable(t, e.send(t, req{method: "PATCH", path: "/v1/topics/t/jobs/c", body: `{"shift_ms":1000}`}), "sql")
 	d := expectError(t, e.get(t, "/readyz"), http.StatusServiceUnavailable, httpapi.CodeNotReady, "")
 	if d.Message != "unavailable: sql" {
 		t.Fatalf("readyz message %q, want it to name sql alone", d.Message)

@@ -55,6 +55,7 @@ type Metrics struct {
 
 	handlerDuration, lateness *prometheus.HistogramVec
 	enqueueCallJobs           *prometheus.HistogramVec
+	reschedules               *prometheus.CounterVec // topic, result (reschedule.go)
 
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
@@ -129,6 +130,7 @@ func New(log logrus.FieldLogger) *Metrics {
 		m.target.requests, m.target.seconds,
 	)
 	m.reg.MustRegister(m.rate.collectors()...)
+	m.reschedules = newReschedules(m.reg)
 	return m
 }
 

@@ -15,6 +15,8 @@ import (
 //	                            -> 201 the order (Location: /v1/orders/{no})
 //	                            optional header Idempotency-Key: <1-64 visible ASCII characters>
 //	POST /v1/orders/{no}/pay    -> 200 the order, paid
+//	POST /v1/orders/{no}/extend {"by_ms":600000}
+//	                            -> 200 the order, its payment window extended and its close job rescheduled
 //	GET  /v1/orders/{no}        -> 200 the order: status, deadline, closed at and reason, items
 //	GET  /v1/orders/summary     -> 200 orders by status, lateness of the recent closes, stock
 //	                               (read-only, for the dashboard; order numbers are never "summary")
@@ -24,7 +26,8 @@ import (
 // {"error":{"code":"...","message":"...","field":"..."}} with the API's
 // codes (app/httpapi's package doc) and writes nothing. The module's own
 // codes are unknown_sku (400), insufficient_stock (409), order_closed
-// (409) and idempotency_key_reused (422).
+// (409), order_paid (409), payment_window_over (409) and
+// idempotency_key_reused (422).
 //
 // Idempotency-Key makes a create safe to retry when its answer was lost:
 // the key is stored with the order (keys are global, one order each, kept
@@ -59,6 +62,7 @@ func NewHTTPHandler(s *Service) *HTTPHandler {
 	// module's paths, get a JSON answer too.
 	h.mux.HandleFunc("/v1/orders", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}/pay", methodNotAllowed("POST"))
+	h.mux.HandleFunc("/v1/orders/{no}/extend", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}", methodNotAllowed("GET, HEAD"))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "", "no such endpoint: "+r.URL.Path))
@@ -75,6 +79,7 @@ func (h *HTTPHandler) routes() []route {
 	return []route{
 		{"POST /v1/orders", h.create},
 		{"POST /v1/orders/{no}/pay", h.pay},
+		{"POST /v1/orders/{no}/extend", h.extend},
 		{"GET /v1/orders/{no}", h.get},
 		{"GET /v1/orders/summary", h.summary},
 	}
@@ -111,9 +116,11 @@ func (h *HTTPHandler) Mount(mux *http.ServeMux) {
 
 // The module's own error codes, next to the API's (httpjson's).
 const (
-	codeUnknownSKU        = "unknown_sku"        // 400: an item names a SKU that does not exist
-	codeInsufficientStock = "insufficient_stock" // 409
-	codeOrderClosed       = "order_closed"       // 409: paying an order whose window ended
+	codeUnknownSKU        = "unknown_sku"         // 400: an item names a SKU that does not exist
+	codeInsufficientStock = "insufficient_stock"  // 409
+	codeOrderClosed       = "order_closed"        // 409: paying (or extending) an order whose window ended
+	codeOrderPaid         = "order_paid"          // 409: extending an order already paid
+	codeWindowOver        = "payment_window_over" // 409: extending a pending order whose window ended (its close is due)
 	// 422: an Idempotency-Key that made an order with another request.
 	codeIdempotencyKeyReused = "idempotency_key_reused"
 )
@@ -187,6 +194,37 @@ func (h *HTTPHandler) pay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	o, err := h.s.Pay(r.Context(), r.PathValue("no"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, viewOf(o, nil))
+}
+
+// extendRequest is the body of POST /v1/orders/{no}/extend.
+type extendRequest struct {
+	// ByMs extends the payment window by this many milliseconds.
+	ByMs *int64 `json:"by_ms"`
+}
+
+// extend serves POST /v1/orders/{no}/extend: the order's payment window
+// grows and its close job moves to the new deadline (Service.Extend).
+func (h *HTTPHandler) extend(w http.ResponseWriter, r *http.Request) {
+	var req extendRequest
+	if err := (httpjson.Decoder{MaxBytes: h.s.cfg.MaxBodyBytes}).Body(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if req.ByMs == nil {
+		h.fail(w, r, httpjson.BadRequest(httpjson.CodeMissingField, "by_ms", "by_ms: give how many milliseconds to extend the window by"))
+		return
+	}
+	by, ok := httpjson.Millis(*req.ByMs)
+	if !ok {
+		h.fail(w, r, httpjson.BadRequest(httpjson.CodeInvalidValue, "by_ms", "by_ms %d: out of range", *req.ByMs))
+		return
+	}
+	o, err := h.s.Extend(r.Context(), r.PathValue("no"), by)
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -101,6 +101,12 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"sku "+strconv.Quote(stock.SKU)+": "+itoa(stock.Requested)+" requested, "+itoa(stock.Available)+" available")
 	case errors.Is(err, ErrOrderNotFound):
 		e = httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "order_no", "no order "+strconv.Quote(r.PathValue("no")))
+	case errors.Is(err, ErrOrderPaid):
+		e = httpjson.NewError(http.StatusConflict, codeOrderPaid, "order_no",
+			"order "+r.PathValue("no")+" is paid: its payment window cannot be extended")
+	case errors.Is(err, ErrWindowOver):
+		e = httpjson.NewError(http.StatusConflict, codeWindowOver, "order_no",
+			"order "+r.PathValue("no")+"'s payment window is over (its close is due): it cannot be extended")
 	case errors.Is(err, ErrOrderClosed):
 		e = httpjson.NewError(http.StatusConflict, codeOrderClosed, "order_no",
 			"order "+r.PathValue("no")+" is closed (its payment window ended): it cannot be paid")

@@ -1,0 +1,360 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// rescheduleTries bounds how often Reschedule looks again at a job that
+// moved between its steps (claimed and retried, rescheduled by someone
+// else, or put back by a relay or recovery pass).
+const rescheduleTries = 5
+
+// WhenKind says how a When names the new due time.
+type WhenKind uint8
+
+// The kinds of When.
+const (
+	// WhenAt: an absolute due time (Unix ms).
+	WhenAt WhenKind = iota + 1
+	// WhenIn: a delay from now, on Redis's clock.
+	WhenIn
+	// WhenBy: a shift, earlier (negative) or later, from the job's current
+	// due time.
+	WhenBy
+)
+
+// When is the new due time of a Reschedule; build one with RescheduleAt,
+// RescheduleIn or RescheduleBy.
+type When struct {
+	Kind WhenKind
+	At   int64         // WhenAt: Unix ms
+	D    time.Duration // WhenIn: the delay; WhenBy: the shift
+}
+
+// RescheduleAt moves a job to the absolute due time at (Unix ms); a time in
+// the past means now.
+func RescheduleAt(at int64) When { return When{Kind: WhenAt, At: at} }
+
+// RescheduleIn moves a job to d from now, on Redis's clock (never the
+// caller's).
+func RescheduleIn(d time.Duration) When { return When{Kind: WhenIn, D: d} }
+
+// RescheduleBy moves a job by d from its current due time: later when d is
+// positive, earlier when it is negative (a result in the past means now).
+func RescheduleBy(d time.Duration) When { return When{Kind: WhenBy, D: d} }
+
+// String renders w for logs.
+func (w When) String() string {
+	switch w.Kind {
+	case WhenAt:
+		return "at " + strconv.FormatInt(w.At, 10)
+	case WhenIn:
+		return "in " + w.D.String()
+	case WhenBy:
+		return "by " + w.D.String()
+	}
+	return "invalid"
+}
+
+// Rescheduled is what Reschedule did.
+type Rescheduled struct {
+	// Job is the job as it waits now (RunAt is the new due time).
+	Job *Job
+	// OldRunAt and RunAt are the due times before and after, Unix ms;
+	// RunAt is the accepted time: the job runs at it or after it, never
+	// before.
+	OldRunAt, RunAt int64
+}
+
+// RescheduleLedger is the SQL side Reschedule needs: the row of a job Redis
+// has no trace of (Lookup, as for Cancel) and the fenced move of a waiting
+// row's due time. *ledger.Ledger is one.
+type RescheduleLedger interface {
+	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
+	// Reschedule moves run_at of ref's row to runAt (lease_until of a
+	// retrying row with it), only if the row waits (scheduled or retrying)
+	// at ref.Attempt. It reports whether the row does so now.
+	Reschedule(ctx context.Context, ref Ref, runAt int64) (bool, error)
+}
+
+// errRescheduleMoved is reschedule.lua's answer for a job that waits at
+// another attempt or due time than the caller saw.
+var errRescheduleMoved = errors.New("job moved meanwhile")
+
+// Reschedule moves the due time of a job that waits (for its first run or
+// for a retry), in Redis and, where it has one, in its ledger row; it
+// returns the job and both due times. ErrInFlight: a worker holds it;
+// ErrDead: it is dead; ErrNotFound: no such job; a *ValidationError
+// naming "run_at", "delay" or "shift" for a time out of range (the limits
+// of an enqueue: from now to now + Config.MaxDelay; a time in the past
+// means now). An error of the ledger wraps ErrLedger. The API, the CLI and
+// the orders module all call it (docs/design.md §4.14).
+//
+// The steps, and why in this order (the invariant is: a job never runs
+// before the last due time a Reschedule returned):
+//
+//  1. Read Redis's clock (now, for RescheduleIn, and the seen-at of step 4)
+//     and the job: its state, attempt and due time. The target is computed
+//     here: at, now + delay, or the seen due time + shift.
+//  2. The ledger row first, if there is one (every waiting job of a durable
+//     topic, a retry on any topic): its run_at moves, fenced by the attempt
+//     seen and only while the row waits. A row a claim made in_progress
+//     meanwhile is not touched, and the answer is ErrInFlight.
+//  3. Then Redis (reschedule.lua): compare and set, fenced by the attempt
+//     and the due time step 1 saw; refused for a job in flight or dead. A
+//     job that moved meanwhile (claimed and retried, or rescheduled by
+//     someone else) is looked at again from step 1.
+//  4. A job Redis has no trace of (a durable job beyond the horizon, or
+//     lost) is moved in its row and then created in Redis at the new time
+//     (restore.lua with the seen-at of step 1, so a job that ran and was
+//     acked meanwhile is not brought back), even beyond the horizon.
+//
+// SQL before Redis, and the create in step 4, are what keep a relay or
+// recovery pass that read the row before step 2 from putting the job back
+// at its old, earlier time: Redis has the job from step 3 or 4 on, and
+// restore.lua creates only what Redis does not have; if the pass's stale
+// push lands first, step 3 finds it and moves it. Redis first would leave a
+// window where a Redis loss brings the old time back from the row. A
+// failure after step 2 (Redis down) leaves the job due at its old time in
+// Redis, the new one in SQL: the reschedule was not accepted, the job runs
+// at the old time as before, and repeating the call finishes it.
+func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
+	r, err := c.reschedule(ctx, l, topic, id, to)
+	if o, ok := c.cfg.Observer.(RescheduleObserver); ok {
+		o.Rescheduled(topic, RescheduleResult(err))
+	}
+	return r, err
+}
+
+// RescheduleResult names the outcome of a Reschedule for metrics and logs:
+// ok, in_flight, dead, not_found, invalid or error.
+func RescheduleResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrInFlight):
+		return "in_flight"
+	case errors.Is(err, ErrDead):
+		return "dead"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	}
+	return "error"
+}
+
+func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
+	if l == nil {
+		return nil, errors.New("queue: reschedule: a ledger is required")
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	if err := c.validateWhen(to, time.Now()); err != nil {
+		return nil, err
+	}
+	var (
+		target  int64 // the new due time, once computed
+		sqlDone bool  // an earlier round moved the row to target
+	)
+	for range rescheduleTries {
+		seen, err := c.Time(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
+		}
+		now := seen.UnixMilli()
+		info, err := c.Get(ctx, topic, id)
+		if err != nil {
+			return nil, err
+		}
+		var cur int64 // the due time seen
+		var attempt int
+		var row *RestoreRow
+		switch info.State {
+		case StateInFlight:
+			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)
+		case StateDead:
+			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrDead)
+		case StateUnknown:
+			if row, err = l.Lookup(ctx, topic, id); err != nil {
+				return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
+			}
+			switch {
+			case row == nil:
+				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
+			case !row.Retrying && !row.Scheduled:
+				return nil, fmt.Errorf("queue: reschedule %s/%s: not in Redis, and the ledger says a worker holds it: %w", topic, id, ErrInFlight)
+			}
+			cur, attempt = row.RunAt, row.Attempt
+		default:
+			cur, attempt = info.Score, info.Job.Attempt
+		}
+		// A shift is from the due time seen now, unless what is seen is
+		// this call's own target, which a pass pushed from the row an
+		// earlier round moved.
+		if target == 0 || !(sqlDone && cur == target) {
+			if target, err = c.resolveWhen(to, now, cur); err != nil {
+				return nil, err
+			}
+		}
+		if row != nil || attempt > 0 || c.IsDurable(topic) {
+			ok, err := l.Reschedule(ctx, Ref{Topic: topic, ID: id, Attempt: attempt}, target)
+			if err != nil {
+				return nil, fmt.Errorf("queue: reschedule %s/%s: move its ledger row: %w: %w", topic, id, ErrLedger, err)
+			}
+			if !ok {
+				if row != nil {
+					continue // claimed, finished or cancelled meanwhile
+				}
+				// Not waiting at that attempt: a claim made it in_progress
+				// (the next round sees the lease) or the job moved on. A job
+				// Redis holds with no row at all (enqueued before its topic
+				// became durable, or its row lost) has only Redis to move.
+				again, err := l.Lookup(ctx, topic, id)
+				if err != nil {
+					return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
+				}
+				if again != nil {
+					continue
+				}
+			} else {
+				sqlDone = true
+			}
+		}
+		if row != nil {
+			out, err := c.restoreAt(ctx, row, target, now)
+			switch {
+			case err != nil:
+				return nil, err
+			case out == RestoreCreated:
+				j := &Job{Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError}
+				return &Rescheduled{Job: j, OldRunAt: cur, RunAt: j.RunAt}, nil
+			case out == RestoreGone:
+				// Acked, or cancelled, since step 1: the job is over.
+				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
+			}
+			continue // a pass put it back meanwhile: move it there
+		}
+		res, err := c.rescheduleWaiting(ctx, topic, id, attempt, cur, target)
+		if errors.Is(err, errRescheduleMoved) || errors.Is(err, ErrNotFound) {
+			continue // moved, or lost: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
+	return nil, fmt.Errorf("queue: reschedule %s/%s: the job moved %d times while being rescheduled; try again", topic, id, rescheduleTries)
+}
+
+// RescheduleObserver is an EnqueueObserver that also hears of every
+// Reschedule and its result (RescheduleResult). Optional.
+type RescheduleObserver interface {
+	Rescheduled(topic, result string)
+}
+
+// rescheduleWaiting runs reschedule.lua for a job seen in due at attempt
+// and due time cur.
+func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attempt int, cur, target int64) (*Rescheduled, error) {
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := c.scripts.reschedule.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.wake},
+		id, strconv.Itoa(attempt), cur, target).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
+	}
+	switch asInt64(reply[0]) {
+	case 1:
+		if len(reply) != 4 {
+			return nil, fmt.Errorf("queue: reschedule %s/%s: reply of %d values", topic, id, len(reply))
+		}
+		j := &Job{Topic: topic, ID: id}
+		env, _ := reply[3].(string)
+		if err := decodeEnvelope([]byte(env), j); err != nil {
+			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
+		}
+		return &Rescheduled{Job: j, OldRunAt: asInt64(reply[1]), RunAt: asInt64(reply[2])}, nil
+	case -1:
+		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)
+	case -2:
+		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrDead)
+	case -3:
+		return nil, errRescheduleMoved
+	}
+	return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
+}
+
+// restoreAt creates in Redis, at target, the job of a waiting row Redis had
+// no trace of when it was read at seen (Redis's clock).
+func (c *Client) restoreAt(ctx context.Context, row *RestoreRow, target, seen int64) (RestoreOutcome, error) {
+	r := *row
+	r.RunAt = target
+	if !r.Scheduled {
+		r.Retrying = true
+	}
+	out, err := c.Restore(ctx, []RestoreRow{r}, RestoreOptions{SeenAt: seen})
+	if err != nil {
+		return RestoreFailed, fmt.Errorf("queue: reschedule %s/%s: %w", row.Topic, row.ID, err)
+	}
+	return out[0], nil
+}
+
+// validateWhen checks what can be checked before the job is read: the kind
+// and the range of its value (the limits of an enqueue).
+func (c *Client) validateWhen(w When, now time.Time) error {
+	switch w.Kind {
+	case WhenAt:
+		latest := now.Add(c.cfg.MaxDelay).UnixMilli()
+		if w.At < earliestRunAt || w.At > latest {
+			return &ValidationError{Field: "run_at", Kind: ErrInvalidRunAt,
+				Reason: fmt.Sprintf("%d: want Unix milliseconds from %d (2001-01-01) to %d (now + %s)",
+					w.At, int64(earliestRunAt), latest, c.cfg.MaxDelay)}
+		}
+	case WhenIn:
+		if w.D < 0 || w.D > c.cfg.MaxDelay {
+			return &ValidationError{Field: "delay", Kind: ErrInvalidRunAt,
+				Reason: fmt.Sprintf("%s: want 0 to %s", w.D, c.cfg.MaxDelay)}
+		}
+	case WhenBy:
+		if w.D < -c.cfg.MaxDelay || w.D > c.cfg.MaxDelay {
+			return &ValidationError{Field: "shift", Kind: ErrInvalidRunAt,
+				Reason: fmt.Sprintf("%s: want -%s to %s", w.D, c.cfg.MaxDelay, c.cfg.MaxDelay)}
+		}
+	default:
+		return &ValidationError{Field: "run_at", Kind: ErrInvalidRunAt,
+			Reason: "give a due time, a delay or a shift"}
+	}
+	return nil
+}
+
+// resolveWhen computes the new due time from Redis's now and the job's
+// current due time cur; a result past now + MaxDelay is refused, one before
+// now means now.
+func (c *Client) resolveWhen(w When, now, cur int64) (int64, error) {
+	var t int64
+	field := "run_at"
+	switch w.Kind {
+	case WhenAt:
+		t = w.At
+	case WhenIn:
+		t, field = now+w.D.Milliseconds(), "delay"
+	case WhenBy:
+		t, field = cur+w.D.Milliseconds(), "shift"
+	}
+	if latest := now + c.cfg.MaxDelay.Milliseconds(); t > latest {
+		return 0, &ValidationError{Field: field, Kind: ErrInvalidRunAt,
+			Reason: fmt.Sprintf("the new due time %d is past now + %s (%d)", t, c.cfg.MaxDelay, latest)}
+	}
+	return max(t, now), nil
+}

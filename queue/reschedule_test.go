@@ -1,0 +1,292 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+func redisMs(t *testing.T, e env) int64 {
+	t.Helper()
+	tm, err := e.c.Time(testenv.Context(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMilli()
+}
+
+// mustReschedule reschedules and checks both stores agree with the answer:
+// Redis's due entry and envelope, and the row when there is one.
+func mustReschedule(t *testing.T, e wenv, topic, id string, to queue.When) *queue.Rescheduled {
+	t.Helper()
+	r, err := e.c.Reschedule(testenv.Context(t), e.led, topic, id, to)
+	if err != nil {
+		t.Fatalf("reschedule %s %s: %v", id, to, err)
+	}
+	info := mustGet(t, e.env, topic, id)
+	if info.State != queue.StateScheduled || info.Score != r.RunAt || info.Job.RunAt != r.RunAt || r.Job.RunAt != r.RunAt {
+		t.Fatalf("reschedule %s %s = %+v; Redis has %s at %d (envelope %d)", id, to, r, info.State, info.Score, info.Job.RunAt)
+	}
+	if row, err := e.led.Row(testenv.Context(t), topic, id); err == nil && row.RunAt != r.RunAt {
+		t.Fatalf("reschedule %s %s: the row's run_at is %d, Redis's %d", id, to, row.RunAt, r.RunAt)
+	}
+	return r
+}
+
+func TestReschedule(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	now := redisMs(t, e.env)
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "a", Payload: []byte("pa"), Delay: time.Hour})
+
+	// Absolute, later then earlier.
+	at := now + 2*3600_000
+	r := mustReschedule(t, e, "t", "a", queue.RescheduleAt(at))
+	if r.RunAt != at || r.OldRunAt < now+3600_000 || string(r.Job.Payload) != "pa" || r.Job.Attempt != 0 {
+		t.Fatalf("at: %+v", r)
+	}
+	r = mustReschedule(t, e, "t", "a", queue.RescheduleAt(now+60_000))
+	if r.RunAt != now+60_000 || r.OldRunAt != at {
+		t.Fatalf("earlier: %+v", r)
+	}
+	// A shift, both ways, from the due time it has.
+	r = mustReschedule(t, e, "t", "a", queue.RescheduleBy(30*time.Minute))
+	if r.RunAt != now+60_000+1800_000 {
+		t.Fatalf("by +30m: %+v", r)
+	}
+	r = mustReschedule(t, e, "t", "a", queue.RescheduleBy(-10*time.Minute))
+	if r.RunAt != now+60_000+1200_000 {
+		t.Fatalf("by -10m: %+v", r)
+	}
+	// From now, on Redis's clock.
+	before := redisMs(t, e.env)
+	r = mustReschedule(t, e, "t", "a", queue.RescheduleIn(5*time.Minute))
+	if after := redisMs(t, e.env); r.RunAt < before+300_000 || r.RunAt > after+300_000 {
+		t.Fatalf("in 5m: %d, want %d..%d", r.RunAt, before+300_000, after+300_000)
+	}
+	// A time in the past, or a shift before now, means now: it is claimed.
+	mustReschedule(t, e, "t", "a", queue.RescheduleBy(-time.Hour))
+	if c := mustClaim(t, e.env, "t", 10, time.Minute); len(c.Jobs) != 1 || c.Jobs[0].ID != "a" {
+		t.Fatalf("claim after moving to now: %v", ids(c.Jobs))
+	}
+
+	// Refusals: in flight, dead, unknown; the job is left as it was.
+	if _, err := e.c.Reschedule(ctx, e.led, "t", "a", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrInFlight) {
+		t.Fatalf("in flight: %v", err)
+	}
+	info := mustGet(t, e.env, "t", "a")
+	if _, _, err := e.c.Bury(ctx, []queue.DeadJob{{Job: info.Job, Error: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, "t", "a", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrDead) {
+		t.Fatalf("dead: %v", err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, "t", "nope", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("unknown: %v", err)
+	}
+}
+
+// Bad times are refused naming the field, and nothing changes.
+func TestRescheduleBadInput(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	r := mustEnqueue(t, e.env, "t", queue.NewJob{ID: "a", Delay: time.Hour})
+	for _, c := range []struct {
+		to    queue.When
+		field string
+	}{
+		{queue.RescheduleAt(5), "run_at"},
+		{queue.RescheduleAt(time.Now().Add(400 * 24 * time.Hour).UnixMilli()), "run_at"},
+		{queue.RescheduleIn(-time.Second), "delay"},
+		{queue.RescheduleIn(400 * 24 * time.Hour), "delay"},
+		{queue.RescheduleBy(400 * 24 * time.Hour), "shift"},
+		{queue.RescheduleBy(365*24*time.Hour - time.Minute), "shift"}, // within the range, but lands past now + MaxDelay
+		{queue.When{}, "run_at"},
+	} {
+		_, err := e.c.Reschedule(ctx, e.led, "t", "a", c.to)
+		var ve *queue.ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || !errors.Is(err, queue.ErrInvalidRunAt) {
+			t.Errorf("%s: %v, want a validation error of %s", c.to, err, c.field)
+		}
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, "t", "a b", queue.RescheduleIn(0)); !errors.Is(err, queue.ErrInvalidID) {
+		t.Errorf("bad id: %v", err)
+	}
+	if info := mustGet(t, e.env, "t", "a"); info.Score != r.RunAt {
+		t.Errorf("due time moved to %d by bad input, was %d", info.Score, r.RunAt)
+	}
+}
+
+// A job waiting for a retry has a row; its run_at and lease_until move with
+// Redis, so neither the recoverer (stale scan) nor a Redis loss brings the
+// old time back.
+func TestRescheduleRetryMovesTheRow(t *testing.T) {
+	e := newWEnv(t)
+	now := redisMs(t, e.env)
+	j := claimRecord(t, e, "t", "r")
+	failRetry(t, e, j, now+60_000)
+	r := mustReschedule(t, e, "t", "r", queue.RescheduleBy(time.Hour))
+	if r.RunAt != now+60_000+3600_000 || r.Job.Attempt != 1 || r.Job.LastError != "x" {
+		t.Fatalf("%+v", r)
+	}
+	row, err := e.led.Row(testenv.Context(t), "t", "r")
+	if err != nil || row.State != ledger.StateRetrying || row.LeaseUntil != r.RunAt+60_000 {
+		t.Fatalf("row %+v, %v; want retrying, leased until %d", row, err, r.RunAt+60_000)
+	}
+	// Redis lost it: rescheduled from the row, and put back at the new time.
+	if err := e.rdb.Del(testenv.Context(t), e.ns+":{t}:due", e.ns+":{t}:job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r = mustReschedule(t, e, "t", "r", queue.RescheduleBy(-30*time.Minute))
+	if r.RunAt != now+60_000+1800_000 || r.OldRunAt != now+60_000+3600_000 {
+		t.Fatalf("from the row: %+v", r)
+	}
+}
+
+// A worker asleep until a far head wakes at once for a job rescheduled to
+// now: the handler runs (a signal, not a sleep), although the worker's idle
+// safety net is an hour.
+func TestRescheduleEarlierWakesTheWorker(t *testing.T) {
+	e := newWEnv(t)
+	ran := make(chan string, 4)
+	w := newWorker(t, e, queue.WorkerConfig{MaxIdle: time.Hour})
+	if err := w.Handle("t", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		ran <- j.ID
+		return nil
+	}), queue.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "head", Delay: time.Hour})
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "far", Delay: 2 * time.Hour})
+	startWorker(t, w)
+	waitSubscribed(t, e.rdb, e.c.WakeChannel("t"))
+	// The fetcher has claimed once and sleeps until the head, an hour off.
+	if _, err := e.c.Reschedule(testenv.Context(t), e.led, "t", "far", queue.RescheduleAt(longAgo)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-ran:
+		if id != "far" {
+			t.Fatalf("%s ran, want far", id)
+		}
+	case <-testenv.Context(t).Done():
+		t.Fatal("the job rescheduled to now never ran: the worker was not woken")
+	}
+}
+
+// Only an earlier head publishes: a job moved later wakes nobody.
+func TestRescheduleWakeMessages(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	sub := e.rdb.Subscribe(ctx, e.c.WakeChannel("t"))
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "a", Delay: time.Hour})
+	mustEnqueue(t, e.env, "t", queue.NewJob{ID: "b", Delay: 2 * time.Hour})
+	<-sub.Channel()                                               // a's enqueue
+	mustReschedule(t, e, "t", "b", queue.RescheduleBy(time.Hour)) // later: no message
+	r := mustReschedule(t, e, "t", "b", queue.RescheduleIn(time.Minute))
+	select {
+	case m := <-sub.Channel():
+		if m.Payload != strconv.FormatInt(r.RunAt, 10) {
+			t.Fatalf("wake %q, want %d", m.Payload, r.RunAt)
+		}
+	case <-ctx.Done():
+		t.Fatal("no wake for the new head")
+	}
+	select {
+	case m := <-sub.Channel():
+		t.Fatalf("a second wake %q: the later move published", m.Payload)
+	default:
+	}
+}
+
+// Durable topic: both stores move; a job beyond the horizon (SQL only) is
+// moved in its row and created in Redis at its new time, even when that is
+// still beyond the horizon, so a pass that read the old row cannot put it
+// back early.
+func TestRescheduleDurable(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	c, err := queue.New(e.rdb, queue.Config{Namespace: e.ns, Store: e.led, Horizon: time.Minute,
+		TopicDurability: map[string]queue.Durability{durableT: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	now := redisMs(t, e.env)
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "near", Delay: 30 * time.Second})
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "far", Delay: 2 * time.Hour})
+	if info := mustGet(t, e.env, durableT, "far"); info.State != queue.StateUnknown {
+		t.Fatalf("far is %s in Redis, want beyond the horizon", info.State)
+	}
+	mustReschedule(t, e, durableT, "near", queue.RescheduleAt(now+90_000))
+	if row, _ := e.row(t, "near"); row.State != ledger.StateScheduled || row.LeaseUntil != ledger.NeverStale {
+		t.Fatalf("near's row: %+v", row)
+	}
+	oldRow, _ := e.row(t, "far")
+	r := mustReschedule(t, e, durableT, "far", queue.RescheduleBy(time.Hour)) // still beyond the horizon
+	if r.OldRunAt != oldRow.RunAt || r.RunAt != oldRow.RunAt+3600_000 {
+		t.Fatalf("far: %+v, row was at %d", r, oldRow.RunAt)
+	}
+	// A relay pass that read the old row pushes it now: Redis has the job,
+	// so nothing is written and the job stays at its new time.
+	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableT, ID: "far", Scheduled: true, RunAt: oldRow.RunAt,
+		MaxAttempts: oldRow.MaxAttempts, Payload: oldRow.Payload}}, queue.RestoreOptions{SeenAt: now})
+	if err != nil || out[0] != queue.RestoreTracked {
+		t.Fatalf("stale push: %v, %v; want tracked", out, err)
+	}
+	if info := mustGet(t, e.env, durableT, "far"); info.Score != r.RunAt {
+		t.Fatalf("far at %d after the stale push, want %d", info.Score, r.RunAt)
+	}
+	// Claimed: refused, the row stays the claim's.
+	mustReschedule(t, e, durableT, "near", queue.RescheduleAt(longAgo))
+	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
+	if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, durableT, "near", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrInFlight) {
+		t.Fatalf("claimed: %v", err)
+	}
+	if row, _ := e.row(t, "near"); row.State != ledger.StateInProgress {
+		t.Fatalf("near's row after the refusal: %+v", row)
+	}
+	// Held by a worker while Redis lost it: the row says in flight.
+	if err := e.rdb.Del(ctx, e.ns+":{"+durableT+"}:lease", e.ns+":{"+durableT+"}:job").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, durableT, "near", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrInFlight) {
+		t.Fatalf("held, lost by Redis: %v", err)
+	}
+}
+
+// The ledger failing: ErrLedger, and Redis untouched.
+func TestRescheduleLedgerFails(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	r := mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "a", Delay: time.Hour})
+	sqlDB, err := e.db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlDB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, durableT, "a", queue.RescheduleBy(time.Hour)); !errors.Is(err, queue.ErrLedger) {
+		t.Fatalf("ledger down: %v, want ErrLedger", err)
+	}
+	if info := mustGet(t, e.env, durableT, "a"); info.Score != r.RunAt {
+		t.Fatalf("Redis moved to %d with the ledger down", info.Score)
+	}
+}
+
+// longAgo is the earliest due time a reschedule takes (2001): "now".
+const longAgo = 978307200000

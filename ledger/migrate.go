@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Migrate creates the ledger's two tables, or brings existing ones up to the
+// Migrate creates the ledger's tables (and the periodic schedules' dq_periodic), or brings existing ones up to the
 // models, with gorm's AutoMigrate. On MySQL the tables are InnoDB, utf8mb4
 // with a binary collation, exactly as deployments/mysql/schema.sql creates
 // them (a test keeps the two in agreement), so either way of creating them
@@ -24,6 +24,9 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	if err := db.Table(l.deadTable).AutoMigrate(&DeadLetter{}); err != nil {
 		return fmt.Errorf("ledger: migrate %s: %w", l.deadTable, err)
 	}
+	if err := db.Table(l.PeriodicTable()).AutoMigrate(&PeriodicTick{}); err != nil {
+		return fmt.Errorf("ledger: migrate %s: %w", l.PeriodicTable(), err)
+	}
 	return nil
 }
 
@@ -31,7 +34,7 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 // Migrate, for a sandbox (the benchmark) that created them under a table
 // prefix of its own.
 func (l *Ledger) Drop(ctx context.Context) error {
-	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable); err != nil {
+	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable, l.PeriodicTable()); err != nil {
 		return fmt.Errorf("ledger: drop %s and %s: %w", l.ledgerTable, l.deadTable, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ type keys struct {
 	epoch string // STRING written by the recoverer; gone means Redis lost data
 	wake  string // pub/sub channel: a job became due earlier than the head
 	gone  string // ZSET id -> when it was acked (durable) or cancelled: tombstones restore honours
+	ticks string // HASH periodic schedule name -> last tick enqueued, Unix ms (periodic.lua)
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -24,6 +25,7 @@ func newKeys(namespace, topic string) keys {
 		epoch: p + "epoch",
 		wake:  p + "wake",
 		gone:  p + "gone",
+		ticks: p + "ticks",
 	}
 }
 

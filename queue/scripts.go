@@ -36,6 +36,8 @@ var (
 	statsLua string
 	//go:embed lua/restore.lua
 	restoreLua string
+	//go:embed lua/periodic.lua
+	periodicLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -43,6 +45,7 @@ type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore                                           *redis.Script
+	periodic                                          *redis.Script
 }
 
 func newScripts() scripts {
@@ -60,5 +63,7 @@ func newScripts() scripts {
 		get:     redis.NewScript(getLua),
 		stats:   redis.NewScript(statsLua),
 		restore: redis.NewScript(restoreLua),
+		// periodic.go
+		periodic: redis.NewScript(periodicLua),
 	}
 }

@@ -215,3 +215,10 @@ func latestTick(sched cron.Schedule, after, now time.Time) time.Time {
 		}
 	}
 }
+
+// Validate checks the schedule (not its topic, which New checks against
+// the queue's configuration): an *Error names the bad field.
+func (s Schedule) Validate() error {
+	_, err := s.check(s.Name)
+	return err
+}

@@ -103,6 +103,7 @@ func (a *app) newRoot() *cobra.Command {
 	operator := []*cobra.Command{
 		a.enqueueCmd(), a.cancelCmd(), a.getCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
+		a.schedulesCmd(),
 	}
 	for _, c := range operator {
 		setStoreHelp(c)

@@ -30,6 +30,7 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"recover"},
 		{"recover", "--dry-run"},
 		{"smoke"},
+		{"schedules"},
 	}
 	for _, cmd := range commands {
 		for _, jsonFlag := range []bool{false, true} {

@@ -29,6 +29,7 @@
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
+//	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
 // The orders module of jobs/orderclose, when the program mounts it, adds:

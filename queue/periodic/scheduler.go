@@ -328,7 +328,7 @@ func (s *Scheduler) List(ctx context.Context) ([]Info, error) {
 	if len(durable) > 0 {
 		m, err := s.store.LastTicks(ctx, durable...)
 		if err != nil {
-			return nil, fmt.Errorf("periodic: list: %w", err)
+			return nil, fmt.Errorf("periodic: list: %w: %w", queue.ErrLedger, err)
 		}
 		for k, v := range m {
 			last[k] = v

@@ -61,6 +61,16 @@
 // for the next page. A row stays on its place in that order while it keeps
 // its state, so paging lists it once however rows come and go.
 //
+// GET /v1/schedules lists the periodic schedules of the instance's
+// configuration (docs/design.md §4.15), in config order, as
+// {"schedules": [{"name", "spec", "location", "topic", "durability",
+// "missed", "max_attempts", "next_run", "last_tick", "last_job_id",
+// "running"}]}: next_run is the next tick (Unix ms), last_tick the last tick
+// any process enqueued (0 if none; read from Redis for a redis topic, from
+// SQL for a durable one) and last_job_id its job's id,
+// "<name>:<last_tick>"; running says this process enqueues the ticks. No
+// schedules configured: an empty list. Redis or SQL down: 503 naming it.
+//
 // # Durable topics
 //
 // A durable topic (queue.durability, queue.topics.<name>.durability;

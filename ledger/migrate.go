@@ -6,7 +6,7 @@ import (
 )
 
 // Migrate creates the ledger's tables (in-flight, dead letters, topic
-// state), or brings existing ones up to the
+// state, the periodic schedules' ticks), or brings existing ones up to the
 // models, with gorm's AutoMigrate. On MySQL the tables are InnoDB, utf8mb4
 // with a binary collation, exactly as deployments/mysql/schema.sql creates
 // them (a test keeps the two in agreement), so either way of creating them
@@ -28,6 +28,9 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	if err := db.Table(l.stateTable).AutoMigrate(&TopicState{}); err != nil {
 		return fmt.Errorf("ledger: migrate %s: %w", l.stateTable, err)
 	}
+	if err := db.Table(l.PeriodicTable()).AutoMigrate(&PeriodicTick{}); err != nil {
+		return fmt.Errorf("ledger: migrate %s: %w", l.PeriodicTable(), err)
+	}
 	return nil
 }
 
@@ -35,8 +38,8 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 // Migrate, for a sandbox (the benchmark) that created them under a table
 // prefix of its own.
 func (l *Ledger) Drop(ctx context.Context) error {
-	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable, l.stateTable); err != nil {
-		return fmt.Errorf("ledger: drop %s, %s and %s: %w", l.ledgerTable, l.deadTable, l.stateTable, err)
+	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable, l.stateTable, l.PeriodicTable()); err != nil {
+		return fmt.Errorf("ledger: drop %s, %s, %s and %s: %w", l.ledgerTable, l.deadTable, l.stateTable, l.PeriodicTable(), err)
 	}
 	return nil
 }

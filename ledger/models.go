@@ -96,3 +96,16 @@ const (
 	// make a whole batch fail.
 	maxErrorBytes = 16 << 10
 )
+
+// PeriodicTick is one row of dq_periodic: the last tick (Unix ms) a
+// periodic schedule enqueued on a durable topic (package queue/periodic).
+// A tick is claimed by a conditional update (last_tick < tick) in the
+// transaction that enqueues its job, so it is enqueued once across every
+// process that runs the schedule (EnqueueTick). Redis topics keep the same
+// in Redis (the topic's ticks hash).
+type PeriodicTick struct {
+	Name      string `gorm:"column:name;type:varchar(64);primaryKey"`
+	Topic     string `gorm:"column:topic;type:varchar(64);not null"`
+	LastTick  int64  `gorm:"column:last_tick;type:bigint;not null"`
+	UpdatedAt int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+}

@@ -22,7 +22,7 @@ func TestSchemaSQLMatchesAutoMigrate(t *testing.T) {
 	fromFile := testenv.MatchSchemaFile(t, "../deployments/mysql/schema.sql", func(db *gorm.DB) error {
 		newLedger(t, db, Options{})
 		return nil
-	}, "dq_ledger", "dq_dead_letter", "dq_topic_state")
+	}, "dq_ledger", "dq_dead_letter", "dq_topic_state", "dq_periodic")
 
 	// Migrate over the SQL file's tables: nothing to change.
 	log := &stmtLog{}

@@ -136,9 +136,10 @@ func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-durable.sql")
+	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-operator.sql")
 	current := testenv.MySQL(t)
 	execSQLFile(t, current, "../deployments/mysql/schema.sql")
-	for _, table := range []string{"dq_ledger", "dq_dead_letter"} {
+	for _, table := range []string{"dq_ledger", "dq_dead_letter", "dq_periodic"} {
 		if got, want := testenv.ShowCreateTable(t, upgraded, table), testenv.ShowCreateTable(t, current, table); got != want {
 			t.Errorf("%s after upgrade-durable.sql:\n%s\nschema.sql:\n%s", table, got, want)
 		}
@@ -154,7 +155,7 @@ func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 	}
 	for _, q := range log.Take() {
 		if v := verbs([]string{q})[0]; v == "ALTER" || v == "CREATE" || v == "DROP" {
-			t.Errorf("Migrate after upgrade-durable.sql changed the schema: %s", q)
+			t.Errorf("Migrate after upgrade-durable.sql and upgrade-operator.sql changed the schema: %s", q)
 		}
 	}
 	if r := mustRow(t, l, "t", "a"); r.Attempt != 1 || r.EnqueuedAt != 0 {

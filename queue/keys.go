@@ -14,6 +14,7 @@ type keys struct {
 	// topic paused, and holds {"at":ms,"by":actor} (pause.go).
 	paused string
 	rate   string // HASH tokens, at (Redis ms): the rate limit's token bucket (claim.lua)
+	ticks  string // HASH periodic schedule name -> last tick enqueued, Unix ms (periodic.lua)
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -30,6 +31,7 @@ func newKeys(namespace, topic string) keys {
 		gone:   p + "gone",
 		paused: p + "paused",
 		rate:   p + "rate",
+		ticks:  p + "ticks",
 	}
 }
 

@@ -40,13 +40,15 @@ var (
 	resumeLua string
 	//go:embed lua/reschedule.lua
 	rescheduleLua string
+	//go:embed lua/periodic.lua
+	periodicLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
 type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
-	restore, resume, reschedule                       *redis.Script
+	restore, resume, reschedule, periodic             *redis.Script
 }
 
 func newScripts() scripts {
@@ -66,5 +68,6 @@ func newScripts() scripts {
 		restore:    redis.NewScript(restoreLua),
 		reschedule: redis.NewScript(rescheduleLua),
 		resume:     redis.NewScript(resumeLua),
+		periodic:   redis.NewScript(periodicLua),
 	}
 }

@@ -51,9 +51,14 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 				"PurgeDead":      func() error { _, err := e.c.PurgeDead(ctx, topic, time.Now().UnixMilli()); return err },
 				"EpochMissing":   func() error { _, err := e.c.EpochMissing(ctx, []string{"ok", topic}); return err },
 				"EnsureEpoch":    func() error { _, err := e.c.EnsureEpoch(ctx, []string{"ok", topic}, "x"); return err },
-				"Ack":            func() error { _, err := e.c.Ack(ctx, []queue.Ref{good, bad}); return err },
-				"Release":        func() error { _, err := e.c.Release(ctx, []queue.Ref{good, bad}); return err },
-				"Extend":         func() error { _, _, err := e.c.Extend(ctx, []queue.Ref{good, bad}, time.Minute); return err },
+				"EnqueueTick": func() error {
+					_, err := e.c.EnqueueTick(ctx, topic, "s", time.Now().UnixMilli(), queue.NewJob{ID: "s:1"})
+					return err
+				},
+				"LastTicks": func() error { _, err := e.c.LastTicks(ctx, topic, "s"); return err },
+				"Ack":       func() error { _, err := e.c.Ack(ctx, []queue.Ref{good, bad}); return err },
+				"Release":   func() error { _, err := e.c.Release(ctx, []queue.Ref{good, bad}); return err },
+				"Extend":    func() error { _, _, err := e.c.Extend(ctx, []queue.Ref{good, bad}, time.Minute); return err },
 				"Retry": func() error {
 					_, err := e.c.Retry(ctx, []queue.RetryRequest{{Ref: good}, {Ref: bad}})
 					return err

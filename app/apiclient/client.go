@@ -23,6 +23,7 @@ import (
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -379,4 +380,12 @@ func failedRunReport(e *Error) *recovery.Report {
 		return nil
 	}
 	return f.Report
+}
+
+// Schedules sends GET /v1/schedules: the periodic schedules with their next
+// run and last tick.
+func (c *Client) Schedules(ctx context.Context) ([]periodic.Info, error) {
+	var out httpapi.SchedulesList
+	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, &out)
+	return out.Schedules, err
 }

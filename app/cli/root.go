@@ -104,6 +104,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
 		a.pauseCmd(true), a.pauseCmd(false),
+		a.schedulesCmd(),
 	}
 	for _, c := range operator {
 		setStoreHelp(c)

@@ -10,6 +10,7 @@ import (
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -47,6 +48,9 @@ type jobStore interface {
 	Recover(ctx context.Context, dryRun bool) (*recovery.Report, error)
 	// SmokeRan reports whether the smoke job id has run, and when.
 	SmokeRan(ctx context.Context, id string) (ranAt int64, ran bool, err error)
+	// Schedules lists the configured periodic schedules with their next
+	// run and the last tick any process enqueued (schedules.go).
+	Schedules(ctx context.Context) ([]periodic.Info, error)
 	// Where names the store for messages: "Redis namespace dq", "the
 	// instance at http://...".
 	Where() string

@@ -33,6 +33,7 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"smoke"},
 		{"pause", "mail"},
 		{"resume", "mail"},
+		{"schedules"},
 	}
 	for _, cmd := range commands {
 		for _, jsonFlag := range []bool{false, true} {

@@ -21,12 +21,16 @@ import (
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
 
 // parts says which parts of the system a command runs.
 type parts struct {
 	api, workers, recovery, sweeper bool
+	// periodic runs the configured periodic schedules (any number of
+	// processes may: each tick is enqueued once).
+	periodic bool
 }
 
 // system is the assembled program: backends, workers, recoverer, order
@@ -46,6 +50,9 @@ type system struct {
 	obs    observability // metrics, dashboard and the metrics listener
 	// targets are the HTTP-target topics' handlers, by topic.
 	targets map[string]*httptarget.Target
+	// sched is the periodic schedules' scheduler, nil without any; it runs
+	// with the periodic part, and the API lists it either way.
+	sched *periodic.Scheduler
 }
 
 // recoveryConfig is the recoverer's configuration from the program's; the
@@ -166,6 +173,9 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			return nil, err
 		}
 	}
+	if err := s.buildPeriodic(p); err != nil {
+		return nil, err
+	}
 	if err := s.buildObservability(p); err != nil {
 		return nil, err
 	}
@@ -195,6 +205,10 @@ func (s *system) buildAPI(p parts) error {
 	// backends and tells the unauthenticated /readyz only which one failed
 	// (s.b.Ready's error has addresses and TLS details: those go to the
 	// log).
+	var schedules httpapi.Schedules // nil without periodic schedules
+	if s.sched != nil {
+		schedules = s.sched
+	}
 	h, err := httpapi.New(httpapi.Deps{
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
@@ -208,6 +222,7 @@ func (s *system) buildAPI(p parts) error {
 		Logger:       s.log,
 		Metrics:      s.obs.apiMetrics(),
 		Dashboard:    s.obs.apiDashboard(),
+		Schedules:    schedules,
 	})
 	if err != nil {
 		return err
@@ -275,6 +290,9 @@ func (s *system) run(ctx context.Context, p parts) error {
 	if s.sweep != nil {
 		start("sweeper", func() error { return s.sweep.Run(ctx) })
 	}
+	if p.periodic && s.sched != nil {
+		start("periodic", func() error { return s.sched.Run(ctx) })
+	}
 	if s.server != nil {
 		serveHTTP(ctx, "api", s.server, s.ln, start, fail, &wg)
 		s.log.WithField("url", s.apiURL()).Info("API listening")
@@ -333,4 +351,39 @@ func (a recoveryAPI) Reports() any {
 	all := append(a.r.Reports(), a.dry.Reports()...)
 	slices.SortFunc(all, func(x, y recovery.Report) int { return y.Start.Compare(x.Start) })
 	return all
+}
+
+// buildPeriodic builds the scheduler of the configured periodic jobs, if
+// any; its metrics only where it runs.
+func (s *system) buildPeriodic(p parts) error {
+	sched, err := newScheduler(s.cfg, s.b, s.log, func(names []string) periodic.Observer {
+		if !p.periodic {
+			return nil
+		}
+		return s.obs.metrics.Periodic(names)
+	})
+	s.sched = sched
+	return err
+}
+
+// newScheduler returns the scheduler of cfg's periodic jobs, nil without
+// any. observer (may be nil, or answer nil) gives the metrics for the
+// schedules' names.
+func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, observer func(names []string) periodic.Observer) (*periodic.Scheduler, error) {
+	if len(cfg.Periodic) == 0 {
+		return nil, nil
+	}
+	schedules, err := cfg.Schedules()
+	if err != nil {
+		return nil, err
+	}
+	opts := periodic.Options{Logger: log.WithField("component", "periodic")}
+	if observer != nil {
+		names := make([]string, len(schedules))
+		for i, sc := range schedules {
+			names[i] = sc.Name
+		}
+		opts.Observer = observer(names)
+	}
+	return periodic.New(b.Queue, b.Ledger, schedules, opts)
 }

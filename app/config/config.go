@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
 )
 
 // Config is the whole configuration. The koanf tags are the YAML keys; the
@@ -26,6 +27,10 @@ type Config struct {
 	Metrics   Metrics   `koanf:"metrics"`
 	Dashboard Dashboard `koanf:"dashboard"`
 	CLI       CLI       `koanf:"cli"`
+	// Periodic lists the periodic jobs (docs/design.md §4.15): each tick
+	// of each enqueues one job, however many serve and worker processes
+	// run them. Default [] (none).
+	Periodic []Periodic `koanf:"periodic"`
 }
 
 // Log configures logging.
@@ -439,6 +444,7 @@ func Defaults() Config {
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
+		Periodic:  []Periodic{},
 	}
 }
 
@@ -460,4 +466,63 @@ func (q Queue) IsDurable(topic string) bool {
 		return t.Durability == string(queue.DurabilityDurable)
 	}
 	return q.Durability == string(queue.DurabilityDurable)
+}
+
+// Periodic is one periodic job (package queue/periodic).
+type Periodic struct {
+	// Name identifies the schedule across processes and restarts and
+	// starts its jobs' ids ("<name>:<tick Unix ms>"): 1-64 of
+	// [A-Za-z0-9_.-], unique.
+	Name string `koanf:"name"`
+	// Spec is a robfig/cron spec: five fields, six with seconds first
+	// ("*/10 * * * * *"), or @every/@daily..., optionally with a
+	// CRON_TZ=<zone> prefix.
+	Spec string `koanf:"spec"`
+	// Location is the IANA zone of a spec without CRON_TZ=. Default ""
+	// (UTC).
+	Location string `koanf:"location"`
+	// Topic the jobs go to (a redis or a durable topic).
+	Topic string `koanf:"topic"`
+	// Payload of every job: a string as is, or YAML (a map, a list) sent
+	// as its JSON. Default "" (empty).
+	Payload any `koanf:"payload"`
+	// MaxAttempts of every job; 0 means queue.default_max_attempts.
+	MaxAttempts int `koanf:"max_attempts"`
+	// Missed is what to do about ticks missed while no process ran the
+	// schedule: skip (nothing) or once (one job, for the latest). Default
+	// skip.
+	Missed string `koanf:"missed"`
+}
+
+// Schedule is p as the scheduler takes it; the error says which field is
+// bad (Validate has checked them all).
+func (p Periodic) Schedule() (periodic.Schedule, error) {
+	s := periodic.Schedule{Name: p.Name, Spec: p.Spec, Topic: p.Topic, MaxAttempts: p.MaxAttempts,
+		Missed: periodic.Missed(p.Missed)}
+	if p.Location != "" {
+		loc, err := time.LoadLocation(p.Location)
+		if err != nil {
+			return s, &Error{Key: "location", Value: p.Location, Reason: err.Error()}
+		}
+		s.Location = loc
+	}
+	b, err := periodic.PayloadOf(p.Payload)
+	if err != nil {
+		return s, &Error{Key: "payload", Value: p.Payload, Reason: err.Error()}
+	}
+	s.Payload = b
+	return s, nil
+}
+
+// Schedules returns the periodic jobs as the scheduler takes them.
+func (c Config) Schedules() ([]periodic.Schedule, error) {
+	out := make([]periodic.Schedule, 0, len(c.Periodic))
+	for _, p := range c.Periodic {
+		s, err := p.Schedule()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

@@ -130,6 +130,13 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"cli:\n  api: ftp://h:1\n", "cli.api"},
 		{"cli:\n  api: http://user:secret@h:1\n", "cli.api"},
 		{"cli:\n  api: http://h:1/?x=1\n", "cli.api"},
+		{"periodic:\n  - {name: a, spec: '61 * * * * *', topic: t}\n", "periodic[0].spec"},
+		{"periodic:\n  - {name: 'a:b', spec: '@hourly', topic: t}\n", "periodic[0].name"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: 'bad topic'}\n", "periodic[0].topic"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, missed: twice}\n", "periodic[0].missed"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, location: Mars/Olympus}\n", "periodic[0].location"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, max_attempts: 1000}\n", "periodic[0].max_attempts"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: t}\n  - {name: a, spec: '@daily', topic: u}\n", "periodic[1].name"},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(writeFile(t, tc.yaml), nil)
@@ -186,5 +193,39 @@ func TestTopicRateLimit(t *testing.T) {
 	}
 	if l := cfg.Worker.RateLimit("mail"); l != (queue.RateLimit{}) {
 		t.Fatalf("mail has limit %+v", l)
+	}
+}
+
+// A periodic job from the file: its payload as JSON (or a string as is),
+// its zone loaded.
+func TestPeriodicFromFile(t *testing.T) {
+	c, err := config.Load(writeFile(t, `
+periodic:
+  - name: report
+    spec: "0 30 2 * * *"
+    location: Europe/Berlin
+    topic: reports
+    payload: {kind: nightly, n: 2}
+    missed: once
+  - name: ping
+    spec: "@every 10s"
+    topic: pings
+    payload: hello
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Schedules()
+	if err != nil || len(s) != 2 {
+		t.Fatalf("schedules %+v %v", s, err)
+	}
+	if s[0].Location == nil || s[0].Location.String() != "Europe/Berlin" || string(s[0].Payload) != `{"kind":"nightly","n":2}` || s[0].Missed != "once" {
+		t.Fatalf("report: %+v", s[0])
+	}
+	if string(s[1].Payload) != "hello" || s[1].Location != nil {
+		t.Fatalf("ping: %+v", s[1])
+	}
+	if _, err := config.Load(writeFile(t, "periodic:\n  - {name: a, spec: '@hourly', topic: t, colour: red}\n"), nil); err == nil {
+		t.Fatal("unknown periodic key accepted")
 	}
 }

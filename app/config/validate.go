@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
 )
 
 // Error is an invalid configuration value: the key, the value and why.
@@ -53,6 +54,7 @@ func (c *Config) Validate() error {
 			"the orders module needs order_close durable (or orders.enabled: false)")
 	}
 	c.CLI.validate(&p)
+	c.validatePeriodic(&p)
 	c.validateSecurity(&p) // validate_tls.go
 	return errors.Join(p...)
 }
@@ -382,4 +384,50 @@ func checkAPIURL(s string) error {
 		return errors.New("a base URL has no query or fragment")
 	}
 	return nil
+}
+
+// validatePeriodic checks the periodic jobs; keys are periodic[i].field.
+func (c *Config) validatePeriodic(p *problems) {
+	seen := map[string]int{}
+	for i, pj := range c.Periodic {
+		key := func(field string) string { return fmt.Sprintf("periodic[%d].%s", i, field) }
+		s, err := pj.Schedule()
+		var ce *Error
+		if errors.As(err, &ce) {
+			p.bad(key(ce.Key), ce.Value, "%s", ce.Reason)
+			continue
+		}
+		if err := s.Validate(); err != nil {
+			var pe *periodic.Error
+			if errors.As(err, &pe) {
+				var v any
+				switch pe.Field {
+				case "name":
+					v = pj.Name
+				case "spec":
+					v = pj.Spec
+				case "location":
+					v = pj.Location
+				case "missed":
+					v = pj.Missed
+				case "max_attempts":
+					v = pj.MaxAttempts
+				}
+				p.bad(key(pe.Field), v, "%s", pe.Reason)
+			} else {
+				p.bad(key("spec"), pj.Spec, "%v", err)
+			}
+			continue
+		}
+		if err := queue.ValidateTopic(pj.Topic); err != nil {
+			p.bad(key("topic"), pj.Topic, "%v", err)
+		}
+		if len(s.Payload) > c.Queue.MaxPayloadBytes {
+			p.bad(key("payload"), fmt.Sprintf("(%d bytes)", len(s.Payload)), "over queue.max_payload_bytes (%d)", c.Queue.MaxPayloadBytes)
+		}
+		if j, ok := seen[pj.Name]; ok {
+			p.bad(key("name"), pj.Name, "periodic[%d] has the same name", j)
+		}
+		seen[pj.Name] = i
+	}
 }

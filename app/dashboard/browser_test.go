@@ -131,6 +131,13 @@ func TestDashboardInBrowser(t *testing.T) {
 			line.querySelector('[data-rate="burst"]').textContent === '2' && none && none.hidden;
 	})()`, "the rate limit of the target topic")
 
+	// The periodic schedule with its next run (no tick during the test).
+	poll(t, tab, `(() => {
+		const tr = document.querySelector('#schedules tr[data-schedule="new-year"]');
+		return !document.querySelector('#schedules').hidden && tr && tr.querySelector('.next-run').textContent.includes('(in ') &&
+			tr.textContent.includes('greetings') && tr.textContent.includes('never');
+	})()`, "the schedule with its next run")
+
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -267,6 +274,7 @@ recovery: {spec: "@every 10s", grace: 5s}
 queue: {horizon: 1h, topics: {invoices: {durability: durable}}}
 orders: {sweeper_spec: "@every 1h"}
 dashboard: {sample_every: 500ms, history: 1m}
+periodic: [{name: new-year, spec: "0 0 0 1 1 *", topic: greetings}]
 `, redisAddr(), ns, dsn, port, testToken, readOnly, hookURL)
 	path := filepath.Join(t.TempDir(), "delayq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

@@ -39,6 +39,32 @@ func TestCLIThroughTheAPI(t *testing.T) {
 	t.Run("embedded serve", func(t *testing.T) { testEmbeddedServe(t, bin) })
 	t.Run("token", func(t *testing.T) { testToken(t, bin) })
 	t.Run("no instance", func(t *testing.T) { testNoInstance(t, bin) })
+	t.Run("periodic", func(t *testing.T) { testPeriodic(t, bin) })
+}
+
+// serve runs the config's periodic jobs: a schedule each second enqueues
+// its ticks, and `delayq schedules` shows them through the API.
+func testPeriodic(t *testing.T, bin string) {
+	cfg := filepath.Join(t.TempDir(), "delayq.yaml")
+	if err := os.WriteFile(cfg, []byte("periodic:\n  - {name: beat, spec: '* * * * * *', topic: beats, payload: {n: 1}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := testenv.FreePort(t)
+	env := append(os.Environ(), fmt.Sprintf("DELAYQ_HTTP_LISTEN=127.0.0.1:%d", port), "DELAYQ_LOG_FORMAT=json")
+	start(t, bin, append(slices.Clone(env), "DELAYQ_SQL_SQLITE_PATH="+filepath.Join(t.TempDir(), "serve.db")), "serve", "--config", cfg)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	var list []map[string]any
+	testenv.WaitFor(testenv.Context(t), t, "a tick enqueued", func() bool {
+		out, code := run(t, bin, env, "schedules", "--json")
+		list = nil
+		return code == 0 && json.Unmarshal([]byte(out), &list) == nil && len(list) == 1 && list[0]["last_tick"].(float64) > 0
+	}, func() string { return fmt.Sprint(list) })
+	if list[0]["name"] != "beat" || list[0]["running"] != true || !strings.HasPrefix(list[0]["last_job_id"].(string), "beat:") {
+		t.Fatalf("schedules %v", list)
+	}
+	if out, code := run(t, bin, env, "get", "beats", list[0]["last_job_id"].(string), "--json"); code != 0 || !strings.Contains(out, `"n": 1`) {
+		t.Fatalf("the tick's job: exit %d, %s", code, out)
+	}
 }
 
 // Every operator command sees and changes the instance's jobs, with the

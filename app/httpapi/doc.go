@@ -32,6 +32,7 @@
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
+//	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
 // The orders module of jobs/orderclose, when the program mounts it, adds:
@@ -81,6 +82,16 @@
 // last carries next_cursor: pass it back as cursor, with the same filters,
 // for the next page. A row stays on its place in that order while it keeps
 // its state, so paging lists it once however rows come and go.
+//
+// GET /v1/schedules lists the periodic schedules of the instance's
+// configuration (docs/design.md §4.15), in config order, as
+// {"schedules": [{"name", "spec", "location", "topic", "durability",
+// "missed", "max_attempts", "next_run", "last_tick", "last_job_id",
+// "running"}]}: next_run is the next tick (Unix ms), last_tick the last tick
+// any process enqueued (0 if none; read from Redis for a redis topic, from
+// SQL for a durable one) and last_job_id its job's id,
+// "<name>:<last_tick>"; running says this process enqueues the ticks. No
+// schedules configured: an empty list. Redis or SQL down: 503 naming it.
 //
 // # Durable topics
 //

@@ -88,6 +88,9 @@ type Deps struct {
 	// under GET /dashboard/, outside auth: the page holds no data, and asks
 	// the operator for the token its /v1 calls need.
 	Dashboard http.Handler
+	// Schedules lists the periodic schedules for GET /v1/schedules; nil
+	// answers an empty list (no schedules configured).
+	Schedules Schedules
 }
 
 // api is the handler's state: its dependencies, nothing mutable.
@@ -103,6 +106,7 @@ type api struct {
 	auth      *bearerAuth // nil when auth is off
 
 	rateLimits map[string]queue.RateLimit // Deps.RateLimits, read only
+	schedules  Schedules                  // nil without periodic schedules
 }
 
 // New builds the API handler: the /v1 routes behind auth, the probes in
@@ -128,6 +132,7 @@ func New(d Deps) (http.Handler, error) {
 		maxBody:   d.MaxBodyBytes,
 		ready:     d.Ready,
 		log:       d.Logger,
+		schedules: d.Schedules,
 	}
 	a.rateLimits = d.RateLimits
 	if a.maxBody == 0 {
@@ -208,6 +213,7 @@ func (a *api) routes() []route {
 		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},
 		{"POST", "/v1/recovery/run", []string{"dry_run"}, false, a.runRecovery},
 		{"GET", "/v1/recovery/reports", nil, false, a.recoveryReports},
+		{"GET", "/v1/schedules", nil, false, a.listSchedules},
 	}
 }
 

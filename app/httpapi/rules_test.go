@@ -99,6 +99,7 @@ func TestWrongMethods(t *testing.T) {
 		"/v1/ledger/stale":          "GET, HEAD",
 		"/v1/recovery/run":          "POST",
 		"/v1/recovery/reports":      "GET, HEAD",
+		"/v1/schedules":             "GET, HEAD",
 	}
 	for path, allow := range paths {
 		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"} {

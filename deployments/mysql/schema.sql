@@ -76,6 +76,20 @@ CREATE TABLE IF NOT EXISTS `dq_topic_state` (
   PRIMARY KEY (`topic`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- Periodic schedules (package queue/periodic): the last tick each schedule
+-- enqueued on a durable topic. A tick is claimed by a conditional update
+-- (last_tick < tick) in the transaction that enqueues its job, so it is
+-- enqueued once across every process. Redis topics keep the same in Redis.
+-- Tables created before periodic jobs lack it:
+-- deployments/mysql/upgrade-operator.sql adds it.
+CREATE TABLE IF NOT EXISTS `dq_periodic` (
+  `name`       VARCHAR(64) NOT NULL,
+  `topic`      VARCHAR(64) NOT NULL,
+  `last_tick`  BIGINT      NOT NULL,
+  `updated_at` BIGINT      NOT NULL,
+  PRIMARY KEY (`name`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).
 --

@@ -91,6 +91,7 @@ func TestAlertsAreComplete(t *testing.T) {
 		"DelayqNoWorkerHeartbeat", "DelayqRecovererNotRunning",
 		"DelayqOrderCloseJobsMissing", "DelayqOrderSweeperNotRunning",
 		"DelayqRelayNotPassing", "DelayqDurableJobsRelayed",
+		"DelayqPeriodicTicksFailing",
 	}
 	tests, err := os.ReadFile("alerts_test.yml")
 	if err != nil {
@@ -137,6 +138,7 @@ func TestAlertsNameExportedMetrics(t *testing.T) {
 	if err := m.WatchRelay(noRelay{}, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	m.Periodic([]string{"s"})
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

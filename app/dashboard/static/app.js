@@ -447,6 +447,29 @@
     );
   }
 
+  // ---- periodic schedules ---------------------------------------------
+
+  // loadSchedules fills the Schedules card from GET /v1/schedules; the card
+  // stays hidden while no schedule is configured.
+  async function loadSchedules() {
+    const data = await api('GET', '/v1/schedules');
+    const list = data.schedules || [];
+    $('#schedules').hidden = list.length === 0;
+    $('#schedule-list tbody').replaceChildren(
+      ...list.map((s) => {
+        const inMs = s.next_run - Date.now();
+        const next = clock(new Date(s.next_run)) + (inMs > 0 ? ' (in ' + duration(inMs) + ')' : '');
+        return el('tr', { dataset: { schedule: s.name } },
+          el('td', { class: 'mono', text: s.name }),
+          el('td', { class: 'mono', text: s.spec + (s.location && s.location !== 'UTC' ? ' (' + s.location + ')' : '') }),
+          el('td', { class: 'mono', text: s.topic }),
+          el('td', { class: 'next-run', text: next, title: new Date(s.next_run).toISOString() }),
+          el('td', { text: s.last_tick > 0 ? ago(s.last_tick) : 'never', title: s.last_job_id || '' }),
+          el('td', { text: s.missed }));
+      }),
+    );
+  }
+
   // ---- the refresh loop -------------------------------------------------
 
   let timer = null;
@@ -464,6 +487,7 @@
       const jobs = [loadDead(topics.topics), loadLedger(series)];
       if (cycle % 2 === 0) jobs.push(loadReports());
       if (hasOrders) jobs.push(loadOrders());
+      jobs.push(loadSchedules());
       await Promise.all(jobs);
       cycle++;
       showError('');

@@ -155,6 +155,14 @@ func (s *apiStore) Dead(ctx context.Context, topic string, offset, limit int) (*
 	return page, nil
 }
 
+func (s *apiStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return httpapi.JobPage{}, err
+	}
+	p, err := s.c.Jobs(ctx, topic, jq)
+	return p, s.explain(err)
+}
+
 func (s *apiStore) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := validTopicID(topic, id); err != nil {
 		return err

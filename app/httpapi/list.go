@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
@@ -16,13 +19,17 @@ const defaultPage = 100
 // docs/design.md §4.17), each a page of one index: the first three of
 // Redis's sets, the others of the SQL ledger.
 const (
-	listWaiting      = "waiting"       // due ZSET by due time: first runs and retries alike
-	listScheduled    = "scheduled"     // the older name of waiting
-	listInFlight     = "in_flight"     // lease ZSET by lease end, with the ledger rows (worker, claim)
-	listDead         = "dead"          // dead ZSET, newest first, with the last error
-	listRetrying     = "retrying"      // ledger rows state=retrying by due time: the (state, run_at) index
-	listScheduledSQL = "scheduled_sql" // ledger rows state=scheduled by due time (durable topics, beyond the horizon too)
+	ListWaiting      = "waiting"       // due ZSET by due time: first runs and retries alike
+	ListScheduled    = "scheduled"     // the older name of waiting
+	ListInFlight     = "in_flight"     // lease ZSET by lease end, with the ledger rows (worker, claim)
+	ListDead         = "dead"          // dead ZSET, newest first, with the last error
+	ListRetrying     = "retrying"      // ledger rows state=retrying by due time: the (state, run_at) index
+	ListScheduledSQL = "scheduled_sql" // ledger rows state=scheduled by due time (durable topics, beyond the horizon too)
 )
+
+// ListStates are the states a JobQuery takes, in the order the API doc
+// and the dashboard give them.
+var ListStates = []string{ListWaiting, ListScheduled, ListInFlight, ListRetrying, ListDead, ListScheduledSQL}
 
 // JobPage is one page of a topic's jobs: in one state, or (a durable
 // topic's) with an id prefix. Payloads are left out (their sizes stay): a
@@ -51,53 +58,67 @@ type JobPage struct {
 	LedgerError string `json:"ledger_error,omitempty"`
 }
 
+// JobQuery is one listing of the job browser: a state or an id prefix,
+// and where the page starts. The zero value is the first page of waiting
+// jobs.
+type JobQuery struct {
+	// State is one of ListStates; "" is waiting (or, with a Prefix,
+	// every ledger row).
+	State string
+	// Prefix searches a durable topic's ledger by id prefix; not with a
+	// State or an Offset.
+	Prefix string
+	// Offset pages Redis's states (waiting, in_flight, dead); HasOffset
+	// says it was given, which keyset listings refuse.
+	Offset    int
+	HasOffset bool
+	// After is the keyset cursor of retrying, scheduled_sql and prefix
+	// listings: a page's NextAfter as it is.
+	After string
+	// Limit is the page size, 1 to queue.MaxPage; 0 means 100.
+	Limit int
+}
+
 // listJobs handles GET /v1/topics/{topic}/jobs?state=&offset=&limit=
-// &prefix=&after=. Every page comes from an index, never from a scan of
-// the keyspace: Redis's due, lease and dead sets are paged by offset
-// (O(log N + limit)), the ledger's rows by keyset (after). A prefix
-// searches a durable topic's ledger by job id; a redis topic has no index
-// that could serve it and is refused.
+// &prefix=&after=.
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 	topic := r.PathValue("topic")
 	if err := queue.ValidateTopic(topic); err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	if q.Has("prefix") {
-		return a.searchPrefix(w, r, topic)
+	var jq JobQuery
+	var err error
+	if jq.State, err = httpjson.QueryEnum(r, "state", "", ListStates...); err != nil {
+		return err
 	}
-	state, err := httpjson.QueryEnum(r, "state", listWaiting,
-		listWaiting, listScheduled, listInFlight, listRetrying, listDead, listScheduledSQL)
+	offset, err := httpjson.QueryInt(r, "offset", 0, 0, 1<<31-1)
 	if err != nil {
 		return err
 	}
-	switch state {
-	case listRetrying:
-		return a.listLedger(w, r, topic, state, ledger.StateRetrying)
-	case listScheduledSQL:
-		return a.listLedger(w, r, topic, state, ledger.StateScheduled)
-	case listInFlight:
-		return a.listState(w, r, state, queue.StateInFlight)
-	case listDead:
-		return a.listState(w, r, state, queue.StateDead)
+	jq.Offset, jq.HasOffset = int(offset), q.Has("offset")
+	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
+	if err != nil {
+		return err
 	}
-	return a.listState(w, r, state, queue.StateScheduled)
+	jq.Limit = int(limit)
+	jq.Prefix, jq.After = q.Get("prefix"), q.Get("after")
+	if q.Has("prefix") && jq.Prefix == "" {
+		return badRequest(CodeInvalidValue, "prefix", "prefix=: give the start of a job id")
+	}
+	p, err := BrowseJobs(r.Context(), a.q, a.l, a.log, topic, jq)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, p)
+	return nil
 }
 
 // listDead handles GET /v1/topics/{topic}/dead?offset=&limit=.
 func (a *api) listDead(w http.ResponseWriter, r *http.Request) error {
-	if err := queue.ValidateTopic(r.PathValue("topic")); err != nil {
-		return err
-	}
-	return a.listState(w, r, listDead, queue.StateDead)
-}
-
-// listState answers one page of one of Redis's sets of the topic, by
-// offset; an in-flight page gets its ledger rows in one statement.
-func (a *api) listState(w http.ResponseWriter, r *http.Request, name string, state queue.State) error {
 	topic := r.PathValue("topic")
-	if r.URL.Query().Has("after") {
-		return badRequest(CodeConflictingFields, "after", "state=%s pages by offset; after is for retrying, scheduled_sql and prefix searches", name)
+	if err := queue.ValidateTopic(topic); err != nil {
+		return err
 	}
 	offset, err := httpjson.QueryInt(r, "offset", 0, 0, 1<<31-1)
 	if err != nil {
@@ -107,11 +128,68 @@ func (a *api) listState(w http.ResponseWriter, r *http.Request, name string, sta
 	if err != nil {
 		return err
 	}
-	page, err := a.q.List(r.Context(), topic, state, int(offset), int(limit))
+	p, err := listRedis(r.Context(), a.q, a.l, a.log, topic, ListDead, queue.StateDead, int(offset), int(limit))
 	if err != nil {
-		return fromRedis(err)
+		return err
 	}
-	out := JobPage{Topic: topic, State: name, Total: page.Total, Offset: int(offset), Limit: int(limit),
+	writeJSON(w, http.StatusOK, p)
+	return nil
+}
+
+// BrowseJobs answers one listing of the job browser, for the API and the
+// CLI alike. Every page comes from an index, never from a scan of the
+// keyspace: Redis's due, lease and dead sets are paged by offset (O(log N
+// + limit)), the ledger's rows by keyset (After). A Prefix searches a
+// durable topic's ledger by job id; a redis topic has no index that could
+// serve it and is refused. Bad input is an *httpjson.Error (400) naming
+// the parameter; a backend's failure names the backend.
+func BrowseJobs(ctx context.Context, q *queue.Client, l *ledger.Ledger, log logrus.FieldLogger, topic string, jq JobQuery) (JobPage, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return JobPage{}, err
+	}
+	if jq.Limit == 0 {
+		jq.Limit = defaultPage
+	}
+	if jq.Limit < 1 || jq.Limit > queue.MaxPage || jq.Offset < 0 {
+		return JobPage{}, badRequest(CodeInvalidValue, "limit", "offset %d, limit %d: want an offset of 0 or more and a limit of 1-%d", jq.Offset, jq.Limit, queue.MaxPage)
+	}
+	if jq.Prefix != "" {
+		return searchPrefix(ctx, q, l, topic, jq)
+	}
+	state := jq.State
+	if state == "" {
+		state = ListWaiting
+	}
+	keyset := state == ListRetrying || state == ListScheduledSQL
+	switch {
+	case keyset && jq.HasOffset:
+		return JobPage{}, badRequest(CodeConflictingFields, "offset", "state=%s pages by keyset: pass next_after as after", state)
+	case !keyset && jq.After != "":
+		return JobPage{}, badRequest(CodeConflictingFields, "after", "state=%s pages by offset; after is for retrying, scheduled_sql and prefix searches", state)
+	}
+	switch state {
+	case ListRetrying:
+		return listLedger(ctx, l, topic, state, ledger.StateRetrying, jq)
+	case ListScheduledSQL:
+		return listLedger(ctx, l, topic, state, ledger.StateScheduled, jq)
+	case ListInFlight:
+		return listRedis(ctx, q, l, log, topic, state, queue.StateInFlight, jq.Offset, jq.Limit)
+	case ListDead:
+		return listRedis(ctx, q, l, log, topic, state, queue.StateDead, jq.Offset, jq.Limit)
+	case ListWaiting, ListScheduled:
+		return listRedis(ctx, q, l, log, topic, state, queue.StateScheduled, jq.Offset, jq.Limit)
+	}
+	return JobPage{}, badRequest(CodeInvalidValue, "state", "state=%q: want one of %v", state, ListStates)
+}
+
+// listRedis answers one page of one of Redis's sets of the topic, by
+// offset; an in-flight page gets its ledger rows in one statement.
+func listRedis(ctx context.Context, q *queue.Client, l *ledger.Ledger, log logrus.FieldLogger, topic, name string, state queue.State, offset, limit int) (JobPage, error) {
+	page, err := q.List(ctx, topic, state, offset, limit)
+	if err != nil {
+		return JobPage{}, fromRedis(err)
+	}
+	out := JobPage{Topic: topic, State: name, Total: page.Total, Offset: offset, Limit: limit,
 		Jobs: make([]JobView, 0, len(page.Jobs))}
 	for _, info := range page.Jobs {
 		out.Jobs = append(out.Jobs, NewJobView(info, false))
@@ -121,9 +199,11 @@ func (a *api) listState(w http.ResponseWriter, r *http.Request, name string, sta
 		for i, j := range out.Jobs {
 			ids[i] = j.ID
 		}
-		rows, err := a.l.RowsOf(r.Context(), topic, ids)
+		rows, err := l.RowsOf(ctx, topic, ids)
 		if err != nil {
-			a.log.WithError(err).WithField("topic", topic).Warn("httpapi: in-flight page without its ledger rows")
+			if log != nil {
+				log.WithError(err).WithField("topic", topic).Warn("httpapi: in-flight page without its ledger rows")
+			}
 			out.LedgerError = "sql is unavailable: the ledger rows (worker, claim) are not shown"
 		}
 		for i := range out.Jobs {
@@ -133,89 +213,74 @@ func (a *api) listState(w http.ResponseWriter, r *http.Request, name string, sta
 			}
 		}
 	}
-	if next := int(offset) + len(page.Jobs); len(page.Jobs) > 0 && int64(next) < page.Total {
+	if next := offset + len(page.Jobs); len(page.Jobs) > 0 && int64(next) < page.Total {
 		out.NextOffset = next
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // listLedger answers one page of the topic's ledger rows in state, by due
-// time, paged by keyset (after is a page's next_after).
-func (a *api) listLedger(w http.ResponseWriter, r *http.Request, topic, name, state string) error {
-	if r.URL.Query().Has("offset") {
-		return badRequest(CodeConflictingFields, "offset", "state=%s pages by keyset: pass next_after as after", name)
-	}
-	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
-	if err != nil {
-		return err
-	}
-	f := ledger.ListFilter{State: state, Topic: topic, Limit: int(limit)}
-	if s := httpjson.QueryString(r, "after"); s != "" {
-		c, err := ledger.ParseCursor(s)
+// time, paged by keyset (After is a page's NextAfter).
+func listLedger(ctx context.Context, l *ledger.Ledger, topic, name, state string, jq JobQuery) (JobPage, error) {
+	f := ledger.ListFilter{State: state, Topic: topic, Limit: jq.Limit}
+	if jq.After != "" {
+		c, err := ledger.ParseCursor(jq.After)
 		if err != nil {
-			return badRequest(CodeInvalidValue, "after", "after=%q: give a page's next_after as it is", s)
+			return JobPage{}, badRequest(CodeInvalidValue, "after", "after=%q: give a page's next_after as it is", jq.After)
 		}
 		f.After = &c
 	}
-	p, err := a.l.List(r.Context(), f)
+	p, err := l.List(ctx, f)
 	if err != nil {
-		return fromSQL(err)
+		return JobPage{}, fromSQL(err)
 	}
-	out := JobPage{Topic: topic, State: name, Total: -1, Limit: int(limit), Jobs: make([]JobView, 0, len(p.Rows))}
+	out := JobPage{Topic: topic, State: name, Total: -1, Limit: jq.Limit, Jobs: make([]JobView, 0, len(p.Rows))}
 	for _, e := range p.Rows {
 		out.Jobs = append(out.Jobs, NewRowView(e))
 	}
 	if p.Next != nil {
 		out.NextAfter = p.Next.String()
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }
 
 // searchPrefix answers the jobs of a durable topic whose id starts with
-// prefix, from the ledger's unique (topic, job_id) index, in id order,
-// paged by keyset (after is the last id of the previous page). Jobs without
-// a row (a redis topic's waiting jobs, dead or finished jobs) are not in
-// it: a redis topic has no index by id prefix (its sets are by time), and
-// searching it would mean scanning the keyspace, which the API never does.
-func (a *api) searchPrefix(w http.ResponseWriter, r *http.Request, topic string) error {
-	q := r.URL.Query()
-	for _, p := range []string{"state", "offset"} {
-		if q.Has(p) {
-			return badRequest(CodeConflictingFields, p, "a prefix search lists every ledger row of the topic with the prefix, by id: leave %s out", p)
-		}
+// the prefix, from the ledger's unique (topic, job_id) index, in id order,
+// paged by keyset (After is the last id of the previous page). Jobs
+// without a row (a redis topic's waiting jobs, dead or finished jobs) are
+// not in it: a redis topic has no index by id prefix (its sets are by
+// time), and searching it would mean scanning the keyspace, which the API
+// never does.
+func searchPrefix(ctx context.Context, q *queue.Client, l *ledger.Ledger, topic string, jq JobQuery) (JobPage, error) {
+	switch {
+	case jq.State != "":
+		return JobPage{}, badRequest(CodeConflictingFields, "state", "a prefix search lists every ledger row of the topic with the prefix, by id: leave state out")
+	case jq.HasOffset:
+		return JobPage{}, badRequest(CodeConflictingFields, "offset", "a prefix search pages by keyset: pass next_after as after, leave offset out")
 	}
-	prefix := q.Get("prefix")
-	if err := queue.ValidateID(prefix); err != nil {
+	if err := queue.ValidateID(jq.Prefix); err != nil {
 		var ve *queue.ValidationError
 		if errors.As(err, &ve) {
-			return badRequest(CodeInvalidValue, "prefix", "prefix=%q: an id prefix is 1-200 of the id characters [A-Za-z0-9_.:@/-]", prefix)
+			return JobPage{}, badRequest(CodeInvalidValue, "prefix", "prefix=%q: an id prefix is 1-200 of the id characters [A-Za-z0-9_.:@/-]", jq.Prefix)
 		}
-		return err
+		return JobPage{}, err
 	}
-	if !a.q.IsDurable(topic) {
-		return badRequest(CodeInvalidValue, "prefix",
+	if !q.IsDurable(topic) {
+		return JobPage{}, badRequest(CodeInvalidValue, "prefix",
 			"topic %q is a redis topic: no index serves an id prefix search there (only a durable topic's SQL ledger has one); search by the exact id (GET /v1/topics/{topic}/jobs/{id})", topic)
 	}
-	after := httpjson.QueryString(r, "after")
-	if after != "" {
-		if err := queue.ValidateID(after); err != nil {
-			return badRequest(CodeInvalidValue, "after", "after=%q: give a page's next_after as it is", after)
+	if jq.After != "" {
+		if err := queue.ValidateID(jq.After); err != nil {
+			return JobPage{}, badRequest(CodeInvalidValue, "after", "after=%q: give a page's next_after as it is", jq.After)
 		}
 	}
-	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
+	rows, next, err := l.ByPrefix(ctx, topic, jq.Prefix, jq.After, jq.Limit)
 	if err != nil {
-		return err
+		return JobPage{}, fromSQL(err)
 	}
-	rows, next, err := a.l.ByPrefix(r.Context(), topic, prefix, after, int(limit))
-	if err != nil {
-		return fromSQL(err)
-	}
-	out := JobPage{Topic: topic, Prefix: prefix, Total: -1, Limit: int(limit), Jobs: make([]JobView, 0, len(rows)), NextAfter: next}
+	out := JobPage{Topic: topic, Prefix: jq.Prefix, Total: -1, Limit: jq.Limit, Jobs: make([]JobView, 0, len(rows)), NextAfter: next}
 	for _, e := range rows {
 		out.Jobs = append(out.Jobs, NewRowView(e))
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
 }

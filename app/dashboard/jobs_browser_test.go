@@ -25,8 +25,9 @@ import (
 // is cancelled after its confirmation (a refused confirmation changes
 // nothing), a dead job found on the dead tab is requeued, a large payload
 // is cut at 64 KiB with a note, an error text with markup stays text, a
-// durable topic is searched by id prefix, and (once the PATCH route of
-// reschedule is there) the order's job is rescheduled.
+// durable topic is searched by id prefix, read-only mode shows no action,
+// and (once the PATCH route of reschedule is there) the order's job is
+// rescheduled.
 func TestJobBrowserInBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser end-to-end test: skipped in -short mode")
@@ -159,6 +160,16 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	)
 	poll(t, tab, `document.body.dataset.viewState === 'ready' && location.hash.includes('prefix=') &&
 		[...document.querySelectorAll('#jobs-table tbody tr')].map((tr) => tr.dataset.id).join(',') === 'inv:later:0,inv:later:1'`, "the prefix search")
+	// Read-only: the same pages, no action.
+	ro := startServe(t, ns, dsn, true, "http://127.0.0.1:1/unused")
+	roTab, roConsole := newTab(t, browser)
+	openDashboard(t, roTab, ro.url)
+	goHash(t, roTab, "#/topics/mail/jobs/mail%3Abig")
+	poll(t, roTab, `document.body.dataset.viewState === 'ready' && document.body.dataset.jobState === 'scheduled' &&
+		document.querySelector('#job-actions').children.length === 0 && document.querySelectorAll('[data-action]').length === 0`,
+		"the job page without actions in read-only mode")
+	noConsoleErrors(t, "read-only job browser tab", roConsole)
+
 	// The browser logs every 404 it loads; the job browser's are the
 	// answers of a search for an id that is not there (then tried as a
 	// prefix) and of the page of a job just cancelled.

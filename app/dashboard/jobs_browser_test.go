@@ -85,6 +85,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 			t.Skipf("PATCH /v1/topics/{topic}/jobs/{id...} answers %d: the reschedule route is not on this branch (it lands with the reschedule branch; the lead removes this skip after the merge)", code)
 		}
 		before := time.Now()
+		done := actionsDone(t, tab)
 		mustDo(t, tab, "reschedule the order's job",
 			chromedp.SendKeys(chromedp.CSS(`#resched-min`), "90"),
 			chromedp.Click(chromedp.CSS(`#job-actions button[data-action="reschedule"]`)),
@@ -97,12 +98,25 @@ func TestJobBrowserInBrowser(t *testing.T) {
 			due := time.UnixMilli(info.Score)
 			return info.State == queue.StateScheduled && due.After(before.Add(89*time.Minute)) && due.Before(time.Now().Add(91*time.Minute))
 		})
+		poll(t, tab, fmt.Sprintf(`Number(document.body.dataset.actions) > %d`, done), "the page after the reschedule")
+		// Run now: due at once, serve's worker runs it; the close handler
+		// finds the order inside its payment window and retries at the
+		// deadline, which shows that it ran.
+		mustDo(t, tab, "run the order's job now",
+			chromedp.Click(chromedp.CSS(`#job-actions button[data-action="run-now"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		)
+		testenv.WaitFor(ctx, t, "the order's job to run", func() bool {
+			info := mustGet(t, q, "order_close", closeJob)
+			return info.Job != nil && info.Job.Attempt >= 1 && strings.Contains(info.Job.LastError, "pay deadline")
+		})
 	})
 
 	// Cancel a waiting job: a refused confirmation leaves it, a confirmed
 	// one removes it and the page says it is gone.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Acancel%3A1")
-	poll(t, tab, `document.body.dataset.jobState === 'scheduled' && document.querySelector('#job-id').textContent === 'mail:cancel:1'`, "mail:cancel:1's page")
+	poll(t, tab, jobShown("mail:cancel:1", "scheduled"), "mail:cancel:1's page")
 	cancelBtn := chromedp.CSS(`#job-actions button[data-action="cancel"]`)
 	mustDo(t, tab, "refuse the cancel",
 		chromedp.Click(cancelBtn),
@@ -119,14 +133,14 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 	)
-	poll(t, tab, `document.body.dataset.jobState === 'gone' && !document.querySelector('#job-missing').hidden`, "the cancelled job's page")
+	poll(t, tab, jobShown("mail:cancel:1", "gone")+` && !document.querySelector('#job-missing').hidden`, "the cancelled job's page")
 	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateUnknown {
 		t.Fatalf("after the cancel the job is %s", info.State)
 	}
 
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")
-	poll(t, tab, `document.querySelector('#job-id').textContent === 'mail:big' && document.body.dataset.viewState === 'ready' &&
+	poll(t, tab, jobShown("mail:big", "scheduled")+` &&
 		document.querySelector('#job-payload').dataset.cut === 'true' && document.querySelector('#job-payload').textContent.length < 70000 &&
 		document.querySelector('#job-payload-note').textContent.includes('first 64 KiB shown')`, "the cut payload")
 
@@ -136,13 +150,13 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	poll(t, tab, `!!document.querySelector('#jobs-table tr[data-id="mail:dead:1"]') && document.querySelector('#jobs-tabs button.active').dataset.tab === 'dead' &&
 		document.querySelector('#jobs-table tr[data-id="mail:dead:1"] td.err').textContent.includes('<img')`, "the dead tab")
 	mustDo(t, tab, "open the dead job", chromedp.Click(chromedp.CSS(`#jobs-table tr[data-id="mail:dead:1"] a.job-link`)))
-	poll(t, tab, `document.body.dataset.jobState === 'dead' && document.querySelector('dd[data-field="last_error"]').textContent.includes('onerror')`, "the dead job's page")
+	poll(t, tab, jobShown("mail:dead:1", "dead")+` && document.querySelector('dd[data-field="last_error"]').textContent.includes('onerror')`, "the dead job's page")
 	mustDo(t, tab, "requeue the dead job",
 		chromedp.Click(chromedp.CSS(`#job-actions button[data-action="requeue"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 	)
-	poll(t, tab, `document.body.dataset.jobState === 'scheduled'`, "the requeued job's page")
+	poll(t, tab, jobShown("mail:dead:1", "scheduled"), "the requeued job's page")
 	if info := mustGet(t, q, "mail", "mail:dead:1"); info.State != queue.StateScheduled {
 		t.Fatalf("after the requeue the job is %s", info.State)
 	}
@@ -165,7 +179,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	roTab, roConsole := newTab(t, browser)
 	openDashboard(t, roTab, ro.url)
 	goHash(t, roTab, "#/topics/mail/jobs/mail%3Abig")
-	poll(t, roTab, `document.body.dataset.viewState === 'ready' && document.body.dataset.jobState === 'scheduled' &&
+	poll(t, roTab, jobShown("mail:big", "scheduled")+` &&
 		document.querySelector('#job-actions').children.length === 0 && document.querySelectorAll('[data-action]').length === 0`,
 		"the job page without actions in read-only mode")
 	noConsoleErrors(t, "read-only job browser tab", roConsole)
@@ -188,6 +202,25 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	console.mu.Unlock()
 	t.Logf("expected 404s: %v", expected404)
 	noConsoleErrors(t, "job browser tab", console)
+}
+
+// actionsDone is how many actions the page has done and drawn.
+func actionsDone(t *testing.T, tab context.Context) int {
+	t.Helper()
+	n, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.body.dataset.actions || '0'`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k int
+	fmt.Sscan(n, &k)
+	return k
+}
+
+// jobShown is the predicate of a job page fully drawn for id, in state
+// ("gone" when there is no such job): a page still drawing the previous
+// job shows neither.
+func jobShown(id, state string) string {
+	return fmt.Sprintf(`(document.body.dataset.view === 'job' && document.body.dataset.viewState === 'ready' && document.body.dataset.jobId === %q && document.body.dataset.jobState === %q)`, id, state)
 }
 
 // goHash moves the tab to a hash route of the dashboard.

@@ -634,8 +634,9 @@
       $('#job-body').hidden = true;
       $('#job-missing').hidden = false;
       $('#job-missing').textContent = 'No job "' + r.id + '" in ' + r.topic + ': never enqueued, finished, cancelled or purged.';
-      document.body.dataset.viewState = 'ready';
       document.body.dataset.jobState = 'gone';
+      document.body.dataset.jobId = r.id;
+      document.body.dataset.viewState = 'ready';
       return;
     }
     if (seq !== renderSeq) return;
@@ -703,6 +704,7 @@
       }
     }
     showError('');
+    document.body.dataset.jobId = r.id;
     document.body.dataset.viewState = 'ready';
   }
 
@@ -861,7 +863,9 @@
     }
     deadKey = '';
     refresh();
-    if (route().view !== 'overview') render();
+    if (route().view !== 'overview') await render();
+    // Counts the actions done and drawn: tests wait on it.
+    document.body.dataset.actions = String(Number(document.body.dataset.actions || 0) + 1);
   });
 
   // ---- login --------------------------------------------------------------

@@ -49,7 +49,8 @@ func TestJobBrowserStates(t *testing.T) {
 		}
 		f := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=in_flight&limit=1"))
 		if f.Total != 2 || len(f.Jobs) != 1 || f.NextOffset != 1 || f.Jobs[0].Ledger == nil ||
-			f.Jobs[0].Ledger.Worker != "host-a:42" || f.Jobs[0].Ledger.State != "in_progress" || f.Jobs[0].Ledger.ClaimedAt == 0 {
+			f.Jobs[0].Ledger.Worker != "host-a:42" || f.Jobs[0].Ledger.State != "in_progress" || f.Jobs[0].Ledger.ClaimedAt == 0 ||
+			f.Jobs[0].Ledger.PayloadSize != 7 || f.Jobs[0].PayloadSize != 7 {
 			t.Fatalf("in-flight page %+v", f)
 		}
 		f2 := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=in_flight&offset=1&limit=1"))
@@ -58,7 +59,8 @@ func TestJobBrowserStates(t *testing.T) {
 		}
 		r := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=retrying"))
 		if r.Total != -1 || len(r.Jobs) != 1 || r.Jobs[0].ID != "j0" || !r.Jobs[0].Retrying || r.Jobs[0].RunAt != runAt ||
-			r.Jobs[0].LastError != "smtp: 451 try later" || r.Jobs[0].Ledger == nil || r.Jobs[0].Ledger.State != "retrying" || r.NextAfter != "" {
+			r.Jobs[0].LastError != "smtp: 451 try later" || r.Jobs[0].Ledger == nil || r.Jobs[0].Ledger.State != "retrying" || r.NextAfter != "" ||
+			r.Jobs[0].PayloadSize != len(`{"n":0}`) || r.Jobs[0].Ledger.PayloadSize != len(`{"n":0}`) || r.Jobs[0].Payload != nil {
 			t.Fatalf("retrying page %+v", r)
 		}
 		d := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=dead"))

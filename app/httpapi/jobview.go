@@ -77,15 +77,17 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 }
 
 // NewRowView renders a job from its ledger row alone (the job browser's
-// listings of the ledger): a scheduled or retrying row waits (scheduled),
-// an in-progress row is in flight. The payload is left out (its size
-// stays), the row is attached.
-func NewRowView(e ledger.Entry) JobView {
+// listings of the ledger read summaries): a scheduled or retrying row waits
+// (scheduled), an in-progress row is in flight. The payload is left out
+// (its size stays), the row is attached.
+func NewRowView(s ledger.Summary) JobView {
+	e := s.Entry
 	row := NewLedgerRow(e)
+	row.PayloadSize = s.PayloadSize
 	v := JobView{
 		Topic: e.Topic, ID: e.JobID, State: string(queue.StateScheduled), RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),
-		PayloadSize: len(e.Payload), Retrying: e.State == ledger.StateRetrying, Ledger: &row,
+		PayloadSize: s.PayloadSize, Retrying: e.State == ledger.StateRetrying, Ledger: &row,
 	}
 	if e.State == ledger.StateInProgress {
 		v.State, v.LeaseUntil = string(queue.StateInFlight), e.LeaseUntil

@@ -208,7 +208,8 @@ func listRedis(ctx context.Context, q *queue.Client, l *ledger.Ledger, log logru
 		}
 		for i := range out.Jobs {
 			if e, ok := rows[out.Jobs[i].ID]; ok {
-				row := NewLedgerRow(e)
+				row := NewLedgerRow(e.Entry)
+				row.PayloadSize = e.PayloadSize
 				out.Jobs[i].Ledger = &row
 			}
 		}
@@ -230,16 +231,16 @@ func listLedger(ctx context.Context, l *ledger.Ledger, topic, name, state string
 		}
 		f.After = &c
 	}
-	p, err := l.List(ctx, f)
+	rows, next, err := l.ListSummaries(ctx, f)
 	if err != nil {
 		return JobPage{}, fromSQL(err)
 	}
-	out := JobPage{Topic: topic, State: name, Total: -1, Limit: jq.Limit, Jobs: make([]JobView, 0, len(p.Rows))}
-	for _, e := range p.Rows {
+	out := JobPage{Topic: topic, State: name, Total: -1, Limit: jq.Limit, Jobs: make([]JobView, 0, len(rows))}
+	for _, e := range rows {
 		out.Jobs = append(out.Jobs, NewRowView(e))
 	}
-	if p.Next != nil {
-		out.NextAfter = p.Next.String()
+	if next != nil {
+		out.NextAfter = next.String()
 	}
 	return out, nil
 }

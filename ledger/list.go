@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"gorm.io/gorm"
 )
 
 // ListFilter selects the rows List returns. The zero value with a Limit
@@ -98,11 +100,31 @@ func ValidState(s string) bool {
 // becomes the lease's end). One more row than Limit is read to tell
 // whether a next page exists.
 func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
-	if err := checkLimit(f.Limit); err != nil {
+	q, err := l.listQuery(ctx, f)
+	if err != nil {
 		return Page{}, err
 	}
+	var rows []Entry
+	if err := q.Find(&rows).Error; err != nil {
+		return Page{}, fmt.Errorf("ledger: list rows (state %q, topic %q): %w", f.State, f.Topic, err)
+	}
+	p := Page{Rows: rows}
+	if len(rows) > f.Limit {
+		p.Rows = rows[:f.Limit]
+		last := p.Rows[f.Limit-1]
+		p.Next = &Cursor{RunAt: last.RunAt, ID: last.ID}
+	}
+	return p, nil
+}
+
+// listQuery is List's statement: filter, order, cursor and one row more
+// than the limit.
+func (l *Ledger) listQuery(ctx context.Context, f ListFilter) (*gorm.DB, error) {
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, err
+	}
 	if f.State != "" && !ValidState(f.State) {
-		return Page{}, fmt.Errorf("ledger: state %q: want %s, %s or %s", f.State, StateScheduled, StateInProgress, StateRetrying)
+		return nil, fmt.Errorf("ledger: state %q: want %s, %s or %s", f.State, StateScheduled, StateInProgress, StateRetrying)
 	}
 	q := l.conn(ctx).Table(l.ledgerTable)
 	if f.State != "" {
@@ -134,15 +156,5 @@ func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
 	if read < math.MaxInt {
 		read++ // one more: is there a next page?
 	}
-	var rows []Entry
-	if err := q.Limit(read).Find(&rows).Error; err != nil {
-		return Page{}, fmt.Errorf("ledger: list rows (state %q, topic %q): %w", f.State, f.Topic, err)
-	}
-	p := Page{Rows: rows}
-	if len(rows) > f.Limit {
-		p.Rows = rows[:f.Limit]
-		last := p.Rows[f.Limit-1]
-		p.Next = &Cursor{RunAt: last.RunAt, ID: last.ID}
-	}
-	return p, nil
+	return q.Limit(read), nil
 }

@@ -270,6 +270,30 @@ func (c *Client) Dead(ctx context.Context, topic string, offset, limit int) (htt
 	return out, err
 }
 
+// Jobs sends GET /v1/topics/{topic}/jobs: a page of the job browser (a
+// state, or a durable topic's id prefix; zero fields are left out). Pass
+// the answer's NextOffset or NextAfter back for the next page.
+func (c *Client) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
+	var out httpapi.JobPage
+	q := url.Values{}
+	set := func(name, v string) {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	set("state", jq.State)
+	set("prefix", jq.Prefix)
+	set("after", jq.After)
+	if jq.HasOffset || jq.Offset != 0 {
+		q.Set("offset", strconv.Itoa(jq.Offset))
+	}
+	if jq.Limit != 0 {
+		q.Set("limit", strconv.Itoa(jq.Limit))
+	}
+	err := c.do(ctx, http.MethodGet, topicPath(topic)+"/jobs", q, nil, &out)
+	return out, err
+}
+
 // RequeueDead sends POST /v1/topics/{topic}/dead/requeue.
 func (c *Client) RequeueDead(ctx context.Context, topic string, req httpapi.RequeueRequest) (httpapi.RequeueResponse, error) {
 	var out httpapi.RequeueResponse

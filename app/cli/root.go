@@ -101,7 +101,7 @@ func (a *app) newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.Long = root.Short + "\n\n" + storeHelp
 	operator := []*cobra.Command{
-		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.statsCmd(),
+		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.jobsCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
 		a.pauseCmd(true), a.pauseCmd(false),
 		a.schedulesCmd(),
@@ -116,7 +116,7 @@ func (a *app) newRoot() *cobra.Command {
 }
 
 // storeHelp says where the operator commands find the jobs (see store).
-const storeHelp = `Where the operator commands (enqueue, cancel, get, stats, dead, ledger,
+const storeHelp = `Where the operator commands (enqueue, cancel, get, jobs, stats, dead, ledger,
 recover, smoke) find the jobs:
   - --api URL (cli.api, DELAYQ_CLI_API) given: through that instance's HTTP API;
   - else, with redis.mode embedded (the default: no Redis configured): through

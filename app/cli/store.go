@@ -14,7 +14,7 @@ import (
 	"github.com/delayq/delayq/recovery"
 )
 
-// jobStore is what the operator commands (enqueue, cancel, get, stats,
+// jobStore is what the operator commands (enqueue, cancel, get, jobs, stats,
 // dead, ledger, recover, smoke) read and write jobs through: Redis and SQL
 // directly (directStore), or a running instance's API (apiStore). The
 // commands print the same either way.
@@ -33,6 +33,9 @@ type jobStore interface {
 	// topic's when none.
 	Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error)
 	Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error)
+	// Jobs returns a page of the job browser (httpapi.BrowseJobs) as the
+	// API shows it.
+	Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error)
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)
 	PurgeDead(ctx context.Context, topic string, before int64) (int, error)

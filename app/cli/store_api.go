@@ -196,6 +196,14 @@ func (s *apiStore) SetPaused(ctx context.Context, topic string, paused bool) (ht
 	return out, s.explain(err)
 }
 
+func (s *apiStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return httpapi.JobPage{}, err
+	}
+	p, err := s.c.Jobs(ctx, topic, jq)
+	return p, s.explain(err)
+}
+
 func (s *apiStore) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := validTopicID(topic, id); err != nil {
 		return err

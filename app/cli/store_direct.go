@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/user"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -30,6 +32,16 @@ type directStore struct {
 
 func (s *directStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
 	return s.b.Queue.Enqueue(ctx, topic, j)
+}
+
+func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
+	p, err := httpapi.BrowseJobs(ctx, s.b.Queue, s.b.Ledger, s.log, topic, jq)
+	var bad *httpjson.Error
+	if errors.As(err, &bad) && bad.Status == http.StatusBadRequest {
+		// The API's 400: the command's usage (exit 2), as through the API.
+		return p, usageError{err}
+	}
+	return p, err
 }
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {

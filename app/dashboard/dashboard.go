@@ -13,8 +13,13 @@
 // with their last error and requeue/purge buttons (after a confirmation);
 // the ledger's stale rows and the recoverer's reports with a "run recovery
 // now" button; and, when the orders module is mounted, orders created,
-// paid and closed and the stock left. In read-only mode no button that
-// changes state is shown (the API refuses those calls anyway).
+// paid and closed and the stock left. A topic's name opens the job browser
+// (#/topics/T/jobs?state=...): its jobs per state, paged, a search by exact
+// id or (durable topics) id prefix, and a job's page (#/topics/T/jobs/ID)
+// with its payload (pretty JSON, the first 64 KiB), attempts, times, last
+// error and ledger row, and cancel, run now, reschedule and requeue behind
+// a confirmation (docs/design.md §4.17). In read-only mode no button that
+// changes state is shown (the API refuses most of those calls anyway).
 package dashboard
 
 import (

@@ -169,6 +169,7 @@ func TestCLIAgainstServe(t *testing.T) {
 		for _, args := range [][]string{
 			{"get", "mail", "welcome:1"}, {"get", "mail", "welcome:1", "--json"},
 			{"dead", "list", "mail"}, {"ledger", "list", "--json"}, {"stats", "mail"},
+			{"jobs", "mail"}, {"jobs", "mail", "--json"}, {"jobs", "mail", "--state", "retrying", "--json"},
 		} {
 			direct, code1 := run(t, bin, env, args...)
 			viaAPI, code2 := run(t, bin, env, append(args, "--api", base)...)
@@ -177,6 +178,16 @@ func TestCLIAgainstServe(t *testing.T) {
 			}
 		}
 	})
+	// The job browser's listing: the waiting job, and a prefix refused on
+	// a redis topic (no index by id) with exit 2 both ways.
+	if out, code := run(t, bin, env, "jobs", "mail"); code != 0 || strings.Contains(out, "welcome:1") {
+		t.Fatalf("jobs of mail after the cancel: exit %d, %q", code, out)
+	}
+	for _, extra := range [][]string{nil, {"--api", base}} {
+		if out, code := run(t, bin, env, append([]string{"jobs", "mail", "--prefix", "welcome:"}, extra...)...); code != 2 || out != "" {
+			t.Fatalf("jobs --prefix on a redis topic %v: exit %d, %q; want 2", extra, code, out)
+		}
+	}
 	if _, code := run(t, bin, env, "get", "mail"); code != 2 {
 		t.Fatalf("missing argument: exit %d, want 2", code)
 	}

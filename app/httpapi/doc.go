@@ -16,8 +16,8 @@
 //	GET    /, /dashboard/...                      the dashboard page and its assets, when Deps.Dashboard is set (no auth)
 //	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate (durable topics: see below)
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
-//	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=scheduled|in_flight|dead&offset=&limit=)
-//	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload
+//	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|in_flight|retrying|dead|scheduled_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
+//	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload, and its ledger row
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
 //	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
 //	GET    /v1/topics                             every known topic with its stats, durability and rate limit
@@ -93,6 +93,41 @@
 // "<name>:<last_tick>"; running says this process enqueues the ticks. No
 // schedules configured: an empty list. Redis or SQL down: 503 naming it.
 //
+// # Job browser
+//
+// GET /v1/topics/{topic}/jobs lists a topic's jobs a page at a time, each
+// page read from an index (docs/design.md §4.17); nothing scans the
+// keyspace. Its parameters:
+//   - state: waiting (the default; scheduled is its older name): the due
+//     set by due time, first runs and retries alike, a job that ran before
+//     marked "retrying": true. in_flight: the lease set by lease end, each
+//     job with its ledger row ("ledger": worker, claimed_at, lease_until;
+//     when SQL does not answer the page still comes, with "ledger_error").
+//     dead: newest first, with the last error. retrying: the ledger's rows
+//     waiting for their next attempt, by due time, with the last error.
+//     scheduled_sql: a durable topic's rows waiting for their first run
+//     (those beyond the horizon too, which Redis does not have yet), by due
+//     time.
+//   - offset (waiting, in_flight, dead): where the page starts, 0 to
+//     2^31-1; the answer's next_offset is the next page's, absent on the
+//     last. total is the state's count.
+//   - after (retrying, scheduled_sql, prefix): the keyset cursor, a page's
+//     next_after passed back as it is (absent on the last page); total is
+//     -1 there: SQL listings count nothing per request. offset with these,
+//     or after with the others, is 400 conflicting_fields.
+//   - prefix: the jobs of a durable topic whose id starts with it (1-200 id
+//     characters, taken literally: no wildcard), by id, from the ledger's
+//     unique (topic, job_id) index: its waiting, retrying and in-flight jobs
+//     (dead and finished ones have no row). Not with state or offset. A
+//     redis topic has no index by id: 400 invalid_value naming prefix;
+//     search it by exact id with GET .../jobs/{id}.
+//   - limit: 1 to 1000, default 100.
+//
+// Listings leave payloads out (payload_size stays); GET
+// /v1/topics/{topic}/jobs/{id} has the payload, and beside Redis's view the
+// job's ledger row as "ledger" (absent when it has none; "ledger_error"
+// when SQL did not answer: the rest of the answer is still Redis's).
+//
 // # Durable topics
 //
 // A durable topic (queue.durability, queue.topics.<name>.durability;
@@ -112,8 +147,8 @@
 // A job due beyond queue.horizon waits in SQL only until the relay loads it;
 // GET /v1/topics/{topic}/jobs/{id} shows it from its row, state scheduled,
 // with "sql_only": true (and so does a job Redis lost, until the relay puts
-// it back). Listings of jobs (GET .../jobs, ?state=) read Redis and leave
-// such jobs out; GET /v1/ledger?state=scheduled&topic= lists them.
+// it back). GET .../jobs?state=scheduled_sql lists them (the Redis states
+// leave them out), as does GET /v1/ledger?state=scheduled&topic=.
 //
 // Topic stats (GET /v1/topics, GET /v1/topics/{topic}) say every topic's
 // "durability" (redis or durable); due, due_now and in_flight are Redis's

@@ -197,7 +197,7 @@ func (a *api) routes() []route {
 	return []route{
 		{"POST", "/v1/topics/{topic}/jobs", nil, true, a.enqueue},
 		{"POST", "/v1/topics/{topic}/jobs:batch", nil, true, a.enqueueBatch},
-		{"GET", "/v1/topics/{topic}/jobs", []string{"state", "offset", "limit"}, false, a.listJobs},
+		{"GET", "/v1/topics/{topic}/jobs", []string{"state", "offset", "limit", "prefix", "after"}, false, a.listJobs},
 		{"GET", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.getJob},
 		{"DELETE", "/v1/topics/{topic}/jobs/{id...}", nil, false, a.cancelJob},
 		{"PATCH", "/v1/topics/{topic}/jobs/{id...}", nil, true, a.rescheduleJob},

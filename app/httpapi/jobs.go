@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -146,7 +147,19 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	if info.State == queue.StateUnknown || info.Job == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
 	}
-	writeJSON(w, http.StatusOK, NewJobView(info, true))
+	v := NewJobView(info, true)
+	// The row next to Redis's view: which worker holds it, since when, and
+	// what the ledger says, which is what an operator compares when the
+	// two disagree. SQL down leaves it out, not the answer.
+	switch e, err := a.l.Row(r.Context(), topic, id); {
+	case err == nil:
+		row := NewLedgerRow(e)
+		v.Ledger = &row
+	case !errors.Is(err, ledger.ErrNotFound):
+		a.log.WithError(err).WithFields(logrus.Fields{"topic": topic, "id": id}).Warn("httpapi: job shown without its ledger row")
+		v.LedgerError = "sql is unavailable: the ledger row is not shown"
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

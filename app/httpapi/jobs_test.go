@@ -221,7 +221,7 @@ func TestListJobs(t *testing.T) {
 			expect(t, e.post(t, "/v1/topics/t/jobs", fmt.Sprintf(`{"id":"later%d","delay_ms":%d}`, i, (i+1)*60000)), http.StatusAccepted)
 		}
 		p := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?limit=2"))
-		if p.State != "scheduled" || p.Total != 3 || len(p.Jobs) != 2 || p.NextOffset != 2 ||
+		if p.State != "waiting" || p.Total != 3 || len(p.Jobs) != 2 || p.NextOffset != 2 ||
 			p.Jobs[0].ID != "later0" || p.Jobs[1].ID != "later1" || p.Jobs[0].RunAt >= p.Jobs[1].RunAt {
 			t.Fatalf("scheduled page %+v", p)
 		}

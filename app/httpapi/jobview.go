@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -38,6 +39,16 @@ type JobView struct {
 	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
 	// the horizon; the relay loads it into Redis ahead of its due time).
 	SQLOnly bool `json:"sql_only,omitempty"`
+	// Retrying: a waiting job that ran before (attempt > 0): it waits for
+	// a retry, or was put back after a lease expired.
+	Retrying bool `json:"retrying,omitempty"`
+	// Ledger is the job's ledger row (worker, claim, lease, last error)
+	// where the answer shows it: GET of one job, in_flight pages, and the
+	// listings read from the ledger; absent when the job has no row.
+	Ledger *LedgerRow `json:"ledger,omitempty"`
+	// LedgerError says why Ledger is missing when SQL did not answer (GET
+	// of one job still shows Redis's view).
+	LedgerError string `json:"ledger_error,omitempty"`
 }
 
 // NewJobView renders a job; withPayload false leaves the payload out (its
@@ -49,6 +60,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
+		Retrying: info.State == queue.StateScheduled && j.Attempt > 0,
 	}
 	switch info.State {
 	case queue.StateInFlight:
@@ -60,6 +72,25 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 	}
 	if withPayload {
 		v.Payload, v.PayloadBase64 = payloadView(j.Payload)
+	}
+	return v
+}
+
+// NewRowView renders a job from its ledger row alone (the job browser's
+// listings of the ledger read summaries): a scheduled or retrying row waits
+// (scheduled), an in-progress row is in flight. The payload is left out
+// (its size stays), the row is attached.
+func NewRowView(s ledger.Summary) JobView {
+	e := s.Entry
+	row := NewLedgerRow(e)
+	row.PayloadSize = s.PayloadSize
+	v := JobView{
+		Topic: e.Topic, ID: e.JobID, State: string(queue.StateScheduled), RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),
+		PayloadSize: s.PayloadSize, Retrying: e.State == ledger.StateRetrying, Ledger: &row,
+	}
+	if e.State == ledger.StateInProgress {
+		v.State, v.LeaseUntil = string(queue.StateInFlight), e.LeaseUntil
 	}
 	return v
 }

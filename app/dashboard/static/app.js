@@ -163,7 +163,8 @@
     const badge = el('span', { class: 'badge' });
     const relay = el('div', { class: 'relay-line', hidden: true });
     const target = el('div', { class: 'target-line', hidden: true });
-    const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' }, el('span', { text: topic }), badge, relay, target));
+    const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' },
+      el('a', { class: 'topic-link', href: jobsHash(topic, { state: 'waiting' }), title: 'browse the jobs of ' + topic, text: topic }), badge, relay, target));
     for (const f of FIELDS) {
       cells[f] = el('td', { class: 'num', dataset: { field: f } });
       tr.append(cells[f]);
@@ -470,6 +471,336 @@
     );
   }
 
+  // ---- job browser ------------------------------------------------------
+  //
+  // #/topics/T/jobs?state=waiting[&offset=|&after=|&prefix=] lists a
+  // topic's jobs in one state (each a page of one index: the API never
+  // scans), #/topics/T/jobs/ID shows one job. Every value from the API goes
+  // into the page as text (el), never as HTML.
+
+  const JOB_PAGE = 50;
+  const PAYLOAD_CAP = 64 * 1024; // shown of a payload; the rest is cut with a note
+  const STATES = [
+    { key: 'waiting', label: 'waiting', count: (t) => t.due, time: 'due' },
+    { key: 'in_flight', label: 'in flight', count: (t) => t.in_flight, time: 'lease until' },
+    { key: 'retrying', label: 'retrying', count: () => null, time: 'next attempt' },
+    { key: 'dead', label: 'dead', count: (t) => t.dead, time: 'died' },
+    { key: 'scheduled_sql', label: 'in SQL (scheduled)', count: (t) => (t.sql ? t.sql.waiting : null), time: 'due', durable: true },
+  ];
+
+  const jobsHash = (topic, params) => '#/topics/' + encodeURIComponent(topic) + '/jobs?' + new URLSearchParams(params);
+  const jobHash = (topic, id) => '#/topics/' + encodeURIComponent(topic) + '/jobs/' + encodeURIComponent(id);
+  const jobPath = (topic, id) => topicPath(topic) + '/jobs/' + encodeURIComponent(id);
+
+  // when is a time for a person: local date and time, and how far from now.
+  function when(ms) {
+    if (!ms) return '–';
+    const d = new Date(ms);
+    const s = Math.round((ms - Date.now()) / 1000);
+    const a = Math.abs(s);
+    const span = a < 60 ? a + ' s' : a < 3600 ? Math.round(a / 60) + ' min' : a < 86400 ? (a / 3600).toFixed(1) + ' h' : (a / 86400).toFixed(1) + ' d';
+    return d.toLocaleString('en-GB', { hour12: false }) + ' (' + (s >= 0 ? 'in ' + span : span + ' ago') + ')';
+  }
+
+  // route reads the hash: {view: 'overview'} or {view: 'jobs', topic, params} or {view: 'job', topic, id}.
+  function route() {
+    const h = location.hash.replace(/^#/, '');
+    const m = /^\/topics\/([^/?]+)\/jobs(?:\/([^?]+))?(?:\?(.*))?$/.exec(h);
+    if (!m) return { view: 'overview' };
+    let topic, id;
+    try {
+      topic = decodeURIComponent(m[1]);
+      id = m[2] === undefined ? undefined : decodeURIComponent(m[2]);
+    } catch (_) {
+      return { view: 'overview' };
+    }
+    if (id !== undefined) return { view: 'job', topic, id };
+    return { view: 'jobs', topic, params: new URLSearchParams(m[3] || '') };
+  }
+
+  // keyset pages have no offset to go back to: the afters of the pages
+  // seen, per listing, give "prev".
+  const afterTrail = new Map();
+
+  let renderSeq = 0;
+
+  async function render() {
+    const r = route();
+    const seq = ++renderSeq;
+    $('#overview').hidden = r.view !== 'overview';
+    $('#jobs-view').hidden = r.view !== 'jobs';
+    $('#job-view').hidden = r.view !== 'job';
+    document.body.dataset.view = r.view;
+    try {
+      if (r.view === 'jobs') await renderJobs(r, seq);
+      else if (r.view === 'job') await renderJob(r, seq);
+      else document.body.dataset.viewState = 'ready';
+    } catch (e) {
+      if (seq !== renderSeq) return;
+      if (e instanceof Unauthorized) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        showLogin('The token was refused: ' + e.message);
+        return;
+      }
+      showError('Loading the ' + r.view + ' view failed: ' + e.message);
+      document.body.dataset.viewState = 'error';
+    }
+  }
+
+  async function renderJobs(r, seq) {
+    document.body.dataset.viewState = 'loading';
+    const p = r.params;
+    const prefix = p.get('prefix');
+    const state = prefix ? '' : p.get('state') || 'waiting';
+    const stats = await api('GET', topicPath(r.topic));
+    const durable = stats.durability === 'durable';
+    const q = new URLSearchParams({ limit: String(JOB_PAGE) });
+    if (prefix) q.set('prefix', prefix);
+    else q.set('state', state);
+    for (const k of ['offset', 'after']) if (p.get(k)) q.set(k, p.get(k));
+    const page = await api('GET', topicPath(r.topic) + '/jobs?' + q);
+    if (seq !== renderSeq) return;
+
+    $('#jobs-topic').textContent = r.topic;
+    const badge = $('#jobs-durability');
+    badge.textContent = stats.durability || 'redis';
+    badge.className = 'badge dur-' + (stats.durability || 'redis');
+    $('#job-search-input').placeholder = durable ? 'job id, or the start of one (e.g. an order number)' : 'exact job id (e.g. order_close:12345)';
+    $('#job-search-hint').textContent = durable ? 'exact id, else id prefix (SQL ledger)' : 'exact id (a redis topic has no id index for prefixes)';
+    if (document.activeElement !== $('#job-search-input')) $('#job-search-input').value = prefix || '';
+
+    const tabs = $('#jobs-tabs');
+    tabs.replaceChildren();
+    for (const s of STATES) {
+      if (s.durable && !durable) continue;
+      const n = s.count(stats);
+      const b = el('button', { type: 'button', class: s.key === state ? 'active' : null, dataset: { tab: s.key } },
+        s.label + (n == null ? '' : ' (' + fmtInt(n) + ')'));
+      b.addEventListener('click', () => { location.hash = jobsHash(r.topic, { state: s.key }); });
+      tabs.append(b);
+    }
+    const st = STATES.find((s) => s.key === state);
+    $('#jobs-time-head').textContent = st ? st.time : 'due';
+    const note = $('#jobs-note');
+    note.hidden = !prefix && !page.ledger_error && state !== 'retrying' && state !== 'scheduled_sql';
+    note.textContent = prefix
+      ? 'Jobs whose id starts with "' + prefix + '": the ledger rows of this durable topic (waiting, retrying, in flight), by id.'
+      : page.ledger_error || (state === 'retrying' ? 'From the SQL ledger (rows waiting for their next attempt), by due time.'
+        : state === 'scheduled_sql' ? 'From the SQL ledger: every job waiting for its first run, those beyond the horizon too, by due time.' : '');
+
+    const tbody = $('#jobs-table tbody');
+    tbody.replaceChildren(...page.jobs.map((j) => jobRow(r.topic, j, state)));
+    $('#jobs-empty').hidden = page.jobs.length > 0;
+
+    // Pager: offsets for Redis's sets, keyset (after) for the ledger's.
+    const key = r.topic + '|' + state + '|' + (prefix || '');
+    const after = p.get('after') || '';
+    let trail = afterTrail.get(key) || [];
+    if (!after) trail = [];
+    else if (trail[trail.length - 1] !== after) {
+      const i = trail.indexOf(after);
+      trail = i >= 0 ? trail.slice(0, i + 1) : [...trail, after];
+    }
+    afterTrail.set(key, trail);
+    const base = prefix ? { prefix } : { state };
+    const offset = page.offset || 0;
+    const prev = $('#jobs-prev');
+    const next = $('#jobs-next');
+    let prevHash = null;
+    let nextHash = null;
+    if (page.total >= 0) {
+      if (offset > 0) prevHash = jobsHash(r.topic, { ...base, offset: String(Math.max(0, offset - JOB_PAGE)) });
+      if (page.next_offset) nextHash = jobsHash(r.topic, { ...base, offset: String(page.next_offset) });
+      $('#jobs-range').textContent = page.jobs.length
+        ? fmtInt(offset + 1) + '–' + fmtInt(offset + page.jobs.length) + ' of ' + fmtInt(page.total) : fmtInt(page.total) + ' jobs';
+    } else {
+      if (after) {
+        const before = trail.length >= 2 ? trail[trail.length - 2] : '';
+        prevHash = jobsHash(r.topic, before ? { ...base, after: before } : base);
+      }
+      if (page.next_after) nextHash = jobsHash(r.topic, { ...base, after: page.next_after });
+      $('#jobs-range').textContent = 'page ' + (trail.length + 1) + ' · ' + fmtInt(page.jobs.length) + ' jobs' + (page.next_after ? ', more follow' : '');
+    }
+    prev.disabled = !prevHash;
+    next.disabled = !nextHash;
+    prev.onclick = () => { if (prevHash) location.hash = prevHash; };
+    next.onclick = () => { if (nextHash) location.hash = nextHash; };
+    showError('');
+    document.body.dataset.viewState = 'ready';
+  }
+
+  function jobRow(topic, j, state) {
+    const marks = [];
+    if (j.retrying) marks.push(el('span', { class: 'mark retrying', text: 'retry' }));
+    if (j.sql_only) marks.push(el('span', { class: 'mark sql', text: 'SQL only' }));
+    const shownState = j.ledger && (state === '' || state === 'retrying' || state === 'scheduled_sql') ? j.ledger.state : j.state;
+    let t = j.run_at;
+    if (j.state === 'in_flight') t = j.lease_until;
+    if (j.state === 'dead') t = j.died_at;
+    const worker = j.ledger && j.ledger.worker ? j.ledger.worker : '';
+    return el('tr', { dataset: { id: j.id, state: j.state } },
+      el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(topic, j.id), text: j.id })),
+      el('td', {}, shownState, ...marks),
+      el('td', { text: when(t), title: t ? new Date(t).toISOString() : '' }),
+      el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
+      el('td', { class: 'mono', text: worker }),
+      el('td', { class: 'err', text: j.last_error || '', title: j.last_error || '' }),
+      el('td', { class: 'num', text: fmtInt(j.payload_size) + ' B' }));
+  }
+
+  // go shows hash; the same hash again is rendered again (a search for
+  // the same text reloads).
+  function go(hash) {
+    if (location.hash === hash) render();
+    else location.hash = hash;
+  }
+
+  // search: the exact id first (GET the job: Redis, then a durable topic's
+  // row); on a durable topic an unknown id is then taken as a prefix of ids.
+  async function search(topic, text) {
+    text = text.trim();
+    $('#job-search-msg').hidden = true;
+    if (!text) {
+      go(jobsHash(topic, { state: 'waiting' }));
+      return;
+    }
+    try {
+      await api('GET', jobPath(topic, text));
+      go(jobHash(topic, text));
+      return;
+    } catch (e) {
+      if (e.status !== 404 && e.status !== 400) throw e;
+    }
+    const stats = await api('GET', topicPath(topic));
+    if (stats.durability === 'durable') {
+      go(jobsHash(topic, { prefix: text }));
+      return;
+    }
+    const msg = $('#job-search-msg');
+    msg.textContent = 'No job "' + text + '" in ' + topic + ' (a redis topic is searched by exact id only).';
+    msg.hidden = false;
+  }
+
+  function field(dl, name, value, attrs) {
+    dl.append(el('dt', { text: name }), el('dd', Object.assign({ dataset: { field: name.replace(/ /g, '_') } }, attrs || {}), value));
+  }
+
+  async function renderJob(r, seq) {
+    document.body.dataset.viewState = 'loading';
+    $('#job-id').textContent = r.id;
+    $('#job-topic').textContent = r.topic;
+    $('#job-back').href = jobsHash(r.topic, { state: 'waiting' });
+    let j;
+    try {
+      j = await api('GET', jobPath(r.topic, r.id));
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      if (seq !== renderSeq) return;
+      $('#job-body').hidden = true;
+      $('#job-missing').hidden = false;
+      $('#job-missing').textContent = 'No job "' + r.id + '" in ' + r.topic + ': never enqueued, finished, cancelled or purged.';
+      document.body.dataset.jobState = 'gone';
+      document.body.dataset.jobId = r.id;
+      document.body.dataset.viewState = 'ready';
+      return;
+    }
+    if (seq !== renderSeq) return;
+    $('#job-missing').hidden = true;
+    $('#job-body').hidden = false;
+    document.body.dataset.jobState = j.state;
+
+    const f = $('#job-fields');
+    f.replaceChildren();
+    field(f, 'state', j.state + (j.retrying ? ' (waiting for a retry)' : '') + (j.sql_only ? ' (in SQL only)' : ''));
+    field(f, 'attempts', j.attempt + ' of ' + j.max_attempts);
+    field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
+    field(f, 'enqueued', when(j.enqueued_at));
+    if (j.lease_until) field(f, 'lease until', when(j.lease_until));
+    if (j.died_at) field(f, 'died', when(j.died_at));
+    field(f, 'last error', j.last_error || '–', { class: j.last_error ? 'err' : null });
+
+    const l = $('#job-ledger');
+    l.replaceChildren();
+    if (j.ledger) {
+      const row = j.ledger;
+      field(l, 'row state', row.state);
+      field(l, 'worker', row.worker || '–', { class: 'mono' });
+      field(l, 'row attempt', row.attempt + ' of ' + row.max_attempts);
+      field(l, 'row due', when(row.run_at));
+      field(l, 'claimed', when(row.claimed_at));
+      field(l, 'lease', row.lease_until >= 9e18 ? 'none (scheduled: the relay\'s)' : when(row.lease_until));
+      field(l, 'row last error', row.last_error || '–', { class: row.last_error ? 'err' : null });
+      field(l, 'updated', when(row.updated_at));
+    } else {
+      field(l, 'row', j.ledger_error || 'none (a job gets a row when a worker claims it; a durable topic\'s from its enqueue)');
+    }
+
+    // The payload, pretty when it is JSON, cut at PAYLOAD_CAP characters.
+    let text = '';
+    let kind = 'JSON';
+    if (j.payload !== undefined) text = JSON.stringify(j.payload, null, 2);
+    else if (j.payload_base64) {
+      text = j.payload_base64;
+      kind = 'binary, shown in base64';
+    }
+    const cut = text.length > PAYLOAD_CAP;
+    $('#job-payload').textContent = cut ? text.slice(0, PAYLOAD_CAP) + '\n…' : text || '(empty)';
+    $('#job-payload-note').textContent = fmtInt(j.payload_size) + ' bytes' + (text ? ' (' + kind + ')' : '') + (cut ? ', first 64 KiB shown' : '');
+    $('#job-payload').dataset.cut = String(cut);
+
+    const acts = $('#job-actions');
+    acts.replaceChildren();
+    if (!readOnly) {
+      const d = { topic: r.topic, id: r.id };
+      if (j.state === 'scheduled') {
+        acts.append(
+          el('button', { type: 'button', class: 'danger', dataset: { action: 'cancel', ...d }, text: 'Cancel job' }),
+          el('button', { type: 'button', dataset: { action: 'run-now', ...d }, text: 'Run now' }),
+          el('span', { class: 'note', text: 'reschedule to' }),
+          el('input', { id: 'resched-at', type: 'datetime-local', step: '1' }),
+          el('span', { class: 'note', text: 'or in' }),
+          el('input', { id: 'resched-min', type: 'number', min: '0', step: '1', placeholder: 'minutes' }),
+          el('button', { type: 'button', dataset: { action: 'reschedule', ...d }, text: 'Reschedule' }),
+        );
+      } else if (j.state === 'dead') {
+        acts.append(el('button', { type: 'button', dataset: { action: 'requeue', ...d }, text: 'Requeue' }));
+      } else {
+        acts.append(el('span', { class: 'note', text: 'A worker holds this job: it cannot be cancelled or moved.' }));
+      }
+    }
+    showError('');
+    document.body.dataset.jobId = r.id;
+    document.body.dataset.viewState = 'ready';
+  }
+
+  // rescheduleBody reads the reschedule inputs: minutes from now, or a
+  // local date and time; null (with the reason shown) when neither is good.
+  function rescheduleBody() {
+    const min = $('#resched-min');
+    const at = $('#resched-at');
+    if (min && min.value !== '') {
+      const n = Number(min.value);
+      if (Number.isFinite(n) && n >= 0) return { delay_ms: Math.round(n * 60000) };
+    }
+    if (at && at.value) {
+      const ms = new Date(at.value).getTime();
+      if (Number.isFinite(ms)) return { run_at: ms };
+    }
+    return null;
+  }
+
+  $('#job-search').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const r = route();
+    if (r.view !== 'jobs') return;
+    search(r.topic, $('#job-search-input').value).catch((e) => {
+      $('#job-search-msg').textContent = 'Search failed: ' + e.message;
+      $('#job-search-msg').hidden = false;
+    });
+  });
+  $('#jobs-reload').addEventListener('click', () => render());
+  window.addEventListener('hashchange', () => render());
+
   // ---- the refresh loop -------------------------------------------------
 
   let timer = null;
@@ -538,6 +869,26 @@
       run: (b) => api('POST', topicPath(b.dataset.topic) + '/dead/purge', {}),
       done: (r, b) => 'purged ' + r.purged + ' dead jobs of ' + b.dataset.topic,
     },
+    cancel: {
+      ask: (b) => 'Cancel job ' + b.dataset.id + ' of ' + b.dataset.topic + '? It is removed and never runs.',
+      run: (b) => api('DELETE', jobPath(b.dataset.topic, b.dataset.id)),
+      done: (r, b) => 'cancelled ' + b.dataset.id,
+    },
+    'run-now': {
+      ask: (b) => 'Run job ' + b.dataset.id + ' of ' + b.dataset.topic + ' now? It becomes due at once.',
+      run: (b) => api('PATCH', jobPath(b.dataset.topic, b.dataset.id), { delay_ms: 0 }),
+      done: (r, b) => 'job ' + b.dataset.id + ' is due now',
+    },
+    reschedule: {
+      check: () => rescheduleBody() !== null || 'Give a time or a number of minutes to reschedule to.',
+      ask: (b) => {
+        const body = rescheduleBody();
+        const at = body.run_at !== undefined ? new Date(body.run_at) : new Date(Date.now() + body.delay_ms);
+        return 'Reschedule job ' + b.dataset.id + ' of ' + b.dataset.topic + ' to ' + at.toLocaleString('en-GB', { hour12: false }) + '?';
+      },
+      run: (b) => api('PATCH', jobPath(b.dataset.topic, b.dataset.id), rescheduleBody()),
+      done: (r, b) => 'rescheduled ' + b.dataset.id,
+    },
     'run-recovery': {
       ask: () => 'Run recovery now? Jobs the ledger holds and Redis lost are put back.',
       run: () => api('POST', '/v1/recovery/run'),
@@ -569,6 +920,11 @@
     if (!b || readOnly) return;
     const a = ACTIONS[b.dataset.action];
     if (!a) return;
+    const bad = a.check ? a.check(b) : true;
+    if (bad !== true) {
+      showError(bad);
+      return;
+    }
     if (!(await confirmAction(a.ask(b)))) return;
     b.disabled = true;
     try {
@@ -585,6 +941,9 @@
     }
     deadKey = '';
     refresh();
+    if (route().view !== 'overview') await render();
+    // Counts the actions done and drawn: tests wait on it.
+    document.body.dataset.actions = String(Number(document.body.dataset.actions || 0) + 1);
   });
 
   // ---- login --------------------------------------------------------------
@@ -609,6 +968,7 @@
     $('#main').hidden = false;
     $('#sign-out').hidden = !auth;
     refresh();
+    render();
   }
 
   $('#token-form').addEventListener('submit', (ev) => {

@@ -115,7 +115,7 @@ if rate > 0 then
     -- expires after twice that, so idle topics keep no bucket.
     redis.call('PEXPIRE', KEYS[6], math.max(1000, math.ceil(2000 * burst / rate)))
   end
-  if limited and nextDue >= 0 and nextDue <= now then
+  if limited and paused == 0 and nextDue >= 0 and nextDue <= now then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end

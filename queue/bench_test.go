@@ -42,6 +42,24 @@ func BenchmarkEnqueue(b *testing.B) {
 	reportJobs(b, b.N)
 }
 
+// One goroutine, one tick of a periodic schedule per round trip: the claim
+// of the tick and the enqueue of its job in one script (compare with
+// BenchmarkEnqueue, a plain enqueue).
+func BenchmarkEnqueueTick(b *testing.B) {
+	c := benchClient(b)
+	ctx := testenv.Context(b)
+	t0 := time.Now().Add(time.Minute).UnixMilli()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tick := t0 + int64(i)
+		r, err := c.EnqueueTick(ctx, "bench", "s", tick, queue.NewJob{ID: "s:" + strconv.FormatInt(tick, 10), Payload: benchPayload, RunAt: tick})
+		if err != nil || r.Duplicate {
+			b.Fatal(r, err)
+		}
+	}
+	reportJobs(b, b.N)
+}
+
 // One goroutine, batches of 100 jobs.
 func BenchmarkEnqueueBatch100(b *testing.B) {
 	c := benchClient(b)

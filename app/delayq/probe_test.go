@@ -116,6 +116,7 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "GET /v1/ledger/stale", path: "/v1/ledger/stale", params: map[string]string{"older_than": "1", "after_id": "0", "limit": "10"}},
 		{pattern: "POST /v1/recovery/run", path: "/v1/recovery/run", params: map[string]string{"dry_run": "true"}},
 		{pattern: "GET /v1/recovery/reports", path: "/v1/recovery/reports"},
+		{pattern: "GET /v1/schedules", path: "/v1/schedules"},
 		{pattern: "POST /v1/orders", path: "/v1/orders", body: `{"items":[{"sku":"A","quantity":1}]}`,
 			text: func(s string) string { return `{"user":` + s + `,"items":[{"sku":"A","quantity":1}]}` }, field: "user"},
 		{pattern: "POST /v1/orders/{no}/pay", path: "/v1/orders/" + order.OrderNo + "/pay"},

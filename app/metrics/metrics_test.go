@@ -359,6 +359,7 @@ func TestNamesFollowConventions(t *testing.T) {
 	if err := m.WatchRelay(&fakeRelay{counts: map[string]ledger.ScheduledCount{"t": {Total: 3, Beyond: 1}}}, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	m.Periodic([]string{"s"}).NextRun("s", time.Unix(60, 0))
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -389,6 +390,7 @@ func TestNamesFollowConventions(t *testing.T) {
 		`delayq_durable_waiting_jobs{topic="t",where="beyond"} 1`, `delayq_relay_pushed_total{kind="relayed",topic="t"} 0`,
 		`delayq_durable_pushes_total{result="deferred",topic="t"} 0`, "delayq_relay_interval_seconds 1",
 		`delayq_rate_limit_per_second{topic="t"} 500`, `delayq_rate_limited_claims_total{topic="t"} 1`,
+		`delayq_periodic_enqueued_total{result="error",schedule="s"} 0`, `delayq_periodic_next_run_timestamp_seconds{schedule="s"} 60`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

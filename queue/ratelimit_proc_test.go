@@ -170,12 +170,16 @@ func maxInWindow(ts []int64, w int64) int {
 
 // Four worker processes share one topic's limit: every 1 s window of
 // claims holds at most rate + burst, and the whole backlog takes jobs/rate
-// within 5 %; handler starts too, give or take the claim-to-start delay.
-// The long variant (make chaos) is issue 17's: 500/s, 20,000 jobs, 40 s.
+// within 5 % (the short variant: never faster, at most twice as long);
+// handler starts too, give or take the claim-to-start delay. The long
+// variant (make chaos) is issue 17's: 500/s, 20,000 jobs, 40 s.
 func TestRateLimitChaosWorkerProcesses(t *testing.T) {
-	rate, jobs := 400.0, 1600
+	// The short variant runs beside the rest of make test on a busy host:
+	// it asserts the limit exactly but takes only a generous upper bound on
+	// the total (workers that fall behind lose the tokens beyond the burst).
+	rate, jobs, slowest := 400.0, 1600, 2.0
 	if os.Getenv("DELAYQ_CHAOS") == "long" {
-		rate, jobs = 500, 20_000
+		rate, jobs, slowest = 500, 20_000, 1.05
 	}
 	burst := queue.DefaultRateBurst(rate)
 	rdb, ns := testenv.Redis(t)
@@ -248,8 +252,11 @@ func TestRateLimitChaosWorkerProcesses(t *testing.T) {
 	if claimWindow > limit {
 		t.Errorf("busiest 1 s window held %d claimed jobs, more than rate + burst = %d", claimWindow, limit)
 	}
-	if d := claimTotal - expected; d < -expected/20 || d > expected/20 {
-		t.Errorf("first to last claim took %s, not within 5%% of %s", claimTotal, expected)
+	// Never faster than the tokens allow (the burst at once, the rest at
+	// the rate), within 5 % of jobs/rate; slower only by slowest.
+	fastest := time.Duration(float64(jobs-burst-1) / rate * float64(time.Second))
+	if claimTotal < fastest || claimTotal < expected*95/100 || claimTotal > time.Duration(float64(expected)*slowest) {
+		t.Errorf("first to last claim took %s: want %s at least, within 5%% of %s (at most × %v)", claimTotal, fastest, expected, slowest)
 	}
 	// A handler starts once its claim is in the ledger: starts follow the
 	// claims shifted by that delay, so a window of starts can hold the
@@ -259,7 +266,7 @@ func TestRateLimitChaosWorkerProcesses(t *testing.T) {
 		t.Errorf("busiest 1 s window held %d handler starts, more than rate + burst = %d + %d for the claim-to-start spread of %s",
 			startWindow, limit, slack, spread)
 	}
-	if d := startTotal - expected; d < -expected/20-spread || d > expected/20+spread {
-		t.Errorf("first to last start took %s, not within 5%% of %s (+ the claim-to-start spread %s)", startTotal, expected, spread)
+	if startTotal < expected*95/100-spread || startTotal > time.Duration(float64(expected)*slowest)+spread {
+		t.Errorf("first to last start took %s, not within 5%% of %s (at most × %v; ± the claim-to-start spread %s)", startTotal, expected, slowest, spread)
 	}
 }

@@ -219,11 +219,16 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 				// Redis holds with no row at all (enqueued before its topic
 				// became durable, or its row lost) has only Redis to move.
 				again, err := l.Lookup(ctx, topic, id)
-				if err != nil {
+				switch {
+				case err != nil:
 					return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
-				}
-				if again != nil {
-					continue
+				case again != nil && !again.Retrying && !again.Scheduled:
+					// A claim recorded it meanwhile, or its last claim's
+					// lease ran out and the next claim is about to take
+					// it over (Redis put it back due at once).
+					return nil, fmt.Errorf("queue: reschedule %s/%s: the ledger says a worker holds it: %w", topic, id, ErrInFlight)
+				case again != nil:
+					continue // waiting at another attempt: look again
 				}
 			} else {
 				sqlDone = true

@@ -124,7 +124,8 @@ var errRescheduleMoved = errors.New("job moved meanwhile")
 // at the old time as before, and repeating the call finishes it.
 func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
 	r, err := c.reschedule(ctx, l, topic, id, to)
-	if o, ok := c.cfg.Observer.(RescheduleObserver); ok {
+	// An invalid topic is no label a metric should grow.
+	if o, ok := c.cfg.Observer.(RescheduleObserver); ok && ValidateTopic(topic) == nil {
 		o.Rescheduled(topic, RescheduleResult(err))
 	}
 	return r, err

@@ -124,7 +124,8 @@ var errRescheduleMoved = errors.New("job moved meanwhile")
 // at the old time as before, and repeating the call finishes it.
 func (c *Client) Reschedule(ctx context.Context, l RescheduleLedger, topic, id string, to When) (*Rescheduled, error) {
 	r, err := c.reschedule(ctx, l, topic, id, to)
-	if o, ok := c.cfg.Observer.(RescheduleObserver); ok {
+	// An invalid topic is no label a metric should grow.
+	if o, ok := c.cfg.Observer.(RescheduleObserver); ok && ValidateTopic(topic) == nil {
 		o.Rescheduled(topic, RescheduleResult(err))
 	}
 	return r, err
@@ -219,11 +220,16 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 				// Redis holds with no row at all (enqueued before its topic
 				// became durable, or its row lost) has only Redis to move.
 				again, err := l.Lookup(ctx, topic, id)
-				if err != nil {
+				switch {
+				case err != nil:
 					return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
-				}
-				if again != nil {
-					continue
+				case again != nil && !again.Retrying && !again.Scheduled:
+					// A claim recorded it meanwhile, or its last claim's
+					// lease ran out and the next claim is about to take
+					// it over (Redis put it back due at once).
+					return nil, fmt.Errorf("queue: reschedule %s/%s: the ledger says a worker holds it: %w", topic, id, ErrInFlight)
+				case again != nil:
+					continue // waiting at another attempt: look again
 				}
 			} else {
 				sqlDone = true

@@ -290,3 +290,31 @@ func TestRescheduleLedgerFails(t *testing.T) {
 
 // longAgo is the earliest due time a reschedule takes (2001): "now".
 const longAgo = 978307200000
+
+// A durable job whose last claim's lease ran out is back in due (the next
+// claim put it there) while its row still says in_progress: a worker is
+// about to take it over, so the reschedule is refused, at once, and moves
+// nothing.
+func TestRescheduleRefusesAJobBeingTakenOver(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "a"})
+	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
+	if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	// What claim.lua does with an expired lease: back to due at its deadline.
+	p := e.ns + ":{" + durableT + "}:"
+	if err := e.rdb.ZRem(ctx, p+"lease", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.ZAdd(ctx, p+"due", redisZ(float64(cl.Jobs[0].LeaseUntil), "a")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reschedule(ctx, e.led, durableT, "a", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrInFlight) {
+		t.Fatalf("%v, want ErrInFlight", err)
+	}
+	if info := mustGet(t, e.env, durableT, "a"); info.Score != cl.Jobs[0].LeaseUntil {
+		t.Fatalf("moved to %d", info.Score)
+	}
+}

@@ -85,7 +85,9 @@ func TestExtendedOrderClosesAtItsNewDeadline(t *testing.T) {
 	ctx := testenv.Context(t)
 	startWorker(t, w.newWorker(queue.TopicConfig{}))
 
-	c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 1}}, PaymentWindow: 300 * time.Millisecond})
+	// Windows of seconds: the create and the extend must both happen
+	// before the first deadline, on a loaded machine too.
+	c := w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 1}}, PaymentWindow: 1500 * time.Millisecond})
 	o, err := w.svc.Extend(ctx, c.Order.OrderNo, 700*time.Millisecond)
 	if err != nil || o.PayDeadline != c.Order.PayDeadline+700 {
 		t.Fatalf("extend: %+v, %v", o, err)
@@ -96,7 +98,7 @@ func TestExtendedOrderClosesAtItsNewDeadline(t *testing.T) {
 	}
 
 	// The update without the reschedule: the job runs at the old deadline.
-	c = w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 1}}, PaymentWindow: 300 * time.Millisecond})
+	c = w.mustCreate(orderclose.NewOrder{Items: []orderclose.Item{{SKU: "A", Quantity: 1}}, PaymentWindow: 1500 * time.Millisecond})
 	moved := c.Order.PayDeadline + 700
 	if err := w.db.Model(&orderclose.Order{}).Where("order_no = ?", c.Order.OrderNo).Update("pay_deadline", moved).Error; err != nil {
 		t.Fatal(err)

@@ -105,6 +105,9 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "GET /v1/topics/{topic}/jobs", path: "/v1/topics/probe/jobs", params: map[string]string{"state": "dead", "offset": "0", "limit": "10"}},
 		{pattern: "GET /v1/topics/{topic}/jobs/{id...}", path: "/v1/topics/probe/jobs/seed:1"},
 		{pattern: "DELETE /v1/topics/{topic}/jobs/{id...}", path: "/v1/topics/probe/jobs/seed:1"},
+		{pattern: "PATCH /v1/topics/{topic}/jobs/{id...}", path: "/v1/topics/probe/jobs/seed:1", body: `{"delay_ms":1000}`},
+		{pattern: "POST /v1/topics/{topic}/pause", path: "/v1/topics/probe/pause"},
+		{pattern: "POST /v1/topics/{topic}/resume", path: "/v1/topics/probe/resume"},
 		{pattern: "GET /v1/topics", path: "/v1/topics"},
 		{pattern: "GET /v1/topics/{topic}", path: "/v1/topics/probe"},
 		{pattern: "GET /v1/topics/{topic}/dead", path: "/v1/topics/order_close/dead", params: map[string]string{"offset": "0", "limit": "10"}},
@@ -120,6 +123,7 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "POST /v1/orders", path: "/v1/orders", body: `{"items":[{"sku":"A","quantity":1}]}`,
 			text: func(s string) string { return `{"user":` + s + `,"items":[{"sku":"A","quantity":1}]}` }, field: "user"},
 		{pattern: "POST /v1/orders/{no}/pay", path: "/v1/orders/" + order.OrderNo + "/pay"},
+		{pattern: "POST /v1/orders/{no}/extend", path: "/v1/orders/" + order.OrderNo + "/extend", body: `{"by_ms":60000}`},
 		{pattern: "GET /v1/orders/{no}", path: "/v1/orders/" + order.OrderNo},
 		{pattern: "GET /v1/orders/summary", path: "/v1/orders/summary"},
 		{pattern: dashboard.SeriesPattern, path: "/v1/dashboard/series"},
@@ -211,6 +215,23 @@ func TestProbeBadInput(t *testing.T) {
 		r := c.do("POST", b.path, "application/json", b.body)
 		r.what = "POST " + b.path + " " + b.body
 		c.want(r, 400, b.code, b.field)
+	}
+	// The same for a reschedule and an order's extension: wrapping values,
+	// and more than one way to say the new time.
+	for _, b := range []struct{ method, path, body, field string }{
+		{"PATCH", "/v1/topics/probe/jobs/seed:1", `{"run_at":-9223372036854775808}`, "run_at"},
+		{"PATCH", "/v1/topics/probe/jobs/seed:1", `{"delay_ms":9223372036854775807}`, "delay_ms"},
+		{"PATCH", "/v1/topics/probe/jobs/seed:1", `{"shift_ms":-9223372036854775808}`, "shift_ms"},
+		{"PATCH", "/v1/topics/probe/jobs/seed:1", `{"delay_ms":1,"shift_ms":1}`, ""},
+		{"PATCH", "/v1/topics/probe/jobs/seed:1", `{}`, ""},
+		{"POST", "/v1/orders/" + order.OrderNo + "/extend", `{"by_ms":-9223372036854775808}`, "by_ms"},
+		{"POST", "/v1/orders/" + order.OrderNo + "/extend", `{"by_ms":0}`, "by_ms"},
+	} {
+		r := c.do(b.method, b.path, "application/json", b.body)
+		r.what = b.method + " " + b.path + " " + b.body
+		if r.status != 400 || !strings.Contains(string(r.body), `"field":"`+b.field) {
+			t.Errorf("%s: %d %s; want 400 naming %q", r.what, r.status, r.body, b.field)
+		}
 	}
 	// A batch refuses a bad job alone (200, the job invalid), and writes
 	// nothing for it.

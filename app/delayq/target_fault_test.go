@@ -278,7 +278,18 @@ worker:
 			}
 		}
 	}
-	running := func(c *call, k int64) bool { return c.start.At < k && (!c.ended || c.end.At >= k) }
+	// A call is running at a kill if it started before it and was not
+	// answered by then; or if its caller went away (status 0) and it
+	// started within arrival of the kill: the killed worker sent it just
+	// before it died, and a loaded receiver read it only after killedAt
+	// was taken.
+	const arrival = time.Second
+	running := func(c *call, k int64) bool {
+		if c.ended && c.end.Status == 0 && c.start.At >= k && c.start.At < k+arrival.Nanoseconds() {
+			return true
+		}
+		return c.start.At < k && (!c.ended || c.end.At >= k)
+	}
 	settling := func(c *call, k int64) bool {
 		return c.ended && c.end.At < k && c.end.At >= k-killSlack.Nanoseconds()
 	}

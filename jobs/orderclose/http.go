@@ -211,7 +211,11 @@ type extendRequest struct {
 // grows and its close job moves to the new deadline (Service.Extend).
 func (h *HTTPHandler) extend(w http.ResponseWriter, r *http.Request) {
 	var req extendRequest
-	if err := (httpjson.Decoder{MaxBytes: h.s.cfg.MaxBodyBytes}).Body(r, &req); err != nil {
+	err := httpjson.Query(r) // it takes no query parameter
+	if err == nil {
+		err = httpjson.Decoder{MaxBytes: h.s.cfg.MaxBodyBytes}.Body(r, &req)
+	}
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}

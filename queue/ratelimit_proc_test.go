@@ -258,10 +258,14 @@ func TestRateLimitChaosWorkerProcesses(t *testing.T) {
 	if claimTotal < fastest || claimTotal < expected*95/100 || claimTotal > time.Duration(float64(expected)*slowest) {
 		t.Errorf("first to last claim took %s: want %s at least, within 5%% of %s (at most × %v)", claimTotal, fastest, expected, slowest)
 	}
-	// A handler starts once its claim is in the ledger: starts follow the
-	// claims shifted by that delay, so a window of starts can hold the
-	// claims of a window widened by the delay's spread (a loaded host), no
-	// more.
+	// A handler starts once its claim is in the ledger, and no earlier than
+	// RateStartLag (default 100 ms) after the claim: starts follow the
+	// claims shifted by the lag, so a window of starts can hold the claims
+	// of a window widened only by the spread beyond it (a ledger write
+	// slower than the lag, a loaded host).
+	if lagMs := queue.DefaultRateStartLag.Milliseconds(); minLag < lagMs-2 {
+		t.Errorf("a handler started %d ms after its claim: want at least the start lag, %d ms", minLag, lagMs)
+	}
 	if slack := int(math.Ceil(rate * spread.Seconds())); startWindow > limit+slack {
 		t.Errorf("busiest 1 s window held %d handler starts, more than rate + burst = %d + %d for the claim-to-start spread of %s",
 			startWindow, limit, slack, spread)

@@ -197,7 +197,7 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	} else {
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
-		go tr.record(detached, cl.Jobs)
+		go tr.record(detached, cl.Jobs, cl.Now)
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
 			return -1, false, nil
 		}
@@ -238,12 +238,13 @@ func (tr *topicRunner) observeRateLimited() {
 // record writes claimed jobs to the ledger, then queues them for the
 // handlers. No handler runs unrecorded: if the ledger fails, the jobs go
 // back to due with their attempt unspent and the fetcher backs off.
-func (tr *topicRunner) record(detached context.Context, jobs []*Job) {
+func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt int64) {
 	defer func() { <-tr.tokens }()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
 	if err == nil {
+		tr.holdStart(ctx, claimedAt)
 		for _, j := range jobs {
 			tr.work <- j // never blocks: busy <= concurrency = cap(work)
 		}
@@ -263,6 +264,27 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job) {
 	}
 	tr.busy.Add(-int64(len(jobs)))
 	signal(tr.freed)
+}
+
+// holdStart waits, on a rate-limited topic, until RateStartLag after the
+// batch's claim (Redis's clock), so that its handlers start at the claims'
+// pacing however long its ledger write took (TopicConfig.RateStartLag).
+// The fetcher's shutdown waits for this goroutine, so the jobs still reach
+// the queue that shutdown hands back.
+func (tr *topicRunner) holdStart(ctx context.Context, claimedAt int64) {
+	if tr.cfg.RateLimit <= 0 || tr.cfg.RateStartLag <= 0 {
+		return
+	}
+	wait := time.Duration(claimedAt-tr.w.redisNow())*time.Millisecond + tr.cfg.RateStartLag
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // releaseQueued hands back every job claimed but not started (shutdown).

@@ -83,7 +83,23 @@ type TopicConfig struct {
 	// after an idle spell. Default DefaultRateBurst(RateLimit), a tenth of
 	// a second's starts.
 	RateBurst int
+	// RateStartLag, on a rate-limited topic, is how long after its claim
+	// (on Redis's clock) a batch's handlers start at the earliest. The
+	// ledger write between claim and start takes a varying time, and
+	// batches whose write was quick would otherwise start together with
+	// slower ones claimed before them, bunching the starts beyond the
+	// claims' pacing; held to claim + lag, the starts keep that pacing
+	// while writes take less than the lag. Default 100ms; negative turns
+	// it off (starts follow the writes, windows of starts may exceed
+	// rate + burst by rate × the writes' spread). Ignored without a
+	// RateLimit.
+	RateStartLag time.Duration
 }
+
+// DefaultRateStartLag is TopicConfig.RateStartLag when it is 0: well above
+// a ledger write on a healthy database (a few ms), small next to the
+// waits a binding rate limit causes.
+const DefaultRateStartLag = 100 * time.Millisecond
 
 // rateLimit is the topic's limit as the claim script takes it.
 func (c TopicConfig) rateLimit() RateLimit {
@@ -130,6 +146,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	if c.RateLimit > 0 && c.RateBurst == 0 {
 		c.RateBurst = DefaultRateBurst(c.RateLimit)
 	}
+	c.RateStartLag = pick(pick(c.RateStartLag, def.RateStartLag), DefaultRateStartLag)
 	return c
 }
 

@@ -46,14 +46,15 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 	for topic, h := range handlers {
 		t := wc.TopicSettings(topic)
 		tc := queue.TopicConfig{
-			Concurrency: t.Concurrency,
-			BatchSize:   t.BatchSize,
-			Lease:       t.Lease,
-			Timeout:     t.Timeout,
-			MaxAttempts: t.MaxAttempts,
-			Backoff:     queue.Backoff{Base: t.BackoffBase, Cap: t.BackoffCap},
-			RateLimit:   t.RateLimit,
-			RateBurst:   t.RateBurst,
+			Concurrency:  t.Concurrency,
+			BatchSize:    t.BatchSize,
+			Lease:        t.Lease,
+			Timeout:      t.Timeout,
+			MaxAttempts:  t.MaxAttempts,
+			Backoff:      queue.Backoff{Base: t.BackoffBase, Cap: t.BackoffCap},
+			RateLimit:    t.RateLimit,
+			RateBurst:    t.RateBurst,
+			RateStartLag: t.RateStartLag,
 		}
 		if err := w.Handle(topic, h, tc); err != nil {
 			return nil, err

@@ -295,6 +295,11 @@ type Topic struct {
 	// RateBurst is the most starts at once after an idle spell (the token
 	// bucket's size). Default: a tenth of rate_limit, at least 1.
 	RateBurst int `koanf:"rate_burst"`
+	// RateStartLag is how long after its claim a batch's handlers start at
+	// the earliest on a rate-limited topic, so the starts keep the claims'
+	// pacing whatever the ledger write took (queue.TopicConfig.RateStartLag).
+	// Default 100ms; -1ns (any negative) turns it off; at most 10s.
+	RateStartLag time.Duration `koanf:"rate_start_lag"`
 	// Target, if set, makes the topic an HTTP-target topic: its jobs are
 	// delivered to an endpoint by the built-in handler (docs/design.md
 	// §4.12), in serve and worker alike.

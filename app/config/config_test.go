@@ -121,6 +121,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  topics:\n    sms: {rate_limit: .inf}\n", "worker.topics.sms.rate_limit"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: -1}\n", "worker.topics.sms.rate_burst"},
 		{"worker:\n  topics:\n    sms: {rate_burst: 5}\n", "worker.topics.sms.rate_burst"},
+		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_start_lag: 1h}\n", "worker.topics.sms.rate_start_lag"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 0.00001}\n", "worker.topics.sms.rate_limit"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: 2000000}\n", "worker.topics.sms.rate_burst"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},

@@ -280,6 +280,10 @@ func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) 
 	}
 }
 
+// maxRateStartLag bounds rate_start_lag: a lag is a wait every job of the
+// topic takes, and a typo of a few zeros must not park them for minutes.
+const maxRateStartLag = 10 * time.Second
+
 // validateRate checks the rate limit of a topic (key is its config key).
 func (t Topic) validateRate(p *problems, key string) {
 	switch r := t.RateLimit; {
@@ -291,6 +295,9 @@ func (t Topic) validateRate(p *problems, key string) {
 		p.bad(key+".rate_burst", t.RateBurst, "want 1-%d, or 0 for rate_limit/10 (at least 1)", queue.MaxRateBurst)
 	case t.RateBurst > 0 && !(t.RateLimit > 0):
 		p.bad(key+".rate_burst", t.RateBurst, "needs a rate_limit")
+	}
+	if t.RateStartLag > maxRateStartLag {
+		p.bad(key+".rate_start_lag", t.RateStartLag, "want at most %s (negative: off)", maxRateStartLag)
 	}
 }
 

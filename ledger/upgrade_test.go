@@ -125,7 +125,7 @@ func TestMigrateUpgradesLiveTables(t *testing.T) {
 }
 
 // TestUpgradeSQLGivesSchemaSQL: the previous schema.sql followed by
-// upgrade-durable.sql gives exactly the tables of today's schema.sql (SHOW
+// upgrade-durable.sql and upgrade-operator.sql gives exactly the tables of today's schema.sql (SHOW
 // CREATE TABLE), over which Migrate then changes nothing.
 func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 	t.Parallel()
@@ -136,9 +136,10 @@ func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-durable.sql")
+	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-operator.sql")
 	current := testenv.MySQL(t)
 	execSQLFile(t, current, "../deployments/mysql/schema.sql")
-	for _, table := range []string{"dq_ledger", "dq_dead_letter"} {
+	for _, table := range []string{"dq_ledger", "dq_dead_letter", "dq_topic_state"} {
 		if got, want := testenv.ShowCreateTable(t, upgraded, table), testenv.ShowCreateTable(t, current, table); got != want {
 			t.Errorf("%s after upgrade-durable.sql:\n%s\nschema.sql:\n%s", table, got, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -158,6 +159,9 @@ func (c *Client) PausesOf(ctx context.Context, topics []string) (map[string]Paus
 // has it loses it (resume.lua, only if the key's pause is older than the
 // resume, so a pause set since the states were read is never undone).
 func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string, error) {
+	// A row whose topic is no valid name (written around Pause) names no
+	// topic a worker runs: skipped, so that it can never stop the relay.
+	states = slices.DeleteFunc(slices.Clone(states), func(st PauseState) bool { return ValidateTopic(st.Topic) != nil })
 	if len(states) == 0 {
 		return nil, nil
 	}

@@ -12,8 +12,9 @@ import (
 
 // ErrNotApplied is wrapped, with Redis's error, by a Pause or Resume whose
 // SQL step succeeded and whose Redis step failed: the operator's intent is
-// saved, and the relay applies it to Redis within one pass of Redis
-// answering again (docs/design.md §4.13). Calling again is safe.
+// saved, and the relay (its full pass after Redis answers again) or the
+// next recovery run applies it to Redis (docs/design.md §4.13). Calling
+// again is safe, and applies it at once.
 var ErrNotApplied = errors.New("saved in SQL, not applied to Redis yet")
 
 // PauseState is a topic's pause state as an operator last set it. Times
@@ -149,9 +150,9 @@ func (c *Client) PausesOf(ctx context.Context, topics []string) (map[string]Paus
 }
 
 // ApplyPauses brings Redis in line with states, the store's (TopicStates),
-// and returns the topics whose Redis key it changed. The relay calls it
-// every pass and the recoverer on every run, before either puts any job
-// back, so a Redis that lost its data (or missed a Pause's or Resume's
+// and returns the topics whose Redis key it changed. The relay calls it on
+// its reload and full passes and the recoverer on every run, before either
+// puts any job back, so a Redis that lost its data (or missed a Pause's or Resume's
 // Redis step) has the operator's pauses again before a job can be claimed.
 //
 // One pipelined EXISTS checks them all; only mismatches are written: a

@@ -28,7 +28,7 @@ type RelayStore interface {
 	// after beyond.
 	ScheduledCounts(ctx context.Context, beyond int64) (map[string]ledger.ScheduledCount, error)
 	// TopicStates are the operators' pauses (queue.PauseStore), applied
-	// to Redis before every pass pushes anything.
+	// to Redis before a reload or full pass pushes anything.
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
 }
 

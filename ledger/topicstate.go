@@ -118,7 +118,8 @@ func (l *Ledger) TopicState(ctx context.Context, topic string) (queue.PauseState
 
 // TopicStates returns every row of the topic state table, by topic
 // (queue.PauseStore): one row per topic ever paused, so a small table read
-// whole by its primary key. The relay reads it every pass. A missing table
+// whole by its primary key. The relay and the recoverer read it before they
+// push or restore jobs. A missing table
 // (not migrated yet) reads as no rows.
 func (l *Ledger) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
 	var rows []TopicState
@@ -126,7 +127,7 @@ func (l *Ledger) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
 		// A deployment upgraded without its new table (auto_migrate off,
 		// upgrade-operator.sql not applied yet) has no pause either: no
 		// Pause can have succeeded. The relay and the recoverer read this
-		// every pass and must not stop over it.
+		// before every reload and run and must not stop over it.
 		if isNoSuchTable(err) {
 			return nil, nil
 		}

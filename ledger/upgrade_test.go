@@ -125,7 +125,7 @@ func TestMigrateUpgradesLiveTables(t *testing.T) {
 }
 
 // TestUpgradeSQLGivesSchemaSQL: the previous schema.sql followed by
-// upgrade-durable.sql gives exactly the tables of today's schema.sql (SHOW
+// upgrade-durable.sql and upgrade-operator.sql gives exactly the tables of today's schema.sql (SHOW
 // CREATE TABLE), over which Migrate then changes nothing.
 func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 	t.Parallel()
@@ -139,7 +139,7 @@ func TestUpgradeSQLGivesSchemaSQL(t *testing.T) {
 	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-operator.sql")
 	current := testenv.MySQL(t)
 	execSQLFile(t, current, "../deployments/mysql/schema.sql")
-	for _, table := range []string{"dq_ledger", "dq_dead_letter", "dq_periodic"} {
+	for _, table := range []string{"dq_ledger", "dq_dead_letter", "dq_topic_state", "dq_periodic"} {
 		if got, want := testenv.ShowCreateTable(t, upgraded, table), testenv.ShowCreateTable(t, current, table); got != want {
 			t.Errorf("%s after upgrade-durable.sql:\n%s\nschema.sql:\n%s", table, got, want)
 		}

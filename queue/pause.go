@@ -5,14 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrNotApplied is wrapped, with Redis's error, by a Pause or Resume whose
 // SQL step succeeded and whose Redis step failed: the operator's intent is
-// saved, and the relay applies it to Redis within one pass of Redis
-// answering again (docs/design.md §4.13). Calling again is safe.
+// saved, and the relay (its full pass after Redis answers again) or the
+// next recovery run applies it to Redis (docs/design.md §4.13). Calling
+// again is safe, and applies it at once.
 var ErrNotApplied = errors.New("saved in SQL, not applied to Redis yet")
 
 // PauseState is a topic's pause state as an operator last set it. Times
@@ -148,9 +150,9 @@ func (c *Client) PausesOf(ctx context.Context, topics []string) (map[string]Paus
 }
 
 // ApplyPauses brings Redis in line with states, the store's (TopicStates),
-// and returns the topics whose Redis key it changed. The relay calls it
-// every pass and the recoverer on every run, before either puts any job
-// back, so a Redis that lost its data (or missed a Pause's or Resume's
+// and returns the topics whose Redis key it changed. The relay calls it on
+// its reload and full passes and the recoverer on every run, before either
+// puts any job back, so a Redis that lost its data (or missed a Pause's or Resume's
 // Redis step) has the operator's pauses again before a job can be claimed.
 //
 // One pipelined EXISTS checks them all; only mismatches are written: a
@@ -158,6 +160,9 @@ func (c *Client) PausesOf(ctx context.Context, topics []string) (map[string]Paus
 // has it loses it (resume.lua, only if the key's pause is older than the
 // resume, so a pause set since the states were read is never undone).
 func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string, error) {
+	// A row whose topic is no valid name (written around Pause) names no
+	// topic a worker runs: skipped, so that it can never stop the relay.
+	states = slices.DeleteFunc(slices.Clone(states), func(st PauseState) bool { return ValidateTopic(st.Topic) != nil })
 	if len(states) == 0 {
 		return nil, nil
 	}

@@ -173,7 +173,7 @@
 // each call is logged at info (topic, action, actor, remote, at). The state
 // is written to SQL first, then Redis: 503 backend_unavailable naming sql
 // means nothing changed; 503 naming redis means the state is saved in SQL
-// and reaches Redis when it answers (the relay applies it within a pass);
+// and reaches Redis when it answers (the relay or the recoverer applies it);
 // either way, retry. Both are refused 403 read_only in read-only mode.
 // Topic stats show "paused" and, while paused, "paused_at" (Unix ms) and
 // "paused_by".

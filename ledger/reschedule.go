@@ -15,7 +15,7 @@ import (
 // while the row waits (scheduled or retrying): a row a claim made
 // in_progress, or rewrote with a newer attempt, is left alone. It reports
 // whether the row now waits at ref.Attempt with runAt.
-func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, runAt int64) (bool, error) {
+func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int64) (bool, error) {
 	// lease_until is assigned before run_at and reads the old run_at:
 	// MySQL evaluates a single-table UPDATE's assignments left to right,
 	// SQLite reads every right-hand side from the old row; in this order
@@ -23,11 +23,11 @@ func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, runAt int64) (bo
 	q := "UPDATE `" + l.ledgerTable + "` SET" +
 		" lease_until = CASE WHEN state = ? THEN lease_until + (? - run_at) ELSE lease_until END," +
 		" run_at = ?, updated_at = ?" +
-		" WHERE topic = ? AND job_id = ? AND attempt = ? AND state IN (?, ?)"
+		" WHERE topic = ? AND job_id = ? AND attempt = ? AND state IN (?, ?) AND (? = 0 OR run_at = ?)"
 	var n int64
 	err := RetryDeadlocks(ctx, func() error {
 		res := l.conn(ctx).Exec(q, StateRetrying, runAt, runAt, l.nowMs(),
-			ref.Topic, ref.ID, ref.Attempt, StateScheduled, StateRetrying)
+			ref.Topic, ref.ID, ref.Attempt, StateScheduled, StateRetrying, from, from)
 		n = res.RowsAffected
 		return res.Error
 	})
@@ -38,7 +38,11 @@ func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, runAt int64) (bo
 		return true, nil
 	}
 	// MySQL counts changed rows only: a row that already had these values
-	// (the same millisecond) is not counted. Ask.
+	// (the same millisecond) is not counted. Ask, unless the fence asked
+	// for another run_at: a row at runAt then is someone else's move.
+	if from != 0 && from != runAt {
+		return false, nil
+	}
 	var same int64
 	err = l.conn(ctx).Table(l.ledgerTable).
 		Where("topic = ? AND job_id = ? AND attempt = ? AND state IN (?, ?) AND run_at = ?",

@@ -22,6 +22,10 @@ var (
 	ErrInFlight = errors.New("job is in flight")
 	// ErrDead is returned by Cancel for a dead job (requeue or purge it instead).
 	ErrDead = errors.New("job is dead")
+	// ErrContended is returned by Reschedule when the job kept moving
+	// (other reschedules, claims) while it tried: nothing of this call was
+	// applied; try again.
+	ErrContended = errors.New("job kept moving while being rescheduled")
 	// ErrNotFound is returned when a job id is not known to Redis (by
 	// Cancel: to Redis nor to the ledger).
 	ErrNotFound = errors.New("job not found")

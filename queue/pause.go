@@ -89,7 +89,12 @@ func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor s
 	// Redis is written even when SQL changed nothing: an earlier call may
 	// have failed at this step.
 	if paused {
-		err = c.rdb.Set(ctx, k.paused, pauseValue(st), 0).Err()
+		// A topic paused before its first job is listed all the same
+		// (GET /v1/topics, delayq stats, the gauge): an operator must see
+		// every pause in force, a mistyped topic name's included.
+		if err = c.rdb.Set(ctx, k.paused, pauseValue(st), 0).Err(); err == nil {
+			err = c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), topic).Err()
+		}
 	} else {
 		err = c.scripts.resume.Run(ctx, c.rdb, []string{k.paused, k.wake}, 0).Err()
 	}
@@ -193,6 +198,9 @@ func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string
 			}
 			if ok {
 				changed = append(changed, st.Topic)
+				if err := c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), st.Topic).Err(); err != nil {
+					return changed, fmt.Errorf("queue: list the paused topic %s: %w", st.Topic, err)
+				}
 			}
 		case !st.Paused && has && st.At > 0:
 			n, err := c.scripts.resume.Run(ctx, c.rdb, []string{ks[i].paused, ks[i].wake}, st.At).Int()

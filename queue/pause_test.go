@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,6 +160,16 @@ func TestPauseStoreFirst(t *testing.T) {
 	}
 	if st, err := c.PauseOf(ctx, "t"); err != nil || !st.Paused || st.By != "x" {
 		t.Fatalf("after ApplyPauses: %+v, %v", st, err)
+	}
+	// A topic paused before its first job is listed, so the pause is seen.
+	if topics, err := c.Topics(ctx); err != nil || !slices.Contains(topics, "t") {
+		t.Fatalf("topics after the pause of a topic without jobs: %v, %v", topics, err)
+	}
+	if _, err := c.Pause(ctx, &memPauses{}, "fresh", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if topics, err := c.Topics(ctx); err != nil || !slices.Contains(topics, "fresh") {
+		t.Fatalf("topics after pausing a topic without jobs: %v, %v", topics, err)
 	}
 }
 

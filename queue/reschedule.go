@@ -11,7 +11,7 @@ import (
 // rescheduleTries bounds how often Reschedule looks again at a job that
 // moved between its steps (claimed and retried, rescheduled by someone
 // else, or put back by a relay or recovery pass).
-const rescheduleTries = 5
+const rescheduleTries = 20
 
 // WhenKind says how a When names the new due time.
 type WhenKind uint8
@@ -77,8 +77,10 @@ type RescheduleLedger interface {
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 	// Reschedule moves run_at of ref's row to runAt (lease_until of a
 	// retrying row with it), only if the row waits (scheduled or retrying)
-	// at ref.Attempt. It reports whether the row does so now.
-	Reschedule(ctx context.Context, ref Ref, runAt int64) (bool, error)
+	// at ref.Attempt and, when from is not 0, its run_at is from (a
+	// compare-and-set: concurrent shifts of a row Redis lacks each apply).
+	// It reports whether the row waits at runAt now.
+	Reschedule(ctx context.Context, ref Ref, from, runAt int64) (bool, error)
 }
 
 // errRescheduleMoved is reschedule.lua's answer for a job that waits at
@@ -98,16 +100,21 @@ var errRescheduleMoved = errors.New("job moved meanwhile")
 // before the last due time a Reschedule returned):
 //
 //  1. Read Redis's clock (now, for RescheduleIn, and the seen-at of step 4)
-//     and the job: its state, attempt and due time. The target is computed
-//     here: at, now + delay, or the seen due time + shift.
-//  2. The ledger row first, if there is one (every waiting job of a durable
-//     topic, a retry on any topic): its run_at moves, fenced by the attempt
-//     seen and only while the row waits. A row a claim made in_progress
-//     meanwhile is not touched, and the answer is ErrInFlight.
+//     and the job: its state, attempt and due time, and its ledger row if
+//     it has one (every waiting job of a durable topic, a retry on any
+//     topic). The target is computed here: at, now + delay, or the due
+//     time + shift, the row's when there is a row (Redis's otherwise).
+//  2. The ledger row first: its run_at moves to the target by a
+//     compare-and-set on the run_at and attempt read in step 1, only while
+//     the row waits; a row that moved meanwhile (a concurrent reschedule)
+//     is read again from step 1, so concurrent shifts each apply once. A
+//     row a claim made in_progress is not touched (ErrInFlight). Once the
+//     row has this call's move, later rounds only bring Redis to the row.
 //  3. Then Redis (reschedule.lua): compare and set, fenced by the attempt
 //     and the due time step 1 saw; refused for a job in flight or dead. A
-//     job that moved meanwhile (claimed and retried, or rescheduled by
-//     someone else) is looked at again from step 1.
+//     job that moved meanwhile (claimed and retried, or moved by a
+//     concurrent call's own step 3) is looked at again. A call that keeps
+//     losing answers ErrContended.
 //  4. A job Redis has no trace of (a durable job beyond the horizon, or
 //     lost) is moved in its row and then created in Redis at the new time
 //     (restore.lua with the seen-at of step 1, so a job that ran and was
@@ -163,8 +170,12 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 		return nil, err
 	}
 	var (
-		target  int64 // the new due time, once computed
-		sqlDone bool  // an earlier round moved the row to target
+		// accepted: this call's move is in the ledger row (its
+		// compare-and-set won). Later rounds only bring Redis to the row's
+		// due time: computing a shift again would apply it twice, or on top
+		// of a concurrent shift that built on this one.
+		accepted bool
+		old      int64 // the row's due time this call moved from
 	)
 	for range rescheduleTries {
 		seen, err := c.Time(ctx)
@@ -176,66 +187,58 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 		if err != nil {
 			return nil, err
 		}
-		var cur int64 // the due time seen
-		var attempt int
-		var row *RestoreRow
 		switch info.State {
 		case StateInFlight:
 			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)
 		case StateDead:
 			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrDead)
-		case StateUnknown:
+		}
+		inRedis := info.State != StateUnknown
+		var row *RestoreRow
+		if !inRedis || info.Job.Attempt > 0 || c.IsDurable(topic) {
 			if row, err = l.Lookup(ctx, topic, id); err != nil {
 				return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
 			}
 			switch {
-			case row == nil:
+			case row == nil && !inRedis:
 				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
-			case !row.Retrying && !row.Scheduled:
-				return nil, fmt.Errorf("queue: reschedule %s/%s: not in Redis, and the ledger says a worker holds it: %w", topic, id, ErrInFlight)
+			case row != nil && !row.Retrying && !row.Scheduled:
+				// A claim recorded it, or its last claim's lease ran out
+				// and the next claim is about to take it over (Redis put
+				// it back due at once).
+				return nil, fmt.Errorf("queue: reschedule %s/%s: the ledger says a worker holds it: %w", topic, id, ErrInFlight)
 			}
-			cur, attempt = row.RunAt, row.Attempt
-		default:
-			cur, attempt = info.Score, info.Job.Attempt
+			// A job Redis holds with no row at all (enqueued before its
+			// topic became durable, or its row lost) has only Redis to move.
 		}
-		// A shift is from the due time seen now, unless what is seen is
-		// this call's own target, which a pass pushed from the row an
-		// earlier round moved.
-		if target == 0 || !(sqlDone && cur == target) {
-			if target, err = c.resolveWhen(to, now, cur); err != nil {
+		if row == nil {
+			target, err := c.resolveWhen(to, now, info.Score)
+			if err != nil {
 				return nil, err
 			}
+			res, err := c.rescheduleWaiting(ctx, topic, id, info.Job.Attempt, info.Score, target)
+			if errors.Is(err, errRescheduleMoved) || errors.Is(err, ErrNotFound) {
+				continue // moved, or lost: look again
+			}
+			return res, err
 		}
-		if row != nil || attempt > 0 || c.IsDurable(topic) {
-			ok, err := l.Reschedule(ctx, Ref{Topic: topic, ID: id, Attempt: attempt}, target)
+		// The row is where moves are ordered: its due time is read, the new
+		// one computed from it and written only if it is still the same.
+		target := row.RunAt
+		if !accepted {
+			if target, err = c.resolveWhen(to, now, row.RunAt); err != nil {
+				return nil, err
+			}
+			ok, err := l.Reschedule(ctx, Ref{Topic: topic, ID: id, Attempt: row.Attempt}, row.RunAt, target)
 			if err != nil {
 				return nil, fmt.Errorf("queue: reschedule %s/%s: move its ledger row: %w: %w", topic, id, ErrLedger, err)
 			}
 			if !ok {
-				if row != nil {
-					continue // claimed, finished or cancelled meanwhile
-				}
-				// Not waiting at that attempt: a claim made it in_progress
-				// (the next round sees the lease) or the job moved on. A job
-				// Redis holds with no row at all (enqueued before its topic
-				// became durable, or its row lost) has only Redis to move.
-				again, err := l.Lookup(ctx, topic, id)
-				switch {
-				case err != nil:
-					return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
-				case again != nil && !again.Retrying && !again.Scheduled:
-					// A claim recorded it meanwhile, or its last claim's
-					// lease ran out and the next claim is about to take
-					// it over (Redis put it back due at once).
-					return nil, fmt.Errorf("queue: reschedule %s/%s: the ledger says a worker holds it: %w", topic, id, ErrInFlight)
-				case again != nil:
-					continue // waiting at another attempt: look again
-				}
-			} else {
-				sqlDone = true
+				continue // moved, claimed, finished or cancelled meanwhile: look again
 			}
+			accepted, old = true, row.RunAt
 		}
-		if row != nil {
+		if !inRedis {
 			out, err := c.restoreAt(ctx, row, target, now)
 			switch {
 			case err != nil:
@@ -243,23 +246,30 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 			case out == RestoreCreated:
 				j := &Job{Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError}
-				return &Rescheduled{Job: j, OldRunAt: cur, RunAt: j.RunAt}, nil
+				return &Rescheduled{Job: j, OldRunAt: old, RunAt: target}, nil
 			case out == RestoreGone:
 				// Acked, or cancelled, since step 1: the job is over.
 				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
 			}
 			continue // a pass put it back meanwhile: move it there
 		}
-		res, err := c.rescheduleWaiting(ctx, topic, id, attempt, cur, target)
+		res, err := c.rescheduleWaiting(ctx, topic, id, info.Job.Attempt, info.Score, target)
 		if errors.Is(err, errRescheduleMoved) || errors.Is(err, ErrNotFound) {
-			continue // moved, or lost: look again
+			continue // moved (a concurrent call's Redis step, a pass), or lost: bring it to the row again
 		}
 		if err != nil {
 			return nil, err
 		}
+		res.OldRunAt = old
 		return res, nil
 	}
-	return nil, fmt.Errorf("queue: reschedule %s/%s: the job moved %d times while being rescheduled; try again", topic, id, rescheduleTries)
+	if accepted {
+		// The row has this call's move; Redis is brought to it by the next
+		// call, or by the relay's or recoverer's pass if Redis lost it.
+		return nil, fmt.Errorf("queue: reschedule %s/%s: the job moved %d times while Redis was brought to its ledger row; try again: %w",
+			topic, id, rescheduleTries, ErrContended)
+	}
+	return nil, fmt.Errorf("queue: reschedule %s/%s: the job moved %d times while being rescheduled; try again: %w", topic, id, rescheduleTries, ErrContended)
 }
 
 // RescheduleObserver is an EnqueueObserver that also hears of every

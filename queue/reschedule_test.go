@@ -318,3 +318,55 @@ func TestRescheduleRefusesAJobBeingTakenOver(t *testing.T) {
 		t.Fatalf("moved to %d", info.Score)
 	}
 }
+
+// Concurrent shifts of one durable job each apply once or fail with
+// ErrContended, never silently: the job ends moved by the sum of the
+// accepted shifts, in both stores, whether Redis has it (within the
+// horizon) or only its row does (beyond it). A probe found 30 parallel
+// +1 s shifts of one job move it 24 s, all answered 200.
+func TestRescheduleConcurrentShiftsAllApply(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	c, err := queue.New(e.rdb, queue.Config{Namespace: e.ns, Store: e.led, Horizon: time.Minute,
+		TopicDurability: map[string]queue.Durability{durableT: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "near", Delay: 30 * time.Second})
+	mustEnqueue(t, e.env, durableT, queue.NewJob{ID: "far", Delay: 2 * time.Hour})
+	for _, id := range []string{"near", "far"} {
+		before, err := e.led.Row(ctx, durableT, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const callers = 12
+		errs := make(chan error, callers)
+		for range callers {
+			go func() {
+				_, err := e.c.Reschedule(ctx, e.led, durableT, id, queue.RescheduleBy(time.Second))
+				errs <- err
+			}()
+		}
+		ok := 0
+		for range callers {
+			switch err := <-errs; {
+			case err == nil:
+				ok++
+			case !errors.Is(err, queue.ErrContended):
+				t.Fatalf("%s: %v", id, err)
+			}
+		}
+		row, err := e.led.Row(ctx, durableT, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := before.RunAt + int64(ok)*1000; row.RunAt != want || ok == 0 {
+			t.Fatalf("%s: %d of %d shifts of +1 s accepted; the row moved %d ms, want %d", id, ok, callers, row.RunAt-before.RunAt, want-before.RunAt)
+		}
+		if info := mustGet(t, e.env, durableT, id); info.State != queue.StateUnknown && info.Score != row.RunAt {
+			t.Fatalf("%s: Redis has it at %d, the row at %d", id, info.Score, row.RunAt)
+		}
+		t.Logf("%s: %d of %d concurrent shifts accepted, the rest ErrContended", id, ok, callers)
+	}
+}

@@ -43,10 +43,10 @@ func (l *stalePasses) passes(ctx context.Context) {
 	}
 }
 
-func (l *stalePasses) Reschedule(ctx context.Context, ref queue.Ref, runAt int64) (bool, error) {
+func (l *stalePasses) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int64) (bool, error) {
 	l.passes(ctx)
 	defer l.passes(ctx)
-	return l.RescheduleLedger.Reschedule(ctx, ref, runAt)
+	return l.RescheduleLedger.Reschedule(ctx, ref, from, runAt)
 }
 
 // A pass that read a job's row before Reschedule moved it, and pushes that

@@ -117,6 +117,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == httpapi.CodeJobInFlight
 	case queue.ErrDead:
 		return e.Code == httpapi.CodeJobDead
+	case queue.ErrContended:
+		return e.Code == httpapi.CodeJobContended
 	case queue.ErrInvalid:
 		// 400 is bad input; 413 a body over the server's limit (a payload
 		// too large for it); 415 cannot come from this client.

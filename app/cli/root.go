@@ -71,7 +71,7 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer, version str
 		return ExitUsage
 	case errors.Is(err, queue.ErrNotFound):
 		return ExitNotFound
-	case errors.Is(err, queue.ErrInFlight), errors.Is(err, queue.ErrDead):
+	case errors.Is(err, queue.ErrInFlight), errors.Is(err, queue.ErrDead), errors.Is(err, queue.ErrContended):
 		return ExitConflict
 	}
 	return ExitFailure

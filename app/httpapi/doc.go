@@ -64,7 +64,9 @@
 // none 400 missing_field. It answers 200 with the job view (run_at the
 // accepted due time: the job runs then or after, never before) and
 // previous_run_at; 409 job_in_flight when a worker holds the job (a
-// claim won the race), 409 job_dead, 404 for no such job, 503
+// claim won the race), 409 job_dead, 409 job_contended when the job kept
+// moving (other reschedules, claims) while it tried (retry; concurrent
+// shifts each apply once or fail with it), 404 for no such job, 503
 // backend_unavailable naming redis or sql (nothing moved in Redis; repeat
 // it: with shift_ms, read the job first). A job moved earlier than the
 // topic's head wakes the workers at once. It stays open with
@@ -223,6 +225,7 @@
 //	405 method_not_allowed      the path takes other methods, listed in the Allow header
 //	409 job_in_flight           a worker holds the job
 //	409 job_dead                the job is dead: requeue or purge it
+//	409 job_contended           a reschedule lost to other moves of the job too often: retry
 //	409 insufficient_stock      orders: not enough stock for an item
 //	409 order_closed            orders: paying an order whose window ended
 //	413 body_too_large          a body over Deps.MaxBodyBytes (orders: orderclose.Config.MaxBodyBytes)

@@ -45,6 +45,7 @@ const (
 	CodeMethodNotAllowed     = httpjson.CodeMethodNotAllowed     // 405, with an Allow header
 	CodeJobInFlight          = "job_in_flight"                   // 409: a worker holds the job; its handler may be running
 	CodeJobDead              = "job_dead"                        // 409: the job is dead; requeue or purge it instead
+	CodeJobContended         = "job_contended"                   // 409: a reschedule lost to other moves of the job too often; try again
 	CodeBodyTooLarge         = httpjson.CodeBodyTooLarge         // 413: body over Deps.MaxBodyBytes
 	CodeUnsupportedMediaType = httpjson.CodeUnsupportedMediaType // 415: a body that is not application/json
 	CodeInternal             = httpjson.CodeInternal             // 500
@@ -111,6 +112,9 @@ func classify(err error) *apiError {
 	case errors.Is(err, queue.ErrInFlight):
 		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobInFlight,
 			Message: "the job is in flight: a worker holds it and its handler may be running"}, Cause: err}
+	case errors.Is(err, queue.ErrContended):
+		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobContended,
+			Message: "the job kept moving (other reschedules or claims) while this one tried; try again"}, Cause: err}
 	case errors.Is(err, queue.ErrDead):
 		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobDead,
 			Message: "the job is dead: requeue or purge it instead"}, Cause: err}

@@ -68,7 +68,10 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 		during <- seen{j.ID, r.State, r.Attempt}
 		switch {
 		case j.ID == "flaky" && j.Attempt == 1:
-			return queue.RetryAfter(errors.New("not yet"), 50*time.Millisecond)
+			// An hour: the test reads the retrying row, then moves the
+			// retry to now (a short backoff let a loaded host claim it
+			// again before the test looked).
+			return queue.RetryAfter(errors.New("not yet"), time.Hour)
 		case j.ID == "flaky":
 			<-retried // the test looked at the retrying row
 		case j.ID == "doomed":
@@ -85,6 +88,9 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 		t.Fatalf("flaky between attempts: %+v %v", r, ok)
 	}
 	close(retried)
+	if _, err := e.c.Reschedule(ctx, e.led, durableT, "flaky", queue.RescheduleIn(0)); err != nil {
+		t.Fatal(err)
+	}
 	obs.completed.WaitAtLeast(ctx, t, 2, "two jobs completed")
 	obs.dead.WaitAtLeast(ctx, t, 1, "doomed dead")
 	close(during)

@@ -106,18 +106,11 @@ func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor s
 
 // PauseOf returns topic's pause state as Redis has it: the one workers obey.
 func (c *Client) PauseOf(ctx context.Context, topic string) (PauseState, error) {
-	k, err := c.keysFor(topic)
+	m, err := c.PausesOf(ctx, []string{topic})
 	if err != nil {
 		return PauseState{}, err
 	}
-	v, err := c.rdb.Get(ctx, k.paused).Result()
-	if errors.Is(err, redis.Nil) {
-		return PauseState{Topic: topic}, nil
-	}
-	if err != nil {
-		return PauseState{}, fmt.Errorf("queue: pause state of %s: %w", topic, err)
-	}
-	return parsePause(topic, v), nil
+	return m[topic], nil
 }
 
 // PausesOf returns the pause state of each of topics as Redis has it, in

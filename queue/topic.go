@@ -279,12 +279,7 @@ func (tr *topicRunner) holdStart(ctx context.Context, claimedAt int64) {
 	if wait <= 0 {
 		return
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-	}
+	sleep(ctx, wait)
 }
 
 // releaseQueued hands back every job claimed but not started (shutdown).

@@ -307,15 +307,22 @@ func (c *Client) RequeueDead(ctx context.Context, topic string, req httpapi.Requ
 // A 503 naming redis means the pause is saved in SQL and not applied to
 // Redis yet; calling again is safe.
 func (c *Client) Pause(ctx context.Context, topic string) (httpapi.PauseResponse, error) {
-	var out httpapi.PauseResponse
-	err := c.do(ctx, http.MethodPost, topicPath(topic)+"/pause", nil, nil, &out)
-	return out, err
+	return c.SetPaused(ctx, topic, true)
 }
 
 // Resume sends POST /v1/topics/{topic}/resume: the topic's state after it.
 func (c *Client) Resume(ctx context.Context, topic string) (httpapi.PauseResponse, error) {
+	return c.SetPaused(ctx, topic, false)
+}
+
+// SetPaused is Pause when paused, else Resume.
+func (c *Client) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
+	path := topicPath(topic) + "/resume"
+	if paused {
+		path = topicPath(topic) + "/pause"
+	}
 	var out httpapi.PauseResponse
-	err := c.do(ctx, http.MethodPost, topicPath(topic)+"/resume", nil, nil, &out)
+	err := c.do(ctx, http.MethodPost, path, nil, nil, &out)
 	return out, err
 }
 

@@ -125,8 +125,7 @@ the new one or after it, never before.`,
 			if err != nil {
 				return err
 			}
-			v := httpapi.NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: r.RunAt, Job: r.Job}, true)
-			return a.emit(httpapi.RescheduledView{JobView: v, PreviousRunAt: r.OldRunAt}, func(w io.Writer) {
+			return a.emit(httpapi.NewRescheduledView(r), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "WAS DUE", "DUE")
 				row(w, r.Job.Topic, r.Job.ID, ms(r.OldRunAt), ms(r.RunAt))
 			})

@@ -184,15 +184,7 @@ func (s *apiStore) SetPaused(ctx context.Context, topic string, paused bool) (ht
 	if err := queue.ValidateTopic(topic); err != nil {
 		return httpapi.PauseResponse{}, err
 	}
-	var (
-		out httpapi.PauseResponse
-		err error
-	)
-	if paused {
-		out, err = s.c.Pause(ctx, topic)
-	} else {
-		out, err = s.c.Resume(ctx, topic)
-	}
+	out, err := s.c.SetPaused(ctx, topic, paused)
 	return out, s.explain(err)
 }
 

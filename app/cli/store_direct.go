@@ -86,6 +86,10 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 		}
 		topics = httpapi.WithSQLOnlyTopics(topics, counts, q.IsDurable)
 	}
+	pauses, err := q.PausesOf(ctx, topics) // one round trip for all
+	if err != nil {
+		return nil, err
+	}
 	all := make([]httpapi.TopicStats, 0, len(topics))
 	for _, t := range topics {
 		st, err := q.Stats(ctx, t)
@@ -93,11 +97,7 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 			return nil, err
 		}
 		st.Topic = t
-		p, err := q.PauseOf(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		v := httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), p)
+		v := httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), pauses[t])
 		v.RateLimit = httpapi.NewRateLimitView(s.cfg.Worker.RateLimit(t))
 		all = append(all, v)
 	}
@@ -107,28 +107,17 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as
 // "cli:<user>@<host>", and logs the audit line the API logs.
 func (s *directStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
-	who := cliActor()
-	var (
-		st  queue.PauseState
-		err error
-	)
-	action := "resume"
-	if paused {
-		action = "pause"
-		st, err = s.b.Queue.Pause(ctx, s.b.Ledger, topic, who)
-	} else {
-		st, err = s.b.Queue.Resume(ctx, s.b.Ledger, topic, who)
-	}
-	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
+	st, err := httpapi.SetPaused(ctx, s.b.Queue, s.b.Ledger, s.log, topic, cliActor(), paused)
+	switch {
+	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return httpapi.PauseResponse{}, err
-	}
-	log := s.log.WithFields(logrus.Fields{"topic": topic, "action": action, "actor": who,
-		"at": time.UnixMilli(st.At).UTC().Format(time.RFC3339Nano), "changed": st.Changed})
-	if err != nil {
-		log.WithError(err).Warn("audit: topic " + action + " saved in SQL, not applied to Redis yet")
+	case err != nil:
+		action := "resume"
+		if paused {
+			action = "pause"
+		}
 		return httpapi.PauseResponse{}, fmt.Errorf("the %s is saved in SQL; Redis did not answer, and the relay applies it once it does (run the command again to confirm): %w", action, err)
 	}
-	log.Info("audit: topic " + action)
 	return httpapi.NewPauseResponse(topic, st), nil
 }
 

@@ -133,8 +133,9 @@ func New(d Deps) (http.Handler, error) {
 		ready:     d.Ready,
 		log:       d.Logger,
 		schedules: d.Schedules,
+
+		rateLimits: d.RateLimits,
 	}
-	a.rateLimits = d.RateLimits
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}

@@ -201,6 +201,13 @@ type RescheduledView struct {
 	PreviousRunAt int64 `json:"previous_run_at"`
 }
 
+// NewRescheduledView renders what a Reschedule returned: the job waiting
+// at its new due time, and the one it had.
+func NewRescheduledView(r *queue.Rescheduled) RescheduledView {
+	v := NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: r.RunAt, Job: r.Job}, true)
+	return RescheduledView{JobView: v, PreviousRunAt: r.OldRunAt}
+}
+
 // when turns a reschedule request into the queue's When, refusing anything
 // but exactly one field and counts that do not fit a duration.
 func (req *RescheduleRequest) when() (queue.When, error) {
@@ -269,7 +276,6 @@ func (a *api) rescheduleJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": res.Job.Attempt, "to": to.String(),
 		"previous_run_at": res.OldRunAt, "run_at": res.RunAt, "remote": r.RemoteAddr}).Info("httpapi: job rescheduled")
-	v := NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: res.RunAt, Job: res.Job}, true)
-	writeJSON(w, http.StatusOK, RescheduledView{JobView: v, PreviousRunAt: res.OldRunAt})
+	writeJSON(w, http.StatusOK, NewRescheduledView(res))
 	return nil
 }

@@ -57,31 +57,41 @@ func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	if err := a.refuseReadOnly(what); err != nil {
 		return err
 	}
-	who := actor(r)
-	var (
-		st  queue.PauseState
-		err error
-	)
-	if paused {
-		st, err = a.q.Pause(r.Context(), a.l, topic, who)
-	} else {
-		st, err = a.q.Resume(r.Context(), a.l, topic, who)
-	}
-	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
+	st, err := SetPaused(r.Context(), a.q, a.l, a.log.WithField("remote", r.RemoteAddr), topic, actor(r), paused)
+	switch {
+	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return fromRedis(err) // SQL failed: nothing was written
-	}
-	log := a.log.WithFields(logrus.Fields{
-		"topic": topic, "action": action, "actor": who, "remote": r.RemoteAddr,
-		"at": time.UnixMilli(st.At).UTC().Format(time.RFC3339Nano), "changed": st.Changed,
-	})
-	if err != nil {
-		log.WithError(err).Warn("audit: topic " + action + " saved in SQL, not applied to Redis yet")
+	case err != nil:
 		return &apiError{Status: http.StatusServiceUnavailable, ErrorDetail: ErrorDetail{Code: CodeBackendUnavailable,
 			Message: "redis is unavailable: the " + action + " is saved in SQL and is applied to Redis when it answers; retry to confirm"}, Cause: err}
 	}
-	log.Info("audit: topic " + action)
 	writeJSON(w, http.StatusOK, NewPauseResponse(topic, st))
 	return nil
+}
+
+// SetPaused pauses (or resumes) topic as who, and logs the audit line of
+// every call that reached SQL on log (which carries the caller's own
+// fields, the remote address of a request): topic, action, actor, time,
+// changed. The API and the CLI on the backends directly both call it. An
+// error wrapping queue.ErrNotApplied means the state is saved in SQL and
+// not in Redis yet; any other error means nothing changed.
+func SetPaused(ctx context.Context, q *queue.Client, store queue.PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (queue.PauseState, error) {
+	action, set := "resume", q.Resume
+	if paused {
+		action, set = "pause", q.Pause
+	}
+	st, err := set(ctx, store, topic, who)
+	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
+		return st, err
+	}
+	l := log.WithFields(logrus.Fields{"topic": topic, "action": action, "actor": who,
+		"at": time.UnixMilli(st.At).UTC().Format(time.RFC3339Nano), "changed": st.Changed})
+	if err != nil {
+		l.WithError(err).Warn("audit: topic " + action + " saved in SQL, not applied to Redis yet")
+		return st, err
+	}
+	l.Info("audit: topic " + action)
+	return st, nil
 }
 
 // actorKey is the context key of the authenticated caller's name.

@@ -9,7 +9,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -51,43 +50,29 @@ func (s *Service) Extend(ctx context.Context, orderNo string, by time.Duration) 
 	now := s.cfg.Now().UnixMilli()
 	ms := by.Milliseconds()
 	latest := now + s.cfg.MaxPaymentWindow.Milliseconds()
-	var changed int64
-	err := ledger.RetryDeadlocks(ctx, func() error {
-		res := s.db.WithContext(ctx).Model(&Order{}).
-			Where("order_no = ? AND status = ? AND pay_deadline > ? AND pay_deadline <= ?", orderNo, StatusPending, now, latest-ms).
-			Updates(map[string]any{
-				"pay_deadline": gorm.Expr("pay_deadline + ?", ms),
-				"version":      gorm.Expr("version + 1"),
-			})
-		changed = res.RowsAffected
-		return res.Error
-	})
+	o, changed, err := s.updateOrder(ctx, "extend", orderNo, map[string]any{
+		"pay_deadline": gorm.Expr("pay_deadline + ?", ms),
+		"version":      gorm.Expr("version + 1"),
+	}, "status = ? AND pay_deadline > ? AND pay_deadline <= ?", StatusPending, now, latest-ms)
 	if err != nil {
-		return nil, fmt.Errorf("orderclose: extend %s: %w", orderNo, err)
+		return nil, err
 	}
-	var o Order
-	if err := s.db.WithContext(ctx).Where("order_no = ?", orderNo).Take(&o).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrOrderNotFound)
-		}
-		return nil, fmt.Errorf("orderclose: extend %s: %w", orderNo, err)
-	}
-	if changed == 0 {
+	if !changed {
 		switch {
 		case o.Status == StatusPaid:
-			return &o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrOrderPaid)
+			return o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrOrderPaid)
 		case o.Status == StatusClosed:
-			return &o, fmt.Errorf("orderclose: extend %s: %w (reason %s)", orderNo, ErrOrderClosed, o.CloseReason)
+			return o, fmt.Errorf("orderclose: extend %s: %w (reason %s)", orderNo, ErrOrderClosed, o.CloseReason)
 		case o.PayDeadline <= now:
-			return &o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrWindowOver)
+			return o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrWindowOver)
 		}
-		return &o, &InputError{Field: "by_ms", Reason: fmt.Sprintf(
+		return o, &InputError{Field: "by_ms", Reason: fmt.Sprintf(
 			"%d: the window would end %d ms from now, past orders.max_payment_window (%d)",
 			ms, o.PayDeadline+ms-now, s.cfg.MaxPaymentWindow.Milliseconds())}
 	}
 	s.orderLog(orderNo).WithFields(logrus.Fields{"pay_deadline": o.PayDeadline, "by_ms": ms}).Info("payment window extended")
-	s.rescheduleClose(ctx, &o)
-	return &o, nil
+	s.rescheduleClose(ctx, o)
+	return o, nil
 }
 
 // rescheduleClose moves an extended order's close job to its new deadline.

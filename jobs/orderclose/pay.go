@@ -11,6 +11,32 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
+// updateOrder runs one conditional UPDATE of orderNo's order (the
+// order_no and cond, retried on deadlocks) and reads the order back;
+// changed says whether cond held. verb names the operation in errors; an
+// order that does not exist is ErrOrderNotFound.
+func (s *Service) updateOrder(ctx context.Context, verb, orderNo string, set map[string]any, cond string, args ...any) (*Order, bool, error) {
+	var changed int64
+	err := ledger.RetryDeadlocks(ctx, func() error {
+		res := s.db.WithContext(ctx).Model(&Order{}).
+			Where("order_no = ? AND "+cond, append([]any{orderNo}, args...)...).
+			Updates(set)
+		changed = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("orderclose: %s %s: %w", verb, orderNo, err)
+	}
+	var o Order
+	if err := s.db.WithContext(ctx).Where("order_no = ?", orderNo).Take(&o).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, false, fmt.Errorf("orderclose: %s %s: %w", verb, orderNo, ErrOrderNotFound)
+		}
+		return nil, false, fmt.Errorf("orderclose: %s %s: %w", verb, orderNo, err)
+	}
+	return &o, changed > 0, nil
+}
+
 // Pay marks an order paid: a conditional update from pending_payment only,
 // so that it and the close job can never both succeed. Paying an order
 // already paid succeeds again (payment notifications repeat); a closed
@@ -26,38 +52,24 @@ func (s *Service) Pay(ctx context.Context, orderNo string) (*Order, error) {
 		return nil, err
 	}
 	now := s.cfg.Now().UnixMilli()
-	var changed int64
-	err := ledger.RetryDeadlocks(ctx, func() error {
-		res := s.db.WithContext(ctx).Model(&Order{}).
-			Where("order_no = ? AND status = ?", orderNo, StatusPending).
-			Updates(map[string]any{
-				"status":  StatusPaid,
-				"paid_at": now,
-				"version": gorm.Expr("version + 1"),
-			})
-		changed = res.RowsAffected
-		return res.Error
-	})
+	o, changed, err := s.updateOrder(ctx, "pay", orderNo, map[string]any{
+		"status":  StatusPaid,
+		"paid_at": now,
+		"version": gorm.Expr("version + 1"),
+	}, "status = ?", StatusPending)
 	if err != nil {
-		return nil, fmt.Errorf("orderclose: pay %s: %w", orderNo, err)
-	}
-	var o Order
-	if err := s.db.WithContext(ctx).Where("order_no = ?", orderNo).Take(&o).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, fmt.Errorf("orderclose: pay %s: %w", orderNo, ErrOrderNotFound)
-		}
-		return nil, fmt.Errorf("orderclose: pay %s: %w", orderNo, err)
+		return nil, err
 	}
 	switch {
 	case o.Status == StatusClosed:
-		return &o, fmt.Errorf("orderclose: pay %s: %w (reason %s)", orderNo, ErrOrderClosed, o.CloseReason)
-	case changed == 0:
+		return o, fmt.Errorf("orderclose: pay %s: %w (reason %s)", orderNo, ErrOrderClosed, o.CloseReason)
+	case !changed:
 		s.orderLog(orderNo).Debug("order already paid")
-		return &o, nil
+		return o, nil
 	}
 	s.orderLog(orderNo).Debug("order paid")
 	s.cancelClose(ctx, orderNo)
-	return &o, nil
+	return o, nil
 }
 
 // cancelClose removes a paid order's close job if it is still waiting,

@@ -38,9 +38,15 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[1])
 local leaseUntil = now + tonumber(ARGV[2])
 
+-- A paused topic hands out nothing. The check is here, in the same atomic
+-- step as the claim, so a pause holds for every worker from the instant
+-- its key is written. Expired leases still go back to due below: a paused
+-- topic's jobs wait in one place. Its bucket is not even read.
+local paused = redis.call('EXISTS', KEYS[5])
+
 local rate, burst = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0
 local tokens, limited = 0, false
-if rate > 0 then
+if rate > 0 and paused == 0 then
   burst = math.max(burst, 1)
   tokens = burst
   local b = redis.call('HMGET', KEYS[6], 'tokens', 'at')
@@ -60,12 +66,6 @@ for i = 1, #expired, 2 do
   redis.call('ZREM', KEYS[2], expired[i])
   redis.call('ZADD', KEYS[1], expired[i + 1], expired[i])
 end
-
--- A paused topic hands out nothing. The check is here, in the same atomic
--- step as the claim, so a pause holds for every worker from the instant
--- its key is written. Expired leases still went back to due above: a
--- paused topic's jobs wait in one place.
-local paused = redis.call('EXISTS', KEYS[5])
 
 local claimed, buried = {}, {}
 local ids = {}
@@ -109,7 +109,7 @@ if rate > 0 then
   if #claimed > 0 then
     -- Written only when spent: the refill is linear up to the cap, so an
     -- unchanged bucket computes the same later from its old {tokens, at}.
-    tokens = tokens - #claimed / 2
+    tokens = tokens - #claimed / 2 -- claimed is a flat {id, envelope, ...} list: one token per job
     redis.call('HSET', KEYS[6], 'tokens', tostring(tokens), 'at', now)
     -- Idle for a full refill the bucket is full, the same as gone: it
     -- expires after twice that, so idle topics keep no bucket.

@@ -240,8 +240,17 @@ func TestPauseAcrossProcesses(t *testing.T) {
 		resumedAt.UnixMilli()-50).Scan(&firsts).Error; err != nil {
 		t.Fatal(err)
 	}
+	// A fetcher that missed the wake would claim at its pausedRecheck (30 s)
+	// at the earliest: 5 s tells the two apart on any host.
+	if len(firsts) == 0 {
+		t.Fatal("no claim after the resume")
+	}
 	for _, f := range firsts {
-		t.Logf("%s: first claim %d ms after Resume returned", f.Worker, f.First-resumedAt.UnixMilli())
+		after := f.First - resumedAt.UnixMilli()
+		t.Logf("%s: first claim %d ms after Resume returned", f.Worker, after)
+		if after > 5000 {
+			t.Errorf("%s claimed first %d ms after the resume: it slept to its recheck instead of waking", f.Worker, after)
+		}
 	}
 	t.Logf("%d jobs ran before the pause, %d after the resume", ranAtPause, total-ranAtPause)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -60,6 +61,10 @@ func childMain(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	go func() { // the test keeps stdin open: EOF means it is gone, so go too
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := logrus.New()
@@ -134,6 +139,9 @@ type proc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  string
+	// stdin is held open (kept referenced: a collected pipe closes) until
+	// the test process exits: its EOF stops the child.
+	stdin io.WriteCloser
 }
 
 func startChild(t *testing.T, spec childSpec) *proc {
@@ -153,6 +161,9 @@ func startChild(t *testing.T, spec childSpec) *proc {
 	p.cmd.Env = append(os.Environ(), envChild+"="+string(b))
 	p.cmd.Stderr = logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,8 @@ var (
 )
 
 // Ledger is the SQL ledger on one database. It is safe for concurrent use; it
-// holds no state besides its configuration.
+// holds no state besides its configuration, its estimate of the SQL clock
+// and its write counts.
 type Ledger struct {
 	db          *gorm.DB
 	dialect     dialect
@@ -26,6 +27,8 @@ type Ledger struct {
 	stateTable  string // topic state: the operators' pauses (topicstate.go)
 	// clock estimates the SQL server's clock for Schedule (sqlclock.go).
 	clock *sqlClock
+	// writes counts commits (writestats.go).
+	writes *writeCounter
 }
 
 // New returns a Ledger on db (MySQL/MariaDB or SQLite). It does not touch the
@@ -55,6 +58,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		deadTable:   opts.TablePrefix + "dead_letter",
 		stateTable:  opts.TablePrefix + "topic_state",
 		clock:       &sqlClock{},
+		writes:      &writeCounter{},
 	}, nil
 }
 
@@ -95,7 +99,7 @@ func (l *Ledger) batchSize(perItem, fixed int) int {
 func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func(db *gorm.DB, lo, hi int) error) error {
 	size := l.batchSize(perItem, fixed)
 	if n <= size {
-		return RetryDeadlocks(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
+		return l.autocommit(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
 	}
 	return l.transaction(ctx, func(tx *gorm.DB) error {
 		return forSpans(n, size, func(lo, hi int) error { return stmt(tx, lo, hi) })
@@ -105,7 +109,18 @@ func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func
 // transaction runs fn in a transaction, run again as a whole if it was
 // rolled back as a deadlock victim.
 func (l *Ledger) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
-	return RetryDeadlocks(ctx, func() error { return l.conn(ctx).Transaction(fn) })
+	return l.autocommit(ctx, func() error { return l.conn(ctx).Transaction(fn) })
+}
+
+// autocommit runs op, one commit on the ledger's own connections (a write
+// statement alone, or a transaction), again as a whole if it was a deadlock
+// victim, and counts the commit when it succeeded.
+func (l *Ledger) autocommit(ctx context.Context, op func() error) error {
+	err := RetryDeadlocks(ctx, op)
+	if err == nil {
+		l.writes.committed()
+	}
+	return err
 }
 
 // forSpans calls fn on consecutive spans [lo, hi) of at most size items.

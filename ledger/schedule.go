@@ -150,7 +150,7 @@ func (l *Ledger) schedule(ctx context.Context, tx *gorm.DB, topic string, jobs [
 		err = run(tx)
 	case l.scheduleFitsOne(jobs):
 		// Two statements, each atomic on its own: nothing to roll back.
-		err = RetryDeadlocks(ctx, func() error { return run(l.conn(ctx)) })
+		err = l.autocommit(ctx, func() error { return run(l.conn(ctx)) })
 	default:
 		err = l.transaction(ctx, run)
 	}

@@ -1,0 +1,27 @@
+package ledger
+
+import "sync/atomic"
+
+// WriteStats counts what the ledger wrote since it was made: the figure
+// that bounds a worker on a database whose commits are slow (each commit
+// waits for the log's flush), whatever the machine's CPU.
+type WriteStats struct {
+	// Commits is the write transactions the ledger committed on its own
+	// connections: an autocommit write statement counts one, an explicit
+	// transaction one. Writes inside a caller's transaction (Tx, SQLTx,
+	// Transactional) are the caller's commit and are not counted.
+	Commits int64 `json:"commits"`
+}
+
+// writeCounter is the ledger's live WriteStats.
+type writeCounter struct {
+	commits atomic.Int64
+}
+
+// committed counts one commit.
+func (c *writeCounter) committed() { c.commits.Add(1) }
+
+// WriteStats returns the ledger's write counts so far.
+func (l *Ledger) WriteStats() WriteStats {
+	return WriteStats{Commits: l.writes.commits.Load()}
+}

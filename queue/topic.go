@@ -20,8 +20,8 @@ type topicRunner struct {
 	cfg   TopicConfig
 	log   logrus.FieldLogger
 
-	work  chan *Job     // claimed and recorded, not started; cap = concurrency
-	busy  atomic.Int64  // jobs in work or running: never above concurrency
+	work  chan *Job     // claimed and recorded, not started; cap = concurrency + prefetch
+	busy  atomic.Int64  // jobs claimed, in work or running: never above cap(work)
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
 
@@ -31,6 +31,9 @@ type topicRunner struct {
 	// paused: the last claim found the topic paused (the fetcher's own,
 	// read and written by it alone).
 	paused bool
+	// backlog: the last claim left due jobs behind, so the fetcher may
+	// claim up to the prefetch beyond its free slots (the fetcher's own).
+	backlog bool
 
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers, for the heartbeat
@@ -46,7 +49,7 @@ func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicR
 	return &topicRunner{
 		w: w, topic: topic, h: h, cfg: cfg,
 		log:       w.log.WithField("topic", topic),
-		work:      make(chan *Job, cfg.Concurrency),
+		work:      make(chan *Job, cfg.Concurrency+cfg.prefetch()),
 		freed:     make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		tokens:    make(chan struct{}, recordPipeline),
@@ -93,6 +96,9 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		default:
 		}
 		free := tr.cfg.Concurrency - int(tr.busy.Load())
+		if tr.backlog {
+			free += tr.cfg.prefetch()
+		}
 		if free <= 0 {
 			select {
 			case <-tr.freed:
@@ -155,7 +161,7 @@ func (tr *topicRunner) waitToken(stop context.Context, wait time.Duration) {
 }
 
 // recordPipeline is how many claimed batches may be in the ledger at once.
-const recordPipeline = 2
+const recordPipeline = 8
 
 // pausedRecheck is how long a fetcher of a paused topic waits for the
 // resume's wake before it claims again anyway: a safety net only, since a
@@ -185,6 +191,7 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 		tr.log.Info("topic resumed: claiming again")
 	}
 	tr.paused = cl.Paused
+	tr.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {
@@ -246,7 +253,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 	if err == nil {
 		tr.holdStart(ctx, claimedAt)
 		for _, j := range jobs {
-			tr.work <- j // never blocks: busy <= concurrency = cap(work)
+			tr.work <- j // never blocks: busy <= cap(work)
 		}
 		return
 	}

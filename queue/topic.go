@@ -34,6 +34,9 @@ type topicRunner struct {
 	// backlog: the last claim left due jobs behind, so the fetcher may
 	// claim up to the prefetch beyond its free slots (the fetcher's own).
 	backlog bool
+	// runNanos is a moving average of the handlers' run times (ns; 0
+	// before the first): prefetch only while they are quick.
+	runNanos atomic.Int64
 
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers, for the heartbeat
@@ -96,7 +99,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		default:
 		}
 		free := tr.cfg.Concurrency - int(tr.busy.Load())
-		if tr.backlog {
+		if tr.prefetching() {
 			free += tr.cfg.prefetch()
 		}
 		if free <= 0 {
@@ -234,6 +237,33 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	return max(wait, 0), false, nil
 }
 
+// prefetchQuick is the longest average handler run at which a fetcher
+// prefetches: a prefetched job then waits for a slot about as long as a
+// ledger commit would have made it wait, never behind slow handlers while
+// another process may have a free slot.
+const prefetchQuick = 10 * time.Millisecond
+
+// prefetching says whether the fetcher may claim beyond its free slots
+// now: the topic has a backlog and its handlers are quick.
+func (tr *topicRunner) prefetching() bool {
+	avg := tr.runNanos.Load()
+	return tr.backlog && avg > 0 && avg < int64(prefetchQuick)
+}
+
+// ran folds one handler run into the moving average (weight 1/8).
+func (tr *topicRunner) ran(d time.Duration) {
+	for {
+		old := tr.runNanos.Load()
+		avg := int64(d)
+		if old > 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if tr.runNanos.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
+	}
+}
+
 // observeRateLimited counts a claim the rate limit held back, if the
 // observer cares.
 func (tr *topicRunner) observeRateLimited() {
@@ -357,7 +387,9 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
 	err := runHandler(ctx, tr.h, j)
-	tr.w.cfg.Observer.Handled(tr.topic, time.Since(began), err)
+	took := time.Since(began)
+	tr.ran(took)
+	tr.w.cfg.Observer.Handled(tr.topic, took, err)
 
 	a.timer.Stop()
 	tr.mu.Lock()

@@ -62,7 +62,8 @@ type TopicConfig struct {
 	BatchSize int
 	// Prefetch is how many jobs beyond its free handler slots the fetcher
 	// may claim while the topic has a backlog (its last claim left due
-	// jobs behind): they are recorded in the ledger together with the
+	// jobs behind) and its handlers are quick (their recent average run
+	// under 10ms): they are recorded in the ledger together with the
 	// others and wait, their leases renewed, for a slot. A commit waits for
 	// the disk, so more jobs per ledger commit is what lets a worker keep
 	// up with a backlog (docs/design.md §4.3). Never on a rate-limited

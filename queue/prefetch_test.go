@@ -80,10 +80,6 @@ func prefetchRun(t *testing.T, tc queue.TopicConfig, quick bool, want int) {
 	}
 }
 
-func TestPrefetchClaimsBeyondFreeSlotsWhileABacklogWaits(t *testing.T) {
-	prefetchRun(t, queue.TopicConfig{Prefetch: 3}, true, 2+3)
-}
-
 func TestPrefetchOffClaimsOnlyFreeSlots(t *testing.T) {
 	prefetchRun(t, queue.TopicConfig{Prefetch: -1}, true, 2)
 }

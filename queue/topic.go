@@ -46,6 +46,7 @@ type topicRunner struct {
 // lease runs out, and the heartbeat moves it on.
 type activeJob struct {
 	timer *time.Timer
+	began time.Time
 }
 
 func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicRunner {
@@ -98,10 +99,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			continue
 		default:
 		}
-		free := tr.cfg.Concurrency - int(tr.busy.Load())
-		if tr.prefetching() {
-			free += tr.cfg.prefetch()
-		}
+		free := tr.claimable()
 		if free <= 0 {
 			select {
 			case <-tr.freed:
@@ -243,11 +241,34 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 // another process may have a free slot.
 const prefetchQuick = 10 * time.Millisecond
 
+// claimable is how many jobs the fetcher may claim now: its free handler
+// slots, plus the prefetch while prefetching.
+func (tr *topicRunner) claimable() int {
+	free := tr.cfg.Concurrency - int(tr.busy.Load())
+	if tr.prefetching() {
+		free += tr.cfg.prefetch()
+	}
+	return free
+}
+
 // prefetching says whether the fetcher may claim beyond its free slots
-// now: the topic has a backlog and its handlers are quick.
+// now: the topic has a backlog and its handlers are quick, both those that
+// finished lately and those running (one running long would hold the
+// prefetched jobs back however quick the others were).
 func (tr *topicRunner) prefetching() bool {
 	avg := tr.runNanos.Load()
-	return tr.backlog && avg > 0 && avg < int64(prefetchQuick)
+	if !tr.backlog || avg <= 0 || avg >= int64(prefetchQuick) {
+		return false
+	}
+	slow := time.Now().Add(-prefetchQuick)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, a := range tr.active {
+		if a.began.Before(slow) {
+			return false
+		}
+	}
+	return true
 }
 
 // ran folds one handler run into the moving average (weight 1/8).
@@ -378,7 +399,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		defer c()
 	}
 	ref := j.Ref()
-	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) })}
+	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) }), began: time.Now()}
 	tr.mu.Lock()
 	tr.active[ref] = a
 	tr.mu.Unlock()

@@ -23,11 +23,11 @@ func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 		return err
 	}
 	sleep(ctx, idleWarmup)
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	start := time.Now()
 	// No progress display here: its redraws would count in the figure.
 	sleep(ctx, o.Duration)
-	after := readProbe(ctx, s.env.Redis, s.env.DB)
+	after := s.probe(ctx)
 	r.Ledger = w.ledger.stats()
 	if err := w.stop(); err != nil {
 		return err
@@ -36,12 +36,23 @@ func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 		return err
 	}
 	r.Usage = usageBetween(before, after)
+	r.Costs = costsBetween(before, after, 0)
 	r.Seconds = seconds(after.at.Sub(start))
 	r.Rate, r.Unit = r.Usage.ProcessCPU, "%core"
+	r.Notes = append(r.Notes, s.cpuSources(), perSecondNote(r.Costs))
 	t.tally(r)
 	left, err := s.leftover(ctx, topic)
 	r.Leftover = left
 	return err
+}
+
+// cpuSources says where the servers' CPU figures come from.
+func (s *sandbox) cpuSources() string {
+	sql := "SQL server CPU: - (not a MySQL/MariaDB server on this host)"
+	if s.sqlProc.found() {
+		sql = "SQL server CPU: " + s.sqlProc.describe()
+	}
+	return "Redis CPU: INFO cpu (used_cpu_sys + used_cpu_user, the whole server); " + sql
 }
 
 // sleep waits d or until ctx ends.

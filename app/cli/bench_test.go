@@ -60,6 +60,20 @@ func TestBenchCommand(t *testing.T) {
 				if b := r.Baseline; (sub[0] == "enqueue") != (b != nil && b.EvalSha > 0 && b.EvalShaC > 0 && r.Ratio > 0) {
 					t.Errorf("%v: baseline %+v, ratio %v: want rates and a ratio for enqueue only", sub, b, r.Ratio)
 				}
+				// The costs per job, under their stable names; the server's
+				// commits are null on SQLite.
+				if c := r.Costs; c == nil || c.Jobs != r.Jobs || c.LedgerCommitsPer1k == nil || c.ProcessCPUUsPerJob == nil {
+					t.Errorf("%v: costs %+v: want per-job figures for %d jobs", sub, c, r.Jobs)
+				}
+				serverNull := strings.Contains(out, `"server_commits_per_1k_jobs": null`)
+				for _, field := range []string{`"ledger_commits_per_1k_jobs": `, `"server_commits_per_1k_jobs": `, `"redis_commands_per_job": `, `"process_cpu_us_per_job": `} {
+					if !strings.Contains(out, field) {
+						t.Errorf("%v: JSON lacks %s", sub, field)
+					}
+				}
+				if serverNull != (name == "embedded") {
+					t.Errorf("%v: server_commits_per_1k_jobs null = %v, want null on SQLite only", sub, serverNull)
+				}
 			}
 		})
 	}
@@ -71,7 +85,8 @@ func TestBenchTable(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %", "RATIO", "EMPTY EVALSHA/s, 1 conn"} {
+	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %", "RATIO", "EMPTY EVALSHA/s, 1 conn",
+		"SQL CPU %", "LEDGER COMMITS/1k JOBS", "SERVER COMMITS/1k", "PROCESS CPU µs/JOB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -52,6 +52,7 @@ func TestScenarios(t *testing.T) {
 		{"recovery", "recovery", bench.Options{Jobs: 500}, 500},
 		{"recovery_keep_epoch", "recovery", bench.Options{Jobs: 500, KeepEpoch: true}, 500},
 		{"idle", "idle", bench.Options{Duration: 300 * time.Millisecond}, 0},
+		{"idle_durable", "idle", bench.Options{Duration: 300 * time.Millisecond, Durable: true}, 0},
 		{"enqueue_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1, Durable: true}, 500},
 		{"enqueue_batch_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 2, Batch: 100, Durable: true}, 500},
 		{"drain_durable", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50, Durable: true}, 500},
@@ -417,8 +418,8 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("err = %v, want ErrOptions", err)
 		}
 	})
-	t.Run("durable idle", func(t *testing.T) {
-		_, err := bench.Idle(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
+	t.Run("durable recovery", func(t *testing.T) {
+		_, err := bench.Recovery(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
 		if !errors.Is(err, bench.ErrOptions) {
 			t.Errorf("err = %v, want ErrOptions", err)
 		}

@@ -87,7 +87,11 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 	fl := cmd.Flags()
 	d := sc.Defaults
 	if sc.DurableOK && !d.Durable {
-		fl.BoolVar(&o.Durable, "durable", false, "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)")
+		usage := "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)"
+		if sc.Name == "idle" {
+			usage = "make the topic durable, and run the relay and the recoverer beside the worker (the configured recovery.* settings), as delayq serve does"
+		}
+		fl.BoolVar(&o.Durable, "durable", false, usage)
 	}
 	if sc.TargetOK {
 		fl.BoolVar(&o.HTTPTarget, "target", false, "deliver each job to an HTTP target (signed) on a loopback receiver that answers 200 at once; the same run with a no-op handler runs right before and after")
@@ -224,7 +228,10 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 		}
 		defer func() { err = errors.Join(err, stop()) }()
 	}
-	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep}
+	// The durable idle run's relay and recoverer take the configured
+	// settings, as `delayq serve` runs them.
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep,
+		Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {
 		bench.WriteMachine(a.out, rep.Machine)

@@ -118,6 +118,21 @@ func TestBenchDurable(t *testing.T) {
 	if len(rep.Results) != 1 || rep.Results[0].Horizon == nil || !rep.Results[0].Durable || rep.Results[0].Horizon.CompareJobs != 2400 {
 		t.Errorf("horizon report: %+v", rep.Results)
 	}
+
+	// The durable idle run: the relay runs beside the worker, and the
+	// servers' CPU is there (the SQL server's only when it is local).
+	code, out, errOut = runCLI(t, append([]string{"bench", "idle", "--durable", "-d", "300ms", "--json"}, backendArgs...)...)
+	if code != ExitOK {
+		t.Fatalf("idle: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	rep = bench.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("idle: not JSON: %v\n%s", err, out)
+	}
+	if len(rep.Results) != 1 || !rep.Results[0].Durable || rep.Results[0].Usage.RedisCPU == nil || rep.Results[0].Costs == nil ||
+		!strings.Contains(strings.Join(rep.Results[0].Notes, "\n"), "the relay made") {
+		t.Errorf("idle report: %+v", rep.Results)
+	}
 }
 
 // Bad flags are usage errors (exit 2), before anything runs.
@@ -130,7 +145,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "enqueue", "extra-arg"},
 		{"bench", "enqueue", "--baseline-for", "0s"},
 		{"bench", "all", "--baseline-for", "-1s"},
-		{"bench", "idle", "--durable"},
+		{"bench", "idle", "--durable", "-d", "0s"},
 		{"bench", "enqueue", "--target"},
 		{"bench", "drain", "--target", "--durable"},
 		{"bench", "lateness", "--target", "-c", "0"},

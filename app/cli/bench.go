@@ -40,7 +40,9 @@ handled twice (DUP), accepted but never handled (MISSING: the command then
 exits 1) and started before their due time (EARLY). enqueue and http also
 measure the machine's own round trip right before and after the run (PING
 and an empty script's EVALSHA, on one connection and from C goroutines)
-and report the run's calls/s as a RATIO to the empty script's rate.
+and report the run's calls/s as a RATIO to the empty script's rate. What
+the jobs cost is counted too, per job: the ledger's commits and the SQL
+server's per 1,000 jobs, Redis commands and CPU µs (JSON "costs").
 
 Progress bars are drawn when stderr is a terminal; --json prints the whole
 report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,

@@ -52,6 +52,7 @@ func TestScenarios(t *testing.T) {
 		{"recovery", "recovery", bench.Options{Jobs: 500}, 500},
 		{"recovery_keep_epoch", "recovery", bench.Options{Jobs: 500, KeepEpoch: true}, 500},
 		{"idle", "idle", bench.Options{Duration: 300 * time.Millisecond}, 0},
+		{"idle_durable", "idle", bench.Options{Duration: 300 * time.Millisecond, Durable: true}, 0},
 		{"enqueue_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1, Durable: true}, 500},
 		{"enqueue_batch_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 2, Batch: 100, Durable: true}, 500},
 		{"drain_durable", "drain", bench.Options{Jobs: 500, Concurrency: 20, ClaimBatch: 50, Durable: true}, 500},
@@ -95,6 +96,7 @@ func TestScenarios(t *testing.T) {
 					}
 					assertDurable(t, o, r)
 					assertTarget(t, o, r)
+					assertCosts(t, be.name == "embedded", o, r)
 					assertSandboxGone(t, env, r)
 				})
 			}
@@ -190,11 +192,66 @@ func assertDurable(t *testing.T, o bench.Options, r bench.Result) {
 	if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "durable topic:") }) {
 		t.Errorf("no note on durability: %q", r.Notes)
 	}
-	if r.Scenario != "lateness" && (r.DurableRows == nil || *r.DurableRows != int64(r.Jobs)) {
+	if r.Scenario != "lateness" && r.Scenario != "idle" && (r.DurableRows == nil || *r.DurableRows != int64(r.Jobs)) {
 		t.Errorf("durable rows %v: want %d, one per job", r.DurableRows, r.Jobs)
 	}
 	if b := r.Baseline; b != nil && (b.Before.RedisTopic <= 0 || b.After.RedisTopic <= 0 || !near(b.RedisTopic, (b.Before.RedisTopic+b.After.RedisTopic)/2)) {
 		t.Errorf("redis-topic baseline %v [%v / %v]: want both > 0 and their mean", b.RedisTopic, b.Before.RedisTopic, b.After.RedisTopic)
+	}
+}
+
+// assertCosts checks what a run counted of its jobs' costs: per job where
+// it has jobs, the counts alone for idle (with a note per second); ledger
+// commits only where SQL is written (not by a redis topic's enqueue, nor
+// an idle worker alone); the SQL server's and Redis's counts on the real
+// backends only, the server's commits at least the ledger's.
+func assertCosts(t *testing.T, embedded bool, o bench.Options, r bench.Result) {
+	t.Helper()
+	c := r.Costs
+	if r.Scenario == "recovery" {
+		if c != nil {
+			t.Errorf("recovery counted costs: %+v", c)
+		}
+		return
+	}
+	if c == nil {
+		t.Fatalf("no costs: %+v", r)
+	}
+	if c.Seconds <= 0 || c.ProcessCPUUs <= 0 {
+		t.Errorf("costs over %v s, %d µs of CPU: want both positive", c.Seconds, c.ProcessCPUUs)
+	}
+	switch {
+	case r.Scenario == "idle":
+		if c.Jobs != 0 || c.LedgerCommitsPer1k != nil || c.ProcessCPUUsPerJob != nil {
+			t.Errorf("idle costs %+v: want no jobs and no per-job figure", c)
+		}
+		if !slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "over ") && strings.Contains(n, "ledger commits") }) {
+			t.Errorf("idle notes %q: want the counts per second", r.Notes)
+		}
+		if hasRelay := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, "the relay made") }); hasRelay != o.Durable {
+			t.Errorf("idle notes %q: want the relay's passes iff durable (%v)", r.Notes, o.Durable)
+		}
+	case c.Jobs != r.Jobs || c.LedgerCommitsPer1k == nil || c.ProcessCPUUsPerJob == nil:
+		t.Errorf("costs %+v: want per-job figures for the run's %d jobs", c, r.Jobs)
+	case !near(*c.LedgerCommitsPer1k, float64(c.LedgerCommits)*1000/float64(c.Jobs)):
+		t.Errorf("ledger commits per 1k %v: want %d × 1000 / %d", *c.LedgerCommitsPer1k, c.LedgerCommits, c.Jobs)
+	}
+	writesSQL := r.Scenario == "drain" || r.Scenario == "lateness" || (o.Durable && r.Scenario != "idle")
+	relay := r.Scenario == "idle" && o.Durable // what the relay writes is the relay's business, not checked here
+	if (!relay && (c.LedgerCommits > 0) != writesSQL) || c.LedgerCommits < 0 {
+		t.Errorf("%d ledger commits: want some iff the run writes to SQL (%v)", c.LedgerCommits, writesSQL)
+	}
+	if embedded {
+		if c.ServerCommits != nil || c.ServerCommitsPer1k != nil || c.RedisCommands != nil || c.SQLCPUUs != nil {
+			t.Errorf("SQLite and miniredis have no server counters, yet: %+v", c)
+		}
+		return
+	}
+	if c.ServerCommits == nil || *c.ServerCommits < c.LedgerCommits {
+		t.Errorf("server commits %v: want at least the ledger's %d", c.ServerCommits, c.LedgerCommits)
+	}
+	if c.RedisCommands == nil || c.RedisScriptCalls == nil || (c.Jobs > 0 && (*c.RedisScriptCalls < 1 || c.RedisCommandsPerJob == nil)) {
+		t.Errorf("Redis counts %v commands, %v script calls: want them, and script calls for jobs", c.RedisCommands, c.RedisScriptCalls)
 	}
 }
 
@@ -362,8 +419,8 @@ func TestBadOptions(t *testing.T) {
 			t.Errorf("err = %v, want ErrOptions", err)
 		}
 	})
-	t.Run("durable idle", func(t *testing.T) {
-		_, err := bench.Idle(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
+	t.Run("durable recovery", func(t *testing.T) {
+		_, err := bench.Recovery(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Durable: true})
 		if !errors.Is(err, bench.ErrOptions) {
 			t.Errorf("err = %v, want ErrOptions", err)
 		}

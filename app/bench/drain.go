@@ -40,7 +40,7 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 		return err
 	}
 	defer stopTarget()
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	start := time.Now()
 	w, err := s.startWorker(ctx, topic, h, o.Concurrency, o.ClaimBatch)
 	if err != nil {
@@ -49,12 +49,15 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 	done := o.Progress.show(progressName("drain", topic), t.want, t.handled)
 	all, waitErr := t.wait(ctx, time.Time{}, o.Stall)
 	elapsed := time.Since(start)
-	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	r.Usage = usageBetween(before, s.probe(ctx))
 	done()
-	r.Ledger = w.ledger.stats()
 	if err := w.stop(); err != nil {
 		return err
 	}
+	r.Ledger = w.ledger.stats()
+	// The counts run to the worker's stop: its last completions are the
+	// drained jobs' too.
+	end := s.probe(ctx)
 	if waitErr != nil {
 		return waitErr
 	}
@@ -63,6 +66,7 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 	}
 	t.tally(r)
 	failed.into(r)
+	r.Costs = costsBetween(before, end, r.Handled)
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(r.Handled, elapsed), "jobs/s"
 	left, err := s.leftover(ctx, topic)

@@ -28,7 +28,7 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 
 	s.measureBaseline(ctx, o, r)
 	done := o.Progress.show("enqueue", int64(n), sent.Load)
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := range o.Concurrency {
@@ -84,7 +84,8 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	after := s.probe(ctx)
+	r.Usage = usageBetween(before, after)
 	done()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -100,6 +101,7 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "jobs/s"
 	r.Usage.setPerJob(int(t.want), r.Seconds)
+	r.Costs = costsBetween(before, after, int(t.want))
 	setRatio(r, int(calls.Load()))
 	noteOtherClients(r, int(calls.Load()))
 	r.Latency, r.LatencyOf = latencyOf(all), "enqueue call"

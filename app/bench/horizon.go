@@ -182,10 +182,10 @@ func (s *sandbox) watchRelay(ctx context.Context, o Options, r *Result, h *Horiz
 	go func() { done <- relay.Run(rctx) }()
 	sleep(ctx, horizonWarmup)
 	totals0 := relay.Totals()
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	// No progress display here: its redraws would count in the figure.
 	sleep(ctx, o.Duration)
-	after := readProbe(ctx, s.env.Redis, s.env.DB)
+	after := s.probe(ctx)
 	totals1 := relay.Totals()
 	cancel()
 	if err := <-done; err != nil {

@@ -48,7 +48,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	defer stopLoad()
 
 	done := o.Progress.show("http", -1, answered.Load)
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for g := range o.Concurrency {
@@ -89,7 +89,8 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	after := s.probe(ctx)
+	r.Usage = usageBetween(before, after)
 	done()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -117,6 +118,7 @@ func httpBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	r.Seconds = seconds(elapsed)
 	r.Rate, r.Unit = perSecond(int(t.want), elapsed), "req/s"
 	r.Usage.setPerJob(int(t.want), r.Seconds)
+	r.Costs = costsBetween(before, after, int(t.want))
 	setRatio(r, int(t.want))
 	noteOtherClients(r, int(t.want))
 	r.Latency, r.LatencyOf = latencyOf(all), "request"

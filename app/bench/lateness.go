@@ -59,7 +59,7 @@ func latenessPhase(ctx context.Context, s *sandbox, o Options, topic string, tar
 		}
 	}()
 
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	var firstDue, lastDue int64 // Unix ms, Redis clock
 	if o.Delay == 0 {
 		now, err := s.redisNowMs(ctx)
@@ -93,13 +93,16 @@ func latenessPhase(ctx context.Context, s *sandbox, o Options, topic string, tar
 	quietUntil := time.UnixMilli(lastDue - s.offset/1000)
 	done := o.Progress.show(progressName("lateness", topic), t.want, t.handled)
 	all, waitErr := t.wait(ctx, quietUntil, o.Stall)
-	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	r.Usage = usageBetween(before, s.probe(ctx))
 	done()
-	r.Ledger = w.ledger.stats()
 	stopped = true
 	if err := w.stop(); err != nil {
 		return err
 	}
+	r.Ledger = w.ledger.stats()
+	// The counts run to the worker's stop: its last completions are the
+	// jobs' too.
+	end := s.probe(ctx)
 	if waitErr != nil {
 		return waitErr
 	}
@@ -108,6 +111,7 @@ func latenessPhase(ctx context.Context, s *sandbox, o Options, topic string, tar
 	}
 	t.tally(r)
 	failed.into(r)
+	r.Costs = costsBetween(before, end, r.Handled)
 	window := time.Duration(lastDue-firstDue) * time.Millisecond
 	r.Seconds = seconds(window)
 	r.Rate, r.Unit = perSecond(o.Jobs, max(window, time.Millisecond)), "due/s"

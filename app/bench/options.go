@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/recovery"
 )
 
 // ErrOptions is matched (errors.Is) by the error of a run refused for bad
@@ -33,6 +34,13 @@ type Env struct {
 	// Keep leaves the sandbox's keys and tables in place after the run, to
 	// look at them.
 	Keep bool
+	// Recovery and Relay are the recoverer's and the relay's settings, for
+	// the durable idle run, which runs both beside its worker as `delayq
+	// serve` does. Their lock keys are the sandbox's, their callbacks none
+	// and their Logger Env's. Zero fields take the recovery package's
+	// defaults.
+	Recovery recovery.Config
+	Relay    recovery.RelayConfig
 }
 
 // Options configure one run. Zero fields take the scenario's defaults
@@ -67,9 +75,10 @@ type Options struct {
 	// data-loss check a real loss of Redis data triggers.
 	KeepEpoch bool
 	// Durable makes the run's topic durable (enqueue, drain, lateness,
-	// http; horizon always is): queue.Config.TopicDurability with the
-	// sandbox's ledger as its Store, so every enqueue commits its jobs to
-	// SQL before it returns (docs/design.md §4.11).
+	// http, idle; horizon always is): queue.Config.TopicDurability with
+	// the sandbox's ledger as its Store, so every enqueue commits its jobs
+	// to SQL before it returns (docs/design.md §4.11). The idle run then
+	// also runs a relay and a recoverer (Env.Relay, Env.Recovery).
 	Durable bool
 	// HTTPTarget makes the handler of a drain or lateness run an HTTP
 	// target (jobs/httptarget, with a secret) on a receiver served in
@@ -140,7 +149,7 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0 || o.BaselineFor < 0:
 		return bad("durations must not be negative")
 	case o.Durable && !sc.DurableOK:
-		return bad("durable: not a scenario with a durable variant (enqueue, drain, lateness, http, horizon)")
+		return bad("durable: not a scenario with a durable variant (enqueue, drain, lateness, http, idle, horizon)")
 	case o.HTTPTarget && !sc.TargetOK:
 		return bad("target: not a scenario with an HTTP-target variant (drain, lateness)")
 	case o.HTTPTarget && o.Durable:

@@ -48,11 +48,11 @@ func recoveryBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err != nil {
 		return err
 	}
-	before := readProbe(ctx, s.env.Redis, s.env.DB)
+	before := s.probe(ctx)
 	start := time.Now()
 	rep, err := rec.RunOnce(ctx)
 	elapsed := time.Since(start)
-	r.Usage = usageBetween(before, readProbe(ctx, s.env.Redis, s.env.DB))
+	r.Usage = usageBetween(before, s.probe(ctx))
 	if err != nil {
 		return err
 	}

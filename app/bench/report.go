@@ -108,7 +108,7 @@ func WriteResults(w io.Writer, results []Result) error {
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tHOST CPU %\tPROCESS CPU %\tREDIS CPU %\tREDIS µs/JOB\tEVALSHA µs/CALL\tSQL COMMITS/s\tSQL FSYNCS/s\tROWS/RECORD\tROWS/COMPLETE\tLATENCY OF\tVERIFY s\tLEFTOVER")
+	fmt.Fprintln(tw, "SCENARIO\tPARAMS\tHOST CPU %\tPROCESS CPU %\tREDIS CPU %\tSQL CPU %\tREDIS µs/JOB\tEVALSHA µs/CALL\tSQL COMMITS/s\tSQL FSYNCS/s\tROWS/RECORD\tROWS/COMPLETE\tLATENCY OF\tVERIFY s\tLEFTOVER")
 	for _, r := range results {
 		u := r.Usage
 		verify := "-"
@@ -128,10 +128,13 @@ func WriteResults(w io.Writer, results []Result) error {
 		if st, ok := u.RedisCommands["evalsha"]; ok {
 			evalsha = fmt.Sprintf("%.1f", st.UsecPerCall)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Scenario, r.Params, opt(u.HostCPU, "%.0f"), u.ProcessCPU,
-			opt(u.RedisCPU, "%.0f"), opt(u.RedisCPUPerJob, "%.2f"), evalsha, opt(u.SQLCommits, "%.0f"), opt(u.SQLFsyncs, "%.0f"), perRecord, perComplete, of, verify, r.Leftover)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", r.Scenario, r.Params, opt(u.HostCPU, "%.0f"), pct(u.ProcessCPU),
+			optPct(u.RedisCPU), optPct(u.SQLCPU), opt(u.RedisCPUPerJob, "%.2f"), evalsha, opt(u.SQLCommits, "%.0f"), opt(u.SQLFsyncs, "%.0f"), perRecord, perComplete, of, verify, r.Leftover)
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := writeCosts(w, results); err != nil {
 		return err
 	}
 	if err := writeBaselines(w, results); err != nil {
@@ -155,6 +158,27 @@ func WriteResults(w io.Writer, results []Result) error {
 		}
 	}
 	return nil
+}
+
+// writeCosts prints what the runs' jobs cost, per job, next to their
+// rate, if any run counted it.
+func writeCosts(w io.Writer, results []Result) error {
+	tw := baselineTable(w, results, func(r Result) bool { return r.Costs != nil && r.Costs.Jobs > 0 },
+		"SCENARIO\tPARAMS\tRATE\tLEDGER COMMITS/1k JOBS\tSERVER COMMITS/1k\tFSYNCS/1k\tREDIS CMDS/JOB\tSCRIPT CALLS/JOB\tPROCESS CPU µs/JOB\tREDIS CPU µs/JOB\tSQL CPU µs/JOB")
+	if tw == nil {
+		return nil
+	}
+	for _, r := range results {
+		c := r.Costs
+		if c == nil || c.Jobs == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.Params, rate(r),
+			opt(c.LedgerCommitsPer1k, "%.1f"), opt(c.ServerCommitsPer1k, "%.1f"), opt(c.ServerFsyncsPer1k, "%.1f"),
+			opt(c.RedisCommandsPerJob, "%.2f"), opt(c.RedisScriptCallsPerJob, "%.3f"),
+			opt(c.ProcessCPUUsPerJob, "%.1f"), opt(c.RedisCPUUsPerJob, "%.1f"), opt(c.SQLCPUUsPerJob, "%.1f"))
+	}
+	return tw.Flush()
 }
 
 // writeBaselines prints the runs' round-trip baselines, if any: each
@@ -191,8 +215,8 @@ func writeBaselines(w io.Writer, results []Result) error {
 	return tw.Flush()
 }
 
-// baselineTable starts a table of baselines under header, after a blank
-// line, if any of results has one; nil if none has.
+// baselineTable starts a table under header, after a blank line, if any
+// of results has what it shows (has); nil if none has.
 func baselineTable(w io.Writer, results []Result, has func(Result) bool, header string) *tabwriter.Writer {
 	if !slices.ContainsFunc(results, has) {
 		return nil
@@ -299,6 +323,22 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// pct formats a CPU share in % of a core: two decimals below 10 (an idle
+// process's), none above.
+func pct(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func optPct(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return pct(*v)
 }
 
 func opt(v *float64, format string) string {

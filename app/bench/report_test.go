@@ -2,6 +2,8 @@ package bench_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +77,55 @@ func TestWriteResultsBaseline(t *testing.T) {
 		"C=50: 60,000 [59,000 / 61,000]", "12,000 [11,000 / 13,000]", "20,000 [19,000 / 21,000]"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The costs table shows each run's figures per job next to its rate, "-"
+// for what the backends did not count, and the JSON has the stable names.
+func TestWriteResultsCosts(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	n := func(v int64) *int64 { return &v }
+	mysql := bench.Result{
+		Scenario: "drain", Params: "jobs=50000 concurrency=50 claim-batch=100", Seconds: 2, Rate: 25_000, Unit: "jobs/s",
+		Costs: &bench.Costs{Jobs: 50_000, LedgerCommits: 4_125, LedgerCommitsPer1k: f(82.5), ServerCommits: n(4_200), ServerCommitsPer1k: f(84),
+			ServerFsyncsPer1k: f(71.25), RedisCommandsPerJob: f(8.45), RedisScriptCallsPerJob: f(0.081), ProcessCPUUsPerJob: f(92.1),
+			RedisCPUUsPerJob: f(28.1), SQLCPUUsPerJob: f(100)},
+	}
+	sqlite := bench.Result{
+		Scenario: "enqueue", Params: "jobs=10 concurrency=1 batch=1 durable", Seconds: 1, Rate: 10, Unit: "jobs/s",
+		Costs: &bench.Costs{Jobs: 10, LedgerCommits: 10, LedgerCommitsPer1k: f(1000), ProcessCPUUsPerJob: f(55)},
+	}
+	idle := bench.Result{Scenario: "idle", Params: "duration=10s concurrency=10", Rate: 0.07, Unit: "%core", Costs: &bench.Costs{Seconds: 10}}
+	var out bytes.Buffer
+	if err := bench.WriteResults(&out, []bench.Result{mysql, sqlite, idle}); err != nil {
+		t.Fatal(err)
+	}
+	var costs []string
+	inCosts := false
+	for _, line := range strings.Split(out.String(), "\n") {
+		inCosts = inCosts && line != "" || strings.Contains(line, "LEDGER COMMITS/1k JOBS")
+		if inCosts {
+			costs = append(costs, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	want := []string{
+		"SCENARIO PARAMS RATE LEDGER COMMITS/1k JOBS SERVER COMMITS/1k FSYNCS/1k REDIS CMDS/JOB SCRIPT CALLS/JOB PROCESS CPU µs/JOB REDIS CPU µs/JOB SQL CPU µs/JOB",
+		"drain jobs=50000 concurrency=50 claim-batch=100 25,000 jobs/s 82.5 84.0 71.2 8.45 0.081 92.1 28.1 100.0",
+		"enqueue jobs=10 concurrency=1 batch=1 durable 10 jobs/s 1000.0 - - - - 55.0 - -",
+	}
+	if !slices.Equal(costs, want) {
+		t.Errorf("costs table:\n%s\nwant:\n%s\n(whole output:\n%s)", strings.Join(costs, "\n"), strings.Join(want, "\n"), out.String())
+	}
+
+	b, err := json.Marshal(sqlite.Costs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{`"ledger_commits_per_1k_jobs":1000`, `"server_commits_per_1k_jobs":null`, `"redis_commands_per_job":null`,
+		`"process_cpu_us_per_job":55`, `"server_fsyncs_per_1k_jobs":null`, `"sql_server_cpu_us_per_job":null`} {
+		if !strings.Contains(string(b), field) {
+			t.Errorf("JSON %s lacks %s", b, field)
 		}
 	}
 }

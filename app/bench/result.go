@@ -84,6 +84,10 @@ type Result struct {
 
 	// Usage is what the measured phase cost.
 	Usage Usage `json:"usage"`
+	// Costs counts what the jobs cost: ledger and server commits, Redis
+	// commands and CPU time, per job (enqueue, drain, lateness, http) or
+	// over the watch (idle).
+	Costs *Costs `json:"costs,omitempty"`
 	// Ledger counts the worker's ledger statements in the measured phase
 	// (drain, lateness, idle).
 	Ledger *LedgerStats `json:"ledger,omitempty"`

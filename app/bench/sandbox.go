@@ -27,6 +27,9 @@ type sandbox struct {
 	// durable is the topic made durable for the run ("" when none): its
 	// enqueues commit to the sandbox's ledger first (Options.Durable).
 	durable string
+	// sqlProc is the SQL server's process when it runs on this host, for
+	// its CPU time (Usage.SQLCPU).
+	sqlProc serverProc
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
@@ -73,6 +76,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	if s.offset, err = clockOffset(ctx, env.Redis); err != nil {
 		return nil, err
 	}
+	s.sqlProc = sqlServerProc(ctx, env.DB)
 	return s, nil
 }
 

@@ -85,7 +85,7 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
-			Name: "idle", Short: "a worker with nothing to do for D; its CPU use",
+			Name: "idle", DurableOK: true, Short: "a worker with nothing to do for D (durable: with the relay and the recoverer); its CPU use, and Redis's and the SQL server's",
 			Defaults: Options{Jobs: 1, Concurrency: 10, Batch: 1, Duration: 10 * time.Second},
 			Run:      Idle,
 			params: func(o Options) string {

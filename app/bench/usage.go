@@ -32,6 +32,11 @@ type Usage struct {
 	// per second, server-wide; nil on SQLite.
 	SQLCommits *float64 `json:"sql_commits_per_s,omitempty"`
 	SQLFsyncs  *float64 `json:"sql_fsyncs_per_s,omitempty"`
+	// SQLCPU is the SQL server process's CPU time in % of one core, read
+	// from /proc/<pid>/stat of the process listening on the DSN's address
+	// (10 ms ticks; all its threads): a local MySQL or MariaDB on Linux
+	// only, nil otherwise. Server-wide, like RedisCPU.
+	SQLCPU *float64 `json:"sql_server_cpu_pct,omitempty"`
 	// RedisCPUPerJob is RedisCPU spread over the accepted jobs, in µs of
 	// redis-server CPU per job (enqueue, http); nil when RedisCPU is.
 	RedisCPUPerJob *float64 `json:"redis_cpu_us_per_job,omitempty"`
@@ -68,12 +73,26 @@ type probe struct {
 	commits  int64         // <0 when unknown
 	fsyncs   int64
 	cmds     map[string]CommandStats // INFO commandstats totals; nil when unknown
+	// ledgerCommits is the sandbox's ledger's commits so far
+	// (ledger.WriteStats), sqlCPU the SQL server process's CPU time; <0
+	// when unknown.
+	ledgerCommits int64
+	sqlCPU        time.Duration
+}
+
+// probe takes one reading, the sandbox's ledger's commits and its SQL
+// server's CPU included.
+func (s *sandbox) probe(ctx context.Context) probe {
+	p := readProbe(ctx, s.env.Redis, s.env.DB)
+	p.ledgerCommits = s.led.WriteStats().Commits
+	p.sqlCPU = s.sqlProc.cpu()
+	return p
 }
 
 // read takes one reading; counters a backend does not offer are marked
 // unknown rather than failing the run.
 func readProbe(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB) probe {
-	p := probe{at: time.Now(), redisCPU: -1, commits: -1, fsyncs: -1}
+	p := probe{at: time.Now(), redisCPU: -1, commits: -1, fsyncs: -1, ledgerCommits: -1, sqlCPU: -1}
 	p.cpu, _ = processCPU()
 	p.hostBusy = hostBusy()
 	if c, ok := rdb.(*redis.Client); ok {
@@ -140,6 +159,10 @@ func usageBetween(a, b probe) Usage {
 		v := float64(b.fsyncs-a.fsyncs) / wall
 		u.SQLFsyncs = &v
 	}
+	if a.sqlCPU >= 0 && b.sqlCPU >= 0 {
+		v := 100 * (b.sqlCPU - a.sqlCPU).Seconds() / wall
+		u.SQLCPU = &v
+	}
 	if a.cmds != nil && b.cmds != nil {
 		u.RedisCommands = make(map[string]CommandStats)
 		for name, sb := range b.cmds {
@@ -162,13 +185,25 @@ func usageBetween(a, b probe) Usage {
 // counted in commandstats too.
 func noteOtherClients(r *Result, calls int) {
 	var n int64
-	for _, name := range []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"} {
-		n += r.Usage.RedisCommands[name].Calls
+	for name, st := range r.Usage.RedisCommands {
+		if isScript(name) {
+			n += st.Calls
+		}
 	}
 	if extra := n - int64(calls); extra > 100 && extra > int64(calls)/100 {
 		r.Notes = append(r.Notes, fmt.Sprintf("Redis ran %d script calls in the phase for the run's %d calls: other clients used it too, "+
 			"and their work is in REDIS CPU %% and µs/JOB", n, calls))
 	}
+}
+
+// isScript reports whether the command (INFO commandstats's name) runs a
+// script.
+func isScript(name string) bool {
+	switch name {
+	case "evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro":
+		return true
+	}
+	return false
 }
 
 // commandStats parses INFO commandstats: lines like

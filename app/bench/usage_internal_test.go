@@ -17,8 +17,8 @@ func TestCommandStatsDelta(t *testing.T) {
 		"cmdstat_ping:calls=7,usec=7,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=2,usec=40,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n")
 	now := time.Now()
-	u := usageBetween(probe{at: now, redisCPU: -1, commits: -1, fsyncs: -1, cmds: before},
-		probe{at: now.Add(time.Second), redisCPU: -1, commits: -1, fsyncs: -1, cmds: after})
+	u := usageBetween(probe{at: now, redisCPU: -1, commits: -1, fsyncs: -1, ledgerCommits: -1, sqlCPU: -1, cmds: before},
+		probe{at: now.Add(time.Second), redisCPU: -1, commits: -1, fsyncs: -1, ledgerCommits: -1, sqlCPU: -1, cmds: after})
 	want := map[string]CommandStats{
 		"evalsha": {Calls: 1000, Usec: 12000, UsecPerCall: 12},
 		"info":    {Calls: 2, Usec: 40, UsecPerCall: 20},

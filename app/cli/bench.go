@@ -40,7 +40,9 @@ handled twice (DUP), accepted but never handled (MISSING: the command then
 exits 1) and started before their due time (EARLY). enqueue and http also
 measure the machine's own round trip right before and after the run (PING
 and an empty script's EVALSHA, on one connection and from C goroutines)
-and report the run's calls/s as a RATIO to the empty script's rate.
+and report the run's calls/s as a RATIO to the empty script's rate. What
+the jobs cost is counted too, per job: the ledger's commits and the SQL
+server's per 1,000 jobs, Redis commands and CPU µs (JSON "costs").
 
 Progress bars are drawn when stderr is a terminal; --json prints the whole
 report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
@@ -87,7 +89,11 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 	fl := cmd.Flags()
 	d := sc.Defaults
 	if sc.DurableOK && !d.Durable {
-		fl.BoolVar(&o.Durable, "durable", false, "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)")
+		usage := "make the topic durable: every enqueue commits its jobs to the SQL ledger first (the SQL server's durability settings are reported)"
+		if sc.Name == "idle" {
+			usage = "make the topic durable, and run the relay and the recoverer beside the worker (the configured recovery.* settings), as delayq serve does"
+		}
+		fl.BoolVar(&o.Durable, "durable", false, usage)
 	}
 	if sc.TargetOK {
 		fl.BoolVar(&o.HTTPTarget, "target", false, "deliver each job to an HTTP target (signed) on a loopback receiver that answers 200 at once; the same run with a no-op handler runs right before and after")
@@ -224,7 +230,10 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 		}
 		defer func() { err = errors.Join(err, stop()) }()
 	}
-	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep}
+	// The durable idle run's relay and recoverer take the configured
+	// settings, as `delayq serve` runs them.
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep,
+		Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {
 		bench.WriteMachine(a.out, rep.Machine)

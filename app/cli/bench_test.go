@@ -60,6 +60,20 @@ func TestBenchCommand(t *testing.T) {
 				if b := r.Baseline; (sub[0] == "enqueue") != (b != nil && b.EvalSha > 0 && b.EvalShaC > 0 && r.Ratio > 0) {
 					t.Errorf("%v: baseline %+v, ratio %v: want rates and a ratio for enqueue only", sub, b, r.Ratio)
 				}
+				// The costs per job, under their stable names; the server's
+				// commits are null on SQLite.
+				if c := r.Costs; c == nil || c.Jobs != r.Jobs || c.LedgerCommitsPer1k == nil || c.ProcessCPUUsPerJob == nil {
+					t.Errorf("%v: costs %+v: want per-job figures for %d jobs", sub, c, r.Jobs)
+				}
+				serverNull := strings.Contains(out, `"server_commits_per_1k_jobs": null`)
+				for _, field := range []string{`"ledger_commits_per_1k_jobs": `, `"server_commits_per_1k_jobs": `, `"redis_commands_per_job": `, `"process_cpu_us_per_job": `} {
+					if !strings.Contains(out, field) {
+						t.Errorf("%v: JSON lacks %s", sub, field)
+					}
+				}
+				if serverNull != (name == "embedded") {
+					t.Errorf("%v: server_commits_per_1k_jobs null = %v, want null on SQLite only", sub, serverNull)
+				}
 			}
 		})
 	}
@@ -71,7 +85,8 @@ func TestBenchTable(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %", "RATIO", "EMPTY EVALSHA/s, 1 conn"} {
+	for _, want := range []string{"delayq bench,", "Redis:  miniredis", "Ledger: SQLite", "SCENARIO", "enqueue", "jobs=100 concurrency=1 batch=1", "PROCESS CPU %", "RATIO", "EMPTY EVALSHA/s, 1 conn",
+		"SQL CPU %", "LEDGER COMMITS/1k JOBS", "SERVER COMMITS/1k", "PROCESS CPU µs/JOB"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -103,6 +118,21 @@ func TestBenchDurable(t *testing.T) {
 	if len(rep.Results) != 1 || rep.Results[0].Horizon == nil || !rep.Results[0].Durable || rep.Results[0].Horizon.CompareJobs != 2400 {
 		t.Errorf("horizon report: %+v", rep.Results)
 	}
+
+	// The durable idle run: the relay runs beside the worker, and the
+	// servers' CPU is there (the SQL server's only when it is local).
+	code, out, errOut = runCLI(t, append([]string{"bench", "idle", "--durable", "-d", "300ms", "--json"}, backendArgs...)...)
+	if code != ExitOK {
+		t.Fatalf("idle: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	rep = bench.Report{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("idle: not JSON: %v\n%s", err, out)
+	}
+	if len(rep.Results) != 1 || !rep.Results[0].Durable || rep.Results[0].Usage.RedisCPU == nil || rep.Results[0].Costs == nil ||
+		!strings.Contains(strings.Join(rep.Results[0].Notes, "\n"), "the relay made") {
+		t.Errorf("idle report: %+v", rep.Results)
+	}
 }
 
 // Bad flags are usage errors (exit 2), before anything runs.
@@ -115,7 +145,7 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "enqueue", "extra-arg"},
 		{"bench", "enqueue", "--baseline-for", "0s"},
 		{"bench", "all", "--baseline-for", "-1s"},
-		{"bench", "idle", "--durable"},
+		{"bench", "idle", "--durable", "-d", "0s"},
 		{"bench", "enqueue", "--target"},
 		{"bench", "drain", "--target", "--durable"},
 		{"bench", "lateness", "--target", "-c", "0"},

@@ -20,11 +20,11 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 		return nil
 	}
 	refs = sortedRefs(refs)
-	err := l.inBatches(ctx, len(refs), 3, 0, func(db *gorm.DB, lo, hi int) error {
+	err := l.commit(ctx, l.inBatches(len(refs), 3, 0, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
 		return db.Table(l.ledgerTable).
 			Where(l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt"), refVars(refs[lo:hi], true)...).
 			Delete(&Entry{}).Error
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("ledger: complete %d jobs: %w", len(refs), err)
 	}
@@ -46,7 +46,7 @@ func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
 	}
 	refs = sortedRefs(refs)
 	now := l.nowMs()
-	err := l.inBatches(ctx, len(refs), 3, 1, func(db *gorm.DB, lo, hi int) error {
+	err := l.commit(ctx, l.inBatches(len(refs), 3, 1, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
 		// state and lease_until are assigned before attempt and read the
 		// old attempt:
 		// MySQL evaluates the assignments of a single-table UPDATE left to
@@ -60,7 +60,7 @@ func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
 			" WHERE " + l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
 		vars := append([]any{now}, refVars(refs[lo:hi], true)...)
 		return db.Exec(q, vars...).Error
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("ledger: unclaim %d jobs: %w", len(refs), err)
 	}
@@ -79,14 +79,14 @@ func (l *Ledger) Extend(ctx context.Context, refs []queue.Ref, leaseUntil int64)
 	}
 	refs = sortedRefs(refs)
 	now := l.nowMs()
-	err := l.inBatches(ctx, len(refs), 2, 2, func(db *gorm.DB, lo, hi int) error {
+	err := l.commit(ctx, l.inBatches(len(refs), 2, 2, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
 		return db.Table(l.ledgerTable).
 			Where(l.dialect.tupleIn(hi-lo, "topic", "job_id"), refVars(refs[lo:hi], false)...).
 			Updates(map[string]any{
 				"lease_until": gorm.Expr(l.dialect.greatest+"(lease_until, ?)", leaseUntil),
 				"updated_at":  now,
 			}).Error
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("ledger: extend %d jobs: %w", len(refs), err)
 	}
@@ -113,18 +113,27 @@ func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest)
 	retries = lastRetries(retries) // a copy: sorting it leaves the caller's slice alone
 	sortRetries(retries)
 	now := l.nowMs()
-	err := l.inBatches(ctx, len(retries), 6, 2, func(db *gorm.DB, lo, hi int) error {
+	err := l.commit(ctx, l.inBatches(len(retries), 6, 2, retryBytes(retries), func(db *gorm.DB, lo, hi int) error {
 		rows := make([][]any, 0, hi-lo)
 		for _, r := range retries[lo:hi] {
 			rows = append(rows, []any{r.Topic, r.ID, r.Attempt, r.RunAt, r.LeaseUntil, cleanError(r.Error)})
 		}
 		q, vars := l.dialect.markRetrying(l.ledgerTable, StateRetrying, now, rows)
 		return db.Exec(q, vars...).Error
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("ledger: mark %d jobs retrying: %w", len(retries), err)
 	}
 	return nil
+}
+
+// retryBytes is roughly what MarkRetrying sends for retries.
+func retryBytes(retries []queue.RetryRequest) int {
+	n := 0
+	for _, r := range retries {
+		n += rowBytes + len(r.Error)
+	}
+	return n
 }
 
 // refVars flattens refs into the bind variables of tupleIn: topic, id and,

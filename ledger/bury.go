@@ -53,7 +53,11 @@ func (l *Ledger) Bury(ctx context.Context, dead []queue.DeadJob) error {
 		rows = append(rows, r)
 	}
 	sortDead(rows)
-	err := l.transaction(ctx, func(tx *gorm.DB) error {
+	bytes := 0
+	for i := range rows {
+		bytes += rowBytes + len(rows[i].Payload) + len(rows[i].LastError)
+	}
+	err := l.commit(ctx, write{atomic: true, bytes: bytes, run: func(tx *gorm.DB) error {
 		err := forSpans(len(rows), l.batchSize(deadColumns, 0), func(lo, hi int) error {
 			batch := slices.Clone(rows[lo:hi]) // see Record: ids are written back
 			return tx.Table(l.deadTable).CreateInBatches(&batch, len(batch)).Error
@@ -74,7 +78,7 @@ func (l *Ledger) Bury(ctx context.Context, dead []queue.DeadJob) error {
 			return fmt.Errorf("delete rows: %w", err)
 		}
 		return nil
-	})
+	}})
 	if err != nil {
 		return fmt.Errorf("ledger: bury %d jobs: %w", len(rows), err)
 	}

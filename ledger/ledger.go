@@ -3,9 +3,11 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/coalesce"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -29,6 +31,12 @@ type Ledger struct {
 	clock *sqlClock
 	// writes counts commits (writestats.go).
 	writes *writeCounter
+	// group batches the worker's writes into shared commits
+	// (groupcommit.go); nil when Options.GroupCommit turns it off.
+	group *coalesce.Batcher[write, error]
+	// lastRecord is when the last Record came (Unix ns): settlements
+	// linger for the next one only while records flow.
+	lastRecord *atomic.Int64
 }
 
 // New returns a Ledger on db (MySQL/MariaDB or SQLite). It does not touch the
@@ -48,7 +56,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 	if opts.MaxPlaceholders == 0 {
 		opts.MaxPlaceholders = d.maxVars
 	}
-	return &Ledger{
+	l := &Ledger{
 		// Each write is one statement, atomic on its own: gorm's default
 		// BEGIN/COMMIT around it would only triple the round trips.
 		db:          db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
@@ -59,7 +67,10 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		stateTable:  opts.TablePrefix + "topic_state",
 		clock:       &sqlClock{},
 		writes:      &writeCounter{},
-	}, nil
+		lastRecord:  &atomic.Int64{},
+	}
+	l.group = l.newGroupCommit()
+	return l, nil
 }
 
 // LedgerTable returns the name of the in-flight table (dq_ledger by default),
@@ -91,20 +102,24 @@ func (l *Ledger) batchSize(perItem, fixed int) int {
 	return n
 }
 
-// inBatches runs stmt over items [lo, hi) so that no statement exceeds the
-// placeholder limit. The usual batch fits in one statement and runs alone; a
-// larger one is split, and the parts run in one transaction so the call
-// still succeeds or fails as a whole. Either way a deadlock victim is run
-// again (see RetryDeadlocks).
-func (l *Ledger) inBatches(ctx context.Context, n, perItem, fixed int, stmt func(db *gorm.DB, lo, hi int) error) error {
+// inBatches is a write of stmt over items [0, n) such that no statement
+// exceeds the placeholder limit: the usual batch fits in one statement; a
+// larger one is split, and the parts commit together (in the group's
+// transaction, or alone in one of their own). bytes is roughly what the
+// statements send.
+func (l *Ledger) inBatches(n, perItem, fixed, bytes int, stmt func(db *gorm.DB, lo, hi int) error) write {
 	size := l.batchSize(perItem, fixed)
-	if n <= size {
-		return l.autocommit(ctx, func() error { return stmt(l.conn(ctx), 0, n) })
+	return write{
+		run: func(db *gorm.DB) error {
+			return forSpans(n, size, func(lo, hi int) error { return stmt(db, lo, hi) })
+		},
+		atomic: n > size,
+		bytes:  bytes,
 	}
-	return l.transaction(ctx, func(tx *gorm.DB) error {
-		return forSpans(n, size, func(lo, hi int) error { return stmt(tx, lo, hi) })
-	})
 }
+
+// rowBytes is the rough size of a key-only row in a statement.
+const rowBytes = 64
 
 // transaction runs fn in a transaction, run again as a whole if it was
 // rolled back as a deadlock victim.

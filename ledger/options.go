@@ -25,6 +25,18 @@ type Options struct {
 	// exceed it is split into several statements in one transaction. Tests
 	// lower it to exercise the split.
 	MaxPlaceholders int
+	// GroupCommit is the most worker writes (Record, Complete, Unclaim,
+	// Extend, MarkRetrying, Bury) that one transaction carries when they
+	// arrive while a commit is in flight: they wait for it and then commit
+	// together (docs/design.md §4.5). 0 means DefaultGroupCommit; -1 turns
+	// group commit off, so that each write commits on its own.
+	GroupCommit int
+	// GroupLinger is how long a settlement (Complete, Unclaim, Extend,
+	// MarkRetrying, Bury) that finds no commit in flight waits for the
+	// next Record to share its commit, while records flow (one came in the
+	// last 100ms); a worker that records nothing writes its settlements at
+	// once. 0 means DefaultGroupLinger; negative: never wait.
+	GroupLinger time.Duration
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
@@ -40,6 +52,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.GroupLinger == 0 {
+		o.GroupLinger = DefaultGroupLinger
+	}
+	if o.GroupCommit == 0 {
+		o.GroupCommit = DefaultGroupCommit
+	}
+	if o.GroupCommit < -1 {
+		return o, fmt.Errorf("ledger: Options.GroupCommit %d: want -1 (off), 0 (default %d) or a positive number", o.GroupCommit, DefaultGroupCommit)
 	}
 	if o.MaxPlaceholders < 0 {
 		return o, fmt.Errorf("ledger: Options.MaxPlaceholders %d: must not be negative", o.MaxPlaceholders)

@@ -75,7 +75,11 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 		rows = append(rows, e)
 	}
 	sortEntries(rows)
-	err := l.inBatches(ctx, len(rows), entryColumns, 0, func(db *gorm.DB, lo, hi int) error {
+	bytes := 0
+	for i := range rows {
+		bytes += rowBytes + len(rows[i].Payload) + len(rows[i].LastError)
+	}
+	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
 		// A copy: gorm writes the new ids back into what it inserts, and a
 		// retried statement must not send them as explicit ids.
 		batch := slices.Clone(rows[lo:hi])
@@ -83,6 +87,8 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 		// whatever CreateBatchSize the caller configured on its gorm.DB.
 		return db.Table(l.ledgerTable).Clauses(recordUpsert).CreateInBatches(&batch, len(batch)).Error
 	})
+	w.urgent = true // handlers wait for it
+	err := l.commit(ctx, w)
 	if err != nil {
 		return fmt.Errorf("ledger: record %d jobs: %w", len(rows), err)
 	}

@@ -11,17 +11,24 @@ type WriteStats struct {
 	// transaction one. Writes inside a caller's transaction (Tx, SQLTx,
 	// Transactional) are the caller's commit and are not counted.
 	Commits int64 `json:"commits"`
+	// Writes is the calls of the worker's write methods (Record, Complete,
+	// Unclaim, Extend, MarkRetrying, Bury): Writes / Commits is how many of
+	// them one commit carried on average (group commit).
+	Writes int64 `json:"writes"`
 }
 
 // writeCounter is the ledger's live WriteStats.
 type writeCounter struct {
-	commits atomic.Int64
+	commits, writes atomic.Int64
 }
 
 // committed counts one commit.
 func (c *writeCounter) committed() { c.commits.Add(1) }
 
+// called counts one call of a write method.
+func (c *writeCounter) called() { c.writes.Add(1) }
+
 // WriteStats returns the ledger's write counts so far.
 func (l *Ledger) WriteStats() WriteStats {
-	return WriteStats{Commits: l.writes.commits.Load()}
+	return WriteStats{Commits: l.writes.commits.Load(), Writes: l.writes.writes.Load()}
 }

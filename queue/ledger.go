@@ -8,7 +8,9 @@ import "context"
 // crash or a Redis data loss drops, the recoverer can put back.
 //
 // Every method is one statement (or one transaction) per call, however many
-// jobs it carries. Methods that take a Ref are fenced by its attempt: a row
+// jobs it carries, committed before it returns; an implementation may
+// commit the writes of concurrent calls together (package ledger's group
+// commit), which changes no caller's guarantee. Methods that take a Ref are fenced by its attempt: a row
 // rewritten by a later claim of the same job is left alone. A method must
 // not modify the slice it is given: the worker hands the same one to Redis.
 //

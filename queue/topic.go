@@ -20,8 +20,8 @@ type topicRunner struct {
 	cfg   TopicConfig
 	log   logrus.FieldLogger
 
-	work  chan *Job     // claimed and recorded, not started; cap = concurrency
-	busy  atomic.Int64  // jobs in work or running: never above concurrency
+	work  chan *Job     // claimed and recorded, not started; cap = concurrency + prefetch
+	busy  atomic.Int64  // jobs claimed, in work or running: never above cap(work)
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
 
@@ -31,6 +31,12 @@ type topicRunner struct {
 	// paused: the last claim found the topic paused (the fetcher's own,
 	// read and written by it alone).
 	paused bool
+	// backlog: the last claim left due jobs behind, so the fetcher may
+	// claim up to the prefetch beyond its free slots (the fetcher's own).
+	backlog bool
+	// runNanos is a moving average of the handlers' run times (ns; 0
+	// before the first): prefetch only while they are quick.
+	runNanos atomic.Int64
 
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers, for the heartbeat
@@ -40,13 +46,14 @@ type topicRunner struct {
 // lease runs out, and the heartbeat moves it on.
 type activeJob struct {
 	timer *time.Timer
+	began time.Time
 }
 
 func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicRunner {
 	return &topicRunner{
 		w: w, topic: topic, h: h, cfg: cfg,
 		log:       w.log.WithField("topic", topic),
-		work:      make(chan *Job, cfg.Concurrency),
+		work:      make(chan *Job, cfg.Concurrency+cfg.prefetch()),
 		freed:     make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		tokens:    make(chan struct{}, recordPipeline),
@@ -92,7 +99,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			continue
 		default:
 		}
-		free := tr.cfg.Concurrency - int(tr.busy.Load())
+		free := tr.claimable()
 		if free <= 0 {
 			select {
 			case <-tr.freed:
@@ -155,7 +162,7 @@ func (tr *topicRunner) waitToken(stop context.Context, wait time.Duration) {
 }
 
 // recordPipeline is how many claimed batches may be in the ledger at once.
-const recordPipeline = 2
+const recordPipeline = 8
 
 // pausedRecheck is how long a fetcher of a paused topic waits for the
 // resume's wake before it claims again anyway: a safety net only, since a
@@ -185,6 +192,7 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 		tr.log.Info("topic resumed: claiming again")
 	}
 	tr.paused = cl.Paused
+	tr.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {
@@ -227,6 +235,56 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	return max(wait, 0), false, nil
 }
 
+// prefetchQuick is the longest average handler run at which a fetcher
+// prefetches: a prefetched job then waits for a slot about as long as a
+// ledger commit would have made it wait, never behind slow handlers while
+// another process may have a free slot.
+const prefetchQuick = 10 * time.Millisecond
+
+// claimable is how many jobs the fetcher may claim now: its free handler
+// slots, plus the prefetch while prefetching.
+func (tr *topicRunner) claimable() int {
+	free := tr.cfg.Concurrency - int(tr.busy.Load())
+	if tr.prefetching() {
+		free += tr.cfg.prefetch()
+	}
+	return free
+}
+
+// prefetching says whether the fetcher may claim beyond its free slots
+// now: the topic has a backlog and its handlers are quick, both those that
+// finished lately and those running (one running long would hold the
+// prefetched jobs back however quick the others were).
+func (tr *topicRunner) prefetching() bool {
+	avg := tr.runNanos.Load()
+	if !tr.backlog || avg <= 0 || avg >= int64(prefetchQuick) {
+		return false
+	}
+	slow := time.Now().Add(-prefetchQuick)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, a := range tr.active {
+		if a.began.Before(slow) {
+			return false
+		}
+	}
+	return true
+}
+
+// ran folds one handler run into the moving average (weight 1/8).
+func (tr *topicRunner) ran(d time.Duration) {
+	for {
+		old := tr.runNanos.Load()
+		avg := int64(d)
+		if old > 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if tr.runNanos.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
+	}
+}
+
 // observeRateLimited counts a claim the rate limit held back, if the
 // observer cares.
 func (tr *topicRunner) observeRateLimited() {
@@ -246,7 +304,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 	if err == nil {
 		tr.holdStart(ctx, claimedAt)
 		for _, j := range jobs {
-			tr.work <- j // never blocks: busy <= concurrency = cap(work)
+			tr.work <- j // never blocks: busy <= cap(work)
 		}
 		return
 	}
@@ -341,7 +399,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		defer c()
 	}
 	ref := j.Ref()
-	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) })}
+	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) }), began: time.Now()}
 	tr.mu.Lock()
 	tr.active[ref] = a
 	tr.mu.Unlock()
@@ -350,7 +408,9 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
 	err := runHandler(ctx, tr.h, j)
-	tr.w.cfg.Observer.Handled(tr.topic, time.Since(began), err)
+	took := time.Since(began)
+	tr.ran(took)
+	tr.w.cfg.Observer.Handled(tr.topic, took, err)
 
 	a.timer.Stop()
 	tr.mu.Lock()

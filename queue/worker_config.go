@@ -58,8 +58,18 @@ type TopicConfig struct {
 	// MaxConcurrency. Default 10.
 	Concurrency int
 	// BatchSize is the most jobs one claim takes (never more than the free
-	// handler slots). Default 100.
+	// handler slots, plus Prefetch). Default 100.
 	BatchSize int
+	// Prefetch is how many jobs beyond its free handler slots the fetcher
+	// may claim while the topic has a backlog (its last claim left due
+	// jobs behind) and its handlers are quick (their recent average run
+	// under 10ms): they are recorded in the ledger together with the
+	// others and wait, their leases renewed, for a slot. A commit waits for
+	// the disk, so more jobs per ledger commit is what lets a worker keep
+	// up with a backlog (docs/design.md §4.3). Never on a rate-limited
+	// topic, whose claims pace its starts. Default Concurrency/2; -1: none,
+	// claims follow the free slots alone.
+	Prefetch int
 	// Lease is how long a claim holds a job before another worker may take
 	// it over; the heartbeat renews it while the handler runs. Default 30s.
 	Lease time.Duration
@@ -101,6 +111,15 @@ type TopicConfig struct {
 // waits a binding rate limit causes.
 const DefaultRateStartLag = 100 * time.Millisecond
 
+// prefetch is how many jobs beyond the free slots the fetcher may hold
+// while the topic has a backlog.
+func (c TopicConfig) prefetch() int {
+	if c.Prefetch < 0 || c.RateLimit > 0 {
+		return 0
+	}
+	return c.Prefetch
+}
+
 // rateLimit is the topic's limit as the claim script takes it.
 func (c TopicConfig) rateLimit() RateLimit {
 	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}
@@ -131,6 +150,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	}
 	c.Concurrency = pickInt(pickInt(c.Concurrency, def.Concurrency), 10)
 	c.BatchSize = pickInt(pickInt(c.BatchSize, def.BatchSize), 100)
+	c.Prefetch = pickInt(pickInt(c.Prefetch, def.Prefetch), c.Concurrency/2)
 	c.Lease = pick(pick(c.Lease, def.Lease), 30*time.Second)
 	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), DefaultHeartbeat(c.Lease))
 	c.Timeout = pick(c.Timeout, def.Timeout)
@@ -156,6 +176,8 @@ func (c TopicConfig) validate() error {
 		return fmt.Errorf("concurrency %d: want 1-%d", c.Concurrency, MaxConcurrency)
 	case c.BatchSize < 1:
 		return fmt.Errorf("batch size %d: must be positive", c.BatchSize)
+	case c.Prefetch < -1 || c.Prefetch > MaxConcurrency:
+		return fmt.Errorf("prefetch %d: want -1 (none) to %d", c.Prefetch, MaxConcurrency)
 	case c.Lease < 100*time.Millisecond:
 		return fmt.Errorf("lease %s: must be at least 100ms", c.Lease)
 	case c.Heartbeat <= 0 || c.Heartbeat >= c.Lease:

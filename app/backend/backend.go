@@ -69,7 +69,8 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
 		return nil, err
 	}
-	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix}); err != nil {
+	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
+		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger}); err != nil {
 		return nil, err
 	}
 	if b.Queue, err = queue.New(b.Redis, queue.Config{

@@ -34,6 +34,7 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 		Topic: queue.TopicConfig{
 			Concurrency: wc.Concurrency,
 			BatchSize:   wc.BatchSize,
+			Prefetch:    wc.Prefetch,
 			Lease:       wc.Lease,
 			Heartbeat:   wc.Heartbeat,
 			MaxAttempts: wc.MaxAttempts,
@@ -48,6 +49,7 @@ func newWorker(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, h
 		tc := queue.TopicConfig{
 			Concurrency:  t.Concurrency,
 			BatchSize:    t.BatchSize,
+			Prefetch:     t.Prefetch,
 			Lease:        t.Lease,
 			Timeout:      t.Timeout,
 			MaxAttempts:  t.MaxAttempts,

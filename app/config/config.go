@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/jobs/httptarget"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
 )
@@ -120,6 +121,15 @@ type SQL struct {
 	// AutoMigrate creates or updates the ledger tables at start. Default
 	// true; production may prefer `delayq migrate` or schema.sql.
 	AutoMigrate bool `koanf:"auto_migrate"`
+	// GroupCommit is the most worker writes (records and settlements) one
+	// ledger transaction carries when they arrive while a commit is in
+	// flight (ledger.Options.GroupCommit, docs/design.md §4.5); -1 turns
+	// group commit off. Default 64.
+	GroupCommit int `koanf:"group_commit"`
+	// GroupLinger is how long a settlement waits for the next record's
+	// commit while records flow (ledger.Options.GroupLinger); negative:
+	// never. Default 5ms.
+	GroupLinger time.Duration `koanf:"group_linger"`
 }
 
 // Queue sets the data plane's limits.
@@ -212,8 +222,13 @@ type Worker struct {
 	ID              string        `koanf:"id"`               // Default host:pid.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"` // Default 30s.
 	// Defaults of every topic; Topics overrides them per topic.
-	Concurrency int              `koanf:"concurrency"`  // Default 10.
-	BatchSize   int              `koanf:"batch_size"`   // Default 100.
+	Concurrency int `koanf:"concurrency"` // Default 10.
+	BatchSize   int `koanf:"batch_size"`  // Default 100.
+	// Prefetch is how many jobs beyond its free handler slots a topic's
+	// fetcher may claim while the topic has a backlog, so that one ledger
+	// commit records more of them (queue.TopicConfig.Prefetch). Default 0:
+	// concurrency/2; -1: none.
+	Prefetch    int              `koanf:"prefetch"`
 	Lease       time.Duration    `koanf:"lease"`        // Default 30s.
 	Heartbeat   time.Duration    `koanf:"heartbeat"`    // Default lease/3.
 	MaxIdle     time.Duration    `koanf:"max_idle"`     // Default 1s.
@@ -282,6 +297,7 @@ func (w Worker) RateLimits() map[string]queue.RateLimit {
 type Topic struct {
 	Concurrency int           `koanf:"concurrency"`
 	BatchSize   int           `koanf:"batch_size"`
+	Prefetch    int           `koanf:"prefetch"`
 	Lease       time.Duration `koanf:"lease"`
 	Timeout     time.Duration `koanf:"timeout"`
 	BackoffBase time.Duration `koanf:"backoff_base"`
@@ -432,7 +448,8 @@ func Defaults() Config {
 		Log:   Log{Level: "info", Format: "auto"},
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
-			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true},
+			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true,
+			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
 			Durability: "redis", Topics: map[string]QueueTopic{"order_close": {Durability: "durable"}},
 			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},

@@ -141,6 +141,12 @@ func (s SQL) validate(p *problems) {
 	if s.MaxIdleConns < 0 || s.MaxIdleConns > s.MaxOpenConns {
 		p.bad("sql.max_idle_conns", s.MaxIdleConns, "want 0 to sql.max_open_conns (%d)", s.MaxOpenConns)
 	}
+	if s.GroupCommit != -1 && (s.GroupCommit < 1 || s.GroupCommit > 10000) {
+		p.bad("sql.group_commit", s.GroupCommit, "want -1 (off) or 1-10000")
+	}
+	if s.GroupLinger > time.Second {
+		p.bad("sql.group_linger", s.GroupLinger, "want at most 1s (negative: never wait)")
+	}
 }
 
 func (q Queue) validate(p *problems) {
@@ -209,6 +215,9 @@ func (w Worker) validate(p *problems) {
 	if w.BatchSize < 1 || w.BatchSize > 1000 {
 		p.bad("worker.batch_size", w.BatchSize, "want 1-1000")
 	}
+	if w.Prefetch < -1 || w.Prefetch > queue.MaxConcurrency {
+		p.bad("worker.prefetch", w.Prefetch, "want -1 (none), 0 (concurrency/2) or up to %d", queue.MaxConcurrency)
+	}
 	if w.Lease < 100*time.Millisecond {
 		p.bad("worker.lease", w.Lease, "must be at least 100ms")
 	}
@@ -268,6 +277,9 @@ func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) 
 	}
 	if t.Concurrency > queue.MaxConcurrency {
 		p.bad(key+".concurrency", t.Concurrency, "want 1-%d, or 0 for worker.concurrency", queue.MaxConcurrency)
+	}
+	if t.Prefetch < -1 || t.Prefetch > queue.MaxConcurrency {
+		p.bad(key+".prefetch", t.Prefetch, "want -1 (none), 0 (worker.prefetch) or up to %d", queue.MaxConcurrency)
 	}
 	if t.Lease != 0 && t.Lease < 100*time.Millisecond {
 		p.bad(key+".lease", t.Lease, "must be at least 100ms")

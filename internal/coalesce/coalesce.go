@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Func runs one coalesced call: in holds every waiting caller's items, in
@@ -44,12 +45,20 @@ type Batcher[In, Out any] struct {
 	inFlight int
 	waiting  []*call[In, Out] // FIFO
 	queued   atomic.Int64     // len(waiting), readable without mu
+	// urgent counts the waiting callers that do not linger; linger is
+	// armed while only lingering callers wait and a place in flight is
+	// free (Limits.Linger).
+	urgent int
+	linger *time.Timer
 }
 
 // call is one caller's share of a coalesced call.
 type call[In, Out any] struct {
-	ctx  context.Context
-	in   []In
+	ctx context.Context
+	in  []In
+	// lazy: the caller may linger (Limits.Lazy); at is when it arrived.
+	lazy bool
+	at   time.Time
 	out  []Out
 	err  error
 	done chan struct{} // closed once out/err are set
@@ -69,6 +78,14 @@ type Limits[In any] struct {
 	// 2, the next batch goes out while the one before is still on the
 	// wire, so the server is not idle while the client hands out results.
 	Depth int
+	// Lazy, if set, tells the callers whose items can wait a little for
+	// company: a lazy caller that finds room in flight does not start a
+	// call at once but lingers up to Linger, so that the next non-lazy
+	// caller takes it along (delayq's ledger: settlements wait to ride
+	// with the next record, which cannot wait). Non-lazy callers never
+	// linger, and a lazy one waits no longer than Linger for a place.
+	Lazy   func(In) bool
+	Linger time.Duration
 }
 
 // New returns a Batcher that runs run within lim.
@@ -93,8 +110,9 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	lazy := b.lazy(in)
 	b.mu.Lock()
-	if b.inFlight < b.lim.Depth && len(b.waiting) == 0 {
+	if b.inFlight < b.lim.Depth && len(b.waiting) == 0 && !lazy {
 		// Room in flight and nobody ahead: run now, in this goroutine,
 		// with this context.
 		b.inFlight++
@@ -102,9 +120,17 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in []In) ([]Out, error) {
 		out, err := b.runInline(ctx, in)
 		return out, err
 	}
-	c := &call[In, Out]{ctx: ctx, in: in, done: make(chan struct{})}
+	c := &call[In, Out]{ctx: ctx, in: in, lazy: lazy, at: time.Now(), done: make(chan struct{})}
 	b.waiting = append(b.waiting, c)
 	b.queued.Add(1)
+	if !lazy {
+		b.urgent++
+	}
+	if b.inFlight < b.lim.Depth {
+		// Only lingering callers were waiting for room that is free: this
+		// one takes them along now, or (lazy too) lingers with them.
+		b.startOrLinger()
+	}
 	b.mu.Unlock()
 
 	select {
@@ -138,11 +164,57 @@ func (b *Batcher[In, Out]) runInline(ctx context.Context, in []In) (out []Out, e
 func (b *Batcher[In, Out]) handOff() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.inFlight--
+	b.startOrLinger()
+}
+
+// startOrLinger starts a flusher for the waiting callers if one of them
+// may not linger, or the oldest has lingered Linger already; otherwise it
+// arms the linger timer for that moment. Call with mu held and a place in
+// flight free.
+func (b *Batcher[In, Out]) startOrLinger() {
 	if len(b.waiting) == 0 {
-		b.inFlight--
 		return
 	}
-	go b.flush()
+	wait := time.Duration(0)
+	if b.urgent == 0 {
+		wait = b.lim.Linger - time.Since(b.waiting[0].at)
+	}
+	if wait <= 0 {
+		if b.linger != nil {
+			b.linger.Stop()
+			b.linger = nil
+		}
+		b.inFlight++
+		go b.flush()
+		return
+	}
+	if b.linger == nil {
+		b.linger = time.AfterFunc(wait, b.lingered)
+	}
+}
+
+// lingered ends a linger: the waiting callers go out if a place is free.
+func (b *Batcher[In, Out]) lingered() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.linger = nil
+	if b.inFlight < b.lim.Depth {
+		b.startOrLinger()
+	}
+}
+
+// lazy says whether a caller with items in may linger.
+func (b *Batcher[In, Out]) lazy(in []In) bool {
+	if b.lim.Lazy == nil || b.lim.Linger <= 0 {
+		return false
+	}
+	for _, v := range in {
+		if !b.lim.Lazy(v) {
+			return false
+		}
+	}
+	return true
 }
 
 // remove takes c out of the waiting list and reports whether it was
@@ -152,21 +224,23 @@ func (b *Batcher[In, Out]) remove(c *call[In, Out]) bool {
 	if i < 0 {
 		return false
 	}
+	if !c.lazy {
+		b.urgent--
+	}
 	b.waiting = slices.Delete(b.waiting, i, i+1) // zeroes the freed slot
 	b.queued.Add(-1)
 	return true
 }
 
-// flush runs the waiting callers, at most max items a call, until none is
-// left.
+// flush runs the next batch of waiting callers, then hands its place in
+// flight on (handOff): to a flusher of the next batch, or to a linger.
 func (b *Batcher[In, Out]) flush() {
-	for {
-		batch := b.take()
-		if batch == nil {
-			return
-		}
-		b.runBatch(batch)
+	batch := b.take()
+	if batch == nil {
+		return
 	}
+	defer b.handOff()
+	b.runBatch(batch)
 }
 
 // take removes the next batch from the waiting list, in arrival order:
@@ -184,6 +258,9 @@ func (b *Batcher[In, Out]) take() []*call[In, Out] {
 			break
 		}
 		taken++
+		if !c.lazy {
+			b.urgent--
+		}
 		if err := c.ctx.Err(); err != nil {
 			c.err = err
 			close(c.done)

@@ -1,0 +1,171 @@
+package ledger
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// holdingWrite is a write that blocks inside its commit until released:
+// it keeps a commit in flight, so the writes that come meanwhile queue up.
+func holdingWrite(started chan<- struct{}, release <-chan struct{}) write {
+	return write{urgent: true, run: func(db *gorm.DB) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+}
+
+func TestWritesArrivingDuringACommitShareTheNext(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		l, _ := newLedger(t, db, Options{})
+		started, release := make(chan struct{}, 1), make(chan struct{})
+		held := make(chan error, 1)
+		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
+		testenv.Receive(ctx, t, started, "the held commit")
+
+		before := l.WriteStats()
+		var wg sync.WaitGroup
+		errs := make(chan error, 3)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			errs <- l.Record(ctx, []*queue.Job{job("gc", "a", 1), job("gc", "b", 1)}, "w1")
+		}()
+		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") }()
+		go func() { defer wg.Done(); errs <- l.Extend(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}, 1) }()
+		testenv.WaitFor(ctx, t, "3 writes waiting", func() bool { return l.group.Waiting() == 3 }, nil)
+		close(release)
+		if err := testenv.Receive(ctx, t, held, "held commit"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := l.WriteStats()
+		if got := after.Commits - before.Commits; got != 2 {
+			t.Fatalf("commits = %d, want 2: the held one and one for the three writes that waited", got)
+		}
+		if n, err := l.Count(ctx); err != nil || n != 3 {
+			t.Fatalf("rows = %d, %v; want 3", n, err)
+		}
+	})
+}
+
+func TestAFailingWriteInAGroupFailsOnlyItsCaller(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		l, _ := newLedger(t, db, Options{})
+		started, release := make(chan struct{}, 1), make(chan struct{})
+		go func() { _ = l.commit(ctx, holdingWrite(started, release)) }()
+		testenv.Receive(ctx, t, started, "the held commit")
+
+		refused := errors.New("refused by the database")
+		bad := make(chan error, 1)
+		good := make(chan error, 1)
+		go func() {
+			bad <- l.commit(ctx, write{urgent: true, run: func(db *gorm.DB) error {
+				// A real statement first, so that the group's transaction
+				// has something to roll back.
+				if err := db.Exec("DELETE FROM "+l.ledgerTable+" WHERE topic = ?", "none").Error; err != nil {
+					return err
+				}
+				return refused
+			}})
+		}()
+		testenv.WaitFor(ctx, t, "the bad write waiting", func() bool { return l.group.Waiting() == 1 }, nil)
+		go func() { good <- l.Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1") }()
+		testenv.WaitFor(ctx, t, "both waiting", func() bool { return l.group.Waiting() == 2 }, nil)
+		close(release)
+		if err := testenv.Receive(ctx, t, bad, "bad write"); !errors.Is(err, refused) {
+			t.Fatalf("bad write: %v, want its own error", err)
+		}
+		if err := testenv.Receive(ctx, t, good, "good write"); err != nil {
+			t.Fatalf("good write failed with the bad one: %v", err)
+		}
+		if n, err := l.Count(ctx); err != nil || n != 1 {
+			t.Fatalf("rows = %d, %v; want the good write's 1", n, err)
+		}
+	})
+}
+
+func TestSettlementsRideWithTheNextRecordWhileRecordsFlow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		// A linger far longer than the test: only the next record ends it.
+		l, _ := newLedger(t, db, Options{GroupLinger: time.Hour})
+		if err := l.Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		before := l.WriteStats()
+		done := make(chan error, 1)
+		go func() { done <- l.Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}) }()
+		testenv.WaitFor(ctx, t, "the settlement lingering", func() bool { return l.group.Waiting() == 1 }, nil)
+		if err := l.Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := testenv.Receive(ctx, t, done, "settlement"); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.WriteStats().Commits - before.Commits; got != 1 {
+			t.Fatalf("commits = %d, want 1: the settlement rides with the record", got)
+		}
+		if _, err := l.Row(ctx, "gc", "a"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("row a: %v, want it deleted", err)
+		}
+	})
+}
+
+func TestSettlementsGoAtOnceWhenNoRecordsFlow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		l, _ := newLedger(t, db, Options{GroupLinger: time.Hour})
+		// No record came: a settlement must not wait for one.
+		if err := l.Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.WriteStats().Commits; got != 1 {
+			t.Fatalf("commits = %d, want 1", got)
+		}
+	})
+}
+
+func TestGroupCommitOff(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		l, _ := newLedger(t, db, Options{GroupCommit: -1})
+		if l.group != nil {
+			t.Fatal("GroupCommit -1 still groups")
+		}
+		if err := l.Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if s := l.WriteStats(); s.Commits != 2 || s.Writes != 2 {
+			t.Fatalf("stats = %+v, want 2 commits for 2 writes", s)
+		}
+	})
+}
+
+func TestGroupCommitOptionIsValidated(t *testing.T) {
+	if _, err := (Options{GroupCommit: -2}).withDefaults(); err == nil {
+		t.Fatal("GroupCommit -2 accepted")
+	}
+	o, err := (Options{}).withDefaults()
+	if err != nil || o.GroupCommit != DefaultGroupCommit || o.GroupLinger != DefaultGroupLinger {
+		t.Fatalf("defaults = %+v, %v", o, err)
+	}
+}

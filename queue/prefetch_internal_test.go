@@ -1,0 +1,64 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// The rule of prefetch, without a clock race: the running handlers' ages
+// are set by hand.
+func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := New(rdb, Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(c, WorkerConfig{Ledger: &memLedger{rows: map[string]int{}}, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HandlerFunc(nil)
+	if err := w.Handle("t", h, TopicConfig{Concurrency: 4, Prefetch: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("limited", h, TopicConfig{Concurrency: 4, Prefetch: 3, RateLimit: 100}); err != nil {
+		t.Fatal(err)
+	}
+	tr := w.topics["t"]
+	tr.busy.Store(4) // every slot taken
+	check := func(what string, want int) {
+		t.Helper()
+		if got := tr.claimable(); got != want {
+			t.Fatalf("%s: claimable %d, want %d", what, got, want)
+		}
+	}
+	check("no backlog, no run yet", 0)
+	tr.backlog = true
+	check("a backlog, handlers not known quick", 0)
+	tr.ran(time.Millisecond)
+	check("a backlog, quick handlers", 3)
+	tr.active[Ref{Topic: "t", ID: "slow"}] = &activeJob{timer: time.NewTimer(time.Hour), began: time.Now().Add(-time.Second)}
+	check("a handler running for a second", 0)
+	delete(tr.active, Ref{Topic: "t", ID: "slow"})
+	tr.active[Ref{Topic: "t", ID: "new"}] = &activeJob{timer: time.NewTimer(time.Hour), began: time.Now().Add(time.Hour)}
+	check("handlers that just started", 3)
+	for range 50 {
+		tr.ran(time.Second)
+	}
+	check("handlers that became slow", 0)
+	tr.backlog = false
+	tr.runNanos.Store(int64(time.Millisecond))
+	check("quick handlers, no backlog", 0)
+
+	lim := w.topics["limited"]
+	lim.backlog = true
+	lim.ran(time.Millisecond)
+	if got := lim.claimable(); got != 4 {
+		t.Fatalf("rate-limited topic: claimable %d, want its 4 free slots and no prefetch", got)
+	}
+	if cap(tr.work) != 4+3 || cap(lim.work) != 4 {
+		t.Fatalf("work queues of %d and %d, want room for the prefetch (7) and none (4)", cap(tr.work), cap(lim.work))
+	}
+}

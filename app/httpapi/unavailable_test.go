@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,25 +18,11 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// unreachableSQL returns a MySQL handle on an address nothing listens on:
+// unreachableSQL returns a MySQL handle on an address that refuses connections:
 // every statement fails to connect.
 func unreachableSQL(t *testing.T) *gorm.DB {
 	t.Helper()
-	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", closedAddr(t))
+	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", testenv.RefusedAddr(t))
 	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
 		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
 	if err != nil {
@@ -87,7 +72,7 @@ func expectUnavailable(t *testing.T, r resp, backend string) {
 func TestRedisUnavailable(t *testing.T) {
 	t.Parallel()
 	// No retries: each refused dial fails the request at once.
-	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := apiOn(t, rdb, testenv.SQLite(t))
 	if err := e.l.Migrate(testenv.Context(t)); err != nil {

@@ -114,6 +114,26 @@ func TestRedisKilled(t *testing.T) {
 	expectUnavailable(t, e.get(t, "/v1/topics/t/jobs/before"), "redis")
 }
 
+// TestRedisAddressTakenByAnotherServer: Redis is down and another server
+// (here an HTTP one) has taken its port, as a freed port is taken on a
+// busy host: what answers is not Redis, and the API says Redis is
+// unavailable (503), not that it has a bug (500).
+func TestRedisAddressTakenByAnotherServer(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(other.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: other.Listener.Addr().String(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	e := apiOn(t, rdb, testenv.SQLite(t))
+	if err := e.l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs", `{"id":"a"}`), "redis")
+	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs:batch", `{"jobs":[{"id":"a"}]}`), "redis")
+	expectUnavailable(t, e.get(t, "/v1/topics/t/jobs/a"), "redis")
+	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/a"), "redis")
+}
+
 // TestSQLUnavailable points the ledger at a port nothing listens on.
 func TestSQLUnavailable(t *testing.T) {
 	t.Parallel()

@@ -13,12 +13,31 @@ import (
 
 func TestClaimTakesDueJobsInOrder(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		base := redisNow(t, e)
-		for i, id := range []string{"c", "a", "b"} {
-			mustEnqueue(t, e, "t", queue.NewJob{ID: id, RunAt: base + 5 + int64(i)})
+		// Due 1, 2 and 3 ms after Redis's clock as the batch's one script
+		// call reads it: three due times in a known order, however late the
+		// call runs. (Times from a clock read before the enqueues are in the
+		// past once a loaded host has run them, and a past time means now:
+		// equal scores, which a claim takes in id order.) Neither the ids
+		// nor the order in the batch is the order of the due times.
+		res, err := e.c.EnqueueBatch(testenv.Context(t), "t", []queue.NewJob{
+			{ID: "b", Delay: 3 * time.Millisecond},
+			{ID: "c", Delay: time.Millisecond},
+			{ID: "a", Delay: 2 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Status != queue.BatchCreated {
+				t.Fatalf("enqueue %s: %s %v", r.ID, r.Status, r.Err)
+			}
+		}
+		dueB, dueC, dueA := res[0].RunAt, res[1].RunAt, res[2].RunAt
+		if !(dueC < dueA && dueA < dueB) {
+			t.Fatalf("due times c %d, a %d, b %d: want them in that order", dueC, dueA, dueB)
 		}
 		later := mustEnqueue(t, e, "t", queue.NewJob{ID: "later", Delay: time.Hour})
-		waitRedisPast(t, e, base+8)
+		waitRedisPast(t, e, dueB)
 		c := mustClaim(t, e, "t", 2, 30*time.Second)
 		if got := ids(c.Jobs); !slices.Equal(got, []string{"c", "a"}) {
 			t.Fatalf("claimed %v, want the two earliest", got)

@@ -13,12 +13,31 @@ import (
 
 func TestClaimTakesDueJobsInOrder(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		base := redisNow(t, e)
-		for i, id := range []string{"c", "a", "b"} {
-			mustEnqueue(t, e, "t", queue.NewJob{ID: id, RunAt: base + 5 + int64(i)})
+		// Due 1, 2 and 3 ms after Redis's clock as the batch's one script
+		// call reads it: three due times in a known order, however late the
+		// call runs. (Times from a clock read before the enqueues are in the
+		// past once a loaded host has run them, and a past time means now:
+		// equal scores, which a claim takes in id order.) Neither the ids
+		// nor the order in the batch is the order of the due times.
+		res, err := e.c.EnqueueBatch(testenv.Context(t), "t", []queue.NewJob{
+			{ID: "b", Delay: 3 * time.Millisecond},
+			{ID: "c", Delay: time.Millisecond},
+			{ID: "a", Delay: 2 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Status != queue.BatchCreated {
+				t.Fatalf("enqueue %s: %s %v", r.ID, r.Status, r.Err)
+			}
+		}
+		dueB, dueC, dueA := res[0].RunAt, res[1].RunAt, res[2].RunAt
+		if !(dueC < dueA && dueA < dueB) {
+			t.Fatalf("due times c %d, a %d, b %d: want them in that order", dueC, dueA, dueB)
 		}
 		later := mustEnqueue(t, e, "t", queue.NewJob{ID: "later", Delay: time.Hour})
-		waitRedisPast(t, e, base+8)
+		waitRedisPast(t, e, dueB)
 		c := mustClaim(t, e, "t", 2, 30*time.Second)
 		if got := ids(c.Jobs); !slices.Equal(got, []string{"c", "a"}) {
 			t.Fatalf("claimed %v, want the two earliest", got)
@@ -53,32 +72,55 @@ func TestClaimTakesDueJobsInOrder(t *testing.T) {
 	})
 }
 
-// A job due 50 ms ahead is never handed out before Redis's clock reaches
-// its due time, however often it is asked for.
+// A job due ahead is never handed out before Redis's clock reaches its due
+// time, however often it is asked for. Only a claim made before the due
+// time proves that, and a loaded host may make its first claim after a
+// short delay has passed: the delay then doubles until one is made.
 func TestClaimNeverEarly(t *testing.T) {
 	forEachBackend(t, queue.Config{}, func(t *testing.T, e env) {
-		r := mustEnqueue(t, e, "t", queue.NewJob{ID: "soon", Delay: 50 * time.Millisecond})
-		deadline := time.Now().Add(10 * time.Second)
-		polls := 0
-		for time.Now().Before(deadline) {
-			c := mustClaim(t, e, "t", 1, time.Minute)
-			polls++
-			if len(c.Jobs) == 0 {
-				if c.Now >= r.RunAt {
-					t.Fatalf("Redis clock %d reached due time %d but the job was not claimed", c.Now, r.RunAt)
-				}
-				continue
+		for delay := 50 * time.Millisecond; ; delay *= 2 {
+			if early := claimWhenDue(t, e, delay); early > 0 {
+				return
 			}
-			if c.Now < r.RunAt {
-				t.Fatalf("claimed at Redis time %d, %d ms before its due time %d", c.Now, r.RunAt-c.Now, r.RunAt)
+			if delay >= 10*time.Second {
+				t.Fatalf("no claim was made before a due time %s ahead", delay)
 			}
-			if polls < 2 {
-				t.Fatalf("claimed on the first poll: the 50 ms delay had no effect")
-			}
-			return
+			t.Logf("the first claim came after the %s delay had passed (a loaded host): again, %s ahead", delay, 2*delay)
 		}
-		t.Fatal("the job never became claimable")
 	})
+}
+
+// claimWhenDue enqueues a job due delay ahead and claims until it is
+// handed out, failing if that happens before its due time or if a claim
+// at or past it does not take it. It returns how many claims came early.
+func claimWhenDue(t *testing.T, e env, delay time.Duration) (early int) {
+	t.Helper()
+	id := fmt.Sprint("soon-", delay.Milliseconds())
+	r := mustEnqueue(t, e, "t", queue.NewJob{ID: id, Delay: delay})
+	deadline := time.Now().Add(delay + 10*time.Second)
+	for time.Now().Before(deadline) {
+		c := mustClaim(t, e, "t", 1, time.Minute)
+		if len(c.Jobs) == 0 {
+			if c.Now >= r.RunAt {
+				t.Fatalf("Redis clock %d reached due time %d but the job was not claimed", c.Now, r.RunAt)
+			}
+			early++
+			continue
+		}
+		j := c.Jobs[0]
+		if j.ID != id {
+			t.Fatalf("claimed %s, want %s", j.ID, id)
+		}
+		if c.Now < r.RunAt {
+			t.Fatalf("claimed at Redis time %d, %d ms before its due time %d", c.Now, r.RunAt-c.Now, r.RunAt)
+		}
+		if j.RunAt != r.RunAt || j.RunAt-j.EnqueuedAt != delay.Milliseconds() {
+			t.Fatalf("due at %d, enqueued at %d (Redis's clock): want the %s delay", j.RunAt, j.EnqueuedAt, delay)
+		}
+		return early
+	}
+	t.Fatalf("the job due %s ahead never became claimable", delay)
+	return 0
 }
 
 // A worker host whose clock runs ahead cannot make a job due early: due

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -132,13 +131,8 @@ func TestToken(t *testing.T) {
 
 // Nothing listening: ErrUnreachable (nothing was sent).
 func TestUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, err = newClient(t, "http://"+addr, "").Enqueue(testenv.Context(t), "mail", httpapi.EnqueueRequest{ID: "x"})
+	addr := testenv.RefusedAddr(t) // a port closed again could be another test's server by now
+	_, err := newClient(t, "http://"+addr, "").Enqueue(testenv.Context(t), "mail", httpapi.EnqueueRequest{ID: "x"})
 	if !errors.Is(err, apiclient.ErrUnreachable) {
 		t.Fatalf("closed port: %v, want ErrUnreachable", err)
 	}

@@ -232,7 +232,7 @@
 //	415 unsupported_media_type  a body that is not application/json
 //	422 idempotency_key_reused  orders: an Idempotency-Key that made an order with another request
 //	500 internal                a bug; the log has the details
-//	503 backend_unavailable     Redis or SQL did not answer (with Retry-After)
+//	503 backend_unavailable     Redis or SQL could not be reached or did not answer, or another server answers on Redis's address (with Retry-After)
 //	503 not_configured          this process runs no recoverer
 //	503 not_ready               /readyz: a backend failed
 //	503 overloaded              too many requests in flight

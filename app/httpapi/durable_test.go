@@ -213,7 +213,7 @@ func apiOnDurable(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.D
 // and the relay pushes the job once Redis is back.
 func TestDurableEnqueueWithRedisDown(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	db := testenv.SQLite(t)
 	l, err := ledger.New(db, ledger.Options{})

@@ -1,17 +1,8 @@
 package httpapi
 
 import (
-	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-	"syscall"
-
-	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
@@ -157,45 +148,4 @@ func validationCode(ve *queue.ValidationError) (code, field string) {
 		return CodeBatchTooLarge, field
 	}
 	return CodeInvalidValue, field
-}
-
-// isUnavailable reports whether err means a backend could not be reached or
-// did not answer in time, as opposed to a bug or bad data: the caller should
-// retry later (503), and an operator should look at Redis or SQL, not at us.
-func isUnavailable(err error) bool {
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED),
-		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return true
-	// go-redis: a closed client or an exhausted pool, and the replies of a
-	// server that is up but cannot serve: loading its AOF, a replica after a
-	// failover, a cluster re-sharding or down, out of memory (noeviction).
-	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
-		errors.Is(err, redis.ErrPoolExhausted),
-		redis.IsLoadingError(err), redis.IsReadOnlyError(err), redis.IsClusterDownError(err),
-		redis.IsTryAgainError(err), redis.IsMasterDownError(err), redis.IsMaxClientsError(err),
-		redis.IsOOMError(err), redis.IsNoReplicasError(err):
-		return true
-	// database/sql and the MySQL driver: a dead or closed connection.
-	case errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
-		errors.Is(err, mysql.ErrInvalidConn):
-		return true
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 1040, // too many connections
-			1053,                   // server shutdown in progress
-			1205,                   // lock wait timeout
-			1213,                   // deadlock (the ledger retries these; one that survives is load)
-			2002, 2003, 2006, 2013: // cannot connect, server gone away, lost connection
-			return true
-		}
-	}
-	return false
 }

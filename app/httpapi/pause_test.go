@@ -106,7 +106,7 @@ func TestPauseBackendsDown(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
-		rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+		rdb := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t), MaxRetries: -1, DialerRetries: 1})
 		t.Cleanup(func() { _ = rdb.Close() })
 		e := apiOn(t, rdb, testenv.SQLite(t))
 		if err := e.l.Migrate(testenv.Context(t)); err != nil {

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,25 +18,11 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// closedAddr returns a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
-// unreachableSQL returns a MySQL handle on an address nothing listens on:
+// unreachableSQL returns a MySQL handle on an address that refuses connections:
 // every statement fails to connect.
 func unreachableSQL(t *testing.T) *gorm.DB {
 	t.Helper()
-	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", closedAddr(t))
+	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", testenv.RefusedAddr(t))
 	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
 		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
 	if err != nil {
@@ -87,7 +72,7 @@ func expectUnavailable(t *testing.T, r resp, backend string) {
 func TestRedisUnavailable(t *testing.T) {
 	t.Parallel()
 	// No retries: each refused dial fails the request at once.
-	rdb := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := apiOn(t, rdb, testenv.SQLite(t))
 	if err := e.l.Migrate(testenv.Context(t)); err != nil {
@@ -127,6 +112,26 @@ func TestRedisKilled(t *testing.T) {
 	srv.Kill(t)
 	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs", `{"id":"after"}`), "redis")
 	expectUnavailable(t, e.get(t, "/v1/topics/t/jobs/before"), "redis")
+}
+
+// TestRedisAddressTakenByAnotherServer: Redis is down and another server
+// (here an HTTP one) has taken its port, as a freed port is taken on a
+// busy host: what answers is not Redis, and the API says Redis is
+// unavailable (503), not that it has a bug (500).
+func TestRedisAddressTakenByAnotherServer(t *testing.T) {
+	t.Parallel()
+	other := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(other.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: other.Listener.Addr().String(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	e := apiOn(t, rdb, testenv.SQLite(t))
+	if err := e.l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs", `{"id":"a"}`), "redis")
+	expectUnavailable(t, e.post(t, "/v1/topics/t/jobs:batch", `{"jobs":[{"id":"a"}]}`), "redis")
+	expectUnavailable(t, e.get(t, "/v1/topics/t/jobs/a"), "redis")
+	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/a"), "redis")
 }
 
 // TestSQLUnavailable points the ledger at a port nothing listens on.

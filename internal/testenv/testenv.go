@@ -2,7 +2,8 @@
 // own on the shared test Redis, a database of their own on the shared test
 // MariaDB/MySQL, an in-process miniredis, a SQLite file, and redis-server
 // processes (single nodes or a cluster) that a test starts, kills and
-// restarts itself.
+// restarts itself, and an address that refuses connections for as long as
+// the test runs (RefusedAddr: a server that is down).
 //
 // The shared services are found through environment variables, with the
 // defaults that scripts/test-services.sh (run by `make test`) guarantees:

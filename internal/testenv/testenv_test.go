@@ -104,7 +104,7 @@ func TestRedisNamespacesAreUnique(t *testing.T) {
 }
 
 func TestRedisFailsWhenUnreachable(t *testing.T) {
-	t.Setenv(EnvRedisAddr, fmt.Sprintf("127.0.0.1:%d", closedPort(t)))
+	t.Setenv(EnvRedisAddr, RefusedAddr(t))
 	ft := &fatalRecorder{TB: t}
 	runCatchingFatal(ft, func() { Redis(ft) })
 	if !ft.fatal || !strings.Contains(ft.msg, "does not answer") || !strings.Contains(ft.msg, EnvRedisAddr) {
@@ -113,23 +113,12 @@ func TestRedisFailsWhenUnreachable(t *testing.T) {
 }
 
 func TestMySQLDSNFailsWhenUnreachable(t *testing.T) {
-	t.Setenv(EnvMySQLAddr, fmt.Sprintf("127.0.0.1:%d", closedPort(t)))
+	t.Setenv(EnvMySQLAddr, RefusedAddr(t))
 	ft := &fatalRecorder{TB: t}
 	runCatchingFatal(ft, func() { MySQLDSN(ft) })
 	if !ft.fatal || !strings.Contains(ft.msg, "does not answer") {
 		t.Fatalf("MySQLDSN on a closed port: fatal=%v msg=%q; want a Fatal", ft.fatal, ft.msg)
 	}
-}
-
-// closedPort returns a port nothing listens on.
-func closedPort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port
 }
 
 // fatalRecorder records a Fatal/Skip instead of ending the test.

@@ -2,7 +2,6 @@ package orderclose_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -301,8 +300,8 @@ func TestHTTPOrderErrors(t *testing.T) {
 // Redis is back.
 func TestHTTPCreateWithRedisDown(t *testing.T) {
 	t.Parallel()
-	// Nothing listens on a fresh free port: every Redis call is refused.
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+	// Every Redis call is refused.
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t),
 		MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
 	w := newWorld(t, rdb, orderclose.Config{})

@@ -37,6 +37,13 @@ func (w *Worker) beat(detached context.Context) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	unsettled := w.completer.unsettled()
+	if o, ok := w.cfg.Observer.(UnsettledObserver); ok {
+		n := 0
+		for _, refs := range unsettled {
+			n += len(refs)
+		}
+		o.Unsettled(w.cfg.ID, n)
+	}
 	byLease := make(map[time.Duration][]Ref)
 	for topic, tr := range w.topics {
 		refs := tr.leasedRefs(unsettled[topic])

@@ -182,6 +182,9 @@ func TestHeartbeatRenewsLeasesOfUnsettledJobs(t *testing.T) {
 				s, err := rdb.ZScore(ctx, key, "j").Result()
 				return err == nil && s > first+2*float64(time.Second.Milliseconds())
 			})
+			if n := obs.unsettled.Load(); n != 1 {
+				t.Fatalf("the heartbeat reported %d unsettled jobs, want 1", n)
+			}
 			other, err := c.Claim(ctx, "t", 10, time.Second)
 			if err != nil || len(other.Jobs) != 0 {
 				t.Fatalf("another worker's claim: %d jobs, %v; want none", len(other.Jobs), err)
@@ -208,12 +211,16 @@ func TestHeartbeatRenewsLeasesOfUnsettledJobs(t *testing.T) {
 	}
 }
 
+// completedCounter counts completions and keeps the last unsettled count
+// the heartbeat reported.
 type completedCounter struct {
 	NopObserver
-	n testenv.Counter
+	n         testenv.Counter
+	unsettled atomic.Int64
 }
 
 func (c *completedCounter) Completed(_ string, n int) { c.n.Add(int64(n)) }
+func (c *completedCounter) Unsettled(_ string, n int) { c.unsettled.Store(int64(n)) }
 
 // Jobs recorded and waiting for a handler are renewed too, their own
 // deadline moved with Redis's; but a job whose lease had run out before the

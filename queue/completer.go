@@ -17,9 +17,12 @@ type completer struct {
 
 	mu      sync.Mutex
 	pending [numKinds][]outcome // by kind: one write per store per kind and flush
-	kick    chan struct{}       // cap 1: something is pending
-	closed  chan struct{}
-	once    sync.Once
+	// flushing is what the flush under way took from pending: the
+	// heartbeat renews the leases of both (unsettled).
+	flushing [numKinds][]outcome
+	kick     chan struct{} // cap 1: something is pending
+	closed   chan struct{}
+	once     sync.Once
 }
 
 // outcome is how one claimed job finished. It is the one value the
@@ -134,6 +137,33 @@ func (c *completer) pendingLen() int {
 	return total(c.pending)
 }
 
+// unsettled lists, by topic, the jobs whose outcome waits for its Redis
+// step (pending or being flushed): their leases must not run out before
+// it lands, or another worker runs them again. A job whose ledger step is
+// done (a completed job's row deleted) is among them: only its Redis lease
+// keeps it.
+func (c *completer) unsettled() map[string][]Ref {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var refs map[string][]Ref
+	for _, byKind := range [...]*[numKinds][]outcome{&c.pending, &c.flushing} {
+		for _, os := range byKind {
+			for i := range os {
+				// Field by field: the flush sets ledgerDone meanwhile.
+				o := &os[i]
+				if o.redisDone {
+					continue
+				}
+				if refs == nil {
+					refs = make(map[string][]Ref, 1)
+				}
+				refs[o.job.Topic] = append(refs[o.job.Topic], o.job.Ref())
+			}
+		}
+	}
+	return refs
+}
+
 func total(byKind [numKinds][]outcome) int {
 	n := 0
 	for _, os := range byKind {
@@ -146,7 +176,11 @@ func total(byKind [numKinds][]outcome) int {
 func (c *completer) close() { c.once.Do(func() { close(c.closed) }) }
 
 // run flushes until close; after close it flushes once more and returns
-// (trying for a while if the ledger or Redis is down).
+// (trying for a while if the ledger or Redis is down). A flush that failed
+// is tried again as soon as the store that failed answers again, or after
+// the error backoff, whichever comes first: a job finished during an
+// outage is settled the moment the store is back, and one finished right
+// after it does not wait out a pause grown during the outage.
 func (c *completer) run(detached context.Context) {
 	pause := time.Duration(0)
 	for {
@@ -167,11 +201,8 @@ func (c *completer) run(detached context.Context) {
 		}
 		if err := c.flush(detached); err != nil {
 			pause = min(max(2*pause, c.w.cfg.ErrorBackoffMin), c.w.cfg.ErrorBackoffMax)
-			c.w.log.WithError(err).WithField("retry_in", pause).Warn("completer: flush failed")
-			select {
-			case <-time.After(pause):
-			case <-c.closed:
-			}
+			logFailure(c.w.log.WithField("retry_in", pause), err, "completer: flush failed")
+			awaitStore(detached, c.closed, err, pause)
 			signal(c.kick)
 			continue
 		}
@@ -183,18 +214,19 @@ func (c *completer) run(detached context.Context) {
 // timeout; whatever still fails is redelivered after its lease.
 func (c *completer) drain(detached context.Context) {
 	deadline := time.Now().Add(c.w.cfg.ShutdownTimeout)
-	pause := c.w.cfg.ErrorBackoffMin
+	pause := time.Duration(0)
 	for {
 		err := c.flush(detached)
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
+		left := time.Until(deadline)
+		if left <= 0 {
 			c.w.log.WithError(err).Error("completer: giving up at shutdown; unsettled jobs run again after their lease")
 			return
 		}
-		time.Sleep(pause)
-		pause = min(2*pause, c.w.cfg.ErrorBackoffMax)
+		pause = min(max(2*pause, c.w.cfg.ErrorBackoffMin), c.w.cfg.ErrorBackoffMax)
+		awaitStore(detached, nil, err, min(pause, left))
 	}
 }
 
@@ -204,10 +236,16 @@ func (c *completer) flush(detached context.Context) error {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = [numKinds][]outcome{}
+	c.flushing = pending
 	c.mu.Unlock()
 	if total(pending) == 0 {
 		return nil
 	}
+	defer func() {
+		c.mu.Lock()
+		c.flushing = [numKinds][]outcome{}
+		c.mu.Unlock()
+	}()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	var firstErr error
@@ -235,18 +273,19 @@ func (c *completer) flush(detached context.Context) error {
 func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcome) ([]outcome, error) {
 	s := k.settlement()
 	all := &batch{outcomes: outcomes}
+	redisW, ledgerW := c.w.redisWatch, c.w.ledgerWatch
 	if s.redisFirst {
-		if err := s.redis(c, ctx, all); err != nil {
+		if err := redisW.result(s.redis(c, ctx, all)); err != nil {
 			return outcomes, err
 		}
 		c.report(ctx, s, outcomes)
-		if err := s.ledger(c, ctx, all); err != nil {
+		if err := ledgerW.result(s.ledger(c, ctx, all)); err != nil {
 			c.w.log.WithError(err).WithField("outcome", k).Warn("completer: ledger rows of jobs due again in Redis stay until they are claimed again")
 		}
 		return nil, nil
 	}
 	if todo := all.without(func(o outcome) bool { return o.ledgerDone }); len(todo.outcomes) > 0 {
-		if err := s.ledger(c, ctx, todo); err != nil {
+		if err := ledgerW.result(s.ledger(c, ctx, todo)); err != nil {
 			return outcomes, err
 		}
 	}
@@ -254,7 +293,7 @@ func (c *completer) settle(ctx context.Context, k outcomeKind, outcomes []outcom
 		outcomes[i].ledgerDone = true
 	}
 	if todo := all.without(func(o outcome) bool { return o.redisDone }); len(todo.outcomes) > 0 {
-		if err := s.redis(c, ctx, todo); err != nil {
+		if err := redisW.result(s.redis(c, ctx, todo)); err != nil {
 			// Outcomes Redis had settled already (buried by Claim) are done.
 			if todo != all {
 				c.report(ctx, s, all.without(func(o outcome) bool { return !o.redisDone }).outcomes)

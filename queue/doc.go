@@ -55,9 +55,11 @@
 // batch to the ledger, and only then hands the jobs to handlers; if the
 // ledger cannot be written, the jobs go back unstarted. It sleeps until the
 // next due time or a wake message, never polling. A heartbeat renews the
-// leases of running jobs in Redis and the ledger. Finished jobs are settled
-// in batches, the ledger step before the Redis step, so a crash in between
-// leaves a lease that expires and redelivers the job. Every settling step
+// leases of the jobs it holds (queued, running, and finished but not yet
+// settled) in Redis and the ledger. Finished jobs are settled in batches,
+// the ledger step before the Redis step, so a crash in between leaves a
+// lease that expires and redelivers the job; after a failed step the store
+// is pinged and the batch settled as soon as it answers. Every settling step
 // names one claim (a Ref: topic, id, attempt) and does nothing for a claim
 // that another worker has since taken over. Run stops claiming when ctx
 // ends, hands back jobs claimed but not started, waits for running handlers

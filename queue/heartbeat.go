@@ -5,9 +5,13 @@ import (
 	"time"
 )
 
-// heartbeat renews the leases of running jobs, in Redis and in the ledger,
-// every Heartbeat (the shortest of the topics'): one Redis script per topic
-// and one ledger statement per lease length per beat, not one per job.
+// heartbeat renews the leases of the jobs this worker holds, in Redis and
+// in the ledger, every Heartbeat (the shortest of the topics'): one Redis
+// script per topic and one ledger statement per lease length per beat, not
+// one per job. It holds a job from its record until its outcome is settled
+// in Redis: queued for a handler, running, and finished but waiting in the
+// completer (a store down, a flush under way). A finished job whose lease
+// ran out before its settlement landed would run again on another worker.
 func (w *Worker) heartbeat(ctx, detached context.Context) {
 	every := time.Duration(0)
 	for _, tr := range w.topics {
@@ -32,23 +36,33 @@ func (w *Worker) heartbeat(ctx, detached context.Context) {
 func (w *Worker) beat(detached context.Context) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
+	unsettled := w.completer.unsettled()
+	if o, ok := w.cfg.Observer.(UnsettledObserver); ok {
+		n := 0
+		for _, refs := range unsettled {
+			n += len(refs)
+		}
+		o.Unsettled(w.cfg.ID, n)
+	}
 	byLease := make(map[time.Duration][]Ref)
-	for _, tr := range w.topics {
-		refs := tr.activeRefs()
+	for topic, tr := range w.topics {
+		refs := tr.leasedRefs(unsettled[topic])
 		if len(refs) == 0 {
 			continue
 		}
 		_, deadline, err := w.c.Extend(ctx, refs, tr.cfg.Lease)
-		if err != nil {
-			tr.log.WithError(err).Warn("heartbeat: extending leases failed")
+		if err = w.redisWatch.result(err); err != nil {
+			logFailure(tr.log, err, "heartbeat: extending leases failed")
 			continue
 		}
-		tr.extended(refs, deadline)
+		tr.extended(refs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
 		byLease[tr.cfg.Lease] = append(byLease[tr.cfg.Lease], refs...)
 	}
+	// A row whose ledger step is done already (a completed job's row
+	// deleted) is not there to extend: a no-op.
 	for lease, refs := range byLease {
-		if err := w.cfg.Ledger.Extend(ctx, refs, w.redisNow()+lease.Milliseconds()); err != nil {
-			w.log.WithError(err).Warn("heartbeat: extending ledger leases failed")
+		if err := w.ledgerWatch.result(w.cfg.Ledger.Extend(ctx, refs, w.redisNow()+lease.Milliseconds())); err != nil {
+			logFailure(w.log, err, "heartbeat: extending ledger leases failed")
 		}
 	}
 }

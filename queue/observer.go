@@ -56,6 +56,15 @@ type RateLimitObserver interface {
 	RateLimited(topic string)
 }
 
+// UnsettledObserver, when WorkerConfig.Observer implements it too, is told
+// at every heartbeat how many finished jobs of the worker wait for their
+// settlement: outcomes the completer holds because a store is down (their
+// leases renewed meanwhile), or a flush under way. It must be safe for
+// concurrent use and quick.
+type UnsettledObserver interface {
+	Unsettled(worker string, n int)
+}
+
 // NopObserver ignores every event. Embed it in an Observer that cares
 // about some events only.
 type NopObserver struct{}

@@ -38,15 +38,19 @@ type topicRunner struct {
 	// before the first): prefetch only while they are quick.
 	runNanos atomic.Int64
 
+	// mu guards active, queued and the LeaseUntil of queued jobs: the
+	// heartbeat renews the leases of both.
 	mu     sync.Mutex
-	active map[Ref]*activeJob // running handlers, for the heartbeat
+	active map[Ref]*activeJob // running handlers
+	queued map[Ref]*Job       // recorded, waiting in work for a handler
 }
 
 // activeJob is a running handler: its lease timer ends its context when the
 // lease runs out, and the heartbeat moves it on.
 type activeJob struct {
-	timer *time.Timer
-	began time.Time
+	timer    *time.Timer
+	deadline int64     // the lease's deadline, Redis ms
+	began    time.Time // for prefetching: is a handler running long?
 }
 
 func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicRunner {
@@ -59,6 +63,7 @@ func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicR
 		tokens:    make(chan struct{}, recordPipeline),
 		recordErr: make(chan error, 1),
 		active:    make(map[Ref]*activeJob),
+		queued:    make(map[Ref]*Job),
 	}
 }
 
@@ -84,11 +89,13 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			tr.tokens <- struct{}{}
 		}
 	}()
+	// After a failed claim or record the fetcher waits for the store that
+	// failed to answer again, at most errPause (outage.go).
 	errPause := time.Duration(0)
 	backOff := func(err error) {
 		errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
-		tr.log.WithError(err).WithField("retry_in", errPause).Warn("fetch failed")
-		sleep(stop, errPause)
+		logFailure(tr.log.WithField("retry_in", errPause), err, "fetch failed")
+		awaitStore(detached, stop.Done(), err, errPause)
 	}
 	for stop.Err() == nil {
 		// A batch whose record failed posts the error before its jobs are
@@ -180,7 +187,7 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	cl, err := tr.w.c.ClaimLimited(ctx, tr.topic, n, tr.cfg.Lease, tr.cfg.rateLimit())
-	if err != nil {
+	if err = tr.w.redisWatch.result(err); err != nil {
 		<-tr.tokens
 		return 0, false, err
 	}
@@ -300,8 +307,15 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 	defer func() { <-tr.tokens }()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	err := tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID)
+	err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID))
 	if err == nil {
+		// From here on the heartbeat renews their leases: the wait for a
+		// handler (or for the rate limit's start time) may outlast one.
+		tr.mu.Lock()
+		for _, j := range jobs {
+			tr.queued[j.Ref()] = j
+		}
+		tr.mu.Unlock()
 		tr.holdStart(ctx, claimedAt)
 		for _, j := range jobs {
 			tr.work <- j // never blocks: busy <= cap(work)
@@ -355,6 +369,11 @@ func (tr *topicRunner) releaseQueued(detached context.Context) {
 	if len(jobs) == 0 {
 		return
 	}
+	tr.mu.Lock()
+	for _, j := range jobs {
+		delete(tr.queued, j.Ref())
+	}
+	tr.mu.Unlock()
 	tr.busy.Add(-int64(len(jobs)))
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
@@ -382,7 +401,16 @@ func (tr *topicRunner) handleLoop(base context.Context) {
 
 // run runs one job's handler and passes the outcome to the completer.
 func (tr *topicRunner) run(base context.Context, j *Job) {
-	if tr.w.untilRedis(j.LeaseUntil) <= 0 {
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	ref := j.Ref()
+	// From the queue to the running jobs in one step, so that no heartbeat
+	// misses the job; its LeaseUntil is the heartbeat's while it is queued.
+	tr.mu.Lock()
+	delete(tr.queued, ref)
+	leaseUntil := j.LeaseUntil
+	if tr.w.untilRedis(leaseUntil) <= 0 {
+		tr.mu.Unlock()
 		// The lease ran out before the handler could start (a stalled
 		// process): another worker may own the job now. Leave it to the
 		// lease expiry; its ledger row is rewritten by the next claim.
@@ -391,18 +419,15 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		signal(tr.freed)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
+	a := &activeJob{deadline: leaseUntil, began: time.Now(),
+		timer: time.AfterFunc(tr.w.untilRedis(leaseUntil), func() { cancel(ErrLeaseExpired) })}
+	tr.active[ref] = a
+	tr.mu.Unlock()
 	if tr.cfg.Timeout > 0 {
 		var c context.CancelFunc
 		ctx, c = context.WithTimeout(ctx, tr.cfg.Timeout)
 		defer c()
 	}
-	ref := j.Ref()
-	a := &activeJob{timer: time.AfterFunc(tr.w.untilRedis(j.LeaseUntil), func() { cancel(ErrLeaseExpired) }), began: time.Now()}
-	tr.mu.Lock()
-	tr.active[ref] = a
-	tr.mu.Unlock()
 
 	late := time.Duration(tr.w.redisNow()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
@@ -412,19 +437,24 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.ran(took)
 	tr.w.cfg.Observer.Handled(tr.topic, took, err)
 
+	tr.mu.Lock()
 	a.timer.Stop()
+	a.deadline = 0 // returned: a beat now renews its lease, not its timer
+	tr.mu.Unlock()
+	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		// Cut off by shutdown, not failed: back to due, attempt unspent.
+		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
+		tr.w.completer.add(releasedOutcome(j))
+	} else {
+		tr.settle(j, err)
+	}
+	// The completer has the outcome before the job leaves the running
+	// ones: the heartbeat renews its lease until it is settled.
 	tr.mu.Lock()
 	delete(tr.active, ref)
 	tr.mu.Unlock()
 	tr.busy.Add(-1)
 	signal(tr.freed)
-	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
-		// Cut off by shutdown, not failed: back to due, attempt unspent.
-		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
-		tr.w.completer.add(releasedOutcome(j))
-		return
-	}
-	tr.settle(j, err)
 }
 
 // settle decides what a handler's result means and queues it for the
@@ -461,25 +491,47 @@ func (tr *topicRunner) settle(j *Job, err error) {
 	tr.w.completer.add(retryOutcome(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds()))
 }
 
-// activeRefs lists the running jobs.
-func (tr *topicRunner) activeRefs() []Ref {
+// leasedRefs lists the jobs whose leases the heartbeat renews: the running
+// ones, the ones queued for a handler, and unsettled, the ones whose outcome
+// waits in the completer. Each once.
+func (tr *topicRunner) leasedRefs(unsettled []Ref) []Ref {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	refs := make([]Ref, 0, len(tr.active))
+	refs := make([]Ref, 0, len(tr.active)+len(tr.queued)+len(unsettled))
 	for r := range tr.active {
 		refs = append(refs, r)
+	}
+	for r := range tr.queued {
+		if _, ok := tr.active[r]; !ok {
+			refs = append(refs, r)
+		}
+	}
+	for _, r := range unsettled {
+		_, running := tr.active[r]
+		_, queued := tr.queued[r]
+		if !running && !queued {
+			refs = append(refs, r)
+		}
 	}
 	return refs
 }
 
-// extended moves the lease timers of refs to deadline (Redis ms).
-func (tr *topicRunner) extended(refs []Ref, deadline int64) {
+// extended moves the leases of the running and queued jobs among refs to
+// deadline (Redis ms), as extend.lua just did at Redis time now. Only a
+// lease still running at now was surely this claim's: one that had run out
+// may have been claimed again by another worker (extend.lua renews any
+// lease of the id), so its job keeps its old deadline and its handler's
+// context ends there, or it does not start.
+func (tr *topicRunner) extended(refs []Ref, now, deadline int64) {
 	d := tr.w.untilRedis(deadline)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for _, r := range refs {
-		if a, ok := tr.active[r]; ok {
+		if a, ok := tr.active[r]; ok && a.deadline > now {
+			a.deadline = deadline
 			a.timer.Reset(d)
+		} else if j, ok := tr.queued[r]; ok && j.LeaseUntil > now {
+			j.LeaseUntil = deadline
 		}
 	}
 }

@@ -33,7 +33,11 @@ type Worker struct {
 	// seen by a claim: due times and leases are Redis times.
 	clockOffset atomic.Int64
 	completer   *completer
-	ran         atomic.Bool
+	// redisWatch and ledgerWatch follow the two stores' outages: after a
+	// failed call the completer and the fetchers wait on them, and resume
+	// as soon as the store answers again (outage.go).
+	redisWatch, ledgerWatch *storeWatch
+	ran                     atomic.Bool
 }
 
 // NewWorker returns a worker over c. Register handlers with Handle, then
@@ -50,6 +54,12 @@ func NewWorker(c *Client, cfg WorkerConfig) (*Worker, error) {
 		topics: make(map[string]*topicRunner),
 	}
 	w.completer = newCompleter(w)
+	w.redisWatch = newStoreWatch("redis", c.Ping, cfg.ErrorBackoffMin, cfg.ErrorBackoffMax, w.log)
+	var ping func(context.Context) error
+	if p, ok := cfg.Ledger.(Pinger); ok {
+		ping = p.Ping
+	}
+	w.ledgerWatch = newStoreWatch("ledger", ping, cfg.ErrorBackoffMin, cfg.ErrorBackoffMax, w.log)
 	return w, nil
 }
 

@@ -31,7 +31,10 @@ type WorkerConfig struct {
 	// net if a wake message is lost. Default 1s.
 	MaxIdle time.Duration
 	// ErrorBackoff bounds the pause after a failed Redis or ledger call,
-	// which doubles from ErrorBackoffMin up to ErrorBackoffMax. Defaults
+	// which doubles from ErrorBackoffMin up to ErrorBackoffMax. Meanwhile
+	// the store that failed is pinged every ErrorBackoffMin (the ledger if
+	// it is a Pinger), and the pause ends as soon as it answers after an
+	// outage (docs/design.md §4.5). Defaults
 	// 50ms and 5s.
 	ErrorBackoffMin, ErrorBackoffMax time.Duration
 	// OnDead, if set, is called for each job that dies, with its last error.
@@ -71,7 +74,8 @@ type TopicConfig struct {
 	// claims follow the free slots alone.
 	Prefetch int
 	// Lease is how long a claim holds a job before another worker may take
-	// it over; the heartbeat renews it while the handler runs. Default 30s.
+	// it over; the heartbeat renews it from the job's record until its
+	// outcome is settled. Default 30s.
 	Lease time.Duration
 	// Heartbeat is how often running jobs' leases are renewed. Default
 	// DefaultHeartbeat(Lease).

@@ -99,6 +99,11 @@ func faultChild(role, spec string) int {
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {
 			err = runPauseWorkerProc(s, log)
 		}
+	case "outageworker":
+		var s outageWorkerSpec
+		if err = json.Unmarshal([]byte(spec), &s); err == nil {
+			err = runOutageWorkerProc(s, log)
+		}
 	case "enqueuer":
 		var s enqueuerSpec
 		if err = json.Unmarshal([]byte(spec), &s); err == nil {

@@ -59,6 +59,7 @@ type Metrics struct {
 
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
+	unsettled   *prometheus.GaugeVec
 
 	live           live
 	sweep          sweepMetrics
@@ -121,11 +122,15 @@ func New(log logrus.FieldLogger) *Metrics {
 		Namespace: namespace, Name: "worker_heartbeats_total",
 		Help: "Heartbeats of the worker.",
 	}, []string{"worker"})
+	m.unsettled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "worker_unsettled_jobs",
+		Help: "Finished jobs of the worker waiting for their settlement (a store down; their leases are renewed meanwhile), as of its last heartbeat.",
+	}, []string{"worker"})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
-		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats,
+		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats, m.unsettled,
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,
 	)

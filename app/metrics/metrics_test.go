@@ -88,6 +88,7 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	at := time.Unix(1700000000, 500_000_000)
 	m.Heartbeat("host:1", at)
 	m.Heartbeat("host:1", at)
+	m.Unsettled("host:1", 7)
 
 	for name, want := range map[string]float64{
 		"delayq_jobs_enqueued_total": 5, "delayq_jobs_claimed_total": 4, "delayq_jobs_completed_total": 2,
@@ -130,6 +131,9 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	}
 	if got := value(t, m, "delayq_worker_heartbeats_total", w); got != 2 {
 		t.Errorf("heartbeats %v", got)
+	}
+	if got := value(t, m, "delayq_worker_unsettled_jobs", w); got != 7 {
+		t.Errorf("unsettled jobs %v", got)
 	}
 	// The dashboard's sample: totals, and the lateness since the last one.
 	s := m.SampleLive()["t"]
@@ -343,6 +347,7 @@ func TestNamesFollowConventions(t *testing.T) {
 	m := metrics.New(testenv.QuietLogger())
 	m.InitTopic("t")
 	m.Heartbeat("w", time.Now())
+	m.Unsettled("w", 0)
 	if err := m.WatchState(metrics.StateConfig{Queue: &fakeQueue{stats: map[string]queue.Stats{}}, Ledger: &fakeLedger{}}); err != nil {
 		t.Fatal(err)
 	}

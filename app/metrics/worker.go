@@ -6,12 +6,13 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Metrics is the worker's queue.Observer and the queue client's
-// queue.EnqueueObserver and queue.PushObserver.
+// Metrics is the worker's queue.Observer and queue.UnsettledObserver, and
+// the queue client's queue.EnqueueObserver and queue.PushObserver.
 var (
-	_ queue.Observer        = (*Metrics)(nil)
-	_ queue.EnqueueObserver = (*Metrics)(nil)
-	_ queue.PushObserver    = (*Metrics)(nil)
+	_ queue.Observer          = (*Metrics)(nil)
+	_ queue.UnsettledObserver = (*Metrics)(nil)
+	_ queue.EnqueueObserver   = (*Metrics)(nil)
+	_ queue.PushObserver      = (*Metrics)(nil)
 )
 
 // InitTopic creates a topic's counter and histogram series at zero, so
@@ -79,6 +80,12 @@ func (m *Metrics) Dead(topic string, n int) {
 // Released counts jobs handed back unstarted (queue.Observer).
 func (m *Metrics) Released(topic string, n int) {
 	m.released.WithLabelValues(topic).Add(float64(n))
+}
+
+// Unsettled records how many finished jobs wait for their settlement
+// (queue.UnsettledObserver), at every heartbeat.
+func (m *Metrics) Unsettled(worker string, n int) {
+	m.unsettled.WithLabelValues(worker).Set(float64(n))
 }
 
 // Heartbeat records a worker's heartbeat (queue.Observer).

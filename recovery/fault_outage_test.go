@@ -157,7 +157,11 @@ func TestFaultOutagesSettleFinishedJobs(t *testing.T) {
 	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.at, b.at) })
 	ctx := testenv.ContextTimeout(t, span+time.Minute)
 	for _, e := range events {
-		testenv.WaitFor(ctx, t, "the next cut or restore", func() bool { return time.Since(began) >= e.at })
+		due := began.Add(e.at)
+		if !e.cut { // a cut lasts its length from when it took effect
+			due = time.Unix(0, e.c.at).Add(e.c.length)
+		}
+		testenv.WaitFor(ctx, t, "the next cut or restore", func() bool { return !time.Now().Before(due) })
 		if e.cut {
 			e.c.proxy.Cut()
 			e.c.at = time.Now().UnixNano()

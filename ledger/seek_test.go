@@ -58,20 +58,20 @@ func TestOneJobWritesSeekTheRow(t *testing.T) {
 		return n
 	}
 	ref := queue.Ref{Topic: "t", ID: "one", Attempt: 1}
-	j, j2 := job("t", "one", 1), job("t", "one", 2)
+	j := claimOf(t, l, "t", "one")
 	last := queue.Ref{Topic: "t", ID: "one", Attempt: 2}
 	steps := []struct {
 		name string
 		op   func() error
 	}{
-		{"Record", func() error { return l.Record(ctx, []*queue.Job{j}, "w:1") }},
+		{"Record (durable)", func() error { return l.Record(ctx, []*queue.Job{j}, "w:1") }},
 		{"Extend", func() error { return l.Extend(ctx, []queue.Ref{ref}, j.LeaseUntil+1) }},
 		{"MarkRetrying", func() error {
 			return l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: ref, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil, Error: "again"}})
 		}},
-		{"Record, the retry", func() error { return l.Record(ctx, []*queue.Job{j2}, "w:1") }},
+		{"Record (durable), the retry", func() error { return l.Record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
 		{"Unclaim", func() error { return l.Unclaim(ctx, []queue.Ref{{Topic: "t", ID: "one", Attempt: 2}}) }},
-		{"Record again", func() error { return l.Record(ctx, []*queue.Job{j2}, "w:1") }},
+		{"Record (durable) again", func() error { return l.Record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
 		{"Complete", func() error { return l.Complete(ctx, []queue.Ref{last}) }},
 		{"Record (redis)", func() error { return l.Record(ctx, []*queue.Job{job("r", "x", 1)}, "w:1") }},
 		{"Bury", func() error {

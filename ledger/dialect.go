@@ -75,7 +75,14 @@ func dialectOf(db *gorm.DB) (dialect, error) {
 // tupleIn returns "(c1,c2) IN ((?,?),(?,?),...)" for n tuples, in the form
 // the dialect accepts, for use with the tuples' values flattened in order.
 // The columns must be plain, fixed identifiers (they are not quoted).
+//
+// One tuple is "(c1 = ? AND c2 = ?)": MariaDB reads a one-tuple row IN as
+// a row comparison, which its UPDATE and DELETE cannot seek an index with,
+// so each of them scanned the whole table (TestOneJobWritesSeekTheRow).
 func (d dialect) tupleIn(n int, cols ...string) string {
+	if n == 1 {
+		return "(" + strings.Join(cols, " = ? AND ") + " = ?)"
+	}
 	one := "(" + strings.TrimSuffix(strings.Repeat("?,", len(cols)), ",") + ")"
 	var b strings.Builder
 	b.Grow(len(cols)*8 + 16 + n*(len(one)+1))

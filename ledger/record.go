@@ -14,13 +14,13 @@ import (
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
 const entryColumns = 13
 
-// recordUpsert is the conflict clause of Record: a job claimed again (after a
-// retry, or taken over when a lease expired) rewrites its existing row, so
-// the row always describes the latest claim; a durable job's scheduled row
-// becomes in_progress in the same statement. MySQL gets ON DUPLICATE KEY
-// UPDATE col=VALUES(col), SQLite ON CONFLICT (topic, job_id) DO UPDATE SET
-// col=excluded.col. The row keeps its id, so Stale's paging stays stable,
-// and its enqueued_at: the job was enqueued once, whoever claims it.
+// recordUpsert is the conflict clause of Record's upsert: a job claimed
+// again whose row the UPDATE did not take (see recordOn) rewrites its
+// existing row, so the row always describes the latest claim. MySQL gets ON
+// DUPLICATE KEY UPDATE col=VALUES(col), SQLite ON CONFLICT (topic, job_id)
+// DO UPDATE SET col=excluded.col. The row keeps its id, so Stale's paging
+// stays stable, and its enqueued_at: the job was enqueued once, whoever
+// claims it.
 var recordUpsert = clause.OnConflict{
 	Columns: []clause.Column{{Name: "topic"}, {Name: "job_id"}},
 	DoUpdates: clause.AssignmentColumns([]string{
@@ -29,11 +29,17 @@ var recordUpsert = clause.OnConflict{
 	}),
 }
 
-// Record writes one in-progress row per claimed job, keyed by (topic, id),
-// in one multi-row upsert. It must succeed before any of the jobs' handlers
-// runs: a job without a row is a job the recoverer cannot bring back.
-// worker names the claiming process (host:pid). An empty batch is a no-op.
-// When the same job appears twice the last one wins.
+// Record writes one in-progress row per claimed job, keyed by (topic, id).
+// It must succeed before any of the jobs' handlers runs: a job without a
+// row is a job the recoverer cannot bring back. worker names the claiming
+// process (host:pid). An empty batch is a no-op. When the same job appears
+// twice the last one wins.
+//
+// A redis topic's jobs (new rows) are written by one multi-row upsert; a
+// durable topic's (queue.Job.Durable: the row waits since the enqueue) by
+// one UPDATE of their rows, which keeps what a claim does not change
+// (payload, max_attempts, run_at, last_error, enqueued_at), with the upsert
+// after it for any row it did not find (see recordOn).
 func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
 	if len(jobs) == 0 {
 		return nil
@@ -42,7 +48,7 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 		return err
 	}
 	now := l.nowMs()
-	rows := make([]Entry, 0, len(jobs))
+	rows := make([]claimRow, 0, len(jobs))
 	seen := make(map[refKey]int, len(jobs))
 	for i, j := range jobs {
 		if j == nil {
@@ -51,7 +57,7 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 		if err := checkKey(j.Topic, j.ID); err != nil {
 			return fmt.Errorf("ledger: record: job %d: %w", i, err)
 		}
-		e := Entry{
+		r := claimRow{known: j.Durable, Entry: Entry{
 			Topic:       j.Topic,
 			JobID:       j.ID,
 			Payload:     nonNil(j.Payload),
@@ -65,27 +71,22 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 			LastError:   cleanError(j.LastError),
 			UpdatedAt:   now,
 			EnqueuedAt:  j.EnqueuedAt,
-		}
+		}}
 		k := refKey{j.Topic, j.ID}
 		if at, dup := seen[k]; dup {
-			rows[at] = e
+			rows[at] = r
 			continue
 		}
 		seen[k] = len(rows)
-		rows = append(rows, e)
+		rows = append(rows, r)
 	}
-	sortEntries(rows)
+	slices.SortFunc(rows, func(a, b claimRow) int { return byKey(a.Topic, a.JobID, b.Topic, b.JobID) })
 	bytes := 0
 	for i := range rows {
 		bytes += rowBytes + len(rows[i].Payload) + len(rows[i].LastError)
 	}
 	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
-		// A copy: gorm writes the new ids back into what it inserts, and a
-		// retried statement must not send them as explicit ids.
-		batch := slices.Clone(rows[lo:hi])
-		// CreateInBatches with the batch's own length: exactly one INSERT,
-		// whatever CreateBatchSize the caller configured on its gorm.DB.
-		return db.Table(l.ledgerTable).Clauses(recordUpsert).CreateInBatches(&batch, len(batch)).Error
+		return l.recordOn(db, rows[lo:hi])
 	})
 	w.urgent = true // handlers wait for it
 	err := l.commit(ctx, w)

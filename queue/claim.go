@@ -107,8 +107,9 @@ func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease ti
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
+	durable := c.IsDurable(topic)
 	for _, j := range res.Jobs {
-		j.LeaseUntil = leaseUntil
+		j.LeaseUntil, j.Durable = leaseUntil, durable
 	}
 	if res.Buried, err = decodeJobs(topic, reply[4]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

@@ -3,9 +3,12 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -40,6 +43,49 @@ func (e wenv) row(t *testing.T, id string) (ledger.Entry, bool) {
 		t.Fatal(err)
 	}
 	return r, true
+}
+
+// Claim marks a durable topic's jobs Durable, and a redis topic's not, so
+// that the ledger records the claims of durable jobs with one UPDATE of
+// their waiting rows: whatever wraps the ledger passes the jobs on.
+func TestDurableClaimIsRecordedByUpdate(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	var last int64
+	for _, id := range []string{"a", "b"} {
+		last = mustEnqueue(t, e.env, durableT, queue.NewJob{ID: id, MaxAttempts: 3}).RunAt
+	}
+	mustEnqueue(t, e.env, "plain", queue.NewJob{ID: "c"})
+	waitRedisPast(t, e.env, last)
+	c := mustClaim(t, e.env, durableT, 10, time.Minute)
+	p := mustClaim(t, e.env, "plain", 10, time.Minute)
+	if len(c.Jobs) != 2 || len(p.Jobs) != 1 {
+		t.Fatalf("claimed %d durable and %d redis-topic jobs, want 2 and 1", len(c.Jobs), len(p.Jobs))
+	}
+	for _, j := range c.Jobs {
+		if !j.Durable {
+			t.Errorf("%s of durable topic %s claimed without Durable", j.ID, durableT)
+		}
+	}
+	if p.Jobs[0].Durable {
+		t.Error("a redis topic's job claimed as Durable")
+	}
+	log := &testenv.StatementLog{}
+	led, err := ledger.New(e.db.Session(&gorm.Session{Logger: log}), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Record(ctx, c.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	if v := testenv.Verbs(log.Take()); fmt.Sprint(v) != "[UPDATE]" {
+		t.Errorf("Record of the durable claims ran %v, want one UPDATE", v)
+	}
+	for _, j := range c.Jobs {
+		if r, ok := e.row(t, j.ID); !ok || r.State != ledger.StateInProgress || r.Attempt != 1 || r.Worker != "w:1" {
+			t.Errorf("%s after the claim's record: %+v %v", j.ID, r, ok)
+		}
+	}
 }
 
 // A durable job's row lives from its enqueue to its end: scheduled, in

@@ -18,6 +18,10 @@ type Job struct {
 	// LeaseUntil is set on jobs returned by Claim: the lease deadline (Unix
 	// ms, Redis clock) after which another worker may take the job over.
 	LeaseUntil int64
+	// Durable is set on jobs returned by Claim of a durable topic
+	// (Config.TopicDurability): the job has had its ledger row since its
+	// enqueue, so recording the claim updates that row (Ledger.Record).
+	Durable bool
 }
 
 // Ref names one claim of a job. The attempt acts as a fencing token: an

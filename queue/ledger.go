@@ -18,9 +18,10 @@ import "context"
 // before the job's Redis entries, and reads the row (Lookup) of a job Redis
 // has no trace of.
 type Ledger interface {
-	// Record upserts one row per job (keyed by topic and id) in one
-	// statement: attempt, payload, run at, lease until, worker. The jobs are
-	// ones Claim returned, so LeaseUntil is set.
+	// Record writes one in-progress row per job (keyed by topic and id),
+	// in one statement as a rule: attempt, lease until, worker; a new row
+	// for a redis topic's job, the waiting row for a Durable one. The jobs
+	// are ones Claim returned, so LeaseUntil and Durable are set.
 	Record(ctx context.Context, jobs []*Job, worker string) error
 	// Complete deletes the rows of finished jobs.
 	Complete(ctx context.Context, refs []Ref) error

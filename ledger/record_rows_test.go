@@ -1,0 +1,186 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
+)
+
+// claimOf returns the claim of a scheduled row as Claim hands it out: the
+// row's payload, due time and enqueue time, attempt 1, Durable.
+func claimOf(t *testing.T, l *Ledger, topic, id string) *queue.Job {
+	t.Helper()
+	r := mustRow(t, l, topic, id)
+	return &queue.Job{Topic: topic, ID: id, Payload: r.Payload, Attempt: r.Attempt + 1, MaxAttempts: r.MaxAttempts,
+		EnqueuedAt: r.EnqueuedAt, RunAt: r.RunAt, LastError: r.LastError, LeaseUntil: fixedNow.UnixMilli() + 30_000,
+		Durable: true}
+}
+
+// The claim of a durable topic's scheduled row is one UPDATE: the row
+// becomes in_progress with the claim's attempt, lease, worker and time, and
+// keeps its id, payload, due time, enqueue time and error.
+func TestRecordDurableUpdatesTheScheduledRow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, log := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t",
+			queue.NewJob{ID: "a", Payload: []byte("pa"), MaxAttempts: 3},
+			queue.NewJob{ID: "b", Payload: []byte("pb"), MaxAttempts: 3})
+		before := map[string]Entry{"a": mustRow(t, l, "t", "a"), "b": mustRow(t, l, "t", "b")}
+		a, b := claimOf(t, l, "t", "a"), claimOf(t, l, "t", "b")
+		log.Take()
+		mustRecord(t, l, "w:1", b, a)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE]" {
+			t.Fatalf("Record of two scheduled rows ran %v, want one UPDATE", v)
+		}
+		for id, old := range before {
+			want := old
+			want.State, want.Attempt, want.Worker = StateInProgress, 1, "w:1"
+			want.ClaimedAt, want.UpdatedAt, want.LeaseUntil = fixedNow.UnixMilli(), fixedNow.UnixMilli(), a.LeaseUntil
+			if got := mustRow(t, l, "t", id); !equalEntry(got, want) {
+				t.Errorf("%s claimed:\n got %+v\nwant %+v", id, got, want)
+			}
+		}
+	})
+}
+
+// A retrying row's next claim is the UPDATE too: the attempt grows by one,
+// the error and the retry's due time stay.
+func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, log := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t", queue.NewJob{ID: "a", Payload: []byte("pa"), MaxAttempts: 3})
+		mustRecord(t, l, "w:1", claimOf(t, l, "t", "a"))
+		retryAt := fixedNow.UnixMilli() + 5_000
+		err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "a", Attempt: 1},
+			RunAt: retryAt, LeaseUntil: retryAt + 30_000, Error: "boom"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := mustRow(t, l, "t", "a")
+		j := claimOf(t, l, "t", "a")
+		log.Take()
+		mustRecord(t, l, "w:2", j)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE]" {
+			t.Fatalf("Record of a retrying row ran %v, want one UPDATE", v)
+		}
+		got := mustRow(t, l, "t", "a")
+		if got.State != StateInProgress || got.Attempt != 2 || got.Worker != "w:2" || got.LastError != "boom" ||
+			got.RunAt != retryAt || got.LeaseUntil != j.LeaseUntil || got.ID != old.ID || got.EnqueuedAt != old.EnqueuedAt {
+			t.Errorf("retrying row claimed again: %+v (was %+v)", got, old)
+		}
+	})
+}
+
+// A durable job without a row (its topic became durable after it was
+// enqueued, or the row was deleted) gets one: the UPDATE finds nothing and
+// the upsert inserts it, exactly as for a redis topic's job.
+func TestRecordDurableInsertsAMissingRow(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, log := newLedger(t, db, Options{})
+		j := job("t", "gone", 1)
+		j.Durable = true
+		mustRecord(t, l, "w:1", j)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE INSERT]" {
+			t.Fatalf("Record of a durable job without a row ran %v, want the UPDATE, then the upsert", v)
+		}
+		got := mustRow(t, l, "t", "gone")
+		want := Entry{ID: got.ID, Topic: "t", JobID: "gone", Payload: j.Payload, Attempt: 1, MaxAttempts: 5, RunAt: j.RunAt,
+			ClaimedAt: fixedNow.UnixMilli(), LeaseUntil: j.LeaseUntil, Worker: "w:1", State: StateInProgress,
+			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: j.EnqueuedAt}
+		if !equalEntry(got, want) {
+			t.Errorf("row:\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+// One batch with every case: scheduled rows of a durable topic, a durable
+// job whose row is missing, one whose row is at another attempt than the
+// claim expects, a redis topic's new job, a redis job claimed again, and a
+// durable job with a lease of its own. Each row ends as the claim says.
+func TestRecordMixedBatch(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, log := newLedger(t, db, Options{})
+		mustSchedule(t, l, "d",
+			queue.NewJob{ID: "s1", Payload: []byte("p1"), MaxAttempts: 3},
+			queue.NewJob{ID: "s2", Payload: []byte("p2"), MaxAttempts: 3},
+			queue.NewJob{ID: "other-attempt", Payload: []byte("p3"), MaxAttempts: 3},
+			queue.NewJob{ID: "own-lease", Payload: []byte("p4"), MaxAttempts: 3})
+		ids := map[string]int64{}
+		for _, id := range []string{"s1", "s2", "other-attempt", "own-lease"} {
+			ids[id] = mustRow(t, l, "d", id).ID
+		}
+		mustRecord(t, l, "w:0", job("r", "again", 1))
+		s1, s2 := claimOf(t, l, "d", "s1"), claimOf(t, l, "d", "s2")
+		other := claimOf(t, l, "d", "other-attempt")
+		other.Attempt = 3 // the row says 0: not the attempt before this claim
+		own := claimOf(t, l, "d", "own-lease")
+		own.LeaseUntil += 1_000
+		missing := job("d", "missing", 1)
+		missing.Durable = true
+		fresh, again := job("r", "fresh", 1), job("r", "again", 2)
+		log.Take()
+		mustRecord(t, l, "w:1", fresh, s2, other, missing, again, own, s1)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE INSERT]" {
+			t.Fatalf("mixed Record ran %v, want the UPDATE, then the upsert", v)
+		}
+		for _, j := range []*queue.Job{fresh, s2, other, missing, again, own, s1} {
+			got := mustRow(t, l, j.Topic, j.ID)
+			if got.State != StateInProgress || got.Attempt != j.Attempt || got.Worker != "w:1" ||
+				got.LeaseUntil != j.LeaseUntil || got.ClaimedAt != fixedNow.UnixMilli() || string(got.Payload) != string(j.Payload) {
+				t.Errorf("%s/%s: %+v, want the claim %+v", j.Topic, j.ID, got, j)
+			}
+			if id, ok := ids[j.ID]; ok && got.ID != id {
+				t.Errorf("%s: id %d, was %d", j.ID, got.ID, id)
+			}
+		}
+		if n := count(t, l); n != 7 {
+			t.Errorf("%d rows, want 7", n)
+		}
+	})
+}
+
+// The same durable job twice in one batch: the last claim wins, as with
+// the upsert.
+func TestRecordDurableLastClaimWins(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, _ := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t", queue.NewJob{ID: "a", Payload: []byte("pa"), MaxAttempts: 3})
+		first, last := claimOf(t, l, "t", "a"), claimOf(t, l, "t", "a")
+		last.LeaseUntil += 7_000
+		mustRecord(t, l, "w:1", first, last)
+		if got := mustRow(t, l, "t", "a"); got.Attempt != 1 || got.LeaseUntil != last.LeaseUntil {
+			t.Errorf("row %+v, want attempt 1 leased until %d", got, last.LeaseUntil)
+		}
+	})
+}
+
+// Split at the placeholder limit, each part's UPDATE takes its own rows.
+func TestRecordDurableSplit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, log := newLedger(t, db, Options{MaxPlaceholders: 65}) // 5 rows per part
+		var nj []queue.NewJob
+		for i := 0; i < 12; i++ {
+			nj = append(nj, queue.NewJob{ID: fmt.Sprintf("j%02d", i), MaxAttempts: 3})
+		}
+		mustSchedule(t, l, "t", nj...)
+		var js []*queue.Job
+		for _, n := range nj {
+			js = append(js, claimOf(t, l, "t", n.ID))
+		}
+		log.Take()
+		mustRecord(t, l, "w:1", js...)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE UPDATE UPDATE]" {
+			t.Errorf("split Record ran %v, want three UPDATEs", v)
+		}
+		for _, n := range nj {
+			if got := mustRow(t, l, "t", n.ID); got.State != StateInProgress || got.Attempt != 1 {
+				t.Errorf("%s: %+v", n.ID, got)
+			}
+		}
+	})
+}

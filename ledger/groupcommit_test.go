@@ -25,7 +25,7 @@ func holdingWrite(started chan<- struct{}, release <-chan struct{}) write {
 func TestWritesArrivingDuringACommitShareTheNext(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := testenv.Context(t)
-		l, _ := newLedger(t, db, Options{})
+		l, _ := newLedger(t, db, Options{GroupCommitDepth: 1})
 		started, release := make(chan struct{}, 1), make(chan struct{})
 		held := make(chan error, 1)
 		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
@@ -63,10 +63,60 @@ func TestWritesArrivingDuringACommitShareTheNext(t *testing.T) {
 	})
 }
 
-func TestAFailingWriteInAGroupFailsOnlyItsCaller(t *testing.T) {
+// With two commits in flight (the default), a record that arrives while
+// one commit waits for the disk goes at once instead of waiting for it;
+// what arrives while both are in flight shares the next.
+func TestASecondCommitGoesWhileTheFirstIsInFlight(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := testenv.Context(t)
 		l, _ := newLedger(t, db, Options{})
+		if l.opts.GroupCommitDepth != DefaultGroupCommitDepth || DefaultGroupCommitDepth != 2 {
+			t.Fatalf("depth %d, default %d; this test is about 2", l.opts.GroupCommitDepth, DefaultGroupCommitDepth)
+		}
+		started, release := make(chan struct{}, 2), make(chan struct{})
+		held := make(chan error, 2)
+		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
+		testenv.Receive(ctx, t, started, "the held commit")
+		// The first commit is held: a record still commits, on its own.
+		if err := l.Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+			t.Fatal(err)
+		}
+		// Now hold both places: the writes that come wait, then share one.
+		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
+		testenv.Receive(ctx, t, started, "the second held commit")
+		before := l.WriteStats()
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		wg.Add(2)
+		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1") }()
+		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") }()
+		testenv.WaitFor(ctx, t, "2 writes waiting", func() bool { return l.group.Waiting() == 2 }, nil)
+		close(release)
+		for range 2 {
+			if err := testenv.Receive(ctx, t, held, "held commit"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := l.WriteStats().Commits - before.Commits; got != 3 {
+			t.Fatalf("commits = %d, want 3: the two held ones and one for the two writes that waited", got)
+		}
+		if n, err := l.Count(ctx); err != nil || n != 3 {
+			t.Fatalf("rows = %d, %v; want 3", n, err)
+		}
+	})
+}
+
+func TestAFailingWriteInAGroupFailsOnlyItsCaller(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := testenv.Context(t)
+		l, _ := newLedger(t, db, Options{GroupCommitDepth: 1})
 		started, release := make(chan struct{}, 1), make(chan struct{})
 		go func() { _ = l.commit(ctx, holdingWrite(started, release)) }()
 		testenv.Receive(ctx, t, started, "the held commit")
@@ -164,8 +214,13 @@ func TestGroupCommitOptionIsValidated(t *testing.T) {
 	if _, err := (Options{GroupCommit: -2}).withDefaults(); err == nil {
 		t.Fatal("GroupCommit -2 accepted")
 	}
+	for _, d := range []int{-1, 17} {
+		if _, err := (Options{GroupCommitDepth: d}).withDefaults(); err == nil {
+			t.Fatalf("GroupCommitDepth %d accepted", d)
+		}
+	}
 	o, err := (Options{}).withDefaults()
-	if err != nil || o.GroupCommit != DefaultGroupCommit || o.GroupLinger != DefaultGroupLinger {
+	if err != nil || o.GroupCommit != DefaultGroupCommit || o.GroupLinger != DefaultGroupLinger || o.GroupCommitDepth != DefaultGroupCommitDepth {
 		t.Fatalf("defaults = %+v, %v", o, err)
 	}
 }

@@ -62,3 +62,45 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 		t.Fatalf("work queues of %d and %d, want room for the prefetch (7) and none (4)", cap(tr.work), cap(lim.work))
 	}
 }
+
+// Within its Prefetch the fetcher holds no more jobs than its handlers
+// start in about 10ms at their average run.
+func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := New(rdb, Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(c, WorkerConfig{Ledger: &memLedger{rows: map[string]int{}}, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	tr := w.topics["t"]
+	if want := DefaultPrefetch(100); tr.cfg.Prefetch != want || want != 1600 {
+		t.Fatalf("default prefetch %d, want DefaultPrefetch(100) = %d = 1600", tr.cfg.Prefetch, want)
+	}
+	if DefaultPrefetch(1000) != MaxConcurrency {
+		t.Fatalf("DefaultPrefetch(1000) = %d, want it capped at %d", DefaultPrefetch(1000), MaxConcurrency)
+	}
+	tr.busy.Store(4)
+	tr.backlog = true
+	for _, c := range []struct {
+		avg  time.Duration
+		want int
+	}{
+		{time.Microsecond, 1600},      // 40,000 start in 10ms: the Prefetch bounds
+		{100 * time.Microsecond, 400}, // 4 handlers × 100 runs each
+		{time.Millisecond, 40},
+		{4 * time.Millisecond, 10},
+		{9 * time.Millisecond, 4},
+		{10 * time.Millisecond, 0}, // not quick: no prefetch at all
+	} {
+		tr.runNanos.Store(int64(c.avg))
+		if got := tr.claimable(); got != c.want {
+			t.Errorf("average run %s: claimable %d, want %d", c.avg, got, c.want)
+		}
+	}
+}

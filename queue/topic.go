@@ -251,11 +251,20 @@ const prefetchQuick = 10 * time.Millisecond
 // claimable is how many jobs the fetcher may claim now: its free handler
 // slots, plus the prefetch while prefetching.
 func (tr *topicRunner) claimable() int {
-	free := tr.cfg.Concurrency - int(tr.busy.Load())
-	if tr.prefetching() {
-		free += tr.cfg.prefetch()
+	return tr.cfg.Concurrency - int(tr.busy.Load()) + tr.prefetchNow()
+}
+
+// prefetchNow is how many jobs beyond its free slots the fetcher may
+// hold now: none unless prefetching; then no more than the handlers start
+// in about prefetchQuick at their average run (a prefetched job waits for
+// a slot about as long as a commit would have made it wait), and no more
+// than the topic's Prefetch.
+func (tr *topicRunner) prefetchNow() int {
+	if !tr.prefetching() {
+		return 0
 	}
-	return free
+	quick := int64(tr.cfg.Concurrency) * int64(prefetchQuick) / max(tr.runNanos.Load(), 1)
+	return int(min(int64(tr.cfg.prefetch()), quick))
 }
 
 // prefetching says whether the fetcher may claim beyond its free slots

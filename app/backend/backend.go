@@ -70,7 +70,8 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		return nil, err
 	}
 	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
-		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger}); err != nil {
+		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
+		GroupCommitDepth: cfg.SQL.GroupCommitDepth}); err != nil {
 		return nil, err
 	}
 	if b.Queue, err = queue.New(b.Redis, queue.Config{

@@ -130,6 +130,9 @@ type SQL struct {
 	// commit while records flow (ledger.Options.GroupLinger); negative:
 	// never. Default 5ms.
 	GroupLinger time.Duration `koanf:"group_linger"`
+	// GroupCommitDepth is how many grouped commits may be in flight at
+	// once (ledger.Options.GroupCommitDepth), 1-16. Default 2.
+	GroupCommitDepth int `koanf:"group_commit_depth"`
 }
 
 // Queue sets the data plane's limits.
@@ -224,10 +227,11 @@ type Worker struct {
 	// Defaults of every topic; Topics overrides them per topic.
 	Concurrency int `koanf:"concurrency"` // Default 10.
 	BatchSize   int `koanf:"batch_size"`  // Default 100.
-	// Prefetch is how many jobs beyond its free handler slots a topic's
-	// fetcher may claim while the topic has a backlog, so that one ledger
-	// commit records more of them (queue.TopicConfig.Prefetch). Default 0:
-	// concurrency/2; -1: none.
+	// Prefetch is the most jobs beyond its free handler slots a topic's
+	// fetcher may claim while the topic has a backlog and quick handlers,
+	// so that one ledger commit records more of them; it holds no more
+	// than its handlers start in about 10ms (queue.TopicConfig.Prefetch).
+	// Default 0: 16 × batch_size (1,600); -1: none.
 	Prefetch    int              `koanf:"prefetch"`
 	Lease       time.Duration    `koanf:"lease"`        // Default 30s.
 	Heartbeat   time.Duration    `koanf:"heartbeat"`    // Default lease/3.
@@ -449,7 +453,8 @@ func Defaults() Config {
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true,
-			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger},
+			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,
+			GroupCommitDepth: ledger.DefaultGroupCommitDepth},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
 			Durability: "redis", Topics: map[string]QueueTopic{"order_close": {Durability: "durable"}},
 			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},

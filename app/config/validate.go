@@ -144,6 +144,9 @@ func (s SQL) validate(p *problems) {
 	if s.GroupCommit != -1 && (s.GroupCommit < 1 || s.GroupCommit > 10000) {
 		p.bad("sql.group_commit", s.GroupCommit, "want -1 (off) or 1-10000")
 	}
+	if s.GroupCommitDepth < 1 || s.GroupCommitDepth > 16 {
+		p.bad("sql.group_commit_depth", s.GroupCommitDepth, "want 1-16")
+	}
 	if s.GroupLinger > time.Second {
 		p.bad("sql.group_linger", s.GroupLinger, "want at most 1s (negative: never wait)")
 	}
@@ -216,7 +219,7 @@ func (w Worker) validate(p *problems) {
 		p.bad("worker.batch_size", w.BatchSize, "want 1-1000")
 	}
 	if w.Prefetch < -1 || w.Prefetch > queue.MaxConcurrency {
-		p.bad("worker.prefetch", w.Prefetch, "want -1 (none), 0 (concurrency/2) or up to %d", queue.MaxConcurrency)
+		p.bad("worker.prefetch", w.Prefetch, "want -1 (none), 0 (16 × batch_size) or up to %d", queue.MaxConcurrency)
 	}
 	if w.Lease < 100*time.Millisecond {
 		p.bad("worker.lease", w.Lease, "must be at least 100ms")

@@ -129,9 +129,15 @@ func (l *Ledger) transaction(ctx context.Context, fn func(tx *gorm.DB) error) er
 
 // autocommit runs op, one commit on the ledger's own connections (a write
 // statement alone, or a transaction), again as a whole if it was a deadlock
-// victim, and counts the commit when it succeeded.
+// victim, and counts the commit when it succeeded and each deadlock met.
 func (l *Ledger) autocommit(ctx context.Context, op func() error) error {
-	err := RetryDeadlocks(ctx, op)
+	err := RetryDeadlocks(ctx, func() error {
+		err := op()
+		if isDeadlock(err) {
+			l.writes.deadlocked()
+		}
+		return err
+	})
 	if err == nil {
 		l.writes.committed()
 	}

@@ -15,12 +15,20 @@ type WriteStats struct {
 	// Unclaim, Extend, MarkRetrying, Bury): Writes / Commits is how many of
 	// them one commit carried on average (group commit).
 	Writes int64 `json:"writes"`
+	// Deadlocks is how many of those commits the server chose as a
+	// deadlock victim (each then ran again, up to five times in all): two
+	// grouped commits in flight hold row locks at once, so a rising count
+	// says they meet (docs/design.md §4.5).
+	Deadlocks int64 `json:"deadlocks"`
 }
 
 // writeCounter is the ledger's live WriteStats.
 type writeCounter struct {
-	commits, writes atomic.Int64
+	commits, writes, deadlocks atomic.Int64
 }
+
+// deadlocked counts one commit attempt lost to a deadlock.
+func (c *writeCounter) deadlocked() { c.deadlocks.Add(1) }
 
 // committed counts one commit.
 func (c *writeCounter) committed() { c.commits.Add(1) }
@@ -30,5 +38,6 @@ func (c *writeCounter) called() { c.writes.Add(1) }
 
 // WriteStats returns the ledger's write counts so far.
 func (l *Ledger) WriteStats() WriteStats {
-	return WriteStats{Commits: l.writes.commits.Load(), Writes: l.writes.writes.Load()}
+	return WriteStats{Commits: l.writes.commits.Load(), Writes: l.writes.writes.Load(),
+		Deadlocks: l.writes.deadlocks.Load()}
 }

@@ -41,6 +41,11 @@ func (s *system) buildObservability(p parts) error {
 	if err != nil {
 		return err
 	}
+	if s.b.Ledger != nil {
+		if err := o.metrics.WatchLedgerWrites(s.b.Ledger); err != nil {
+			return err
+		}
+	}
 	if p.recovery || p.api { // the API runs the recoverer on request
 		if err := o.metrics.WatchRecoverer(s.rec.Counters, s.rec.Config().Schedule); err != nil {
 			return err

@@ -15,7 +15,8 @@
 //   - the HTTP-target topics' requests by status class and their
 //     durations, and for the dashboard each target and its latest
 //     failures (target.go);
-//   - live per-topic totals for the dashboard's charts (live.go).
+//   - live per-topic totals for the dashboard's charts (live.go);
+//   - the ledger's commits, write calls and deadlocks (ledgerwrites.go).
 //
 // Every name starts with delayq_, counters end in _total and durations are
 // in seconds, as Prometheus conventions want. deployments/prometheus/

@@ -28,7 +28,7 @@ import (
 //     The relay sets it from SQL after each pass; an enqueuer of a job
 //     beyond the horizon lowers it (ZADD LT) before its commit.
 //
-// Both keys share a hash tag, so one MULTI can touch both in a cluster. A
+// Both keys share a hash tag, so one script can touch both in a cluster. A
 // Redis that lost them lost the relay's mark too, which makes the relay
 // reload the whole horizon from SQL.
 
@@ -229,18 +229,11 @@ func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
 
 // SetRelayNextLoad records when the next scheduled row beyond the horizon
 // enters it (next, Unix ms on this process's clock; 0: no such row), after
-// a pass that loaded every row that had entered it by covered. In one
-// MULTI: a time an enqueuer wrote that this pass covered goes, and one it
-// did not cover stays if it is earlier than next.
+// a pass that loaded every row that had entered it by covered
+// (relaynext.lua): a time an enqueuer wrote that this pass covered goes,
+// and one it did not cover stays if it is earlier than next.
 func (c *Client) SetRelayNextLoad(ctx context.Context, covered, next int64) error {
-	key := relayNextKey(c.cfg.Namespace)
-	_, err := c.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.ZRemRangeByScore(ctx, key, "-inf", strconv.FormatInt(covered, 10))
-		if next != 0 {
-			pipe.ZAddLT(ctx, key, redis.Z{Score: float64(next), Member: nextLoadMember})
-		}
-		return nil
-	})
+	err := c.scripts.relayNext.Run(ctx, c.rdb, []string{relayNextKey(c.cfg.Namespace)}, covered, next).Err()
 	if err != nil {
 		return fmt.Errorf("queue: set the relay's next load: %w", err)
 	}

@@ -34,7 +34,7 @@ type tickCounter struct {
 	ticks atomic.Int64
 }
 
-func (h *tickCounter) DialHook(next redis.DialHook) redis.DialHook       { return next }
+func (h *tickCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *tickCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *tickCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {

@@ -33,6 +33,11 @@ type Client struct {
 	// pushDownUntil (Unix ns) skips pushes of durable jobs for a moment
 	// after one failed (durable.go).
 	pushDownUntil atomic.Int64
+
+	// notePrefix and noteSeq make the references of the relay's notes
+	// (relayinbox.go).
+	notePrefix string
+	noteSeq    atomic.Uint64
 }
 
 // New returns a Client over rdb. The caller owns rdb and closes it.
@@ -41,7 +46,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua)}, nil
+	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua), notePrefix: newNotePrefix()}, nil
 }
 
 // Config returns the client's configuration with defaults filled in.

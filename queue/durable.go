@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -67,7 +68,15 @@ func (c *Client) IsDurable(topic string) bool { return c.Durability(topic) == Du
 type Staged struct {
 	topic   string
 	results []BatchResult
-	push    []RestoreRow
+	// rows are the created jobs; Push sends those within the horizon's
+	// reach then, on SQL's clock as of the insert (sqlNow) plus the time
+	// since (at): a transaction that lasts may see jobs enter the horizon
+	// before it commits, which the relay's loader may have missed.
+	rows   []RestoreRow
+	sqlNow int64
+	at     time.Time
+	// note is the relay's note written for the batch ("" if none).
+	note string
 }
 
 // Results are the outcomes of the staged jobs, in input order: valid once
@@ -110,12 +119,25 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	if len(valid) == 0 {
 		return s, nil
 	}
-	out, now, err := schedule(ctx, store, topic, valid)
+	// The relay's note goes with the statements, and is in Redis before
+	// the caller can commit: if the process dies between the commit and
+	// Push, the relay finds the jobs when they fall due (or at once if they
+	// are due), as their lost push.
+	var out []EnqueueResult
+	var now int64
+	note := c.planNote(valid)
+	written, err := c.noteAlong(ctx, note, func() (err error) {
+		out, now, err = schedule(ctx, store, topic, valid)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	mergeResults(results, at, out)
-	s.push = c.toPush(topic, valid, out, now)
+	s.rows, s.sqlNow, s.at = c.toPush(topic, valid, out, now, math.MaxInt64), now, time.Now()
+	if written {
+		s.note = note.member
+	}
 	return s, nil
 }
 
@@ -124,11 +146,28 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 // Calling it before the commit is a mistake the relay cannot undo (a job
 // pushed and then rolled back would run); calling it twice is harmless.
 func (c *Client) Push(ctx context.Context, s *Staged) error {
-	if s == nil || len(s.push) == 0 {
+	if s == nil {
 		return nil
 	}
-	return c.pushScheduled(ctx, s.topic, s.push)
+	limit := s.sqlNow + time.Since(s.at).Milliseconds() + c.reach()
+	var rows []RestoreRow
+	for _, r := range s.rows {
+		if r.RunAt <= limit {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		if s.note != "" {
+			c.dropNote(ctx, s.note)
+		}
+		return nil
+	}
+	return c.pushScheduled(ctx, s.topic, rows, s.note)
 }
+
+// reach is how far ahead of SQL's clock an enqueue pushes its jobs: the
+// horizon and its slack.
+func (c *Client) reach() int64 { return (c.cfg.Horizon + c.HorizonSlack()).Milliseconds() }
 
 // schedule writes validated jobs' rows through store, one result per job;
 // a store error wraps ErrLedger.
@@ -176,10 +215,9 @@ func mergeResults(results []BatchResult, at []int, out []EnqueueResult) {
 }
 
 // toPush returns the rows to push of the jobs Schedule created: those due
-// within the horizon of now (SQL's clock). The others stay in SQL until the
-// relay loads them.
-func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now int64) []RestoreRow {
-	limit := now + c.cfg.Horizon.Milliseconds()
+// up to limit (SQL's clock). The others stay in SQL until the relay loads
+// them.
+func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now, limit int64) []RestoreRow {
 	var rows []RestoreRow
 	for i, r := range out {
 		if r.Duplicate || r.RunAt > limit {
@@ -198,10 +236,24 @@ func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now in
 // the caller like runEnqueue): one Schedule, committed, then one push of
 // the new jobs within the horizon. The push's failure is not the caller's:
 // the jobs are safe in SQL and the relay pushes them.
+//
+// The relay's note is written while the statements run (noteAlong): it is
+// in Redis before the INSERT's commit returns, one Redis round trip being
+// far shorter than an INSERT and its commit, and the push removes it.
 func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
+	var out []EnqueueResult
+	var now int64
+	note := c.planNote(jobs)
+	written, err := c.noteAlong(ctx, note, func() (err error) {
+		out, now, err = schedule(ctx, c.cfg.Store, topic, jobs)
+		return err
+	})
 	if err != nil {
 		return nil, err
+	}
+	member := ""
+	if written {
+		member = note.member
 	}
 	created := 0
 	for _, r := range out {
@@ -212,8 +264,12 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 	if created > 0 {
 		c.cfg.Observer.Enqueued(topic, created)
 	}
-	if rows := c.toPush(topic, jobs, out, now); len(rows) > 0 {
-		_ = c.pushScheduled(ctx, topic, rows)
+	// Up to the horizon and its slack: a job that entered the horizon
+	// while the INSERT committed may have been missed by the loader.
+	if rows := c.toPush(topic, jobs, out, now, now+c.reach()); len(rows) > 0 {
+		_ = c.pushScheduled(ctx, topic, rows, member)
+	} else if member != "" {
+		c.dropNote(ctx, member) // duplicates only: nothing to wake the relay for
 	}
 	return out, nil
 }
@@ -222,7 +278,9 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 // mode scheduled), bounded by Config.PushTimeout. After a failure, pushes
 // are skipped for PushTimeout: with Redis down, durable enqueues answer at
 // the speed of SQL, and the relay pushes their jobs once Redis is back.
-func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow) error {
+// note, the relay's note of the batch, goes in the push's round trip; a
+// skipped push leaves it for the relay, a failed one puts it back due now.
+func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow, note string) error {
 	if until := c.pushDownUntil.Load(); until != 0 && time.Now().UnixNano() < until {
 		c.observePush(topic, 0, len(rows))
 		return fmt.Errorf("queue: push to %s: %w", topic, errPushPaused)
@@ -236,7 +294,7 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	for _, r := range rows {
 		seen = min(seen, r.EnqueuedAt)
 	}
-	out, err := c.Restore(ctx, rows, RestoreOptions{SeenAt: max(seen-pushClockSkew.Milliseconds(), 1)})
+	out, err := c.Restore(ctx, rows, RestoreOptions{SeenAt: max(seen-pushClockSkew.Milliseconds(), 1), note: note})
 	pushed := 0
 	for _, o := range out {
 		if o == RestoreCreated {
@@ -245,6 +303,9 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	}
 	if err != nil {
 		c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano())
+		if note != "" {
+			c.renote(ctx, note)
+		}
 	} else {
 		c.pushDownUntil.Store(0)
 	}

@@ -33,7 +33,12 @@ func (c *Client) RelayMark(ctx context.Context) (m RelayMark, ok bool, err error
 	if err != nil {
 		return m, false, fmt.Errorf("queue: read the relay mark: %w", err)
 	}
-	if vals[0] == nil || vals[1] == nil {
+	return parseMark(vals)
+}
+
+// parseMark reads the mark's two fields as HMGET returns them.
+func parseMark(vals []any) (m RelayMark, ok bool, err error) {
+	if len(vals) != 2 || vals[0] == nil || vals[1] == nil {
 		return m, false, nil
 	}
 	l, err1 := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)

@@ -79,6 +79,10 @@ type RestoreOptions struct {
 	// counts. A SeenAt older than Config.TombstoneTTL decides nothing
 	// (RestoreGone): read the rows again.
 	SeenAt int64
+
+	// note is the relay's note (relayinbox.go) that the push of a durable
+	// enqueue removes in its round trip.
+	note string
 }
 
 // Restore puts back the jobs of rows that Redis has no trace of, each at
@@ -108,7 +112,7 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 	}
 
 	head := []any{mode, opts.SeenAt, c.cfg.TombstoneTTL.Milliseconds()}
-	cmds := c.runRestoreCalls(ctx, calls, head, false)
+	cmds := c.runRestoreCalls(ctx, calls, head, false, opts.note)
 	var retry []int // calls Redis had no script for (it restarted): sent again with EVAL
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -120,7 +124,7 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 		for k, i := range retry {
 			again[k] = calls[i]
 		}
-		for k, cmd := range c.runRestoreCalls(ctx, again, head, true) {
+		for k, cmd := range c.runRestoreCalls(ctx, again, head, true, "") {
 			cmds[retry[k]] = cmd
 		}
 	}
@@ -215,8 +219,9 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 // runRestoreCalls sends calls in one pipeline, with EVALSHA, or with EVAL
 // when eval is set, and returns their commands in order; head are the
 // arguments before the rows' (mode, seen at, tombstone TTL). Per-call
-// errors are in the commands.
-func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head []any, eval bool) []*redis.Cmd {
+// errors are in the commands. A note, if set, is removed from the relay's
+// inbox after the calls, in the same round trip.
+func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head []any, eval bool, note string) []*redis.Cmd {
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, call := range calls {
@@ -238,6 +243,9 @@ func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head 
 		} else {
 			cmds[i] = c.scripts.restore.EvalSha(ctx, pipe, keys, args...)
 		}
+	}
+	if note != "" {
+		pipe.ZRem(ctx, relayInboxKey(c.cfg.Namespace), note)
 	}
 	_, _ = pipe.Exec(ctx) // errors are per command
 	return cmds

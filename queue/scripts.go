@@ -42,6 +42,8 @@ var (
 	rescheduleLua string
 	//go:embed lua/periodic.lua
 	periodicLua string
+	//go:embed lua/relaynext.lua
+	relayNextLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -49,6 +51,7 @@ type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
+	relayNext                                         *redis.Script
 }
 
 func newScripts() scripts {
@@ -69,5 +72,6 @@ func newScripts() scripts {
 		reschedule: redis.NewScript(rescheduleLua),
 		resume:     redis.NewScript(resumeLua),
 		periodic:   redis.NewScript(periodicLua),
+		relayNext:  redis.NewScript(relayNextLua),
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"sync"
@@ -37,7 +38,9 @@ var _ RelayStore = (*ledger.Ledger)(nil)
 // RelayConfig configures a Relay. The zero value of each field means the
 // default written next to it.
 type RelayConfig struct {
-	// Every is how often the relay passes. Default 200ms.
+	// Every is how often the relay ticks: it reads its mark and its inbox
+	// in Redis (one round trip), and passes over SQL only when something
+	// woke it (see Relay). Default 200ms.
 	Every time.Duration
 	// Grace is how long past its due time a scheduled job may be missing
 	// from Redis before the relay pushes it: its enqueuer pushes it right
@@ -64,6 +67,13 @@ type RelayConfig struct {
 	// relay over, or whose pass failed (Redis or SQL unreachable), starts
 	// with one. Default 5m.
 	FullEvery time.Duration
+	// CheckEvery is the backstop of the wakes: a pass (load and check, as
+	// each pass does) at least this often even when nothing woke the
+	// relay. It bounds how late a lost push that no note announced (the
+	// note's write failed while the relay's Redis was fine, or a commit
+	// that outlasted its note) is relayed, and how late a row the next-load
+	// time missed is loaded. Default 10s, or FullEvery if that is shorter.
+	CheckEvery time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.
 	OnPass func(RelayReport)
@@ -93,6 +103,9 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 	if c.FullEvery == 0 {
 		c.FullEvery = 5 * time.Minute
 	}
+	if c.CheckEvery == 0 {
+		c.CheckEvery = min(10*time.Second, c.FullEvery)
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
@@ -109,9 +122,31 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 		return c, fmt.Errorf("recovery: relay CountEvery %s: want at least 1s", c.CountEvery)
 	case c.FullEvery < c.Every:
 		return c, fmt.Errorf("recovery: relay FullEvery %s: want at least Every (%s)", c.FullEvery, c.Every)
+	case c.CheckEvery < c.Every || c.CheckEvery > c.FullEvery || c.CheckEvery > MaxRelayCheckEvery:
+		return c, fmt.Errorf("recovery: relay CheckEvery %s: want Every (%s) to FullEvery (%s), at most %s", c.CheckEvery, c.Every, c.FullEvery, MaxRelayCheckEvery)
 	}
 	return c, nil
 }
+
+// MaxRelayCheckEvery is the longest RelayConfig.CheckEvery: an idle relay
+// passes at least this often, so the alert on its last successful pass
+// (1 minute at the least, deployments/prometheus/alerts.yml) sees two.
+const MaxRelayCheckEvery = 30 * time.Second
+
+// The causes of a relay pass (RelayReport.Cause, RelayTotals.Wakes).
+const (
+	WakeLead  = "lead"  // this relay took the lock: what the last holder missed
+	WakeError = "error" // a tick or a pass failed (Redis or SQL unreachable): a full pass, every tick until one succeeds
+	WakeLost  = "lost"  // Redis has no mark (first start, or it lost data): a reload
+	WakeFull  = "full"  // FullEvery passed
+	WakeNote  = "note"  // an enqueuer's note is due: a push lost, skipped or never made
+	WakeLoad  = "load"  // the next scheduled row beyond the horizon entered it
+	WakeCheck = "check" // CheckEvery passed with no other wake (the backstop)
+	WakeOnce  = "once"  // RunOnce
+)
+
+// WakeCauses lists the causes, for metrics.
+var WakeCauses = []string{WakeLead, WakeError, WakeLost, WakeFull, WakeNote, WakeLoad, WakeCheck, WakeOnce}
 
 // RelayReport is what one relay pass did. Per topic, Loaded counts the jobs
 // the horizon loader pushed (due beyond the horizon when enqueued), Relayed
@@ -122,6 +157,8 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 type RelayReport struct {
 	Start    time.Time
 	Duration time.Duration
+	// Cause is what woke the pass (a Wake* constant).
+	Cause string
 	// Reload: the whole horizon was read, because Redis had no mark (Lost)
 	// or FullEvery had passed.
 	Reload   bool
@@ -139,8 +176,13 @@ type RelayReport struct {
 func (r RelayReport) Pushed() int { return sum(r.Loaded) + sum(r.Relayed) + sum(r.Reloaded) }
 
 // Relay keeps Redis in step with the SQL ledger's scheduled rows (the
-// durable topics' waiting jobs, docs/design.md §4.11). Each pass, holding a
-// lock so one process at a time passes:
+// durable topics' waiting jobs, docs/design.md §4.11). Holding a lock so one
+// process at a time relays, it ticks every Every, reading only Redis (its
+// mark, its inbox of enqueuers' notes, the next load time), and passes over
+// SQL when woken (the Wake* causes): a note is due (a push after a commit
+// was lost, skipped or never made), the next scheduled row beyond the
+// horizon entered it, Redis lost the mark, a tick or pass failed, the lock
+// changed hands, or CheckEvery or FullEvery passed. Each pass:
 //
 //   - the loader pushes the rows that entered the horizon since the last
 //     pass (due within queue.Config.Horizon of now): jobs enqueued further
@@ -166,10 +208,13 @@ type Relay struct {
 	countsAt time.Time
 	totals   RelayTotals
 	lastFull time.Time // the last full pass that succeeded
+	lastOK   time.Time // the last pass that succeeded
 	// needFull makes the next pass a full one: set at first, when this
-	// process takes the lead, and after a pass or the lock failed (Redis
-	// or SQL unreachable: pushes made meanwhile may have failed).
-	needFull bool
+	// process takes the lead, and after a tick, a pass or the lock failed
+	// (Redis or SQL unreachable: pushes made meanwhile may have failed);
+	// fullCause says which.
+	needFull  bool
+	fullCause string
 }
 
 // RelayTotals are a relay's running totals since it was created: the
@@ -180,6 +225,9 @@ type RelayTotals struct {
 	Passes, Failed                        int64
 	Loaded, Relayed, Reloaded             int64
 	LastPass, LastReload, LastErr, LastOK time.Time
+	// Wakes counts the passes by cause (a Wake* constant), failed ones
+	// and RunOnce's included; ticks that woke nothing count nowhere.
+	Wakes map[string]int64
 }
 
 // NewRelay returns a Relay over q and store.
@@ -192,7 +240,7 @@ func NewRelay(q *queue.Client, store RelayStore, cfg RelayConfig) (*Relay, error
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	return &Relay{q: q, store: store, cfg: cfg, needFull: true,
+	return &Relay{q: q, store: store, cfg: cfg, needFull: true, fullCause: WakeLead, totals: RelayTotals{Wakes: map[string]int64{}},
 		log: cfg.Logger.WithFields(logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())})}, nil
 }
 
@@ -203,7 +251,9 @@ func (r *Relay) Config() RelayConfig { return r.cfg }
 func (r *Relay) Totals() RelayTotals {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.totals
+	t := r.totals
+	t.Wakes = maps.Clone(t.Wakes)
+	return t
 }
 
 // Counts returns the scheduled rows per topic (Total) and those beyond the
@@ -215,9 +265,9 @@ func (r *Relay) Counts() (map[string]ledger.ScheduledCount, time.Time) {
 	return r.counts, r.countsAt
 }
 
-// Run passes every Every while it holds the relay lock, and tries to take
-// the lock every Every while another process holds it, until ctx ends; then
-// it releases the lock. It returns nil when ctx ends.
+// Run ticks every Every while it holds the relay lock, passing when woken,
+// and tries to take the lock every Every while another process holds it,
+// until ctx ends; then it releases the lock. It returns nil when ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
 	lock := r.q.Lock(r.cfg.LockKey, r.cfg.LockTTL)
 	r.log.WithFields(logrus.Fields{"every": r.cfg.Every, "grace": r.cfg.Grace, "horizon": r.q.Config().Horizon}).Info("relay started")
@@ -232,7 +282,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if err != nil && !errors.Is(err, queue.ErrLockNotHeld) {
 			r.log.WithError(err).Debug("relay lock")
-			r.setNeedFull()
+			r.setNeedFull(WakeError)
 		}
 		if held {
 			r.log.Info("relay lock lost; another process relays")
@@ -245,15 +295,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// lead passes every Every until ctx ends (shutdown, or the lock was lost).
+// lead ticks every Every until ctx ends (shutdown, or the lock was lost).
 func (r *Relay) lead(ctx context.Context) error {
-	r.setNeedFull() // what the last holder missed, this one finds
+	r.setNeedFull(WakeLead) // what the last holder missed, this one finds
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
 	failing := false
 	for {
-		rep := r.pass(ctx)
+		rep, passed := r.tick(ctx)
 		switch {
+		case !passed:
 		case rep.Err != nil && ctx.Err() != nil:
 			return ctx.Err()
 		case rep.Err != nil && !failing:
@@ -272,32 +323,85 @@ func (r *Relay) lead(ctx context.Context) error {
 	}
 }
 
-// RunOnce makes one pass now if no other relay holds the lock: ran says
-// whether it did. Tests and operators use it; Run passes by itself.
+// RunOnce makes one pass now if no other relay holds the lock, whatever
+// woke it or not: ran says whether it did. Tests and operators use it; Run
+// passes by itself.
 func (r *Relay) RunOnce(ctx context.Context) (rep RelayReport, ran bool, err error) {
 	lock := r.q.Lock(r.cfg.LockKey, r.cfg.LockTTL)
 	ran, err = lock.Do(ctx, func(ctx context.Context) error {
-		rep = r.pass(ctx)
+		rep = r.pass(ctx, WakeOnce, 0)
 		return rep.Err
 	})
 	if err != nil {
-		r.setNeedFull()
+		r.setNeedFull(WakeError)
 	}
 	return rep, ran, err
 }
 
-func (r *Relay) setNeedFull() {
+func (r *Relay) setNeedFull(cause string) {
 	r.mu.Lock()
-	r.needFull = true
+	if !r.needFull {
+		r.needFull, r.fullCause = true, cause
+	}
 	r.mu.Unlock()
 }
 
-// pass is one pass: reload, or load and check.
-func (r *Relay) pass(ctx context.Context) RelayReport {
-	rep := RelayReport{Start: time.Now()}
-	rep.Err = r.passSteps(ctx, &rep)
+// tick reads the relay's state in Redis (one round trip) and passes if
+// something woke it: passed says whether it did (a failed read counts as a
+// failed pass, as it did when every tick passed).
+func (r *Relay) tick(ctx context.Context) (RelayReport, bool) {
+	now := time.Now()
+	st, err := r.q.ReadRelayTick(ctx, now.Add(-r.cfg.Grace).UnixMilli(), now.UnixMilli())
+	if err != nil {
+		rep := RelayReport{Start: now, Cause: WakeError, Err: err}
+		r.finish(&rep)
+		return rep, true
+	}
+	r.mu.Lock()
+	need, cause := r.needFull, r.fullCause
+	fullDue := now.Sub(r.lastFull) >= r.cfg.FullEvery
+	checkDue := now.Sub(r.lastOK) >= r.cfg.CheckEvery
+	r.mu.Unlock()
+	switch {
+	case need:
+	case !st.MarkOK:
+		cause = WakeLost
+	case fullDue:
+		cause = WakeFull
+	case len(st.Notes) > 0:
+		cause = WakeNote
+	case st.LoadDue:
+		cause = WakeLoad
+	case checkDue:
+		cause = WakeCheck
+	default:
+		return RelayReport{}, false
+	}
+	rep := r.pass(ctx, cause, st.Latest)
+	if rep.Err == nil {
+		// Every pass covers the notes read before it (the check reaches
+		// their latest job); a failure to drop them costs one more pass.
+		if err := r.q.DropRelayNotes(ctx, st.Notes); err != nil {
+			r.log.WithError(err).Debug("relay notes")
+		}
+	}
+	return rep, true
+}
+
+// pass is one pass: reload, or load and check (through noteLatest, the
+// latest due time of the notes that woke it, if any).
+func (r *Relay) pass(ctx context.Context, cause string, noteLatest int64) RelayReport {
+	rep := RelayReport{Start: time.Now(), Cause: cause}
+	rep.Err = r.passSteps(ctx, &rep, noteLatest)
+	r.finish(&rep)
+	return rep
+}
+
+// finish counts a pass in the totals, logs it and reports it.
+func (r *Relay) finish(rep *RelayReport) {
 	rep.Duration = time.Since(rep.Start)
 	r.mu.Lock()
+	r.totals.Wakes[rep.Cause]++
 	r.totals.Passes++
 	r.totals.LastPass = rep.Start
 	if rep.Err != nil {
@@ -306,9 +410,12 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 		// Whatever was enqueued while Redis or SQL was unreachable (pushes
 		// failed, or were skipped) is found by a full pass as soon as a
 		// pass succeeds again, not only when it falls due.
-		r.needFull = true
+		if !r.needFull {
+			r.needFull, r.fullCause = true, WakeError
+		}
 	} else {
 		r.totals.LastOK = rep.Start
+		r.lastOK = rep.Start
 	}
 	if rep.Reload {
 		r.totals.LastReload = rep.Start
@@ -331,12 +438,12 @@ func (r *Relay) pass(ctx context.Context) RelayReport {
 			Warn("relay's full pass pushed jobs missing from Redis")
 	}
 	if r.cfg.OnPass != nil && (rep.Err != nil || rep.Pushed() > 0 || rep.Reload) {
-		r.cfg.OnPass(rep)
+		r.cfg.OnPass(*rep)
 	}
-	return rep
 }
 
-func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
+func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int64) error {
+	local := time.Now().UnixMilli() // before SQL's clock: what the pass covers, on this clock
 	sqlNow, err := r.store.SQLNow(ctx)
 	if err != nil {
 		return err
@@ -367,10 +474,16 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
+		if err := r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil {
+			return err
+		}
+		if err := r.setNextLoad(ctx, local, sqlNow, upTo); err != nil {
+			return err
+		}
 		r.mu.Lock()
 		r.lastFull, r.needFull = rep.Start, false
 		r.mu.Unlock()
-		return r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo})
+		return nil
 	}
 	if upTo > mark.Loaded {
 		rep.Loaded = map[string]int{}
@@ -379,14 +492,41 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport) error {
 		}
 		mark.Loaded = upTo
 	}
-	if checkTo > mark.Checked {
+	// Notes woke the pass: their jobs are checked through the latest one,
+	// due or not (pushing a job within the horizon early is what its
+	// enqueuer would have done), so that a batch's later jobs are not left
+	// to a later wake. The mark moves only as far as the jobs due.
+	checkUpTo := checkTo
+	if noteLatest != 0 {
+		fwd := noteLatest + (sqlNow - local) + r.q.HorizonSlack().Milliseconds()
+		checkUpTo = max(checkUpTo, min(fwd, upTo))
+	}
+	if checkUpTo > mark.Checked {
 		rep.Relayed = map[string]int{}
-		if err := r.push(ctx, ledger.Cursor{RunAt: mark.Checked, ID: math.MaxInt64}, checkTo, rep.Relayed, rep); err != nil {
+		if err := r.push(ctx, ledger.Cursor{RunAt: mark.Checked, ID: math.MaxInt64}, checkUpTo, rep.Relayed, rep); err != nil {
 			return err
 		}
-		mark.Checked = checkTo
+		mark.Checked = max(mark.Checked, checkTo)
 	}
-	return r.q.SetRelayMark(ctx, mark)
+	if err := r.q.SetRelayMark(ctx, mark); err != nil {
+		return err
+	}
+	return r.setNextLoad(ctx, local, sqlNow, upTo)
+}
+
+// setNextLoad reads when the first scheduled row beyond upTo enters the
+// horizon and records it in Redis (on this process's clock, local being
+// its reading when SQL's clock read sqlNow), for the ticks to wake on.
+func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) error {
+	rows, err := r.store.Scheduled(ctx, "", ledger.Cursor{RunAt: upTo, ID: math.MaxInt64}, math.MaxInt64, 1)
+	if err != nil {
+		return err
+	}
+	var next int64 // 0: none
+	if len(rows) > 0 {
+		next = max(rows[0].RunAt-r.q.Config().Horizon.Milliseconds()-(sqlNow-local), 1)
+	}
+	return r.q.SetRelayNextLoad(ctx, local, next)
 }
 
 // push pages through the scheduled rows after the cursor and due up to

@@ -382,9 +382,10 @@ type Recovery struct {
 	// a Sentinel failover carried over from a run the old primary was
 	// doing, blocks recovery for up to this long. Default 1m.
 	LockTTL time.Duration `koanf:"lock_ttl"`
-	// RelayEvery is how often the relay passes over the durable topics'
-	// scheduled rows (loading those entering the horizon, pushing those
-	// due and missing from Redis). Default 200ms.
+	// RelayEvery is how often the relay ticks: it reads Redis (its mark,
+	// the enqueuers' notes, the next load time) and passes over the durable
+	// topics' scheduled rows when woken (a row entering the horizon, a push
+	// lost or skipped, a Redis data loss, an error). Default 200ms.
 	RelayEvery time.Duration `koanf:"relay_every"`
 	// RelayGrace is how long past its due time a durable job may be missing
 	// from Redis before the relay pushes it; relay_every + relay_grace bound
@@ -397,6 +398,11 @@ type Recovery struct {
 	// within the horizon against Redis, overdue ones included: the
 	// backstop for a push lost where its windows cannot see. Default 5m.
 	RelayFullEvery time.Duration `koanf:"relay_full_every"`
+	// RelayCheckEvery is how often the relay passes over SQL when nothing
+	// woke it: the backstop of the wakes (a lost push whose note could not
+	// be written). relay_every to relay_full_every, at most 30s. Default
+	// 10s.
+	RelayCheckEvery time.Duration `koanf:"relay_check_every"`
 }
 
 // Orders configures the order auto-close module.
@@ -466,7 +472,7 @@ func Defaults() Config {
 			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
-			RelayFullEvery: 5 * time.Minute},
+			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second},
 		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},

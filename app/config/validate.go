@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
+	"github.com/delayq/delayq/recovery"
 )
 
 // Error is an invalid configuration value: the key, the value and why.
@@ -334,6 +335,9 @@ func (r Recovery) validate(p *problems, w Worker) {
 		}
 		if r.RelayFullEvery < r.RelayEvery {
 			p.bad("recovery.relay_full_every", r.RelayFullEvery, "want at least recovery.relay_every")
+		}
+		if r.RelayCheckEvery < r.RelayEvery || r.RelayCheckEvery > r.RelayFullEvery || r.RelayCheckEvery > recovery.MaxRelayCheckEvery {
+			p.bad("recovery.relay_check_every", r.RelayCheckEvery, "want recovery.relay_every to recovery.relay_full_every, at most %s", recovery.MaxRelayCheckEvery)
 		}
 		if r.RelayLockTTL < 3*r.RelayEvery || r.RelayLockTTL < time.Second {
 			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")

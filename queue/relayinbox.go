@@ -23,6 +23,10 @@ import (
 //     same round trip. A note still there past its score (the batch's
 //     earliest due time, on the enqueuer's clock) plus the relay's grace is
 //     a push that was lost, skipped or never made: the relay passes.
+//   - <ns>:{relay}:bell, a LIST of at most one element: every note
+//     written rings it (RPUSH, then LTRIM to one), so that an idle relay
+//     blocked on it (BLPOP, WaitRelayBell) wakes for the new note instead
+//     of reading the inbox five times a second for nothing.
 //   - <ns>:{relay}:next, a ZSET of one member, "load": when the next
 //     scheduled row beyond the horizon enters it (Unix ms, local clocks).
 //     The relay sets it from SQL after each pass; an enqueuer of a job
@@ -45,6 +49,7 @@ const nextLoadMember = "load"
 
 func relayInboxKey(namespace string) string { return namespace + ":{relay}:inbox" }
 func relayNextKey(namespace string) string  { return namespace + ":{relay}:next" }
+func relayBellKey(namespace string) string  { return namespace + ":{relay}:bell" }
 
 // relayNote is what one durable enqueue batch writes into the relay's inbox
 // before its commit.
@@ -124,6 +129,7 @@ func (c *Client) writeNote(ctx context.Context, n relayNote) error {
 	if n.load != 0 {
 		pipe.ZAddLT(ctx, relayNextKey(c.cfg.Namespace), redis.Z{Score: float64(n.load), Member: nextLoadMember})
 	}
+	c.ringBell(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano())
 		return fmt.Errorf("queue: note the enqueue for the relay: %w", err)
@@ -159,7 +165,29 @@ func (c *Client) dropNote(ctx context.Context, member string) {
 func (c *Client) renote(ctx context.Context, member string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
-	_ = c.rdb.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: 0, Member: member}).Err()
+	pipe := c.rdb.Pipeline()
+	pipe.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: 0, Member: member})
+	c.ringBell(ctx, pipe)
+	_, _ = pipe.Exec(ctx)
+}
+
+// ringBell queues the ring of the relay's bell on pipe: one element at
+// most, however many notes come while the relay is busy.
+func (c *Client) ringBell(ctx context.Context, pipe redis.Pipeliner) {
+	pipe.RPush(ctx, relayBellKey(c.cfg.Namespace), "1")
+	pipe.LTrim(ctx, relayBellKey(c.cfg.Namespace), 0, 0)
+}
+
+// WaitRelayBell blocks until an enqueuer rings the relay's bell (a note
+// was written) or d passes, whichever comes first, in whole seconds (at
+// least 1s): a blocked BLPOP costs neither this process nor Redis
+// anything. The relay waits on it while nothing is pending.
+func (c *Client) WaitRelayBell(ctx context.Context, d time.Duration) error {
+	err := c.rdb.BLPop(ctx, max(d.Truncate(time.Second), time.Second), relayBellKey(c.cfg.Namespace)).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("queue: wait for the relay's bell: %w", err)
+	}
+	return nil
 }
 
 // RelayTick is what the relay reads from Redis every tick, in one round
@@ -173,8 +201,13 @@ type RelayTick struct {
 	Notes  []string
 	Latest int64
 	// LoadDue: the next scheduled row beyond the horizon has entered it
-	// (or an enqueuer said one will have by now).
-	LoadDue bool
+	// (or an enqueuer said one will have by now). NextLoad is when it
+	// does (Unix ms; 0: no row beyond the horizon is known).
+	LoadDue  bool
+	NextLoad int64
+	// Pending counts every note in the inbox, those not due yet included:
+	// a relay with notes pending ticks; one with none may wait for the bell.
+	Pending int64
 }
 
 // RelayTickNotes is the most notes one tick reads; the rest wait for the
@@ -190,6 +223,7 @@ func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (
 	notes := pipe.ZRangeByScore(ctx, relayInboxKey(c.cfg.Namespace), &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(notesUpTo, 10), Count: RelayTickNotes})
 	load := pipe.ZScore(ctx, relayNextKey(c.cfg.Namespace), nextLoadMember)
+	pending := pipe.ZCard(ctx, relayInboxKey(c.cfg.Namespace))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return t, fmt.Errorf("queue: read the relay's tick: %w", err)
 	}
@@ -206,9 +240,11 @@ func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (
 			}
 		}
 	}
-	if at, err := load.Result(); err == nil && int64(at) <= loadUpTo {
-		t.LoadDue = true
+	if at, err := load.Result(); err == nil {
+		t.NextLoad = int64(at)
+		t.LoadDue = t.NextLoad <= loadUpTo
 	}
+	t.Pending = pending.Val()
 	return t, nil
 }
 

@@ -74,6 +74,16 @@ type RelayConfig struct {
 	// that outlasted its note) is relayed, and how late a row the next-load
 	// time missed is loaded. Default 10s, or FullEvery if that is shorter.
 	CheckEvery time.Duration
+	// IdleEvery is how long an idle relay (no note in its inbox, nothing
+	// to load or check sooner, no failure to make up for) waits between
+	// two ticks, blocked on the bell that every enqueuer's note rings
+	// (queue.Client.WaitRelayBell), instead of ticking every Every: a note
+	// wakes it at once, so a lost push is still relayed within Every +
+	// Grace of its due time; what waits for IdleEvery is noticing that
+	// Redis lost the relay's mark without a restart (a FLUSHALL; a
+	// restart fails the blocked read and wakes it). Whole seconds, 1s to
+	// CheckEvery. Default 1s.
+	IdleEvery time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.
 	OnPass func(RelayReport)
@@ -106,6 +116,10 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 	if c.CheckEvery == 0 {
 		c.CheckEvery = min(10*time.Second, c.FullEvery)
 	}
+	if c.IdleEvery == 0 {
+		// 0 when CheckEvery is under a second: then never idle.
+		c.IdleEvery = min(time.Second, c.CheckEvery.Truncate(time.Second))
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
@@ -124,6 +138,8 @@ func (c RelayConfig) withDefaults(namespace string) (RelayConfig, error) {
 		return c, fmt.Errorf("recovery: relay FullEvery %s: want at least Every (%s)", c.FullEvery, c.Every)
 	case c.CheckEvery < c.Every || c.CheckEvery > c.FullEvery || c.CheckEvery > MaxRelayCheckEvery:
 		return c, fmt.Errorf("recovery: relay CheckEvery %s: want Every (%s) to FullEvery (%s), at most %s", c.CheckEvery, c.Every, c.FullEvery, MaxRelayCheckEvery)
+	case c.CheckEvery >= time.Second && (c.IdleEvery < time.Second || c.IdleEvery > c.CheckEvery || c.IdleEvery%time.Second != 0):
+		return c, fmt.Errorf("recovery: relay IdleEvery %s: want whole seconds from 1s to CheckEvery (%s)", c.IdleEvery, c.CheckEvery)
 	}
 	return c, nil
 }
@@ -228,6 +244,9 @@ type RelayTotals struct {
 	// Wakes counts the passes by cause (a Wake* constant), failed ones
 	// and RunOnce's included; ticks that woke nothing count nowhere.
 	Wakes map[string]int64
+	// IdleWaits counts the waits on the bell (RelayConfig.IdleEvery),
+	// counted as each begins.
+	IdleWaits int64
 }
 
 // NewRelay returns a Relay over q and store.
@@ -302,7 +321,7 @@ func (r *Relay) lead(ctx context.Context) error {
 	defer t.Stop()
 	failing := false
 	for {
-		rep, passed := r.tick(ctx)
+		rep, passed, idle := r.tick(ctx)
 		switch {
 		case !passed:
 		case rep.Err != nil && ctx.Err() != nil:
@@ -314,6 +333,16 @@ func (r *Relay) lead(ctx context.Context) error {
 		case rep.Err == nil && failing:
 			r.log.Info("relay passes again")
 			failing = false
+		}
+		if idle > 0 {
+			// Nothing pending: block on the bell (a note wakes us at
+			// once), at most idle; then tick at the ticker's pace.
+			r.mu.Lock()
+			r.totals.IdleWaits++
+			r.mu.Unlock()
+			if err := r.q.WaitRelayBell(ctx, idle); err != nil && ctx.Err() == nil {
+				r.setNeedFull(WakeError)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -348,19 +377,23 @@ func (r *Relay) setNeedFull(cause string) {
 
 // tick reads the relay's state in Redis (one round trip) and passes if
 // something woke it: passed says whether it did (a failed read counts as a
-// failed pass, as it did when every tick passed).
-func (r *Relay) tick(ctx context.Context) (RelayReport, bool) {
+// failed pass, as it did when every tick passed). idle, when not 0, is
+// how long the relay may wait for the bell: no pass now, no note in the
+// inbox, and no load, check or full pass due for at least that long (whole
+// seconds, at most IdleEvery).
+func (r *Relay) tick(ctx context.Context) (rep RelayReport, passed bool, idle time.Duration) {
 	now := time.Now()
 	st, err := r.q.ReadRelayTick(ctx, now.Add(-r.cfg.Grace).UnixMilli(), now.UnixMilli())
 	if err != nil {
 		rep := RelayReport{Start: now, Cause: WakeError, Err: err}
 		r.finish(&rep)
-		return rep, true
+		return rep, true, 0
 	}
 	r.mu.Lock()
 	need, cause := r.needFull, r.fullCause
 	fullDue := now.Sub(r.lastFull) >= r.cfg.FullEvery
 	checkDue := now.Sub(r.lastOK) >= r.cfg.CheckEvery
+	idle = min(r.cfg.IdleEvery, r.cfg.FullEvery-now.Sub(r.lastFull), r.cfg.CheckEvery-now.Sub(r.lastOK))
 	r.mu.Unlock()
 	switch {
 	case need:
@@ -375,9 +408,15 @@ func (r *Relay) tick(ctx context.Context) (RelayReport, bool) {
 	case checkDue:
 		cause = WakeCheck
 	default:
-		return RelayReport{}, false
+		if st.NextLoad != 0 {
+			idle = min(idle, time.Duration(st.NextLoad-now.UnixMilli())*time.Millisecond)
+		}
+		if idle = idle.Truncate(time.Second); st.Pending > 0 || idle < time.Second {
+			idle = 0 // tick at Every: something is pending or due within a second
+		}
+		return RelayReport{}, false, idle
 	}
-	rep := r.pass(ctx, cause, st.Latest)
+	rep = r.pass(ctx, cause, st.Latest)
 	if rep.Err == nil {
 		// Every pass covers the notes read before it (the check reaches
 		// their latest job); a failure to drop them costs one more pass.
@@ -385,7 +424,7 @@ func (r *Relay) tick(ctx context.Context) (RelayReport, bool) {
 			r.log.WithError(err).Debug("relay notes")
 		}
 	}
-	return rep, true
+	return rep, true, 0
 }
 
 // pass is one pass: reload, or load and check (through noteLatest, the

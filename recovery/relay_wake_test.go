@@ -75,18 +75,22 @@ func waitTicks(t *testing.T, ticks *tickCounter, n int64) {
 	testenv.WaitFor(testenv.Context(t), t, "relay ticks", func() bool { return ticks.ticks.Load() >= from+n })
 }
 
-// An idle relay reads Redis every tick and SQL not at all.
+// An idle relay reads Redis at each tick, waits on its bell between
+// ticks, and reads SQL not at all.
 func TestRelayIdleReadsNoSQL(t *testing.T) {
 	e := newDurableEnv(t, time.Minute)
 	store := &countingStore{Ledger: e.led}
-	r, ticks := e.runRelay(t, store, recovery.RelayConfig{Every: 10 * time.Millisecond, CheckEvery: 30 * time.Second})
+	r, ticks := e.runRelay(t, store, recovery.RelayConfig{Every: 10 * time.Millisecond, CheckEvery: 30 * time.Second, IdleEvery: time.Second})
 	ctx := testenv.Context(t)
 	testenv.WaitFor(ctx, t, "the relay's first pass", func() bool { return r.Totals().Passes > 0 })
 	waitTicks(t, ticks, 2) // the first pass is over
-	before, passes := store.reads.Load(), r.Totals().Passes
-	waitTicks(t, ticks, 30)
+	before, passes, waits := store.reads.Load(), r.Totals().Passes, r.Totals().IdleWaits
+	waitTicks(t, ticks, 3)
 	if n, p := store.reads.Load()-before, r.Totals().Passes-passes; n != 0 || p != 0 {
-		t.Fatalf("an idle relay read scheduled rows %d times in %d passes over 30 ticks, want none", n, p)
+		t.Fatalf("an idle relay read scheduled rows %d times in %d passes over 3 ticks, want none", n, p)
+	}
+	if w := r.Totals().IdleWaits - waits; w < 2 {
+		t.Fatalf("%d waits on the bell over 3 idle ticks, want one between each two", w)
 	}
 	if w := r.Totals().Wakes; w[recovery.WakeLead] != 1 {
 		t.Fatalf("wakes %v, want one lead", w)
@@ -154,8 +158,13 @@ func TestRelayWakesWhenAJobEntersTheHorizon(t *testing.T) {
 func TestRelayNoteFindsACommitNeverPushed(t *testing.T) {
 	e := newDurableEnv(t, time.Minute)
 	ctx := testenv.Context(t)
-	r, _ := e.runRelay(t, e.led, recovery.RelayConfig{Every: 200 * time.Millisecond, Grace: 300 * time.Millisecond, CheckEvery: 30 * time.Second})
-	testenv.WaitFor(ctx, t, "the relay's first pass", func() bool { return r.Totals().Passes > 0 })
+	// An idle relay waits on its bell for up to 30 s: only the note's ring
+	// can wake it in time for the wait below.
+	r, _ := e.runRelay(t, e.led, recovery.RelayConfig{Every: 200 * time.Millisecond, Grace: 300 * time.Millisecond,
+		CheckEvery: 30 * time.Second, IdleEvery: 30 * time.Second})
+	testenv.WaitFor(ctx, t, "the relay waiting on its bell", func() bool { return r.Totals().IdleWaits > 0 })
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	var staged *queue.Staged
 	err := e.led.DB().WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error

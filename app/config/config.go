@@ -403,6 +403,12 @@ type Recovery struct {
 	// be written). relay_every to relay_full_every, at most 30s. Default
 	// 10s.
 	RelayCheckEvery time.Duration `koanf:"relay_check_every"`
+	// RelayIdleEvery is the longest an idle relay (no note pending,
+	// nothing to load or check sooner) waits between ticks, blocked on the
+	// bell every enqueuer's note rings; it bounds how late a FLUSHALL of
+	// Redis (data lost without a restart) starts the reload. Whole
+	// seconds, 1s to relay_check_every. Default 1s.
+	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
 }
 
 // Orders configures the order auto-close module.
@@ -472,7 +478,8 @@ func Defaults() Config {
 			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
-			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second},
+			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
+			RelayIdleEvery: time.Second},
 		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},

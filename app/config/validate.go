@@ -339,6 +339,9 @@ func (r Recovery) validate(p *problems, w Worker) {
 		if r.RelayCheckEvery < r.RelayEvery || r.RelayCheckEvery > r.RelayFullEvery || r.RelayCheckEvery > recovery.MaxRelayCheckEvery {
 			p.bad("recovery.relay_check_every", r.RelayCheckEvery, "want recovery.relay_every to recovery.relay_full_every, at most %s", recovery.MaxRelayCheckEvery)
 		}
+		if r.RelayIdleEvery < time.Second || r.RelayIdleEvery%time.Second != 0 || r.RelayIdleEvery > max(r.RelayCheckEvery, time.Second) {
+			p.bad("recovery.relay_idle_every", r.RelayIdleEvery, "want whole seconds from 1s to recovery.relay_check_every")
+		}
 		if r.RelayLockTTL < 3*r.RelayEvery || r.RelayLockTTL < time.Second {
 			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")
 		}

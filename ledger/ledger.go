@@ -27,6 +27,9 @@ type Ledger struct {
 	ledgerTable string
 	deadTable   string
 	stateTable  string // topic state: the operators' pauses (topicstate.go)
+	// upsertHead and upsertTail frame the rows of Record's upsert
+	// (upsertOn), built once.
+	upsertHead, upsertTail string
 	// clock estimates the SQL server's clock for Schedule (sqlclock.go).
 	clock *sqlClock
 	// writes counts commits (writestats.go).
@@ -69,6 +72,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		writes:      &writeCounter{},
 		lastRecord:  &atomic.Int64{},
 	}
+	l.upsertHead, l.upsertTail = upsertSQL(d, l.ledgerTable)
 	l.group = l.newGroupCommit()
 	return l, nil
 }

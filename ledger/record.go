@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/delayq/delayq/queue"
 )
@@ -14,19 +13,16 @@ import (
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
 const entryColumns = 13
 
-// recordUpsert is the conflict clause of Record's upsert: a job claimed
+// recordUpdates are the columns of the conflict clause of Record's upsert: a job claimed
 // again whose row the UPDATE did not take (see recordOn) rewrites its
 // existing row, so the row always describes the latest claim. MySQL gets ON
 // DUPLICATE KEY UPDATE col=VALUES(col), SQLite ON CONFLICT (topic, job_id)
 // DO UPDATE SET col=excluded.col. The row keeps its id, so Stale's paging
 // stays stable, and its enqueued_at: the job was enqueued once, whoever
 // claims it.
-var recordUpsert = clause.OnConflict{
-	Columns: []clause.Column{{Name: "topic"}, {Name: "job_id"}},
-	DoUpdates: clause.AssignmentColumns([]string{
-		"payload", "attempt", "max_attempts", "run_at", "claimed_at",
-		"lease_until", "worker", "state", "last_error", "updated_at",
-	}),
+var recordUpdates = []string{
+	"payload", "attempt", "max_attempts", "run_at", "claimed_at",
+	"lease_until", "worker", "state", "last_error", "updated_at",
 }
 
 // Record writes one in-progress row per claimed job, keyed by (topic, id).

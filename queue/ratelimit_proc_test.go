@@ -32,6 +32,11 @@ import (
 // process (rateWorkerSpec as JSON) instead of running the tests.
 const envRateChild = "DELAYQ_TEST_RATE_WORKER"
 
+// rateChildLease is the lease of the rate-limit children's topic: longer
+// than the test, so that no heartbeat renews a lease (a handler reads its
+// claim's time as LeaseUntil - lease).
+const rateChildLease = 10 * time.Minute
+
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(envRateChild); spec != "" {
 		if err := rateWorkerMain(spec); err != nil {
@@ -88,8 +93,11 @@ func rateWorkerMain(specJSON string) error {
 		return err
 	}
 	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
-		// The claim's time (Redis's clock) is the lease's start.
-		claimed := j.LeaseUntil - (30 * time.Second).Milliseconds()
+		// The claim's time (Redis's clock) is the lease's start: the
+		// heartbeat (every lease/3) renews the leases of jobs waiting to
+		// start too, which would move it later, so the lease outlasts
+		// the test and no heartbeat comes.
+		claimed := j.LeaseUntil - rateChildLease.Milliseconds()
 		n, err := rdb.RPush(ctx, s.Starts, fmt.Sprintf("%d:%d", time.Now().UnixMicro(), claimed)).Result()
 		if err != nil {
 			return err
@@ -99,7 +107,7 @@ func rateWorkerMain(specJSON string) error {
 		}
 		return nil
 	})
-	if err := w.Handle(s.Topic, h, queue.TopicConfig{Concurrency: s.Concurrency, RateLimit: s.Rate, RateBurst: s.Burst}); err != nil {
+	if err := w.Handle(s.Topic, h, queue.TopicConfig{Concurrency: s.Concurrency, RateLimit: s.Rate, RateBurst: s.Burst, Lease: rateChildLease}); err != nil {
 		return err
 	}
 	return w.Run(ctx)

@@ -79,11 +79,11 @@ func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := w.topics["t"]
-	if want := DefaultPrefetch(100); tr.cfg.Prefetch != want || want != 1600 {
-		t.Fatalf("default prefetch %d, want DefaultPrefetch(100) = %d = 1600", tr.cfg.Prefetch, want)
+	if want := DefaultPrefetch(100); tr.cfg.Prefetch != want || want != 800 {
+		t.Fatalf("default prefetch %d, want DefaultPrefetch(100) = %d = 800", tr.cfg.Prefetch, want)
 	}
-	if DefaultPrefetch(1000) != MaxConcurrency {
-		t.Fatalf("DefaultPrefetch(1000) = %d, want it capped at %d", DefaultPrefetch(1000), MaxConcurrency)
+	if DefaultPrefetch(2000) != MaxConcurrency {
+		t.Fatalf("DefaultPrefetch(2000) = %d, want it capped at %d", DefaultPrefetch(2000), MaxConcurrency)
 	}
 	tr.busy.Store(4)
 	tr.backlog = true
@@ -91,7 +91,7 @@ func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
 		avg  time.Duration
 		want int
 	}{
-		{time.Microsecond, 1600},      // 40,000 start in 10ms: the Prefetch bounds
+		{time.Microsecond, 800},       // 40,000 start in 10ms: the Prefetch bounds
 		{100 * time.Microsecond, 400}, // 4 handlers × 100 runs each
 		{time.Millisecond, 40},
 		{4 * time.Millisecond, 10},

@@ -74,9 +74,9 @@ type TopicConfig struct {
 	// waits for the disk, so more jobs per ledger commit is what lets a
 	// worker keep up with a backlog (docs/design.md §4.3). Never on a
 	// rate-limited topic, whose claims pace its starts. Default
-	// 16 × BatchSize (1,600; at most MaxConcurrency): the eight batches
-	// being recorded (recordPipeline) and as many waiting for slots; -1:
-	// none, claims follow the free slots alone.
+	// 8 × BatchSize (800; at most MaxConcurrency): as many as the eight
+	// batches being recorded at once (recordPipeline) hold; -1: none,
+	// claims follow the free slots alone.
 	Prefetch int
 	// Lease is how long a claim holds a job before another worker may take
 	// it over; the heartbeat renews it from the job's record until its
@@ -121,14 +121,14 @@ type TopicConfig struct {
 const DefaultRateStartLag = 100 * time.Millisecond
 
 // DefaultPrefetch is TopicConfig.Prefetch when it is 0, for a topic
-// claiming batchSize jobs at a time: enough for recordPipeline batches in
-// the ledger and as many recorded ones waiting for slots. A drain of
-// 50,000 empty jobs at 50 handlers went from 9k jobs/s with 25 to 17-19k
-// with 1,600, the ledger's commits from 27 to 2.7 per 1,000 jobs
-// (docs/benchmarks.md); the time bound of TopicConfig.Prefetch keeps it
-// from holding slow handlers' jobs.
+// claiming batchSize jobs at a time: what recordPipeline full batches in
+// the ledger at once hold. A drain of 50,000 empty jobs at 50 handlers
+// went from 8-9k jobs/s with 25 to 17-20k with 800 (one commit in
+// flight), the ledger's commits from 27 to 2.7 per 1,000 jobs; 1,600 did
+// no better (docs/benchmarks.md). The time bound of TopicConfig.Prefetch
+// keeps it from holding slow handlers' jobs.
 func DefaultPrefetch(batchSize int) int {
-	return min(2*recordPipeline*batchSize, MaxConcurrency)
+	return min(recordPipeline*batchSize, MaxConcurrency)
 }
 
 // prefetch is the most jobs beyond the free slots the fetcher may hold

@@ -231,7 +231,7 @@ type Worker struct {
 	// fetcher may claim while the topic has a backlog and quick handlers,
 	// so that one ledger commit records more of them; it holds no more
 	// than its handlers start in about 10ms (queue.TopicConfig.Prefetch).
-	// Default 0: 16 × batch_size (1,600); -1: none.
+	// Default 0: 8 × batch_size (800); -1: none.
 	Prefetch    int              `koanf:"prefetch"`
 	Lease       time.Duration    `koanf:"lease"`        // Default 30s.
 	Heartbeat   time.Duration    `koanf:"heartbeat"`    // Default lease/3.

@@ -220,7 +220,7 @@ func (w Worker) validate(p *problems) {
 		p.bad("worker.batch_size", w.BatchSize, "want 1-1000")
 	}
 	if w.Prefetch < -1 || w.Prefetch > queue.MaxConcurrency {
-		p.bad("worker.prefetch", w.Prefetch, "want -1 (none), 0 (16 × batch_size) or up to %d", queue.MaxConcurrency)
+		p.bad("worker.prefetch", w.Prefetch, "want -1 (none), 0 (8 × batch_size) or up to %d", queue.MaxConcurrency)
 	}
 	if w.Lease < 100*time.Millisecond {
 		p.bad("worker.lease", w.Lease, "must be at least 100ms")

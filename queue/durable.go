@@ -237,17 +237,16 @@ func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now, l
 // the new jobs within the horizon. The push's failure is not the caller's:
 // the jobs are safe in SQL and the relay pushes them.
 //
-// The relay's note is written while the statements run (noteAlong): it is
-// in Redis before the INSERT's commit returns, one Redis round trip being
-// far shorter than an INSERT and its commit, and the push removes it.
+// The relay's note is written before the statements: Schedule's INSERT
+// commits on its own (autocommit), so there is no COMMIT to hold back
+// until the note is in Redis, and a note sent alongside could lose the
+// race with the commit if the process died right then (the job would wait
+// for the relay's backstop). One Redis round trip in series per batch
+// costs far less than the commit's flush; the push removes the note.
 func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	var out []EnqueueResult
-	var now int64
 	note := c.planNote(jobs)
-	written, err := c.noteAlong(ctx, note, func() (err error) {
-		out, now, err = schedule(ctx, c.cfg.Store, topic, jobs)
-		return err
-	})
+	written := c.writeNote(ctx, note) == nil && note.member != ""
+	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
 		return nil, err
 	}

@@ -131,6 +131,9 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 		return err
 	})
 	if err != nil {
+		if written && note.member != "" {
+			c.unnote(ctx, note.member) // a refused enqueue writes nothing
+		}
 		return nil, err
 	}
 	mergeResults(results, at, out)
@@ -248,6 +251,12 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 	written := c.writeNote(ctx, note) == nil && note.member != ""
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
+		if written {
+			// Refused, or SQL out of reach: nothing was committed (an
+			// ambiguous failure whose commit did land is left to the
+			// relay's backstop, relay_check_every).
+			c.unnote(ctx, note.member)
+		}
 		return nil, err
 	}
 	member := ""

@@ -160,6 +160,17 @@ func (c *Client) dropNote(ctx context.Context, member string) {
 	_ = c.rdb.ZRem(ctx, relayInboxKey(c.cfg.Namespace), member).Err()
 }
 
+// unnote takes back the note of a batch whose SQL statements failed (and
+// the bell's ring, when no other note is left): a refused enqueue writes
+// nothing. Best effort, like the note: a note left behind costs the relay
+// one pass.
+func (c *Client) unnote(ctx context.Context, member string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	_ = c.scripts.relayUnnote.Run(ctx, c.rdb,
+		[]string{relayInboxKey(c.cfg.Namespace), relayBellKey(c.cfg.Namespace)}, member).Err()
+}
+
 // renote puts back a note whose push failed after the pipeline removed it,
 // due at once: the relay passes at its next tick.
 func (c *Client) renote(ctx context.Context, member string) {

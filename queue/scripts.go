@@ -44,6 +44,8 @@ var (
 	periodicLua string
 	//go:embed lua/relaynext.lua
 	relayNextLua string
+	//go:embed lua/relayunnote.lua
+	relayUnnoteLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -51,27 +53,28 @@ type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
-	relayNext                                         *redis.Script
+	relayNext, relayUnnote                            *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		enqueue:    redis.NewScript(enqueueLua),
-		claim:      redis.NewScript(claimLua),
-		ack:        redis.NewScript(ackLua),
-		release:    redis.NewScript(releaseLua),
-		retry:      redis.NewScript(retryLua),
-		bury:       redis.NewScript(buryLua),
-		extend:     redis.NewScript(extendLua),
-		cancel:     redis.NewScript(cancelLua),
-		requeue:    redis.NewScript(requeueLua),
-		purge:      redis.NewScript(purgeLua),
-		get:        redis.NewScript(getLua),
-		stats:      redis.NewScript(statsLua),
-		restore:    redis.NewScript(restoreLua),
-		reschedule: redis.NewScript(rescheduleLua),
-		resume:     redis.NewScript(resumeLua),
-		periodic:   redis.NewScript(periodicLua),
-		relayNext:  redis.NewScript(relayNextLua),
+		enqueue:     redis.NewScript(enqueueLua),
+		claim:       redis.NewScript(claimLua),
+		ack:         redis.NewScript(ackLua),
+		release:     redis.NewScript(releaseLua),
+		retry:       redis.NewScript(retryLua),
+		bury:        redis.NewScript(buryLua),
+		extend:      redis.NewScript(extendLua),
+		cancel:      redis.NewScript(cancelLua),
+		requeue:     redis.NewScript(requeueLua),
+		purge:       redis.NewScript(purgeLua),
+		get:         redis.NewScript(getLua),
+		stats:       redis.NewScript(statsLua),
+		restore:     redis.NewScript(restoreLua),
+		reschedule:  redis.NewScript(rescheduleLua),
+		resume:      redis.NewScript(resumeLua),
+		periodic:    redis.NewScript(periodicLua),
+		relayNext:   redis.NewScript(relayNextLua),
+		relayUnnote: redis.NewScript(relayUnnoteLua),
 	}
 }

@@ -331,7 +331,10 @@ func TestHorizon(t *testing.T) {
 			if h.InRedisAfter < h.InHorizonAfter || h.InHorizonAfter < h.InHorizon || h.Reloaded != int(h.InRedisAfter) {
 				t.Errorf("after the wipe: %d pushed, %d in Redis, %d due within the horizon (before: %d)", h.Reloaded, h.InRedisAfter, h.InHorizonAfter, h.InHorizon)
 			}
-			if h.RelayPasses < 1 || h.RelaySeconds <= 0 || r.Unit != "%core" || r.Rate != h.RelayCPU || r.Seconds != h.ReloadSeconds+h.RecovererSeconds {
+			// The watched relay passes over SQL only when woken (a row
+			// entering the horizon, about one every 18 s here), so its
+			// passes may be none.
+			if h.RelayPasses < 0 || h.RelayPasses > h.RelayLoaded+1 || h.RelaySeconds <= 0 || r.Unit != "%core" || r.Rate != h.RelayCPU || r.Seconds != h.ReloadSeconds+h.RecovererSeconds {
 				t.Errorf("relay figures %+v; rate %v %s, seconds %v", h, r.Rate, r.Unit, r.Seconds)
 			}
 			if h.EnqueueRate <= 0 || h.CompareRate <= 0 || h.CompareJobs != 2400 {

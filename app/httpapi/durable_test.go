@@ -125,13 +125,21 @@ func TestDurableTopicStatsWithoutRelay(t *testing.T) {
 
 // A durable job due beyond the horizon waits in SQL only: GET shows it
 // from its row with sql_only; once in Redis it is an ordinary job view.
+// What Redis gets is the relay's: the time the job enters the horizon
+// ({relay}:next) and the ring of its bell.
 func TestDurableJobBeyondTheHorizonIsSQLOnly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		r := e.post(t, "/v1/topics/dur/jobs", `{"id":"later","delay_ms":10800000,"payload":{"order":7},"max_attempts":3}`)
 		expect(t, r, http.StatusAccepted)
 		enq := decode[httpapi.EnqueueResponse](t, r)
-		if keys := e.keys(t); len(keys) != 0 {
-			t.Fatalf("a job beyond the horizon reached Redis: %v", keys)
+		var other []string
+		for _, k := range e.keys(t) {
+			if !strings.HasSuffix(k, ":{relay}:next") && !strings.HasSuffix(k, ":{relay}:bell") {
+				other = append(other, k)
+			}
+		}
+		if len(other) != 0 {
+			t.Fatalf("a job beyond the horizon reached Redis: %v", other)
 		}
 		v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/dur/jobs/later"))
 		if !v.SQLOnly || v.State != "scheduled" || v.RunAt != enq.RunAt || v.MaxAttempts != 3 || string(v.Payload) != `{"order":7}` || v.EnqueuedAt == 0 {

@@ -1,8 +1,8 @@
 package ledger
 
 import (
+	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,37 +22,52 @@ func holdingWrite(started chan<- struct{}, release <-chan struct{}) write {
 	}}
 }
 
+// holdCommit starts a commit that blocks until release is closed, waits
+// until it is in flight, and returns where its result comes.
+func holdCommit(ctx context.Context, t *testing.T, l *Ledger, release <-chan struct{}) <-chan error {
+	t.Helper()
+	started, held := make(chan struct{}, 1), make(chan error, 1)
+	go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
+	testenv.Receive(ctx, t, started, "the held commit")
+	return held
+}
+
+// inParallel starts each write in a goroutine of its own; wait fails the
+// test on the first error (or when ctx ends first).
+func inParallel(writes ...func() error) (wait func(ctx context.Context, t *testing.T)) {
+	errs := make(chan error, len(writes))
+	for _, w := range writes {
+		go func() { errs <- w() }()
+	}
+	return func(ctx context.Context, t *testing.T) {
+		t.Helper()
+		for range writes {
+			if err := testenv.Receive(ctx, t, errs, "a write"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func TestWritesArrivingDuringACommitShareTheNext(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := testenv.Context(t)
 		l, _ := newLedger(t, db, Options{GroupCommitDepth: 1})
-		started, release := make(chan struct{}, 1), make(chan struct{})
-		held := make(chan error, 1)
-		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
-		testenv.Receive(ctx, t, started, "the held commit")
+		release := make(chan struct{})
+		held := holdCommit(ctx, t, l, release)
 
 		before := l.WriteStats()
-		var wg sync.WaitGroup
-		errs := make(chan error, 3)
-		wg.Add(3)
-		go func() {
-			defer wg.Done()
-			errs <- l.Record(ctx, []*queue.Job{job("gc", "a", 1), job("gc", "b", 1)}, "w1")
-		}()
-		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") }()
-		go func() { defer wg.Done(); errs <- l.Extend(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}, 1) }()
+		wait := inParallel(
+			func() error { return l.Record(ctx, []*queue.Job{job("gc", "a", 1), job("gc", "b", 1)}, "w1") },
+			func() error { return l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
+			func() error { return l.Extend(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}, 1) },
+		)
 		testenv.WaitFor(ctx, t, "3 writes waiting", func() bool { return l.group.Waiting() == 3 }, nil)
 		close(release)
 		if err := testenv.Receive(ctx, t, held, "held commit"); err != nil {
 			t.Fatal(err)
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		wait(ctx, t)
 		after := l.WriteStats()
 		if got := after.Commits - before.Commits; got != 2 {
 			t.Fatalf("commits = %d, want 2: the held one and one for the three writes that waited", got)
@@ -73,37 +88,27 @@ func TestASecondCommitGoesWhileTheFirstIsInFlight(t *testing.T) {
 		if l.opts.GroupCommitDepth != DefaultGroupCommitDepth || DefaultGroupCommitDepth != 2 {
 			t.Fatalf("depth %d, default %d; this test is about 2", l.opts.GroupCommitDepth, DefaultGroupCommitDepth)
 		}
-		started, release := make(chan struct{}, 2), make(chan struct{})
-		held := make(chan error, 2)
-		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
-		testenv.Receive(ctx, t, started, "the held commit")
+		release := make(chan struct{})
+		first := holdCommit(ctx, t, l, release)
 		// The first commit is held: a record still commits, on its own.
 		if err := l.Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
 			t.Fatal(err)
 		}
 		// Now hold both places: the writes that come wait, then share one.
-		go func() { held <- l.commit(ctx, holdingWrite(started, release)) }()
-		testenv.Receive(ctx, t, started, "the second held commit")
+		second := holdCommit(ctx, t, l, release)
 		before := l.WriteStats()
-		var wg sync.WaitGroup
-		errs := make(chan error, 2)
-		wg.Add(2)
-		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1") }()
-		go func() { defer wg.Done(); errs <- l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") }()
+		wait := inParallel(
+			func() error { return l.Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1") },
+			func() error { return l.Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
+		)
 		testenv.WaitFor(ctx, t, "2 writes waiting", func() bool { return l.group.Waiting() == 2 }, nil)
 		close(release)
-		for range 2 {
+		for _, held := range []<-chan error{first, second} {
 			if err := testenv.Receive(ctx, t, held, "held commit"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		wait(ctx, t)
 		if got := l.WriteStats().Commits - before.Commits; got != 3 {
 			t.Fatalf("commits = %d, want 3: the two held ones and one for the two writes that waited", got)
 		}
@@ -117,9 +122,8 @@ func TestAFailingWriteInAGroupFailsOnlyItsCaller(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := testenv.Context(t)
 		l, _ := newLedger(t, db, Options{GroupCommitDepth: 1})
-		started, release := make(chan struct{}, 1), make(chan struct{})
-		go func() { _ = l.commit(ctx, holdingWrite(started, release)) }()
-		testenv.Receive(ctx, t, started, "the held commit")
+		release := make(chan struct{})
+		holdCommit(ctx, t, l, release)
 
 		refused := errors.New("refused by the database")
 		bad := make(chan error, 1)

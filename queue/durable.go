@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -125,22 +124,16 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	// are due), as their lost push.
 	var out []EnqueueResult
 	var now int64
-	note := c.planNote(valid)
-	written, err := c.noteAlong(ctx, note, func() (err error) {
+	note, err := c.noteAlong(ctx, c.planNote(valid), func() (err error) {
 		out, now, err = schedule(ctx, store, topic, valid)
 		return err
 	})
 	if err != nil {
-		if written && note.member != "" {
-			c.unnote(ctx, note.member) // a refused enqueue writes nothing
-		}
+		c.unnote(ctx, note) // a refused enqueue writes nothing
 		return nil, err
 	}
 	mergeResults(results, at, out)
-	s.rows, s.sqlNow, s.at = c.toPush(topic, valid, out, now, math.MaxInt64), now, time.Now()
-	if written {
-		s.note = note.member
-	}
+	s.rows, s.sqlNow, s.at, s.note = c.created(topic, valid, out, now), now, time.Now(), note
 	return s, nil
 }
 
@@ -160,9 +153,7 @@ func (c *Client) Push(ctx context.Context, s *Staged) error {
 		}
 	}
 	if len(rows) == 0 {
-		if s.note != "" {
-			c.dropNote(ctx, s.note)
-		}
+		c.unnote(ctx, s.note) // nothing to push (duplicates, or beyond the horizon): nothing to wake the relay for
 		return nil
 	}
 	return c.pushScheduled(ctx, s.topic, rows, s.note)
@@ -217,13 +208,13 @@ func mergeResults(results []BatchResult, at []int, out []EnqueueResult) {
 	}
 }
 
-// toPush returns the rows to push of the jobs Schedule created: those due
-// up to limit (SQL's clock). The others stay in SQL until the relay loads
-// them.
-func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now, limit int64) []RestoreRow {
+// created returns the rows of the jobs Schedule created (now: SQL's clock
+// at the insert), for Push, which sends those within the horizon's reach;
+// the others stay in SQL until the relay loads them.
+func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now int64) []RestoreRow {
 	var rows []RestoreRow
 	for i, r := range out {
-		if r.Duplicate || r.RunAt > limit {
+		if r.Duplicate {
 			continue
 		}
 		j := &jobs[i]
@@ -247,21 +238,14 @@ func (c *Client) toPush(topic string, jobs []NewJob, out []EnqueueResult, now, l
 // for the relay's backstop). One Redis round trip in series per batch
 // costs far less than the commit's flush; the push removes the note.
 func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	note := c.planNote(jobs)
-	written := c.writeNote(ctx, note) == nil && note.member != ""
+	note := c.writeNote(ctx, c.planNote(jobs))
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
-		if written {
-			// Refused, or SQL out of reach: nothing was committed (an
-			// ambiguous failure whose commit did land is left to the
-			// relay's backstop, relay_check_every).
-			c.unnote(ctx, note.member)
-		}
+		// Refused, or SQL out of reach: nothing was committed (an
+		// ambiguous failure whose commit did land is left to the relay's
+		// backstop, relay_check_every).
+		c.unnote(ctx, note)
 		return nil, err
-	}
-	member := ""
-	if written {
-		member = note.member
 	}
 	created := 0
 	for _, r := range out {
@@ -272,13 +256,8 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 	if created > 0 {
 		c.cfg.Observer.Enqueued(topic, created)
 	}
-	// Up to the horizon and its slack: a job that entered the horizon
-	// while the INSERT committed may have been missed by the loader.
-	if rows := c.toPush(topic, jobs, out, now, now+c.reach()); len(rows) > 0 {
-		_ = c.pushScheduled(ctx, topic, rows, member)
-	} else if member != "" {
-		c.dropNote(ctx, member) // duplicates only: nothing to wake the relay for
-	}
+	// The push after a transactional enqueue's commit, at once.
+	_ = c.Push(ctx, &Staged{topic: topic, rows: c.created(topic, jobs, out, now), sqlNow: now, at: time.Now(), note: note})
 	return out, nil
 }
 
@@ -289,7 +268,7 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 // note, the relay's note of the batch, goes in the push's round trip; a
 // skipped push leaves it for the relay, a failed one puts it back due now.
 func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow, note string) error {
-	if until := c.pushDownUntil.Load(); until != 0 && time.Now().UnixNano() < until {
+	if c.pushesPaused() {
 		c.observePush(topic, 0, len(rows))
 		return fmt.Errorf("queue: push to %s: %w", topic, errPushPaused)
 	}
@@ -310,7 +289,7 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 		}
 	}
 	if err != nil {
-		c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano())
+		c.pausePushes()
 		if note != "" {
 			c.renote(ctx, note)
 		}
@@ -320,6 +299,16 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	c.observePush(topic, pushed, len(rows)-pushed)
 	return err
 }
+
+// pushesPaused says whether a push or a note failed less than PushTimeout
+// ago: the next ones are skipped (left to the relay) until then.
+func (c *Client) pushesPaused() bool {
+	until := c.pushDownUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// pausePushes skips pushes and notes for PushTimeout after a failure.
+func (c *Client) pausePushes() { c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano()) }
 
 // pushClockSkew is how far Redis's clock may run ahead of SQL's before a
 // push right after a commit could be refused for the tombstone of an

@@ -7,9 +7,10 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// The rule of prefetch, without a clock race: the running handlers' ages
-// are set by hand.
-func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T) {
+// prefetchWorker is a worker over Redis and a ledger in memory, not
+// started: the tests set its topics' state by hand.
+func prefetchWorker(t *testing.T) *Worker {
+	t.Helper()
 	rdb, ns := testenv.Redis(t)
 	c, err := New(rdb, Config{Namespace: ns})
 	if err != nil {
@@ -19,6 +20,13 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+// The rule of prefetch, without a clock race: the running handlers' ages
+// are set by hand.
+func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T) {
+	w := prefetchWorker(t)
 	h := HandlerFunc(nil)
 	if err := w.Handle("t", h, TopicConfig{Concurrency: 4, Prefetch: 3}); err != nil {
 		t.Fatal(err)
@@ -66,15 +74,7 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 // Within its Prefetch the fetcher holds no more jobs than its handlers
 // start in about 10ms at their average run.
 func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	c, err := New(rdb, Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWorker(c, WorkerConfig{Ledger: &memLedger{rows: map[string]int{}}, Logger: testenv.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := prefetchWorker(t)
 	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 4}); err != nil {
 		t.Fatal(err)
 	}

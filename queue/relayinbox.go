@@ -32,7 +32,8 @@ import (
 //     The relay sets it from SQL after each pass; an enqueuer of a job
 //     beyond the horizon lowers it (ZADD LT) before its commit.
 //
-// Both keys share a hash tag, so one script can touch both in a cluster. A
+// The three keys share a hash tag, so one script can touch several in a
+// cluster (relayunnote.lua). A
 // Redis that lost them lost the relay's mark too, which makes the relay
 // reload the whole horizon from SQL.
 
@@ -110,15 +111,16 @@ func newNotePrefix() string {
 }
 
 // writeNote writes n into the relay's inbox (and lowers the next load) in
-// one round trip, bounded by PushTimeout like a push.
-func (c *Client) writeNote(ctx context.Context, n relayNote) error {
-	if n.member == "" && n.load == 0 {
-		return nil
-	}
+// one round trip, bounded by PushTimeout like a push, and returns the
+// note's member once it is in the inbox ("" when the batch needs none or
+// the write failed). A failure is not the caller's: SQL is the truth, and a
+// Redis that failed the note fails the relay's own reads too, so its next
+// pass is a full one.
+func (c *Client) writeNote(ctx context.Context, n relayNote) string {
 	// Redis failed a push or a note moments ago: the push will be skipped
 	// too, and the relay, which fails its own reads, passes in full.
-	if until := c.pushDownUntil.Load(); until != 0 && time.Now().UnixNano() < until {
-		return fmt.Errorf("queue: note the enqueue for the relay: %w", errPushPaused)
+	if n.member == "" && n.load == 0 || c.pushesPaused() {
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
@@ -131,40 +133,34 @@ func (c *Client) writeNote(ctx context.Context, n relayNote) error {
 	}
 	c.ringBell(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
-		c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano())
-		return fmt.Errorf("queue: note the enqueue for the relay: %w", err)
+		c.pausePushes()
+		return ""
 	}
-	return nil
+	return n.member
 }
 
 // noteAlong runs fn (the batch's SQL statements) while the note goes to
-// Redis, and waits for both: the note adds no round trip in series. The
-// note's error is not the caller's (SQL is the truth; a Redis that failed
-// the note fails the relay's own reads too, and its next pass is a full
-// one): written says whether it is in the inbox.
-func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (written bool, err error) {
+// Redis, and waits for both: the note adds no round trip in series. It
+// returns what writeNote does, and fn's error.
+func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (note string, err error) {
 	if n.member == "" && n.load == 0 {
-		return false, fn()
+		return "", fn()
 	}
-	done := make(chan error, 1)
+	done := make(chan string, 1)
 	go func() { done <- c.writeNote(ctx, n) }()
 	err = fn()
-	return <-done == nil, err
+	return <-done, err
 }
 
-// dropNote removes a note whose batch has nothing to push (all its jobs
-// were duplicates), so that it does not wake the relay.
-func (c *Client) dropNote(ctx context.Context, member string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
-	defer cancel()
-	_ = c.rdb.ZRem(ctx, relayInboxKey(c.cfg.Namespace), member).Err()
-}
-
-// unnote takes back the note of a batch whose SQL statements failed (and
-// the bell's ring, when no other note is left): a refused enqueue writes
-// nothing. Best effort, like the note: a note left behind costs the relay
-// one pass.
+// unnote takes back a note (and the bell's ring, when no other note is
+// left) whose batch has nothing for the relay: its SQL statements failed (a
+// refused enqueue writes nothing), or it has no job to push. Best effort,
+// like the note: a note left behind costs the relay one pass. A "" note is
+// a no-op.
 func (c *Client) unnote(ctx context.Context, member string) {
+	if member == "" {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
 	_ = c.scripts.relayUnnote.Run(ctx, c.rdb,

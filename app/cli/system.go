@@ -76,7 +76,7 @@ func relayConfig(cfg config.Config, log logrus.FieldLogger, onPass func(recovery
 		LockTTL:    cfg.Recovery.RelayLockTTL,
 		FullEvery:  cfg.Recovery.RelayFullEvery,
 		CheckEvery: cfg.Recovery.RelayCheckEvery,
-		IdleEvery:  min(cfg.Recovery.RelayIdleEvery, cfg.Recovery.RelayCheckEvery.Truncate(time.Second)),
+		IdleEvery:  cfg.Recovery.RelayIdleEvery,
 		OnPass:     onPass,
 		Logger:     log,
 	}

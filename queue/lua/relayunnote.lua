@@ -1,6 +1,7 @@
--- relayunnote.lua: an enqueue whose SQL statements failed takes back the
--- note it wrote for the relay, and the bell's ring with it when no other
--- note is left, so that a refused enqueue leaves nothing in Redis. A ring
+-- relayunnote.lua: an enqueue whose SQL statements failed, or that has no
+-- job to push (duplicates, or all beyond the horizon), takes back the note
+-- it wrote for the relay, and the bell's ring with it when no other note
+-- is left, so that a refused enqueue leaves nothing in Redis. A ring
 -- another enqueuer made for a note still in the inbox stays: this script
 -- runs atomically between (or around) that enqueuer's ZADD and RPUSH.
 --

@@ -14,6 +14,8 @@ type Claimed struct {
 	Buried []*Job // came round more than max-attempts times (their workers died): now dead
 	// Now is Redis's clock when the claim ran, Unix ms.
 	Now int64
+	// nowMicros is Now in µs, for the worker's clock offset.
+	nowMicros int64
 	// NextDue is the earliest due time still waiting, Unix ms (0 if none);
 	// NextLease the earliest lease deadline (0 if none). A fetcher can sleep
 	// until the earlier of the two.
@@ -79,6 +81,17 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 // it held due jobs back. Every claimer of a topic should pass the same
 // limit: the bucket is shared, each claim refills it at its own rate.
 func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease time.Duration, limit RateLimit) (*Claimed, error) {
+	return c.claim(ctx, topic, n, n, lease, limit, 0)
+}
+
+// claim is ClaimLimited that also takes jobs due within ahead of Redis's
+// clock (TopicConfig.ClaimAhead): the caller must not start one before its
+// due time.
+//
+// Of the n, at most nDue may be due already: the rest are jobs due within
+// ahead (a fetcher whose handlers are busy leaves due jobs to others but
+// may still hold the coming ones).
+func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
 	if err := limit.Validate(); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
@@ -94,15 +107,15 @@ func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease ti
 	}
 	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate},
 		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
-		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst).Slice()
+		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(ahead.Milliseconds(), 0), nDue).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 7 {
+	if len(reply) != 8 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
-		Paused: asInt64(reply[5]) == 1, NextToken: max(asInt64(reply[6]), 0)}
+		Paused: asInt64(reply[5]) == 1, NextToken: max(asInt64(reply[6]), 0), nowMicros: asInt64(reply[7])}
 	leaseUntil := res.Now + lease.Milliseconds()
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

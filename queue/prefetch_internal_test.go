@@ -38,7 +38,7 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 	tr.busy.Store(4) // every slot taken
 	check := func(what string, want int) {
 		t.Helper()
-		if got := tr.claimable(); got != want {
+		if _, got := tr.claimable(); got != want {
 			t.Fatalf("%s: claimable %d, want %d", what, got, want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 	lim := w.topics["limited"]
 	lim.backlog = true
 	lim.ran(time.Millisecond)
-	if got := lim.claimable(); got != 4 {
+	if _, got := lim.claimable(); got != 4 {
 		t.Fatalf("rate-limited topic: claimable %d, want its 4 free slots and no prefetch", got)
 	}
 	if cap(tr.work) != 4+3 || cap(lim.work) != 4 {
@@ -99,7 +99,7 @@ func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
 		{10 * time.Millisecond, 0}, // not quick: no prefetch at all
 	} {
 		tr.runNanos.Store(int64(c.avg))
-		if got := tr.claimable(); got != c.want {
+		if _, got := tr.claimable(); got != c.want {
 			t.Errorf("average run %s: claimable %d, want %d", c.avg, got, c.want)
 		}
 	}

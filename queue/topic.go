@@ -20,13 +20,16 @@ type topicRunner struct {
 	cfg   TopicConfig
 	log   logrus.FieldLogger
 
-	work  chan *Job     // claimed and recorded, not started; cap = concurrency + prefetch
-	busy  atomic.Int64  // jobs claimed, in work or running: never above cap(work)
+	work  chan *Job     // claimed, recorded and due, not started; cap = concurrency + prefetch
+	busy  atomic.Int64  // jobs claimed, held, in work or running: never above cap(work)
+	ahead atomic.Int64  // of busy, jobs claimed before their due time and not yet in work
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
 
-	tokens    chan struct{} // one per batch being claimed or recorded
-	recordErr chan error    // the last ledger failure, for the fetcher's backoff
+	stopping  <-chan struct{} // closed when the worker stops claiming (Run's ctx)
+	tokens    chan struct{}   // one per batch being claimed or recorded
+	holds     sync.WaitGroup  // recorded batches waiting for their jobs' due times
+	recordErr chan error      // the last ledger failure, for the fetcher's backoff
 
 	// paused: the last claim found the topic paused (the fetcher's own,
 	// read and written by it alone).
@@ -88,6 +91,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		for i := 0; i < cap(tr.tokens); i++ {
 			tr.tokens <- struct{}{}
 		}
+		tr.holds.Wait()
 	}()
 	// After a failed claim or record the fetcher waits for the store that
 	// failed to answer again, at most errPause (outage.go).
@@ -106,8 +110,8 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			continue
 		default:
 		}
-		free := tr.claimable()
-		if free <= 0 {
+		n, nDue := tr.claimable()
+		if nDue <= 0 {
 			select {
 			case <-tr.freed:
 			case <-stop.Done():
@@ -119,7 +123,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		case <-stop.Done():
 			continue
 		}
-		wait, held, err := tr.fetch(detached, min(free, tr.cfg.BatchSize))
+		wait, until, err := tr.fetch(detached, min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize))
 		if err == nil {
 			select {
 			case err = <-tr.recordErr:
@@ -134,15 +138,17 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		if wait < 0 {
 			continue // took a full batch: more may be due
 		}
-		if held {
+		if until == untilToken {
 			tr.waitToken(stop, wait)
 			continue
 		}
-		freed := tr.freed
-		if tr.paused {
-			// A handler finishing changes nothing while paused: only the
-			// resume's wake does.
-			freed = nil
+		// A handler finishing matters only when claimable jobs were left
+		// for want of a slot: otherwise it would wake the fetcher for a
+		// claim of the one or two jobs that became claimable since the
+		// last, a commit each, instead of one claim at the timer.
+		var freed chan struct{}
+		if until == untilSlot {
+			freed = tr.freed
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -177,21 +183,32 @@ const recordPipeline = 8
 // re-subscription, which wakes every fetcher.
 const pausedRecheck = 30 * time.Second
 
-// fetch claims up to n jobs and starts recording them; the recording
-// goroutine queues them for the handlers, or hands them back if the ledger
-// fails. It holds one token of tr.tokens and gives it back. It returns how
-// long to wait before the next claim, or -1 to claim again at once; held
-// says the rate limit held due jobs back and the wait is until its next
-// token.
-func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duration, held bool, err error) {
+// untilWhat says what the fetcher waits for after a claim, besides its
+// timer, a wake message and shutdown.
+type untilWhat int
+
+const (
+	untilTime  untilWhat = iota // the next due time (less the claim-ahead) or lease deadline
+	untilSlot                   // a freed slot: claimable jobs are left
+	untilToken                  // the rate limit's next token: due jobs were held back
+)
+
+// fetch claims up to n jobs, at most nDue of them due already (the rest
+// due within the claim-ahead), and starts recording them; the recording
+// goroutine queues them for the handlers, each at its due time, or hands
+// them back if the ledger fails. It holds one token of tr.tokens and gives
+// it back. It returns how long to wait before the next claim, or -1 to
+// claim again at once, and what else ends the wait.
+func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.Duration, until untilWhat, err error) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	cl, err := tr.w.c.ClaimLimited(ctx, tr.topic, n, tr.cfg.Lease, tr.cfg.rateLimit())
+	ahead := tr.cfg.claimAhead()
+	cl, err := tr.w.c.claim(ctx, tr.topic, n, nDue, tr.cfg.Lease, tr.cfg.rateLimit(), ahead)
 	if err = tr.w.redisWatch.result(err); err != nil {
 		<-tr.tokens
-		return 0, false, err
+		return 0, untilTime, err
 	}
-	tr.w.clockOffset.Store(cl.Now - time.Now().UnixMilli())
+	tr.w.clockOffset.Store(cl.nowMicros - time.Now().UnixMicro())
 	switch {
 	case cl.Paused && !tr.paused:
 		tr.log.Info("topic paused: claims stopped until it is resumed")
@@ -212,34 +229,47 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 	} else {
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
+		early := 0
+		for _, j := range cl.Jobs {
+			if j.RunAt > cl.Now {
+				early++
+			}
+		}
+		tr.ahead.Add(int64(early))
 		go tr.record(detached, cl.Jobs, cl.Now)
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
-			return -1, false, nil
+			return -1, untilTime, nil
 		}
 	}
 	if cl.Paused {
 		// Nothing was claimed (buried jobs aside): wait for the resume.
-		return max(tr.w.cfg.MaxIdle, pausedRecheck), false, nil
+		return max(tr.w.cfg.MaxIdle, pausedRecheck), untilTime, nil
 	}
 	if cl.NextToken > 0 {
 		tr.observeRateLimited()
 		// MaxIdle still bounds the sleep: a bucket reset meanwhile (Redis
 		// lost it) is full again.
-		return min(max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), tr.w.cfg.MaxIdle), true, nil
+		return min(max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), tr.w.cfg.MaxIdle), untilToken, nil
 	}
 	wait = tr.w.cfg.MaxIdle
 	if cl.NextDue > 0 {
-		if cl.NextDue <= cl.Now {
-			// Due jobs are left but every slot is taken: a freed slot wakes us.
-			return wait, false, nil
+		if cl.NextDue-ahead.Milliseconds() <= cl.Now {
+			// Claimable jobs are left but every slot is taken: a freed
+			// slot wakes us.
+			return wait, untilSlot, nil
 		}
-		wait = min(wait, time.Duration(cl.NextDue-cl.Now)*time.Millisecond)
+		// Claimed once the next job is half the claim-ahead from due, a
+		// batch takes what falls due over the next half: a claim (and a
+		// commit) per half claim-ahead, not per job, and still half of it
+		// for the commit before the first is due.
+		claimAt := cl.NextDue - ahead.Milliseconds()/2
+		wait = min(wait, time.Duration(claimAt-cl.Now)*time.Millisecond)
 	}
 	if cl.NextLease > 0 {
 		// An expired lease (a dead worker) is put back by the next claim.
 		wait = min(wait, time.Duration(cl.NextLease-cl.Now+1)*time.Millisecond)
 	}
-	return max(wait, 0), false, nil
+	return max(wait, 0), untilTime, nil
 }
 
 // prefetchQuick is the longest average handler run at which a fetcher
@@ -248,10 +278,21 @@ func (tr *topicRunner) fetch(detached context.Context, n int) (wait time.Duratio
 // another process may have a free slot.
 const prefetchQuick = 10 * time.Millisecond
 
-// claimable is how many jobs the fetcher may claim now: its free handler
-// slots, plus the prefetch while prefetching.
-func (tr *topicRunner) claimable() int {
-	return tr.cfg.Concurrency - int(tr.busy.Load()) + tr.prefetchNow()
+// claimable is how many jobs the fetcher may claim now (n), and how many
+// of them may be due already (nDue): its free handler slots, plus the
+// prefetch while prefetching. Jobs claimed ahead of their due time wait
+// outside the handler slots, so they do not count against nDue; with the
+// claim-ahead on, jobs not due yet may fill what work holds beyond that.
+// Without a free slot (nDue <= 0) the fetcher claims nothing: coming jobs
+// would wait for a slot here while another worker may have one.
+func (tr *topicRunner) claimable() (n, nDue int) {
+	busy, ahead := int(tr.busy.Load()), int(tr.ahead.Load())
+	room := cap(tr.work) - busy // what never blocks a push into work
+	nDue = max(min(tr.cfg.Concurrency-(busy-ahead)+tr.prefetchNow(), room), 0)
+	if tr.cfg.claimAhead() > 0 {
+		return room, nDue
+	}
+	return nDue, nDue
 }
 
 // prefetchNow is how many jobs beyond its free slots the fetcher may
@@ -312,8 +353,14 @@ func (tr *topicRunner) observeRateLimited() {
 // record writes claimed jobs to the ledger, then queues them for the
 // handlers. No handler runs unrecorded: if the ledger fails, the jobs go
 // back to due with their attempt unspent and the fetcher backs off.
+// Those claimed before their due time (after claimedAt) are queued at it.
 func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt int64) {
-	defer func() { <-tr.tokens }()
+	recorded := false
+	defer func() {
+		if !recorded {
+			<-tr.tokens
+		}
+	}()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID))
@@ -326,9 +373,25 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 		}
 		tr.mu.Unlock()
 		tr.holdStart(ctx, claimedAt)
+		var early []*Job
 		for _, j := range jobs {
+			if j.RunAt > claimedAt {
+				early = append(early, j)
+				continue
+			}
 			tr.work <- j // never blocks: busy <= cap(work)
 		}
+		if len(early) == 0 {
+			return
+		}
+		// The batch's record is done: its token goes back to the fetcher
+		// while the jobs claimed ahead wait for their due times.
+		tr.holds.Add(1)
+		recorded = true
+		<-tr.tokens
+		defer tr.holds.Done()
+		// The claim handed them out in due order.
+		tr.queueAtDue(detached, early)
 		return
 	}
 	// The fetcher hears of the failure before the jobs are due again, so it
@@ -343,8 +406,29 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 	} else if n > 0 {
 		tr.w.cfg.Observer.Released(tr.topic, n)
 	}
+	for _, j := range jobs {
+		if j.RunAt > claimedAt {
+			tr.ahead.Add(-1)
+		}
+	}
 	tr.busy.Add(-int64(len(jobs)))
 	signal(tr.freed)
+}
+
+// queueAtDue queues jobs claimed ahead of their due times (in due order)
+// for the handlers, each once it is due on Redis's clock and never before,
+// so that none starts early. At shutdown the rest go back, attempt
+// unspent.
+func (tr *topicRunner) queueAtDue(detached context.Context, jobs []*Job) {
+	for i, j := range jobs {
+		if !tr.holdUntilDue(j) {
+			tr.ahead.Add(-int64(len(jobs) - i))
+			tr.handBack(detached, jobs[i:], "shutdown: released jobs claimed ahead of their due times")
+			return
+		}
+		tr.ahead.Add(-1)
+		tr.work <- j // never blocks: busy <= cap(work)
+	}
 }
 
 // holdStart waits, on a rate-limited topic, until RateStartLag after the
@@ -375,6 +459,12 @@ func (tr *topicRunner) releaseQueued(detached context.Context) {
 		}
 		break
 	}
+	tr.handBack(detached, jobs, "shutdown: released jobs not started")
+}
+
+// handBack returns recorded jobs that never started to due, attempt
+// unspent (shutdown), and logs done on success.
+func (tr *topicRunner) handBack(detached context.Context, jobs []*Job, done string) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -398,7 +488,29 @@ func (tr *topicRunner) releaseQueued(detached context.Context) {
 		tr.log.WithError(err).WithField("jobs", len(jobs)).Error("shutdown: release failed; the jobs run again after their lease")
 		return
 	}
-	tr.log.WithField("jobs", n).Info("shutdown: released jobs not started")
+	tr.log.WithField("jobs", n).Info(done)
+}
+
+// holdUntilDue waits until j's due time when it was claimed ahead of it
+// (TopicConfig.ClaimAhead); it stays queued meanwhile, its lease renewed
+// by the heartbeat. It reports false when the worker began to stop first.
+//
+// The wait ends at the local instant of RunAt on Redis's clock as the
+// last claim measured it, to the µs. That offset errs late, never early:
+// Redis read its clock before the reply travelled back.
+func (tr *topicRunner) holdUntilDue(j *Job) bool {
+	d := time.Until(time.UnixMicro(j.RunAt*1000 - tr.w.clockOffset.Load()))
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-tr.stopping:
+		return false
+	}
 }
 
 // handleLoop runs queued jobs until work is closed.

@@ -29,7 +29,7 @@ type Worker struct {
 	log logrus.FieldLogger
 
 	topics map[string]*topicRunner
-	// clockOffset is Redis's clock minus the local clock, in ms, as last
+	// clockOffset is Redis's clock minus the local clock, in µs, as last
 	// seen by a claim: due times and leases are Redis times.
 	clockOffset atomic.Int64
 	completer   *completer
@@ -117,6 +117,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var fetchers, handlers sync.WaitGroup
 	for _, tr := range w.topics {
+		tr.stopping = ctx.Done()
 		for i := 0; i < tr.cfg.Concurrency; i++ {
 			handlers.Add(1)
 			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx) }()
@@ -153,7 +154,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // redisNow estimates Redis's clock in Unix ms.
-func (w *Worker) redisNow() int64 { return time.Now().UnixMilli() + w.clockOffset.Load() }
+func (w *Worker) redisNow() int64 { return (time.Now().UnixMicro() + w.clockOffset.Load()) / 1000 }
 
 // untilRedis is how long from now until Redis time ms, on the local clock.
 func (w *Worker) untilRedis(ms int64) time.Duration {

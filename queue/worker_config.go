@@ -78,6 +78,18 @@ type TopicConfig struct {
 	// batches being recorded at once (recordPipeline) hold; -1: none,
 	// claims follow the free slots alone.
 	Prefetch int
+	// ClaimAhead is how long before its due time a job may be claimed and
+	// recorded in the ledger; its handler still starts at its due time,
+	// never before. The ledger commit that must precede every handler
+	// (a disk flush, a few ms, longer in its tail) then happens before the
+	// due time instead of after it, so jobs start on time rather than one
+	// commit late. From its claim on, the job is in flight for Cancel and
+	// Reschedule (ErrInFlight), as a prefetched job is, and a worker that
+	// dies holding it delays it by one lease. Default DefaultClaimAhead;
+	// negative: none, jobs are claimed once due. At most a quarter of the
+	// lease and MaxClaimAhead. Never on a rate-limited topic, whose claims
+	// pace its starts.
+	ClaimAhead time.Duration
 	// Lease is how long a claim holds a job before another worker may take
 	// it over; the heartbeat renews it from the job's record until its
 	// outcome is settled. Default 30s.
@@ -120,6 +132,17 @@ type TopicConfig struct {
 // waits a binding rate limit causes.
 const DefaultRateStartLag = 100 * time.Millisecond
 
+// DefaultClaimAhead is TopicConfig.ClaimAhead when it is 0: above the
+// ledger commits of a healthy database under load (a few ms, the tail 10-20
+// ms on a shared disk; docs/benchmarks.md), short next to what an operator
+// could cancel or reschedule by hand.
+const DefaultClaimAhead = 20 * time.Millisecond
+
+// MaxClaimAhead bounds TopicConfig.ClaimAhead: a job claimed further ahead
+// is out of reach of Cancel and Reschedule for longer than any commit
+// needs.
+const MaxClaimAhead = time.Second
+
 // DefaultPrefetch is TopicConfig.Prefetch when it is 0, for a topic
 // claiming batchSize jobs at a time: what recordPipeline full batches in
 // the ledger at once hold. A drain of 50,000 empty jobs at 50 handlers
@@ -138,6 +161,16 @@ func (c TopicConfig) prefetch() int {
 		return 0
 	}
 	return c.Prefetch
+}
+
+// claimAhead is how far ahead of due the fetcher claims: none on a
+// rate-limited topic, whose claims pace its starts (jobs claimed a little
+// apart but due together would start together).
+func (c TopicConfig) claimAhead() time.Duration {
+	if c.ClaimAhead < 0 || c.RateLimit > 0 {
+		return 0
+	}
+	return c.ClaimAhead
 }
 
 // rateLimit is the topic's limit as the claim script takes it.
@@ -172,6 +205,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	c.BatchSize = pickInt(pickInt(c.BatchSize, def.BatchSize), 100)
 	c.Prefetch = pickInt(pickInt(c.Prefetch, def.Prefetch), DefaultPrefetch(c.BatchSize))
 	c.Lease = pick(pick(c.Lease, def.Lease), 30*time.Second)
+	c.ClaimAhead = pick(pick(c.ClaimAhead, def.ClaimAhead), DefaultClaimAhead)
 	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), DefaultHeartbeat(c.Lease))
 	c.Timeout = pick(c.Timeout, def.Timeout)
 	c.MaxAttempts = pickInt(c.MaxAttempts, def.MaxAttempts)
@@ -200,6 +234,8 @@ func (c TopicConfig) validate() error {
 		return fmt.Errorf("prefetch %d: want -1 (none) to %d", c.Prefetch, MaxConcurrency)
 	case c.Lease < 100*time.Millisecond:
 		return fmt.Errorf("lease %s: must be at least 100ms", c.Lease)
+	case c.ClaimAhead > MaxClaimAhead || c.ClaimAhead > c.Lease/4:
+		return fmt.Errorf("claim ahead %s: want at most %s and a quarter of the lease (%s)", c.ClaimAhead, MaxClaimAhead, c.Lease)
 	case c.Heartbeat <= 0 || c.Heartbeat >= c.Lease:
 		return fmt.Errorf("heartbeat %s: must be positive and shorter than the lease %s", c.Heartbeat, c.Lease)
 	case c.Timeout < 0:

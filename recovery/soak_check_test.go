@@ -34,6 +34,37 @@ func soakQuiet(t *testing.T, fdb faultDB, q *queue.Client, topics []string, acce
 	return true
 }
 
+// soakState says what keeps a soak from quiescence: the ledger rows left
+// (the first few, with their state and worker) and each topic's counts in
+// Redis, with the jobs in flight.
+func soakState(t *testing.T, fdb faultDB, q *queue.Client, topics []string) string {
+	ctx := testenv.Context(t)
+	var rows []struct {
+		Topic, JobID, State, Worker  string
+		Attempt                      int
+		RunAt, ClaimedAt, LeaseUntil int64
+	}
+	err := fdb.db.WithContext(ctx).Raw("SELECT topic, job_id, state, worker, attempt, run_at, claimed_at, lease_until FROM " +
+		fdb.led.LedgerTable() + " ORDER BY run_at LIMIT 5").Scan(&rows).Error
+	s := fmt.Sprintf("%d ledger rows (%v), first: %+v", fdb.ledgerRows(t), err, rows)
+	for _, topic := range topics {
+		st, err := q.Stats(ctx, topic)
+		if err != nil {
+			s += fmt.Sprintf("; %s: %v", topic, err)
+			continue
+		}
+		s += fmt.Sprintf("; %s: due %d, in flight %d", topic, st.Due, st.InFlight)
+		if st.InFlight > 0 {
+			if page, err := q.List(ctx, topic, queue.StateInFlight, 0, 5); err == nil {
+				for _, j := range page.Jobs {
+					s += fmt.Sprintf(" [%s attempt %d run_at %d lease %d]", j.Job.ID, j.Job.Attempt, j.Job.RunAt, j.Score)
+				}
+			}
+		}
+	}
+	return s
+}
+
 // soakResult is what the database says about a soak run.
 type soakResult struct {
 	jobs, dies  int

@@ -112,7 +112,7 @@ func TestSoak(t *testing.T) {
 	until := time.Until(time.UnixMilli(maxRunAt)) + 2*time.Minute
 	testenv.WaitFor(testenv.ContextTimeout(t, until), t, "quiescence: every job handled or dead, ledger empty, nothing due or in flight", func() bool {
 		return soakQuiet(t, fdb, q, topics, accepted)
-	})
+	}, func() string { return soakState(t, fdb, q, topics) })
 	quiet := time.Now()
 	for _, w := range cl.workers {
 		w.stop(t, 30*time.Second)

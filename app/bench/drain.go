@@ -42,7 +42,7 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 	defer stopTarget()
 	before := s.probe(ctx)
 	start := time.Now()
-	w, err := s.startWorker(ctx, topic, h, o.Concurrency, o.ClaimBatch)
+	w, err := s.startWorker(ctx, topic, h, o.topicConfig(o.Concurrency))
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func Idle(ctx context.Context, o Options) (Result, error) {
 func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	const topic = "bench.idle"
 	t := newTracker(0, true, false, s.offset)
-	w, err := s.startWorker(ctx, topic, t, o.Concurrency, o.ClaimBatch)
+	w, err := s.startWorker(ctx, topic, t, o.topicConfig(o.Concurrency))
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func latenessPhase(ctx context.Context, s *sandbox, o Options, topic string, tar
 		return err
 	}
 	defer stopTarget()
-	w, err := s.startWorker(ctx, topic, h, o.Concurrency, o.ClaimBatch)
+	w, err := s.startWorker(ctx, topic, h, o.topicConfig(o.Concurrency))
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ type Options struct {
 	// ClaimBatch is the most jobs one claim of the worker takes.
 	// Default 100 (the worker's default).
 	ClaimBatch int
+	// ClaimAhead is how long before its due time the worker claims a job
+	// (queue.TopicConfig.ClaimAhead). Default 0: the worker's default;
+	// negative: none.
+	ClaimAhead time.Duration
 	// Window spreads the jobs' due times uniformly over this long, and
 	// Lead is how far ahead of now the window starts (lateness).
 	Window, Lead time.Duration
@@ -146,6 +150,8 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("batch %d: want 1-1000", o.Batch)
 	case o.ClaimBatch < 1:
 		return bad("claim batch %d: must be positive", o.ClaimBatch)
+	case o.ClaimAhead > queue.MaxClaimAhead:
+		return bad("claim ahead %s: want at most %s (negative: none)", o.ClaimAhead, queue.MaxClaimAhead)
 	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0 || o.BaselineFor < 0:
 		return bad("durations must not be negative")
 	case o.Durable && !sc.DurableOK:
@@ -171,3 +177,9 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// topicConfig is the worker's topic configuration for a run with
+// concurrency handlers.
+func (o Options) topicConfig(concurrency int) queue.TopicConfig {
+	return queue.TopicConfig{Concurrency: concurrency, BatchSize: o.ClaimBatch, ClaimAhead: o.ClaimAhead}
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/delayq/delayq/queue"
 	"time"
 )
 
@@ -37,7 +38,7 @@ func Scenarios() []Scenario {
 			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1},
 			Run:      Drain,
 			params: func(o Options) string {
-				return fmt.Sprintf("jobs=%d concurrency=%d claim-batch=%d", o.Jobs, o.Concurrency, o.ClaimBatch)
+				return fmt.Sprintf("jobs=%d concurrency=%d claim-batch=%d claim-ahead=%s", o.Jobs, o.Concurrency, o.ClaimBatch, claimAhead(o))
 			},
 		},
 		{
@@ -46,9 +47,9 @@ func Scenarios() []Scenario {
 			Run:      Lateness,
 			params: func(o Options) string {
 				if o.Delay > 0 {
-					return fmt.Sprintf("jobs=%d delay=%s batch=%d concurrency=%d", o.Jobs, o.Delay, o.Batch, o.Concurrency)
+					return fmt.Sprintf("jobs=%d delay=%s batch=%d concurrency=%d claim-ahead=%s", o.Jobs, o.Delay, o.Batch, o.Concurrency, claimAhead(o))
 				}
-				return fmt.Sprintf("jobs=%d window=%s lead=%s concurrency=%d", o.Jobs, o.Window, o.Lead, o.Concurrency)
+				return fmt.Sprintf("jobs=%d window=%s lead=%s concurrency=%d claim-ahead=%s", o.Jobs, o.Window, o.Lead, o.Concurrency, claimAhead(o))
 			},
 		},
 		{
@@ -206,4 +207,15 @@ func DurableSuite() []Case {
 				return r.Error == "" && r.Missing == 0 && r.Rate < 1 && r.Seconds <= 30
 			}}},
 	}
+}
+
+// claimAhead is the worker's claim-ahead in a run's parameters.
+func claimAhead(o Options) string {
+	switch {
+	case o.ClaimAhead < 0:
+		return "none"
+	case o.ClaimAhead == 0:
+		return queue.DefaultClaimAhead.String()
+	}
+	return o.ClaimAhead.String()
 }

@@ -18,7 +18,7 @@ type runningWorker struct {
 
 // startWorker runs a worker of the sandbox with h on topic, concurrency
 // handlers and claims of at most claimBatch jobs, until stop.
-func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler, concurrency, claimBatch int) (*runningWorker, error) {
+func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler, tc queue.TopicConfig) (*runningWorker, error) {
 	led := &countingLedger{Ledger: s.led}
 	w, err := queue.NewWorker(s.q, queue.WorkerConfig{
 		Ledger:          led,
@@ -29,7 +29,7 @@ func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Handle(topic, h, queue.TopicConfig{Concurrency: concurrency, BatchSize: claimBatch}); err != nil {
+	if err := w.Handle(topic, h, tc); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -53,7 +53,7 @@ func (r *runningWorker) stop() error {
 // what a handler saw.
 func (s *sandbox) handleAll(ctx context.Context, topic string, t *tracker, o Options, r *Result) error {
 	start := time.Now()
-	w, err := s.startWorker(ctx, topic, t, 50, o.ClaimBatch)
+	w, err := s.startWorker(ctx, topic, t, o.topicConfig(50))
 	if err != nil {
 		return err
 	}

@@ -232,7 +232,11 @@ type Worker struct {
 	// so that one ledger commit records more of them; it holds no more
 	// than its handlers start in about 10ms (queue.TopicConfig.Prefetch).
 	// Default 0: 8 × batch_size (800); -1: none.
-	Prefetch    int              `koanf:"prefetch"`
+	Prefetch int `koanf:"prefetch"`
+	// ClaimAhead is how long before its due time a job may be claimed and
+	// recorded; its handler still starts at the due time, never before
+	// (queue.TopicConfig.ClaimAhead). Default 0: 20ms; negative: none.
+	ClaimAhead  time.Duration    `koanf:"claim_ahead"`
 	Lease       time.Duration    `koanf:"lease"`        // Default 30s.
 	Heartbeat   time.Duration    `koanf:"heartbeat"`    // Default lease/3.
 	MaxIdle     time.Duration    `koanf:"max_idle"`     // Default 1s.
@@ -302,6 +306,7 @@ type Topic struct {
 	Concurrency int           `koanf:"concurrency"`
 	BatchSize   int           `koanf:"batch_size"`
 	Prefetch    int           `koanf:"prefetch"`
+	ClaimAhead  time.Duration `koanf:"claim_ahead"`
 	Lease       time.Duration `koanf:"lease"`
 	Timeout     time.Duration `koanf:"timeout"`
 	BackoffBase time.Duration `koanf:"backoff_base"`

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -225,6 +226,9 @@ func (w Worker) validate(p *problems) {
 	if w.Lease < 100*time.Millisecond {
 		p.bad("worker.lease", w.Lease, "must be at least 100ms")
 	}
+	if ahead := cmp.Or(w.ClaimAhead, queue.DefaultClaimAhead); ahead > queue.MaxClaimAhead || (w.Lease > 0 && ahead > w.Lease/4) {
+		p.bad("worker.claim_ahead", w.ClaimAhead, "want at most %s and a quarter of worker.lease (negative: none, 0: %s)", queue.MaxClaimAhead, queue.DefaultClaimAhead)
+	}
 	if w.Heartbeat < 0 || (w.Heartbeat > 0 && w.Heartbeat >= w.Lease) {
 		p.bad("worker.heartbeat", w.Heartbeat, "must be shorter than worker.lease (%s); 0 means lease/3", w.Lease)
 	}
@@ -237,7 +241,7 @@ func (w Worker) validate(p *problems) {
 		p.bad("worker.max_attempts", w.MaxAttempts, "want 0-100")
 	}
 	for name, t := range w.Topics {
-		t.validate(p, "worker.topics."+name, name, w.Heartbeat)
+		t.validate(p, "worker.topics."+name, name, w)
 		if t.Target != nil {
 			t.Target.validate(p, "worker.topics."+name+".target", w.TargetAllowHosts)
 		}
@@ -271,7 +275,8 @@ func (t Target) validate(p *problems, key string, allowHosts []string) {
 
 // validate checks the overrides of topic name (key is its config key)
 // against the worker's heartbeat.
-func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) {
+func (t Topic) validate(p *problems, key, name string, w Worker) {
+	heartbeat := w.Heartbeat
 	if err := queue.ValidateTopic(name); err != nil {
 		p.bad(key, name, "not a valid topic name")
 	}
@@ -284,6 +289,20 @@ func (t Topic) validate(p *problems, key, name string, heartbeat time.Duration) 
 	}
 	if t.Prefetch < -1 || t.Prefetch > queue.MaxConcurrency {
 		p.bad(key+".prefetch", t.Prefetch, "want -1 (none), 0 (worker.prefetch) or up to %d", queue.MaxConcurrency)
+	}
+	// What the topic runs with: its own or the worker's, each defaulted.
+	lease, ahead := t.Lease, t.ClaimAhead
+	if lease == 0 {
+		lease = w.Lease
+	}
+	if ahead == 0 {
+		ahead = w.ClaimAhead
+	}
+	if ahead == 0 {
+		ahead = queue.DefaultClaimAhead
+	}
+	if ahead > queue.MaxClaimAhead || (lease > 0 && ahead > lease/4) {
+		p.bad(key+".claim_ahead", ahead, "want at most %s and a quarter of the topic's lease %s (negative: none, 0: worker.claim_ahead)", queue.MaxClaimAhead, lease)
 	}
 	if t.Lease != 0 && t.Lease < 100*time.Millisecond {
 		p.bad(key+".lease", t.Lease, "must be at least 100ms")

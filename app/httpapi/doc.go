@@ -64,7 +64,8 @@
 // none 400 missing_field. It answers 200 with the job view (run_at the
 // accepted due time: the job runs then or after, never before) and
 // previous_run_at; 409 job_in_flight when a worker holds the job (a
-// claim won the race), 409 job_dead, 409 job_contended when the job kept
+// claim won the race; a worker claims a job up to worker.claim_ahead,
+// 20ms, before its due time), 409 job_dead, 409 job_contended when the job kept
 // moving (other reschedules, claims) while it tried (retry; concurrent
 // shifts each apply once or fail with it), 404 for no such job, 503
 // backend_unavailable naming redis or sql (nothing moved in Redis; repeat
@@ -223,7 +224,7 @@
 //	403 read_only               the API runs read-only
 //	404 not_found               no such job, dead job, order or route
 //	405 method_not_allowed      the path takes other methods, listed in the Allow header
-//	409 job_in_flight           a worker holds the job
+//	409 job_in_flight           a worker holds the job (running, or claimed up to worker.claim_ahead before it is due)
 //	409 job_dead                the job is dead: requeue or purge it
 //	409 job_contended           a reschedule lost to other moves of the job too often: retry
 //	409 insufficient_stock      orders: not enough stock for an item

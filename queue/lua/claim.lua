@@ -11,17 +11,24 @@
 -- ARGV[3]  the most expired leases to put back in this call
 -- ARGV[4]  rate limit, handler starts per second across all workers (0 = none)
 -- ARGV[5]  burst: the bucket's size, tokens (at least 1 when ARGV[4] > 0)
+-- ARGV[6]  ahead, ms: also hand out jobs due up to this long after now (0 =
+--          due ones only); the caller starts each at its due time
+-- ARGV[7]  the most jobs already due to hand out (at most N): a caller
+--          whose handlers are busy takes few due jobs, which other workers
+--          could run now, but may still hold the coming ones
 --
 -- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
---           paused, next_token}
+--           paused, next_token, now_us}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
---          then the claimed jobs (attempt already bumped) and the jobs
---          buried instead of handed out;
+--          then the claimed jobs (attempt already bumped; due up to
+--          now + ahead) and the jobs buried instead of handed out;
 --          paused: 1 when the topic is paused: nothing was claimed (and
 --          no token spent), else 0;
 --          next_token: -1, or the time (Redis ms) the next token is there
---          when due jobs were held back for lack of tokens.
+--          when due jobs were held back for lack of tokens;
+--          now_us: now in µs (a worker's clock offset, to start a job
+--          claimed ahead at its due time and never before).
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -37,6 +44,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = tonumber(ARGV[1])
 local leaseUntil = now + tonumber(ARGV[2])
+local ahead = tonumber(ARGV[6]) or 0
+local nDue = tonumber(ARGV[7]) or n
 
 -- A paused topic hands out nothing. The check is here, in the same atomic
 -- step as the claim, so a pause holds for every worker from the instant
@@ -70,7 +79,13 @@ end
 local claimed, buried = {}, {}
 local ids = {}
 if n > 0 and paused == 0 then
-  ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, n)
+  local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + ahead, 'WITHSCORES', 'LIMIT', 0, n)
+  -- In due order: once the due ones reach nDue, the rest (due or not) wait.
+  local nd = math.min(nDue, n)
+  for i = 1, #cand, 2 do
+    if tonumber(cand[i + 1]) <= now and #ids >= nd then break end
+    ids[#ids + 1] = cand[i]
+  end
 end
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
@@ -119,4 +134,4 @@ if rate > 0 then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end
-return {now, nextDue, nextLease, claimed, buried, paused, nextToken}
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2])}

@@ -10,8 +10,9 @@
 --
 -- Returns  the number of jobs put back.
 --
--- Fenced by attempt; each job goes back at its own due time (already past),
--- so it keeps its place in line and its lateness stays measured from when it
+-- Fenced by attempt; each job goes back at its own due time (already past,
+-- or within the claim-ahead of a worker that claimed it before it was
+-- due), so it keeps its place in line and its lateness stays measured from when it
 -- was really due.
 local put, earliest = 0, nil
 for i = 1, #ARGV, 2 do

@@ -1,0 +1,260 @@
+package queue
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// redisMillis reads Redis's clock, Unix ms.
+func redisMillis(t *testing.T, c *Client) int64 {
+	t.Helper()
+	now, err := c.rdb.Time(testenv.Context(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMilli()
+}
+
+func claimedIDs(cl *Claimed) []string {
+	var ids []string
+	for _, j := range cl.Jobs {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+// A claim ahead takes the jobs due within it, in due order, and none
+// beyond; of them it takes no more than nDue that are due already.
+func TestClaimAheadTakesJobsDueWithinIt(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := New(rdb, Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	for _, j := range []NewJob{
+		{ID: "due1"}, {ID: "due2"}, {ID: "due3"},
+		// Due within a second of the claim, or already due if the host
+		// stalls first: claimed either way.
+		{ID: "soon1", Delay: 300 * time.Millisecond}, {ID: "soon2", Delay: 400 * time.Millisecond},
+		{ID: "later", Delay: time.Minute},
+	} {
+		if _, err := c.Enqueue(ctx, "t", j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := 10 * time.Second
+	cl, err := c.claim(ctx, "t", 10, 1, lease, RateLimit{}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimedIDs(cl); !slices.Equal(got, []string{"due1"}) {
+		t.Fatalf("nDue 1 with due jobs left: claimed %v, want [due1] alone (the coming ones wait behind the due ones)", got)
+	}
+	cl, err = c.claim(ctx, "t", 10, 10, lease, RateLimit{}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := claimedIDs(cl); !slices.Equal(got, []string{"due2", "due3", "soon1", "soon2"}) {
+		t.Fatalf("claimed %v, want [due2 due3 soon1 soon2]: those due within the second, in due order", got)
+	}
+	info, err := c.Get(ctx, "t", "later")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != StateScheduled || cl.NextDue != info.Score {
+		t.Fatalf("later: state %s, next due %d; want it left scheduled and reported next (%d)", info.State, cl.NextDue, info.Score)
+	}
+	// Without the claim-ahead nothing more is claimable.
+	cl, err = c.Claim(ctx, "t", 10, lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.Jobs) != 0 {
+		t.Fatalf("a plain claim took %v, want nothing (the rest is a minute away)", claimedIDs(cl))
+	}
+}
+
+// Jobs claimed ahead wait outside the handler slots: they do not keep
+// the fetcher from claiming due jobs for free slots, and with the
+// claim-ahead on, coming jobs may fill what the work queue holds.
+func TestClaimableCountsJobsClaimedAheadApart(t *testing.T) {
+	w := prefetchWorker(t)
+	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 4, Prefetch: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("none", HandlerFunc(nil), TopicConfig{Concurrency: 4, Prefetch: 6, ClaimAhead: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		topic        string
+		busy, ahead  int64
+		wantN, wantD int
+	}{
+		{"t", 0, 0, 10, 4},   // 4 free slots; up to 10 jobs in all (4 + the prefetch's 6)
+		{"t", 4, 0, 6, 0},    // every slot taken: no due job
+		{"t", 4, 3, 6, 3},    // 3 of the 4 wait for their due times: 3 slots free
+		{"t", 5, 5, 5, 4},    // five coming, four free slots, room for five
+		{"t", 7, 6, 3, 3},    // one running: three free slots, room for three
+		{"t", 8, 0, 2, 0},    // prefetched jobs queued past the slots: none due
+		{"t", 10, 10, 0, 0},  // the work queue is full of coming jobs
+		{"none", 0, 0, 4, 4}, // no claim-ahead: free slots alone
+		{"none", 3, 0, 1, 1},
+		{"none", 4, 0, 0, 0},
+	} {
+		tr := w.topics[c.topic]
+		tr.busy.Store(c.busy)
+		tr.ahead.Store(c.ahead)
+		if n, nDue := tr.claimable(); n != c.wantN || nDue != c.wantD {
+			t.Errorf("%s busy %d ahead %d: claimable (%d, %d), want (%d, %d)", c.topic, c.busy, c.ahead, n, nDue, c.wantN, c.wantD)
+		}
+	}
+}
+
+// gatedLedger holds each Record until the test opens its gate.
+type gatedLedger struct {
+	*memLedger
+	gate chan struct{}
+}
+
+func (g *gatedLedger) Record(ctx context.Context, jobs []*Job, worker string) error {
+	<-g.gate
+	return g.memLedger.Record(ctx, jobs, worker)
+}
+
+// aheadWorker is a worker (not run) whose topic "t" claims a second
+// ahead, with a gate on its ledger's records.
+func aheadWorker(t *testing.T, stopping <-chan struct{}) (*Client, *Worker, *gatedLedger, *topicRunner) {
+	t.Helper()
+	rdb, ns := testenv.Redis(t)
+	c, err := New(rdb, Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := &gatedLedger{memLedger: &memLedger{rows: map[string]int{}}, gate: make(chan struct{})}
+	w, err := NewWorker(c, WorkerConfig{Ledger: led, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 2, Lease: 8 * time.Second, ClaimAhead: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	tr := w.topics["t"]
+	tr.stopping = stopping
+	return c, w, led, tr
+}
+
+// A job claimed ahead is recorded, then queued for a handler at its due
+// time on Redis's clock, never before.
+func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
+	c, _, led, tr := aheadWorker(t, make(chan struct{}))
+	ctx := testenv.Context(t)
+	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j", Delay: 500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	tr.tokens <- struct{}{} // as fetchLoop does
+	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	close(led.gate)
+	var j *Job
+	select {
+	case j = <-tr.work:
+	case <-ctx.Done():
+		t.Fatal("the job claimed ahead never reached the handlers")
+	}
+	if now := redisMillis(t, c); now < j.RunAt {
+		t.Fatalf("queued for a handler at %d on Redis's clock, before its due time %d", now, j.RunAt)
+	}
+	led.mu.Lock()
+	attempt, recorded := led.rows["t/j"]
+	led.mu.Unlock()
+	if !recorded || attempt != 1 {
+		t.Fatalf("ledger row %v (attempt %d), want it recorded with attempt 1 before the job was queued", recorded, attempt)
+	}
+	if tr.busy.Load() != 1 || tr.ahead.Load() != 0 {
+		t.Fatalf("busy %d, ahead %d; want 1 and 0 once it is queued", tr.busy.Load(), tr.ahead.Load())
+	}
+}
+
+// Shutdown while a job claimed ahead waits for its due time hands it back
+// at once: due again in Redis with its attempt unspent, its ledger row
+// unclaimed, nothing queued for a handler.
+func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
+	stop := make(chan struct{})
+	c, w, led, tr := aheadWorker(t, stop)
+	ctx := testenv.Context(t)
+	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j", Delay: 900 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	tr.tokens <- struct{}{}
+	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	if tr.ahead.Load() != 1 {
+		t.Fatalf("ahead %d after the claim, want 1", tr.ahead.Load())
+	}
+	// Redis's clock as an hour behind: the job would wait an hour (the
+	// record reads the offset after the gate opens).
+	w.clockOffset.Store(-time.Hour.Microseconds())
+	close(led.gate)
+	close(stop)
+	for range recordPipeline { // every record done
+		tr.tokens <- struct{}{}
+	}
+	tr.holds.Wait()
+	if len(tr.work) != 0 || tr.busy.Load() != 0 || tr.ahead.Load() != 0 {
+		t.Fatalf("work %d, busy %d, ahead %d; want all 0 after the hand-back", len(tr.work), tr.busy.Load(), tr.ahead.Load())
+	}
+	info, err := c.Get(ctx, "t", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State != StateScheduled || info.Job.Attempt != 0 {
+		t.Fatalf("job %s with attempt %d, want scheduled again with its attempt unspent (0)", info.State, info.Job.Attempt)
+	}
+	led.mu.Lock()
+	attempt := led.rows["t/j"]
+	led.mu.Unlock()
+	if attempt != 0 {
+		t.Fatalf("ledger row at attempt %d, want it unclaimed (0)", attempt)
+	}
+}
+
+// After a claim the fetcher waits for a freed slot only when claimable
+// jobs were left for want of one: a handler finishing otherwise makes
+// nothing claimable, and waking for it would claim the next job or two
+// alone, a ledger commit each.
+func TestTheFetcherWaitsForAFreedSlotOnlyWhenJobsWereLeft(t *testing.T) {
+	c, _, led, tr := aheadWorker(t, make(chan struct{}))
+	close(led.gate)
+	ctx := testenv.Context(t)
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := c.Enqueue(ctx, "t", NewJob{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "later", Delay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	tr.tokens <- struct{}{}
+	wait, until, err := tr.fetch(ctx, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if until != untilSlot {
+		t.Fatalf("two of three due jobs claimed: waits until %d, want a freed slot (%d)", until, untilSlot)
+	}
+	tr.tokens <- struct{}{}
+	wait, until, err = tr.fetch(ctx, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if until != untilTime || wait != tr.w.cfg.MaxIdle {
+		t.Fatalf("every claimable job claimed: waits %s until %d, want the timer alone (%d) for MaxIdle %s (the next job is a minute away)", wait, until, untilTime, tr.w.cfg.MaxIdle)
+	}
+}

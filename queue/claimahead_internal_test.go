@@ -79,10 +79,11 @@ func TestClaimAheadTakesJobsDueWithinIt(t *testing.T) {
 	}
 }
 
-// Jobs claimed ahead wait outside the handler slots: they do not keep
-// the fetcher from claiming due jobs for free slots, and with the
-// claim-ahead on, coming jobs may fill what the work queue holds.
-func TestClaimableCountsJobsClaimedAheadApart(t *testing.T) {
+// With the claim-ahead on, jobs not due yet may take what quick handlers
+// start in about 10ms beyond the free slots, backlog or not; behind slow
+// (or not yet known) handlers claims follow the free slots alone. Due jobs
+// take the free slots, plus the prefetch while there is a backlog.
+func TestClaimableHoldsComingJobsOnlyForQuickHandlers(t *testing.T) {
 	w := prefetchWorker(t)
 	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 4, Prefetch: 6}); err != nil {
 		t.Fatal(err)
@@ -90,27 +91,36 @@ func TestClaimableCountsJobsClaimedAheadApart(t *testing.T) {
 	if err := w.Handle("none", HandlerFunc(nil), TopicConfig{Concurrency: 4, Prefetch: 6, ClaimAhead: -1}); err != nil {
 		t.Fatal(err)
 	}
+	slow := Ref{Topic: "t", ID: "slow"}
 	for _, c := range []struct {
-		topic        string
-		busy, ahead  int64
-		wantN, wantD int
+		what          string
+		topic         string
+		avg           time.Duration // handlers' average run; 0: none ran yet
+		backlog, long bool          // long: one handler has run for a second
+		busy          int64
+		wantN, wantD  int
 	}{
-		{"t", 0, 0, 10, 4},   // 4 free slots; up to 10 jobs in all (4 + the prefetch's 6)
-		{"t", 4, 0, 6, 0},    // every slot taken: no due job
-		{"t", 4, 3, 6, 3},    // 3 of the 4 wait for their due times: 3 slots free
-		{"t", 5, 5, 5, 4},    // five coming, four free slots, room for five
-		{"t", 7, 6, 3, 3},    // one running: three free slots, room for three
-		{"t", 8, 0, 2, 0},    // prefetched jobs queued past the slots: none due
-		{"t", 10, 10, 0, 0},  // the work queue is full of coming jobs
-		{"none", 0, 0, 4, 4}, // no claim-ahead: free slots alone
-		{"none", 3, 0, 1, 1},
-		{"none", 4, 0, 0, 0},
+		{"no run yet", "t", 0, false, false, 0, 4, 4},
+		{"slow handlers", "t", 20 * time.Millisecond, false, false, 3, 1, 1},
+		{"slow handlers, slots full", "t", 20 * time.Millisecond, false, false, 4, 0, 0},
+		{"quick handlers", "t", time.Millisecond, false, false, 0, 10, 4},
+		{"quick handlers, slots full", "t", time.Millisecond, false, false, 4, 6, 0},
+		{"quick handlers, work full", "t", time.Millisecond, false, false, 10, 0, 0},
+		{"quick handlers, a backlog", "t", time.Millisecond, true, false, 4, 6, 6},
+		{"quick on average, one running long", "t", time.Millisecond, false, true, 2, 2, 2},
+		{"no claim-ahead, quick", "none", time.Millisecond, false, false, 1, 3, 3},
+		{"no claim-ahead, a backlog", "none", time.Millisecond, true, false, 4, 6, 6},
 	} {
 		tr := w.topics[c.topic]
+		tr.runNanos.Store(int64(c.avg))
+		tr.backlog = c.backlog
 		tr.busy.Store(c.busy)
-		tr.ahead.Store(c.ahead)
+		delete(tr.active, slow)
+		if c.long {
+			tr.active[slow] = &activeJob{timer: time.NewTimer(time.Hour), began: time.Now().Add(-time.Second)}
+		}
 		if n, nDue := tr.claimable(); n != c.wantN || nDue != c.wantD {
-			t.Errorf("%s busy %d ahead %d: claimable (%d, %d), want (%d, %d)", c.topic, c.busy, c.ahead, n, nDue, c.wantN, c.wantD)
+			t.Errorf("%s (busy %d): claimable (%d, %d), want (%d, %d)", c.what, c.busy, n, nDue, c.wantN, c.wantD)
 		}
 	}
 }
@@ -176,8 +186,8 @@ func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
 	if !recorded || attempt != 1 {
 		t.Fatalf("ledger row %v (attempt %d), want it recorded with attempt 1 before the job was queued", recorded, attempt)
 	}
-	if tr.busy.Load() != 1 || tr.ahead.Load() != 0 {
-		t.Fatalf("busy %d, ahead %d; want 1 and 0 once it is queued", tr.busy.Load(), tr.ahead.Load())
+	if tr.busy.Load() != 1 {
+		t.Fatalf("busy %d, want 1 once it is queued", tr.busy.Load())
 	}
 }
 
@@ -186,7 +196,7 @@ func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
 // unclaimed, nothing queued for a handler.
 func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 	stop := make(chan struct{})
-	c, w, led, tr := aheadWorker(t, stop)
+	c, _, led, tr := aheadWorker(t, stop)
 	ctx := testenv.Context(t)
 	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j", Delay: 900 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -195,20 +205,16 @@ func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
 		t.Fatal(err)
 	}
-	if tr.ahead.Load() != 1 {
-		t.Fatalf("ahead %d after the claim, want 1", tr.ahead.Load())
-	}
-	// Redis's clock as an hour behind: the job would wait an hour (the
-	// record reads the offset after the gate opens).
-	w.clockOffset.Store(-time.Hour.Microseconds())
-	close(led.gate)
+	// Stopping before the record lands: the job, 900 ms from due, is
+	// handed back instead of held.
 	close(stop)
+	close(led.gate)
 	for range recordPipeline { // every record done
 		tr.tokens <- struct{}{}
 	}
 	tr.holds.Wait()
-	if len(tr.work) != 0 || tr.busy.Load() != 0 || tr.ahead.Load() != 0 {
-		t.Fatalf("work %d, busy %d, ahead %d; want all 0 after the hand-back", len(tr.work), tr.busy.Load(), tr.ahead.Load())
+	if len(tr.work) != 0 || tr.busy.Load() != 0 {
+		t.Fatalf("work %d, busy %d; want both 0 after the hand-back", len(tr.work), tr.busy.Load())
 	}
 	info, err := c.Get(ctx, "t", "j")
 	if err != nil {

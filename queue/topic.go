@@ -22,7 +22,6 @@ type topicRunner struct {
 
 	work  chan *Job     // claimed, recorded and due, not started; cap = concurrency + prefetch
 	busy  atomic.Int64  // jobs claimed, held, in work or running: never above cap(work)
-	ahead atomic.Int64  // of busy, jobs claimed before their due time and not yet in work
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
 
@@ -111,7 +110,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		default:
 		}
 		n, nDue := tr.claimable()
-		if nDue <= 0 {
+		if n <= 0 {
 			select {
 			case <-tr.freed:
 			case <-stop.Done():
@@ -208,6 +207,10 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 		<-tr.tokens
 		return 0, untilTime, err
 	}
+	// Redis read its clock before the reply travelled back, so its time
+	// at replyAt is at least cl.nowMicros: holds measured from here err
+	// late, never early (holdUntilDue).
+	replyAt := time.Now()
 	tr.w.clockOffset.Store(cl.nowMicros - time.Now().UnixMicro())
 	switch {
 	case cl.Paused && !tr.paused:
@@ -229,14 +232,7 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	} else {
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
-		early := 0
-		for _, j := range cl.Jobs {
-			if j.RunAt > cl.Now {
-				early++
-			}
-		}
-		tr.ahead.Add(int64(early))
-		go tr.record(detached, cl.Jobs, cl.Now)
+		go tr.record(detached, cl.Jobs, claimClock{cl.Now, cl.nowMicros, replyAt})
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
 			return -1, untilTime, nil
 		}
@@ -279,42 +275,49 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 const prefetchQuick = 10 * time.Millisecond
 
 // claimable is how many jobs the fetcher may claim now (n), and how many
-// of them may be due already (nDue): its free handler slots, plus the
-// prefetch while prefetching. Jobs claimed ahead of their due time wait
-// outside the handler slots, so they do not count against nDue; with the
-// claim-ahead on, jobs not due yet may fill what work holds beyond that.
-// Without a free slot (nDue <= 0) the fetcher claims nothing: coming jobs
-// would wait for a slot here while another worker may have one.
+// of them may be due already (nDue). Due jobs: its free handler slots,
+// plus the prefetch while prefetching. With the claim-ahead on, jobs not
+// due yet may take what quick handlers start in about 10ms beyond the free
+// slots (quickRoom), backlog or not: they need their slots within the
+// claim-ahead. Behind slow handlers claims follow the free slots alone, so
+// no job, due or coming, waits here for a slot while another worker may
+// have one.
 func (tr *topicRunner) claimable() (n, nDue int) {
-	busy, ahead := int(tr.busy.Load()), int(tr.ahead.Load())
+	busy := int(tr.busy.Load())
 	room := cap(tr.work) - busy // what never blocks a push into work
-	nDue = max(min(tr.cfg.Concurrency-(busy-ahead)+tr.prefetchNow(), room), 0)
-	if tr.cfg.claimAhead() > 0 {
-		return room, nDue
+	quick := tr.quickRoom()
+	free := tr.cfg.Concurrency - busy
+	nDue = free
+	if tr.backlog {
+		nDue += quick // the prefetch
 	}
-	return nDue, nDue
+	nDue = max(min(nDue, room), 0)
+	if tr.cfg.claimAhead() <= 0 {
+		return nDue, nDue
+	}
+	return max(min(free+quick, room), 0), nDue
 }
 
-// prefetchNow is how many jobs beyond its free slots the fetcher may
-// hold now: none unless prefetching; then no more than the handlers start
-// in about prefetchQuick at their average run (a prefetched job waits for
-// a slot about as long as a commit would have made it wait), and no more
-// than the topic's Prefetch.
-func (tr *topicRunner) prefetchNow() int {
-	if !tr.prefetching() {
+// quickRoom is how many jobs beyond its free slots the fetcher may hold
+// now: none unless its handlers are quick; then no more than they start
+// in about prefetchQuick at their average run (a held job waits for a
+// slot about as long as a commit would have made it wait), and no more
+// than the topic's Prefetch. Prefetching (a backlog) and the claim-ahead
+// share it.
+func (tr *topicRunner) quickRoom() int {
+	if !tr.quick() {
 		return 0
 	}
 	quick := int64(tr.cfg.Concurrency) * int64(prefetchQuick) / max(tr.runNanos.Load(), 1)
 	return int(min(int64(tr.cfg.prefetch()), quick))
 }
 
-// prefetching says whether the fetcher may claim beyond its free slots
-// now: the topic has a backlog and its handlers are quick, both those that
+// quick says whether the topic's handlers are quick, both those that
 // finished lately and those running (one running long would hold the
-// prefetched jobs back however quick the others were).
-func (tr *topicRunner) prefetching() bool {
+// jobs held back however quick the others were).
+func (tr *topicRunner) quick() bool {
 	avg := tr.runNanos.Load()
-	if !tr.backlog || avg <= 0 || avg >= int64(prefetchQuick) {
+	if avg <= 0 || avg >= int64(prefetchQuick) {
 		return false
 	}
 	slow := time.Now().Add(-prefetchQuick)
@@ -353,8 +356,9 @@ func (tr *topicRunner) observeRateLimited() {
 // record writes claimed jobs to the ledger, then queues them for the
 // handlers. No handler runs unrecorded: if the ledger fails, the jobs go
 // back to due with their attempt unspent and the fetcher backs off.
-// Those claimed before their due time (after claimedAt) are queued at it.
-func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt int64) {
+// Those claimed before their due time (after the claim's clock) are
+// queued at it.
+func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClock) {
 	recorded := false
 	defer func() {
 		if !recorded {
@@ -372,10 +376,10 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 			tr.queued[j.Ref()] = j
 		}
 		tr.mu.Unlock()
-		tr.holdStart(ctx, claimedAt)
+		tr.holdStart(ctx, cc.now)
 		var early []*Job
 		for _, j := range jobs {
-			if j.RunAt > claimedAt {
+			if j.RunAt > cc.now {
 				early = append(early, j)
 				continue
 			}
@@ -391,7 +395,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 		<-tr.tokens
 		defer tr.holds.Done()
 		// The claim handed them out in due order.
-		tr.queueAtDue(detached, early)
+		tr.queueAtDue(detached, early, cc)
 		return
 	}
 	// The fetcher hears of the failure before the jobs are due again, so it
@@ -406,11 +410,6 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 	} else if n > 0 {
 		tr.w.cfg.Observer.Released(tr.topic, n)
 	}
-	for _, j := range jobs {
-		if j.RunAt > claimedAt {
-			tr.ahead.Add(-1)
-		}
-	}
 	tr.busy.Add(-int64(len(jobs)))
 	signal(tr.freed)
 }
@@ -419,16 +418,29 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, claimedAt i
 // for the handlers, each once it is due on Redis's clock and never before,
 // so that none starts early. At shutdown the rest go back, attempt
 // unspent.
-func (tr *topicRunner) queueAtDue(detached context.Context, jobs []*Job) {
+func (tr *topicRunner) queueAtDue(detached context.Context, jobs []*Job, cc claimClock) {
 	for i, j := range jobs {
-		if !tr.holdUntilDue(j) {
-			tr.ahead.Add(-int64(len(jobs) - i))
+		if !tr.holdUntilDue(cc.at(j.RunAt)) {
 			tr.handBack(detached, jobs[i:], "shutdown: released jobs claimed ahead of their due times")
 			return
 		}
-		tr.ahead.Add(-1)
 		tr.work <- j // never blocks: busy <= cap(work)
 	}
+}
+
+// claimClock is when a claim ran: Redis's clock, and the local instant
+// its reply arrived (with its monotonic reading, so that a step of the
+// wall clock moves no hold).
+type claimClock struct {
+	now     int64 // Redis ms
+	micros  int64 // Redis µs
+	replyAt time.Time
+}
+
+// at is the local instant at which Redis's clock has reached ms: never
+// before, since Redis read its clock before the reply travelled back.
+func (c claimClock) at(ms int64) time.Time {
+	return c.replyAt.Add(time.Duration(ms*1000-c.micros) * time.Microsecond)
 }
 
 // holdStart waits, on a rate-limited topic, until RateStartLag after the
@@ -491,15 +503,18 @@ func (tr *topicRunner) handBack(detached context.Context, jobs []*Job, done stri
 	tr.log.WithField("jobs", n).Info(done)
 }
 
-// holdUntilDue waits until j's due time when it was claimed ahead of it
-// (TopicConfig.ClaimAhead); it stays queued meanwhile, its lease renewed
-// by the heartbeat. It reports false when the worker began to stop first.
-//
-// The wait ends at the local instant of RunAt on Redis's clock as the
-// last claim measured it, to the µs. That offset errs late, never early:
-// Redis read its clock before the reply travelled back.
-func (tr *topicRunner) holdUntilDue(j *Job) bool {
-	d := time.Until(time.UnixMicro(j.RunAt*1000 - tr.w.clockOffset.Load()))
+// holdUntilDue waits until due, the local instant of a job's due time
+// (claimClock.at), when it was claimed ahead of it (TopicConfig.ClaimAhead);
+// the job stays queued meanwhile, its lease renewed by the heartbeat. It
+// reports false once the worker is stopping: the job goes back rather than
+// to a handler that might still take it.
+func (tr *topicRunner) holdUntilDue(due time.Time) bool {
+	select {
+	case <-tr.stopping:
+		return false
+	default:
+	}
+	d := time.Until(due)
 	if d <= 0 {
 		return true
 	}

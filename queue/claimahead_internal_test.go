@@ -9,16 +9,6 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// redisMillis reads Redis's clock, Unix ms.
-func redisMillis(t *testing.T, c *Client) int64 {
-	t.Helper()
-	now, err := c.rdb.Time(testenv.Context(t)).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return now.UnixMilli()
-}
-
 func claimedIDs(cl *Claimed) []string {
 	var ids []string
 	for _, j := range cl.Jobs {
@@ -138,30 +128,22 @@ func (g *gatedLedger) Record(ctx context.Context, jobs []*Job, worker string) er
 
 // aheadWorker is a worker (not run) whose topic "t" claims a second
 // ahead, with a gate on its ledger's records.
-func aheadWorker(t *testing.T, stopping <-chan struct{}) (*Client, *Worker, *gatedLedger, *topicRunner) {
+func aheadWorker(t *testing.T, stopping <-chan struct{}) (*Client, *gatedLedger, *topicRunner) {
 	t.Helper()
-	rdb, ns := testenv.Redis(t)
-	c, err := New(rdb, Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
 	led := &gatedLedger{memLedger: &memLedger{rows: map[string]int{}}, gate: make(chan struct{})}
-	w, err := NewWorker(c, WorkerConfig{Ledger: led, Logger: testenv.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, w := idleWorker(t, led)
 	if err := w.Handle("t", HandlerFunc(nil), TopicConfig{Concurrency: 2, Lease: 8 * time.Second, ClaimAhead: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	tr := w.topics["t"]
 	tr.stopping = stopping
-	return c, w, led, tr
+	return c, led, tr
 }
 
 // A job claimed ahead is recorded, then queued for a handler at its due
 // time on Redis's clock, never before.
 func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
-	c, _, led, tr := aheadWorker(t, make(chan struct{}))
+	c, led, tr := aheadWorker(t, make(chan struct{}))
 	ctx := testenv.Context(t)
 	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j", Delay: 500 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -177,8 +159,12 @@ func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the job claimed ahead never reached the handlers")
 	}
-	if now := redisMillis(t, c); now < j.RunAt {
-		t.Fatalf("queued for a handler at %d on Redis's clock, before its due time %d", now, j.RunAt)
+	now, err := c.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.UnixMilli() < j.RunAt {
+		t.Fatalf("queued for a handler at %d on Redis's clock, before its due time %d", now.UnixMilli(), j.RunAt)
 	}
 	led.mu.Lock()
 	attempt, recorded := led.rows["t/j"]
@@ -196,7 +182,7 @@ func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
 // unclaimed, nothing queued for a handler.
 func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 	stop := make(chan struct{})
-	c, _, led, tr := aheadWorker(t, stop)
+	c, led, tr := aheadWorker(t, stop)
 	ctx := testenv.Context(t)
 	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j", Delay: 900 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -236,7 +222,7 @@ func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 // nothing claimable, and waking for it would claim the next job or two
 // alone, a ledger commit each.
 func TestTheFetcherWaitsForAFreedSlotOnlyWhenJobsWereLeft(t *testing.T) {
-	c, _, led, tr := aheadWorker(t, make(chan struct{}))
+	c, led, tr := aheadWorker(t, make(chan struct{}))
 	close(led.gate)
 	ctx := testenv.Context(t)
 	for _, id := range []string{"a", "b", "c"} {

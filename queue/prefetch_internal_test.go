@@ -11,16 +11,24 @@ import (
 // started: the tests set its topics' state by hand.
 func prefetchWorker(t *testing.T) *Worker {
 	t.Helper()
+	_, w := idleWorker(t, &memLedger{rows: map[string]int{}})
+	return w
+}
+
+// idleWorker is a client on its own namespace and a worker over it and
+// led, not started.
+func idleWorker(t *testing.T, led Ledger) (*Client, *Worker) {
+	t.Helper()
 	rdb, ns := testenv.Redis(t)
 	c, err := New(rdb, Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWorker(c, WorkerConfig{Ledger: &memLedger{rows: map[string]int{}}, Logger: testenv.QuietLogger()})
+	w, err := NewWorker(c, WorkerConfig{Ledger: led, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w
+	return c, w
 }
 
 // The rule of prefetch, without a clock race: the running handlers' ages

@@ -211,7 +211,7 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	// at replyAt is at least cl.nowMicros: holds measured from here err
 	// late, never early (holdUntilDue).
 	replyAt := time.Now()
-	tr.w.clockOffset.Store(cl.nowMicros - time.Now().UnixMicro())
+	tr.w.clockOffset.Store(cl.nowMicros - replyAt.UnixMicro())
 	switch {
 	case cl.Paused && !tr.paused:
 		tr.log.Info("topic paused: claims stopped until it is resumed")
@@ -359,45 +359,44 @@ func (tr *topicRunner) observeRateLimited() {
 // Those claimed before their due time (after the claim's clock) are
 // queued at it.
 func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClock) {
-	recorded := false
-	defer func() {
-		if !recorded {
-			<-tr.tokens
-		}
-	}()
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.Record(ctx, jobs, tr.w.cfg.ID))
-	if err == nil {
-		// From here on the heartbeat renews their leases: the wait for a
-		// handler (or for the rate limit's start time) may outlast one.
-		tr.mu.Lock()
-		for _, j := range jobs {
-			tr.queued[j.Ref()] = j
-		}
-		tr.mu.Unlock()
-		tr.holdStart(ctx, cc.now)
-		var early []*Job
-		for _, j := range jobs {
-			if j.RunAt > cc.now {
-				early = append(early, j)
-				continue
-			}
-			tr.work <- j // never blocks: busy <= cap(work)
-		}
-		if len(early) == 0 {
-			return
-		}
-		// The batch's record is done: its token goes back to the fetcher
-		// while the jobs claimed ahead wait for their due times.
-		tr.holds.Add(1)
-		recorded = true
+	if err != nil {
+		tr.unrecorded(ctx, jobs, err)
 		<-tr.tokens
-		defer tr.holds.Done()
-		// The claim handed them out in due order.
-		tr.queueAtDue(detached, early, cc)
 		return
 	}
+	// From here on the heartbeat renews their leases: the wait for a
+	// handler (or for the rate limit's start time) may outlast one.
+	tr.mu.Lock()
+	for _, j := range jobs {
+		tr.queued[j.Ref()] = j
+	}
+	tr.mu.Unlock()
+	tr.holdStart(ctx, cc.now)
+	var early []*Job
+	for _, j := range jobs {
+		if j.RunAt > cc.now {
+			early = append(early, j)
+			continue
+		}
+		tr.work <- j // never blocks: busy <= cap(work)
+	}
+	// The batch's record is done: its token goes back to the fetcher while
+	// the jobs claimed ahead wait for their due times. The hold is counted
+	// first, so that a shutdown that has every token back waits for it.
+	if len(early) > 0 {
+		tr.holds.Add(1)
+		defer tr.holds.Done()
+	}
+	<-tr.tokens
+	tr.queueAtDue(detached, early, cc) // the claim handed them out in due order
+}
+
+// unrecorded hands back jobs whose record failed, attempt unspent, and
+// tells the fetcher.
+func (tr *topicRunner) unrecorded(ctx context.Context, jobs []*Job, err error) {
 	// The fetcher hears of the failure before the jobs are due again, so it
 	// backs off instead of claiming them straight back.
 	select {

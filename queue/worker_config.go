@@ -132,6 +132,9 @@ type TopicConfig struct {
 // waits a binding rate limit causes.
 const DefaultRateStartLag = 100 * time.Millisecond
 
+// DefaultLease is TopicConfig.Lease when it is 0.
+const DefaultLease = 30 * time.Second
+
 // DefaultClaimAhead is TopicConfig.ClaimAhead when it is 0: above the
 // ledger commits of a healthy database under load (a few ms, the tail 10-20
 // ms on a shared disk; docs/benchmarks.md), short next to what an operator
@@ -161,6 +164,20 @@ func (c TopicConfig) prefetch() int {
 		return 0
 	}
 	return c.Prefetch
+}
+
+// ValidateClaimAhead checks a claim-ahead (TopicConfig.ClaimAhead; 0 is
+// DefaultClaimAhead, negative none) against the lease of its topic: at most
+// MaxClaimAhead and a quarter of the lease, so that the heartbeat renews a
+// job claimed ahead long before its lease could run out.
+func ValidateClaimAhead(ahead, lease time.Duration) error {
+	if ahead == 0 {
+		ahead = DefaultClaimAhead
+	}
+	if ahead > MaxClaimAhead || ahead > lease/4 {
+		return fmt.Errorf("claim ahead %s: want at most %s and a quarter of the lease (%s)", ahead, MaxClaimAhead, lease)
+	}
+	return nil
 }
 
 // claimAhead is how far ahead of due the fetcher claims: none on a
@@ -204,7 +221,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	c.Concurrency = pickInt(pickInt(c.Concurrency, def.Concurrency), 10)
 	c.BatchSize = pickInt(pickInt(c.BatchSize, def.BatchSize), 100)
 	c.Prefetch = pickInt(pickInt(c.Prefetch, def.Prefetch), DefaultPrefetch(c.BatchSize))
-	c.Lease = pick(pick(c.Lease, def.Lease), 30*time.Second)
+	c.Lease = pick(pick(c.Lease, def.Lease), DefaultLease)
 	c.ClaimAhead = pick(pick(c.ClaimAhead, def.ClaimAhead), DefaultClaimAhead)
 	c.Heartbeat = pick(pick(c.Heartbeat, def.Heartbeat), DefaultHeartbeat(c.Lease))
 	c.Timeout = pick(c.Timeout, def.Timeout)
@@ -225,6 +242,9 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 }
 
 func (c TopicConfig) validate() error {
+	if err := ValidateClaimAhead(c.ClaimAhead, c.Lease); err != nil {
+		return err
+	}
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
 		return fmt.Errorf("concurrency %d: want 1-%d", c.Concurrency, MaxConcurrency)
@@ -234,8 +254,6 @@ func (c TopicConfig) validate() error {
 		return fmt.Errorf("prefetch %d: want -1 (none) to %d", c.Prefetch, MaxConcurrency)
 	case c.Lease < 100*time.Millisecond:
 		return fmt.Errorf("lease %s: must be at least 100ms", c.Lease)
-	case c.ClaimAhead > MaxClaimAhead || c.ClaimAhead > c.Lease/4:
-		return fmt.Errorf("claim ahead %s: want at most %s and a quarter of the lease (%s)", c.ClaimAhead, MaxClaimAhead, c.Lease)
 	case c.Heartbeat <= 0 || c.Heartbeat >= c.Lease:
 		return fmt.Errorf("heartbeat %s: must be positive and shorter than the lease %s", c.Heartbeat, c.Lease)
 	case c.Timeout < 0:

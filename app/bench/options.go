@@ -139,6 +139,10 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 	bad := func(format string, a ...any) (Options, error) {
 		return o, fmt.Errorf("%w: %s: %s", ErrOptions, scenario, fmt.Sprintf(format, a...))
 	}
+	// The bench's worker runs with the default lease.
+	if err := queue.ValidateClaimAhead(o.ClaimAhead, queue.DefaultLease); err != nil {
+		return bad("%v (negative: none)", err)
+	}
 	switch {
 	case o.Env.Redis == nil || o.Env.DB == nil:
 		return bad("Env.Redis and Env.DB are required")
@@ -150,8 +154,6 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("batch %d: want 1-1000", o.Batch)
 	case o.ClaimBatch < 1:
 		return bad("claim batch %d: must be positive", o.ClaimBatch)
-	case o.ClaimAhead > queue.MaxClaimAhead:
-		return bad("claim ahead %s: want at most %s (negative: none)", o.ClaimAhead, queue.MaxClaimAhead)
 	case o.Window < 0 || o.Lead < 0 || o.Delay < 0 || o.Duration < 0 || o.Stall < 0 || o.BaselineFor < 0:
 		return bad("durations must not be negative")
 	case o.Durable && !sc.DurableOK:

@@ -3,8 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/delayq/delayq/queue"
 	"time"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // Scenario is one of the load scenarios.

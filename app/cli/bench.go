@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/bench"
+	"github.com/delayq/delayq/queue"
 )
 
 // benchFlags are the flags every bench subcommand takes.
@@ -107,7 +108,7 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs due before the worker starts")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
 		fl.IntVar(&o.ClaimBatch, "claim-batch", 100, "most jobs per claim")
-		fl.DurationVar(&o.ClaimAhead, "claim-ahead", 0, "claim and record jobs this long before they are due (handlers still start at the due time); 0 = the worker's default (20ms), negative = none")
+		fl.DurationVar(&o.ClaimAhead, "claim-ahead", 0, claimAheadUsage())
 	case "lateness":
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs")
 		fl.DurationVar(&o.Window, "window", d.Window, "due times spread uniformly over this window")
@@ -116,7 +117,7 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.IntVarP(&o.Batch, "batch", "b", d.Batch, "with --delay: jobs per enqueue call")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
 		fl.IntVar(&o.ClaimBatch, "claim-batch", 100, "most jobs per claim")
-		fl.DurationVar(&o.ClaimAhead, "claim-ahead", 0, "claim and record jobs this long before they are due (handlers still start at the due time); 0 = the worker's default (20ms), negative = none")
+		fl.DurationVar(&o.ClaimAhead, "claim-ahead", 0, claimAheadUsage())
 		fl.StringVar(&preset, "preset", "", `"classic": 50,000 jobs with a 1 s delay (other flags still override)`)
 	case "http":
 		fl.IntVarP(&o.Concurrency, "connections", "c", d.Concurrency, "client connections, each sending one request at a time")
@@ -293,4 +294,9 @@ func startCPUProfile(path string) (func() error, error) {
 		pprof.StopCPUProfile()
 		return out.Close()
 	}, nil
+}
+
+// claimAheadUsage is the --claim-ahead flag's help, for drain and lateness.
+func claimAheadUsage() string {
+	return fmt.Sprintf("claim and record jobs this long before they are due (handlers still start at the due time); 0 = the worker's default (%s), negative = none", queue.DefaultClaimAhead)
 }

@@ -226,8 +226,8 @@ func (w Worker) validate(p *problems) {
 	if w.Lease < 100*time.Millisecond {
 		p.bad("worker.lease", w.Lease, "must be at least 100ms")
 	}
-	if ahead := cmp.Or(w.ClaimAhead, queue.DefaultClaimAhead); ahead > queue.MaxClaimAhead || (w.Lease > 0 && ahead > w.Lease/4) {
-		p.bad("worker.claim_ahead", w.ClaimAhead, "want at most %s and a quarter of worker.lease (negative: none, 0: %s)", queue.MaxClaimAhead, queue.DefaultClaimAhead)
+	if err := queue.ValidateClaimAhead(w.ClaimAhead, w.Lease); err != nil {
+		p.bad("worker.claim_ahead", w.ClaimAhead, "%v (negative: none, 0: %s)", err, queue.DefaultClaimAhead)
 	}
 	if w.Heartbeat < 0 || (w.Heartbeat > 0 && w.Heartbeat >= w.Lease) {
 		p.bad("worker.heartbeat", w.Heartbeat, "must be shorter than worker.lease (%s); 0 means lease/3", w.Lease)
@@ -290,19 +290,10 @@ func (t Topic) validate(p *problems, key, name string, w Worker) {
 	if t.Prefetch < -1 || t.Prefetch > queue.MaxConcurrency {
 		p.bad(key+".prefetch", t.Prefetch, "want -1 (none), 0 (worker.prefetch) or up to %d", queue.MaxConcurrency)
 	}
-	// What the topic runs with: its own or the worker's, each defaulted.
-	lease, ahead := t.Lease, t.ClaimAhead
-	if lease == 0 {
-		lease = w.Lease
-	}
-	if ahead == 0 {
-		ahead = w.ClaimAhead
-	}
-	if ahead == 0 {
-		ahead = queue.DefaultClaimAhead
-	}
-	if ahead > queue.MaxClaimAhead || (lease > 0 && ahead > lease/4) {
-		p.bad(key+".claim_ahead", ahead, "want at most %s and a quarter of the topic's lease %s (negative: none, 0: worker.claim_ahead)", queue.MaxClaimAhead, lease)
+	// What the topic runs with: its own values or the worker's.
+	ahead := cmp.Or(t.ClaimAhead, w.ClaimAhead)
+	if err := queue.ValidateClaimAhead(ahead, cmp.Or(t.Lease, w.Lease)); err != nil {
+		p.bad(key+".claim_ahead", ahead, "%v (negative: none, 0: worker.claim_ahead)", err)
 	}
 	if t.Lease != 0 && t.Lease < 100*time.Millisecond {
 		p.bad(key+".lease", t.Lease, "must be at least 100ms")

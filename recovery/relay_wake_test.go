@@ -144,6 +144,9 @@ func TestRelayWakesWhenAJobEntersTheHorizon(t *testing.T) {
 			if sqlNow >= res.RunAt {
 				t.Fatalf("loaded at %d, not ahead of its due time %d", sqlNow, res.RunAt)
 			}
+			// The pass counts its wake and its loads when it ends, after
+			// its pushes.
+			testenv.WaitFor(ctx, t, "the loading pass to end", func() bool { return r.Totals().Loaded > 0 })
 			tot := r.Totals()
 			if tot.Wakes[recovery.WakeLoad] == 0 || tot.Wakes[recovery.WakeCheck] != 0 || tot.Wakes[recovery.WakeNote] != 0 || tot.Loaded != 1 {
 				t.Fatalf("wakes %v, loaded %d: want the load wake to load it", tot.Wakes, tot.Loaded)

@@ -13,16 +13,24 @@ import (
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
 const entryColumns = 13
 
-// recordUpdates are the columns of the conflict clause of Record's upsert: a job claimed
-// again whose row the UPDATE did not take (see recordOn) rewrites its
-// existing row, so the row always describes the latest claim. MySQL gets ON
-// DUPLICATE KEY UPDATE col=VALUES(col), SQLite ON CONFLICT (topic, job_id)
-// DO UPDATE SET col=excluded.col. The row keeps its id, so Stale's paging
-// stays stable, and its enqueued_at: the job was enqueued once, whoever
-// claims it.
+// recordUpdates are the columns of the conflict clause of Record's upsert: a
+// job claimed again whose row the UPDATE did not take (see recordOn)
+// rewrites its existing row, so the row describes the latest claim. MySQL
+// gets ON DUPLICATE KEY UPDATE col=IF(guard, VALUES(col), col), SQLite ON
+// CONFLICT (topic, job_id) DO UPDATE SET col=excluded.col WHERE guard. The
+// row keeps its id, so Stale's paging stays stable, and its enqueued_at:
+// the job was enqueued once, whoever claims it.
+//
+// The guard is that the claim is not older than the row's (its attempt at
+// least the row's). A worker that stalls between its claim and its record
+// (a pause past the lease) commits after another worker claimed the job
+// again: its late upsert must not roll the newer claim's row back to an
+// attempt that claim's settlement, fenced by attempt, no longer matches.
+// attempt comes last: MySQL assigns left to right, so every guard before
+// it still reads the row's old attempt.
 var recordUpdates = []string{
-	"payload", "attempt", "max_attempts", "run_at", "claimed_at",
-	"lease_until", "worker", "state", "last_error", "updated_at",
+	"payload", "max_attempts", "run_at", "claimed_at",
+	"lease_until", "worker", "state", "last_error", "updated_at", "attempt",
 }
 
 // Record writes one in-progress row per claimed job, keyed by (topic, id).

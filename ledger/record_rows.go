@@ -121,8 +121,8 @@ var entryPlaceholders = "(" + strings.TrimSuffix(strings.Repeat("?,", entryColum
 
 // upsertSQL returns the parts of upsertOn's statement around its rows on
 // table: the INSERT with its columns (every Entry column but id, in the
-// order upsertOn binds them), and the conflict clause over recordUpdates in
-// the dialect's words.
+// order upsertOn binds them), and the conflict clause over recordUpdates,
+// guarded by attempt, in the dialect's words.
 func upsertSQL(d dialect, table string) (head, tail string) {
 	cols := []string{"topic", "job_id", "payload", "attempt", "max_attempts", "run_at", "claimed_at",
 		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at"}
@@ -130,7 +130,7 @@ func upsertSQL(d dialect, table string) (head, tail string) {
 	sets := make([]string, len(recordUpdates))
 	for i, c := range recordUpdates {
 		if d.name == "mysql" {
-			sets[i] = "`" + c + "`=VALUES(`" + c + "`)"
+			sets[i] = "`" + c + "`=IF(VALUES(`attempt`)>=`attempt`,VALUES(`" + c + "`),`" + c + "`)"
 		} else {
 			sets[i] = "`" + c + "`=excluded.`" + c + "`"
 		}
@@ -138,5 +138,6 @@ func upsertSQL(d dialect, table string) (head, tail string) {
 	if d.name == "mysql" {
 		return head, " ON DUPLICATE KEY UPDATE " + strings.Join(sets, ",")
 	}
-	return head, " ON CONFLICT (`topic`,`job_id`) DO UPDATE SET " + strings.Join(sets, ",")
+	return head, " ON CONFLICT (`topic`,`job_id`) DO UPDATE SET " + strings.Join(sets, ",") +
+		" WHERE excluded.`attempt`>=`" + table + "`.`attempt`"
 }

@@ -184,3 +184,34 @@ func TestRecordDurableSplit(t *testing.T) {
 		}
 	})
 }
+
+// A late record of an older claim (its worker stalled between claim and
+// record while another worker claimed the job again) leaves the newer
+// claim's row as it is, for a redis topic's upsert and a durable row's
+// UPDATE alike; a newer claim still rewrites it.
+func TestRecordKeepsTheNewerClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, _ := newLedger(t, db, Options{})
+		claim := func(id string, attempt int, lease int64, durable bool) *queue.Job {
+			return &queue.Job{Topic: "t", ID: id, Payload: []byte("p"), Attempt: attempt, MaxAttempts: 5,
+				RunAt: fixedNow.UnixMilli(), LeaseUntil: lease, Durable: durable}
+		}
+		mustSchedule(t, l, "t", queue.NewJob{ID: "d", Payload: []byte("p"), MaxAttempts: 5})
+		for _, c := range []struct {
+			id      string
+			durable bool
+		}{{"r", false}, {"d", true}} {
+			mustRecord(t, l, "w:new", claim(c.id, 2, 2_000, c.durable))
+			mustRecord(t, l, "w:old", claim(c.id, 1, 1_000, c.durable))
+			if got := mustRow(t, l, "t", c.id); got.Attempt != 2 || got.Worker != "w:new" || got.LeaseUntil != 2_000 {
+				t.Errorf("%s after the older claim's late record: attempt %d worker %s lease %d, want 2 w:new 2000",
+					c.id, got.Attempt, got.Worker, got.LeaseUntil)
+			}
+			mustRecord(t, l, "w:next", claim(c.id, 3, 3_000, c.durable))
+			if got := mustRow(t, l, "t", c.id); got.Attempt != 3 || got.Worker != "w:next" || got.LeaseUntil != 3_000 {
+				t.Errorf("%s after a newer claim: attempt %d worker %s lease %d, want 3 w:next 3000",
+					c.id, got.Attempt, got.Worker, got.LeaseUntil)
+			}
+		}
+	})
+}

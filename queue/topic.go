@@ -548,8 +548,10 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		tr.mu.Unlock()
 		// The lease ran out before the handler could start (a stalled
 		// process): another worker may own the job now. Leave it to the
-		// lease expiry; its ledger row is rewritten by the next claim.
+		// lease expiry; its ledger row is rewritten by the next claim, or
+		// dropped here if another claim has had the job already.
 		tr.w.jobLog(j).Warn("lease expired before the handler started: not running it")
+		tr.dropSuperseded(context.WithoutCancel(base), j)
 		tr.busy.Add(-1)
 		signal(tr.freed)
 		return
@@ -590,6 +592,34 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.mu.Unlock()
 	tr.busy.Add(-1)
 	signal(tr.freed)
+}
+
+// dropSuperseded deletes the ledger row of a claim whose lease ran out
+// before its handler started, once Redis shows another claim took or
+// settled the job (Client.claimSuperseded). A worker that stalled between
+// its claim and its record wrote that row after the other worker's: left,
+// it would outlive the job (found dead in Redis, the recoverer keeps it
+// forever; settled, the recoverer runs the job again). The delete is
+// fenced by the claim's attempt (Record never rolls a newer claim's row
+// back), so a newer claim's row stays. On an error the row stays: the
+// recoverer's rules apply to it, as before.
+func (tr *topicRunner) dropSuperseded(detached context.Context, j *Job) {
+	ctx, cancel := withOpTimeout(detached)
+	defer cancel()
+	log := tr.w.jobLog(j)
+	gone, err := tr.w.c.claimSuperseded(ctx, j.Ref())
+	if err = tr.w.redisWatch.result(err); err != nil {
+		log.WithError(err).Warn("could not tell whether another claim has the job: its ledger row stays")
+		return
+	}
+	if !gone {
+		return
+	}
+	if err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.Complete(ctx, []Ref{j.Ref()})); err != nil {
+		log.WithError(err).Warn("dropping the ledger row of a superseded claim failed")
+		return
+	}
+	log.Info("another claim has had the job: this claim's ledger row dropped")
 }
 
 // settle decides what a handler's result means and queues it for the

@@ -202,6 +202,7 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	ahead := tr.cfg.claimAhead()
+	sentAt := time.Now()
 	cl, err := tr.w.c.claim(ctx, tr.topic, n, nDue, tr.cfg.Lease, tr.cfg.rateLimit(), ahead)
 	if err = tr.w.redisWatch.result(err); err != nil {
 		<-tr.tokens
@@ -211,7 +212,7 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	// at replyAt is at least cl.nowMicros: holds measured from here err
 	// late, never early (holdUntilDue).
 	replyAt := time.Now()
-	tr.w.clockOffset.Store(cl.nowMicros - replyAt.UnixMicro())
+	tr.w.clockSeen(cl.nowMicros, sentAt, replyAt)
 	switch {
 	case cl.Paused && !tr.paused:
 		tr.log.Info("topic paused: claims stopped until it is resumed")

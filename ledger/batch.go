@@ -56,7 +56,7 @@ func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
 		q := "UPDATE `" + l.ledgerTable + "` SET" +
 			" state = CASE WHEN attempt > 1 THEN '" + StateRetrying + "' ELSE '" + StateScheduled + "' END," +
 			" lease_until = CASE WHEN attempt > 1 THEN run_at ELSE " + strconv.FormatInt(NeverStale, 10) + " END," +
-			" attempt = attempt - 1, worker = '', updated_at = ?" +
+			" attempt = attempt - 1, worker = '" + waitingWorker + "', updated_at = ?" +
 			" WHERE " + l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
 		vars := append([]any{now}, refVars(refs[lo:hi], true)...)
 		return db.Exec(q, vars...).Error

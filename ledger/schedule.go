@@ -35,8 +35,8 @@ const scheduleStmtBytes = 1 << 20
 
 // scheduleRowOverhead is what a row of Schedule's INSERT costs besides its
 // id and payload, in bytes of statement text: the inlined numbers and the
-// constants.
-const scheduleRowOverhead = 128
+// constants (about 135, the worker's padding included).
+const scheduleRowOverhead = 160
 
 // scheduleColumns are the columns Schedule's INSERT writes, in the order of
 // scheduleRow.
@@ -360,7 +360,7 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			hi++
 		}
 		part := fresh[lo:hi]
-		b := make([]byte, 0, len(head)+len(part)*96)
+		b := make([]byte, 0, len(head)+len(part)*scheduleRowOverhead)
 		b = append(b, head...)
 		vars := make([]any, 0, 3*len(part))
 		for k, i := range part {
@@ -379,7 +379,7 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			b = strconv.AppendInt(b, runAt, 10)
 			b = append(b, ",0,"...)
 			b = strconv.AppendInt(b, NeverStale, 10)
-			b = append(b, ",'','"+StateScheduled+"','',"...)
+			b = append(b, ",'"+waitingWorker+"','"+StateScheduled+"','',"...)
 			b = append(b, nowText...)
 			b = append(b, ',')
 			b = append(b, nowText...)

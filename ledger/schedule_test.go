@@ -383,3 +383,64 @@ func TestSQLClockEstimate(t *testing.T) {
 		t.Fatal("a stale estimate")
 	}
 }
+
+// A scheduled row stores its worker as waitingWorker's padding, so that
+// the claim's UPDATE shrinks the row instead of growing it; every reader
+// sees "" all the same, and an unclaimed row gets the padding back.
+func TestAWaitingRowsWorkerIsPaddedAndReadsEmpty(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t", queue.NewJob{ID: "a", MaxAttempts: 3})
+		raw := func() int {
+			var n int
+			if err := db.Raw("SELECT LENGTH(worker) FROM `"+l.LedgerTable()+"` WHERE job_id = 'a'").Row().Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := raw(); n != len(waitingWorker) {
+			t.Fatalf("stored worker of a scheduled row: %d bytes, want %d", n, len(waitingWorker))
+		}
+		readers := map[string]func() string{
+			"Row": func() string { return mustRow(t, l, "t", "a").Worker },
+			"List": func() string {
+				p, err := l.List(ctx, ListFilter{Limit: 10})
+				if err != nil || len(p.Rows) != 1 {
+					t.Fatalf("List: %v, %d rows", err, len(p.Rows))
+				}
+				return p.Rows[0].Worker
+			},
+			"RowsOf": func() string {
+				m, err := l.RowsOf(ctx, "t", []string{"a"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m["a"].Worker
+			},
+			"Scheduled": func() string {
+				rows, err := l.Scheduled(ctx, "t", Cursor{}, 1<<62, 10)
+				if err != nil || len(rows) != 1 {
+					t.Fatalf("Scheduled: %v, %d rows", err, len(rows))
+				}
+				return rows[0].Worker
+			},
+		}
+		for name, read := range readers {
+			if w := read(); w != "" {
+				t.Errorf("%s reads a scheduled row's worker as %q, want \"\"", name, w)
+			}
+		}
+		claim := claimOf(t, l, "t", "a")
+		mustRecord(t, l, "w:1", claim)
+		if w := mustRow(t, l, "t", "a").Worker; w != "w:1" {
+			t.Errorf("claimed row's worker %q, want w:1", w)
+		}
+		if err := l.Unclaim(ctx, []queue.Ref{claim.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		if n := raw(); n != len(waitingWorker) {
+			t.Errorf("stored worker of an unclaimed row: %d bytes, want %d", n, len(waitingWorker))
+		}
+	})
+}

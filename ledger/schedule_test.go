@@ -394,7 +394,7 @@ func TestAWaitingRowsWorkerIsPaddedAndReadsEmpty(t *testing.T) {
 		mustSchedule(t, l, "t", queue.NewJob{ID: "a", MaxAttempts: 3})
 		raw := func() int {
 			var n int
-			if err := db.Raw("SELECT LENGTH(worker) FROM `"+l.LedgerTable()+"` WHERE job_id = 'a'").Row().Scan(&n); err != nil {
+			if err := db.Raw("SELECT LENGTH(worker) FROM `" + l.LedgerTable() + "` WHERE job_id = 'a'").Row().Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			return n

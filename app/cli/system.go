@@ -118,9 +118,11 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			SweepSpec:     cfg.Orders.SweeperSpec,
 			SweepGrace:    cfg.Orders.SweeperGrace,
 			SweepLockTTL:  cfg.Orders.SweeperLockTTL,
-			OnSweep:       s.obs.metrics.OrderSweep,
-			MaxAttempts:   cfg.Queue.DefaultMaxAttempts,
-			Logger:        log,
+			OnSweep: func(rep orderclose.SweepReport, ran bool, err error) {
+				s.obs.metrics.OrderSweep(rep.Enqueued, rep.Start.Add(rep.Duration), ran, err)
+			},
+			MaxAttempts: cfg.Queue.DefaultMaxAttempts,
+			Logger:      log,
 		})
 		if err != nil {
 			return nil, err

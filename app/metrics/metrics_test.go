@@ -14,7 +14,6 @@ import (
 
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -279,7 +278,7 @@ func TestRecoveryMetrics(t *testing.T) {
 func TestOrderSweepMetrics(t *testing.T) {
 	m := metrics.New(testenv.QuietLogger())
 	start := time.Unix(1700000000, 0)
-	m.OrderSweep(orderclose.SweepReport{Start: start, Duration: time.Second, Enqueued: 3}, true, nil)
+	m.OrderSweep(3, start.Add(time.Second), true, nil)
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -305,10 +304,10 @@ func TestOrderSweepMetrics(t *testing.T) {
 			t.Errorf("before more sweeps: sweeps{result=%s} = %v, want %v", result, got, want)
 		}
 	}
-	m.OrderSweep(orderclose.SweepReport{Start: start.Add(time.Minute), Duration: time.Second}, true, nil)
-	m.OrderSweep(orderclose.SweepReport{Start: start.Add(2 * time.Minute), Enqueued: 2}, true, errors.New("sql down"))
-	m.OrderSweep(orderclose.SweepReport{Start: start.Add(3 * time.Minute)}, false, errors.New("redis down"))
-	m.OrderSweep(orderclose.SweepReport{Start: start.Add(4 * time.Minute), HeldBy: "h:1"}, false, nil)
+	m.OrderSweep(0, start.Add(time.Minute+time.Second), true, nil)
+	m.OrderSweep(2, start.Add(2*time.Minute), true, errors.New("sql down"))
+	m.OrderSweep(0, start.Add(3*time.Minute), false, errors.New("redis down"))
+	m.OrderSweep(0, start.Add(4*time.Minute), false, nil) // another process held the lock
 	for result, want := range map[string]float64{"ok": 2, "skipped": 1, "failed": 2} {
 		if got := value(t, m, "delayq_orderclose_sweeps_total", map[string]string{"result": result}); got != want {
 			t.Errorf("sweeps{result=%s} = %v, want %v", result, got, want)

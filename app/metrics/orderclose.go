@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/delayq/delayq/jobs/orderclose"
 )
 
 // Sweep results, the values of delayq_orderclose_sweeps_total's result
@@ -42,10 +40,13 @@ func newSweepMetrics() sweepMetrics {
 	}
 }
 
-// OrderSweep takes a sweep's outcome (orderclose.Config.OnSweep): it
-// counts the sweep by result and the close jobs it enqueued, and a sweep
-// that ran without errors moves the last success time on.
-func (m *Metrics) OrderSweep(rep orderclose.SweepReport, ran bool, err error) {
+// OrderSweep takes a sweep's outcome (the program passes on the orders
+// module's report, so that metrics does not depend on the module): the
+// close jobs it enqueued, when it ended, whether it ran (false: another
+// process held the sweeper lock) and its error. It counts the sweep by
+// result and the close jobs it enqueued, and a sweep that ran without
+// errors moves the last success time on.
+func (m *Metrics) OrderSweep(enqueued int, ended time.Time, ran bool, err error) {
 	s := &m.sweep
 	switch {
 	case err != nil:
@@ -54,12 +55,12 @@ func (m *Metrics) OrderSweep(rep orderclose.SweepReport, ran bool, err error) {
 		s.sweeps.WithLabelValues(sweepSkipped).Inc()
 	default:
 		s.sweeps.WithLabelValues(sweepOK).Inc()
-		s.lastSuccess.Set(float64(rep.Start.Add(rep.Duration).UnixNano()) / 1e9)
+		s.lastSuccess.Set(float64(ended.UnixNano()) / 1e9)
 		m.sweepSucceeded.Add(1)
 	}
 	// A failed sweep may have enqueued some pages before it failed.
-	if rep.Enqueued > 0 {
-		s.enqueued.Add(float64(rep.Enqueued))
+	if enqueued > 0 {
+		s.enqueued.Add(float64(enqueued))
 	}
 }
 

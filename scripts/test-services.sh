@@ -94,6 +94,31 @@ wait_until() {
 # ---- apt -------------------------------------------------------------------
 
 APT_UPDATED=no
+# apt_locked CMD...: run an apt-get command, waiting while another apt or
+# dpkg (unattended-upgrades on a fresh machine, a second test run) holds
+# its lock: up to 10 minutes, then it fails as apt-get did.
+apt_locked() {
+	local tries=0 err rc
+	err=$(mktemp)
+	while true; do
+		rc=0
+		"$@" -o DPkg::Lock::Timeout=60 2>"$err" || rc=$?
+		cat "$err" >&2
+		if ((rc == 0)); then
+			rm -f "$err"
+			return 0
+		fi
+		# apt waits for dpkg's lock itself (Lock::Timeout), not always
+		# for the package lists' lock: that one is retried here.
+		if ! grep -q 'Could not get lock' "$err" || ((++tries >= 60)); then
+			rm -f "$err"
+			return 1
+		fi
+		log "apt: another package manager holds the lock; waiting (try $tries of 60)"
+		sleep 10
+	done
+}
+
 # apt_install SERVICE PACKAGE...: install packages, or die naming SERVICE.
 apt_install() {
 	local service=$1
@@ -104,11 +129,11 @@ apt_install() {
 	export DEBIAN_FRONTEND=noninteractive
 	if [[ $APT_UPDATED == no ]]; then
 		log "apt-get update"
-		apt-get update -qq || die "$service: apt-get update failed"
+		apt_locked apt-get update -qq || die "$service: apt-get update failed"
 		APT_UPDATED=yes
 	fi
 	log "$service: apt-get install $*"
-	apt-get install -y -qq --no-install-recommends \
+	apt_locked apt-get install -y -qq --no-install-recommends \
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold "$@" >&2 ||
 		die "$service: apt-get install $* failed"
 }

@@ -31,6 +31,26 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 	return nil
 }
 
+// DropClaim deletes the row of one claim if it is still that claim's:
+// in_progress, at ref's attempt, written by worker (queue.Ledger). Fenced
+// on the claim itself, not only its attempt: a release gives the attempt
+// back (Unclaim), so another claim's waiting row can carry the same one.
+func (l *Ledger) DropClaim(ctx context.Context, ref queue.Ref, worker string) error {
+	if err := checkKey(ref.Topic, ref.ID); err != nil {
+		return fmt.Errorf("ledger: drop claim: %w", err)
+	}
+	err := l.commit(ctx, l.inBatches(1, 5, 0, rowBytes, func(db *gorm.DB, _, _ int) error {
+		return db.Table(l.ledgerTable).
+			Where("topic = ? AND job_id = ? AND attempt = ? AND worker = ? AND state = ?",
+				ref.Topic, ref.ID, ref.Attempt, worker, StateInProgress).
+			Delete(&Entry{}).Error
+	}))
+	if err != nil {
+		return fmt.Errorf("ledger: drop the claim of %s/%s at attempt %d: %w", ref.Topic, ref.ID, ref.Attempt, err)
+	}
+	return nil
+}
+
 // Unclaim hands the rows of released claims of durable topics back to
 // waiting, in one statement: the attempt given back (one less), state
 // scheduled when that leaves 0 and retrying otherwise, lease_until =

@@ -43,7 +43,8 @@
 // one with a TxEnqueuer, so that business rows and their jobs commit
 // together; see ExampleLedger_Transaction. Scheduled, ScheduledCounts and
 // SQLNow are the relay's reads; Unclaim hands a released claim's row back to
-// waiting.
+// waiting, and DropClaim deletes the row of a stalled claim whose job is
+// dead or settled elsewhere.
 //
 // # Exactly once: transactional completion
 //

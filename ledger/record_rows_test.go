@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -211,6 +212,38 @@ func TestRecordKeepsTheNewerClaim(t *testing.T) {
 			if got := mustRow(t, l, "t", c.id); got.Attempt != 3 || got.Worker != "w:next" || got.LeaseUntil != 3_000 {
 				t.Errorf("%s after a newer claim: attempt %d worker %s lease %d, want 3 w:next 3000",
 					c.id, got.Attempt, got.Worker, got.LeaseUntil)
+			}
+		}
+	})
+}
+
+// DropClaim deletes a claim's row only while it is that claim's: in
+// progress, at its attempt, by its worker.
+func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		claim := func(id string) *queue.Job {
+			return &queue.Job{Topic: "t", ID: id, Payload: []byte("p"), Attempt: 2, MaxAttempts: 5,
+				RunAt: fixedNow.UnixMilli(), LeaseUntil: fixedNow.UnixMilli() + 1_000}
+		}
+		mustRecord(t, l, "w:a", claim("mine"), claim("other-attempt"), claim("retrying"))
+		mustRecord(t, l, "w:b", claim("other-worker"))
+		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "retrying", Attempt: 2},
+			RunAt: fixedNow.UnixMilli(), LeaseUntil: fixedNow.UnixMilli() + 1_000, Error: "boom"}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			id      string
+			attempt int
+			gone    bool
+		}{{"mine", 2, true}, {"other-attempt", 1, false}, {"other-worker", 2, false}, {"retrying", 2, false}} {
+			if err := l.DropClaim(ctx, queue.Ref{Topic: "t", ID: c.id, Attempt: c.attempt}, "w:a"); err != nil {
+				t.Fatal(err)
+			}
+			_, err := l.Row(ctx, "t", c.id)
+			if gone := errors.Is(err, ErrNotFound); gone != c.gone {
+				t.Errorf("%s: row dropped %v (%v), want %v", c.id, gone, err, c.gone)
 			}
 		}
 	})

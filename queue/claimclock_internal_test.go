@@ -86,11 +86,11 @@ func TestAStallBeforeTheClaimsReplyDoesNotRunAnExpiredLease(t *testing.T) {
 	}
 }
 
-// clockSeen keeps a tight offset through a claim whose reply came late,
+// redisClock.seen keeps a tight offset through a claim whose reply came late,
 // and moves to the ahead end of a claim's range when the offset falls out
 // of it.
 func TestClockSeenKeepsTheTightestOffset(t *testing.T) {
-	w := &Worker{}
+	var clk redisClock
 	at := func(us int64) time.Time { return time.UnixMicro(us) }
 	const redisNow = 1_000_000_000
 	for _, c := range []struct {
@@ -103,8 +103,8 @@ func TestClockSeenKeepsTheTightestOffset(t *testing.T) {
 		{"a late reply: kept", 999_000_000, 1_001_500_000, 1_000_000 - 40},
 		{"a clock step: the ahead end", 998_000_000, 998_000_100, 2_000_000},
 	} {
-		w.clockSeen(redisNow, at(c.sent), at(c.replied))
-		if got := w.clockOffset.Load(); got != c.want {
+		clk.seen(redisNow, at(c.sent), at(c.replied))
+		if got := clk.offset.Load(); got != c.want {
 			t.Errorf("%s: offset %d µs, want %d", c.what, got, c.want)
 		}
 	}

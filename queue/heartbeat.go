@@ -44,7 +44,10 @@ func (w *Worker) beat(detached context.Context) {
 		}
 		o.Unsettled(w.cfg.ID, n)
 	}
+	// The ledger's lease_until of a group of topics is the latest of their
+	// Redis deadlines: later, never earlier, than Redis's own.
 	byLease := make(map[time.Duration][]Ref)
+	until := make(map[time.Duration]int64)
 	for topic, tr := range w.topics {
 		refs := tr.leasedRefs(unsettled[topic])
 		if len(refs) == 0 {
@@ -57,11 +60,12 @@ func (w *Worker) beat(detached context.Context) {
 		}
 		tr.extended(refs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
 		byLease[tr.cfg.Lease] = append(byLease[tr.cfg.Lease], refs...)
+		until[tr.cfg.Lease] = max(until[tr.cfg.Lease], deadline)
 	}
 	// A row whose ledger step is done already (a completed job's row
 	// deleted) is not there to extend: a no-op.
 	for lease, refs := range byLease {
-		if err := w.ledgerWatch.result(w.cfg.Ledger.Extend(ctx, refs, w.redisNow()+lease.Milliseconds())); err != nil {
+		if err := w.ledgerWatch.result(w.cfg.Ledger.Extend(ctx, refs, until[lease])); err != nil {
 			logFailure(w.log, err, "heartbeat: extending ledger leases failed")
 		}
 	}

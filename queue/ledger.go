@@ -25,6 +25,13 @@ type Ledger interface {
 	Record(ctx context.Context, jobs []*Job, worker string) error
 	// Complete deletes the rows of finished jobs.
 	Complete(ctx context.Context, refs []Ref) error
+	// DropClaim deletes the row of one claim if it is still that claim's
+	// row: in progress, at ref's attempt, written by worker. The worker
+	// calls it for a claim whose lease ran out before its handler started
+	// once Redis shows the job dead or settled: a worker that stalled
+	// between its claim and its record wrote the row after another worker
+	// had the job, and left it would outlive the job.
+	DropClaim(ctx context.Context, ref Ref, worker string) error
 	// Unclaim hands the rows of released jobs of durable topics back to
 	// waiting: attempt given back (one less), scheduled when that is 0,
 	// retrying otherwise. A durable job's row is its only durable copy, so

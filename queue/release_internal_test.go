@@ -35,6 +35,12 @@ func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	return nil
 }
 
+// DropClaim deletes a row at the claim's attempt (memLedger keeps no
+// worker or state).
+func (m *memLedger) DropClaim(ctx context.Context, r Ref, worker string) error {
+	return m.Complete(ctx, []Ref{r})
+}
+
 // Unclaim hands rows back as the ledger does: attempt one less, fenced.
 func (m *memLedger) Unclaim(ctx context.Context, refs []Ref) error {
 	m.mu.Lock()

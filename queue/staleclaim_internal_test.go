@@ -9,8 +9,9 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// claimSuperseded tells a claim that lost its job for good from one that
-// may still own it, from what Redis holds.
+// claimSuperseded tells a claim whose job is dead or settled from one
+// whose job lives on (its row is then rewritten by the next claim), from
+// what Redis holds.
 func TestClaimSupersededReadsRedis(t *testing.T) {
 	c, _ := idleWorker(t, &memLedger{rows: map[string]int{}})
 	ctx := testenv.Context(t)
@@ -31,7 +32,14 @@ func TestClaimSupersededReadsRedis(t *testing.T) {
 		}
 	}
 	check("its own claim", ref, false)
-	check("an older claim", Ref{Topic: "t", ID: "j", Attempt: ref.Attempt - 1}, true)
+	check("a job that lives on, claimed again", Ref{Topic: "t", ID: "j", Attempt: ref.Attempt - 1}, false)
+	if err := c.rdb.ZAdd(ctx, k.dead, redis.Z{Score: 1, Member: "j"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check("a dead job (its envelope kept)", ref, true)
+	if err := c.rdb.Del(ctx, k.dead).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.rdb.HDel(ctx, k.job, "j").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,8 @@ type topicRunner struct {
 	// before the first): prefetch only while they are quick.
 	runNanos atomic.Int64
 
+	clock redisClock // Redis's clock, as this topic's claims tell it
+
 	// mu guards active, queued and the LeaseUntil of queued jobs: the
 	// heartbeat renews the leases of both.
 	mu     sync.Mutex
@@ -212,7 +214,7 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	// at replyAt is at least cl.nowMicros: holds measured from here err
 	// late, never early (holdUntilDue).
 	replyAt := time.Now()
-	tr.w.clockSeen(cl.nowMicros, sentAt, replyAt)
+	tr.clock.seen(cl.nowMicros, sentAt, replyAt)
 	switch {
 	case cl.Paused && !tr.paused:
 		tr.log.Info("topic paused: claims stopped until it is resumed")
@@ -452,7 +454,7 @@ func (tr *topicRunner) holdStart(ctx context.Context, claimedAt int64) {
 	if tr.cfg.RateLimit <= 0 || tr.cfg.RateStartLag <= 0 {
 		return
 	}
-	wait := time.Duration(claimedAt-tr.w.redisNow())*time.Millisecond + tr.cfg.RateStartLag
+	wait := time.Duration(claimedAt-tr.clock.now())*time.Millisecond + tr.cfg.RateStartLag
 	if wait <= 0 {
 		return
 	}
@@ -545,7 +547,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.mu.Lock()
 	delete(tr.queued, ref)
 	leaseUntil := j.LeaseUntil
-	if tr.w.untilRedis(leaseUntil) <= 0 {
+	if tr.clock.until(leaseUntil) <= 0 {
 		tr.mu.Unlock()
 		// The lease ran out before the handler could start (a stalled
 		// process): another worker may own the job now. Leave it to the
@@ -558,7 +560,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		return
 	}
 	a := &activeJob{deadline: leaseUntil, began: time.Now(),
-		timer: time.AfterFunc(tr.w.untilRedis(leaseUntil), func() { cancel(ErrLeaseExpired) })}
+		timer: time.AfterFunc(tr.clock.until(leaseUntil), func() { cancel(ErrLeaseExpired) })}
 	tr.active[ref] = a
 	tr.mu.Unlock()
 	if tr.cfg.Timeout > 0 {
@@ -567,7 +569,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		defer c()
 	}
 
-	late := time.Duration(tr.w.redisNow()-j.RunAt) * time.Millisecond
+	late := time.Duration(tr.clock.now()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
 	err := runHandler(ctx, tr.h, j)
@@ -596,31 +598,31 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 }
 
 // dropSuperseded deletes the ledger row of a claim whose lease ran out
-// before its handler started, once Redis shows another claim took or
-// settled the job (Client.claimSuperseded). A worker that stalled between
-// its claim and its record wrote that row after the other worker's: left,
-// it would outlive the job (found dead in Redis, the recoverer keeps it
-// forever; settled, the recoverer runs the job again). The delete is
-// fenced by the claim's attempt (Record never rolls a newer claim's row
-// back), so a newer claim's row stays. On an error the row stays: the
-// recoverer's rules apply to it, as before.
+// before its handler started, once Redis shows the job dead or settled
+// (Client.claimSuperseded). A worker that stalled between its claim and
+// its record wrote that row after another worker had the job: left, it
+// would outlive the job (dead in Redis, the recoverer keeps it forever;
+// settled, the recoverer runs the job again). The delete is fenced on the
+// claim itself (Ledger.DropClaim: attempt, worker, in progress), so no
+// other claim's row goes. On an error the row stays: the recoverer's rules
+// apply to it, as before.
 func (tr *topicRunner) dropSuperseded(detached context.Context, j *Job) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	log := tr.w.jobLog(j)
 	gone, err := tr.w.c.claimSuperseded(ctx, j.Ref())
 	if err = tr.w.redisWatch.result(err); err != nil {
-		log.WithError(err).Warn("could not tell whether another claim has the job: its ledger row stays")
+		log.WithError(err).Warn("could not tell whether the job is dead or settled: its ledger row stays")
 		return
 	}
 	if !gone {
 		return
 	}
-	if err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.Complete(ctx, []Ref{j.Ref()})); err != nil {
+	if err := tr.w.ledgerWatch.result(tr.w.cfg.Ledger.DropClaim(ctx, j.Ref(), tr.w.cfg.ID)); err != nil {
 		log.WithError(err).Warn("dropping the ledger row of a superseded claim failed")
 		return
 	}
-	log.Info("another claim has had the job: this claim's ledger row dropped")
+	log.Info("the job is dead or settled elsewhere: this claim's ledger row dropped")
 }
 
 // settle decides what a handler's result means and queues it for the
@@ -641,14 +643,14 @@ func (tr *topicRunner) settle(j *Job, err error) {
 	}
 	if errors.Is(err, ErrSkipRetry) || j.Attempt >= maxAttempts {
 		log.Error("job failed for good: dead")
-		tr.w.completer.add(deadOutcome(j, err, tr.w.redisNow()))
+		tr.w.completer.add(deadOutcome(j, err, tr.clock.now()))
 		return
 	}
-	runAt := tr.w.redisNow() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
+	runAt := tr.clock.now() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
 	var ra *retryAt
 	if errors.As(err, &ra) {
 		if ra.at.IsZero() {
-			runAt = tr.w.redisNow() + ra.delay.Milliseconds()
+			runAt = tr.clock.now() + ra.delay.Milliseconds()
 		} else {
 			runAt = ra.at.UnixMilli()
 		}
@@ -689,7 +691,7 @@ func (tr *topicRunner) leasedRefs(unsettled []Ref) []Ref {
 // lease of the id), so its job keeps its old deadline and its handler's
 // context ends there, or it does not start.
 func (tr *topicRunner) extended(refs []Ref, now, deadline int64) {
-	d := tr.w.untilRedis(deadline)
+	d := tr.clock.until(deadline)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for _, r := range refs {

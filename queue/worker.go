@@ -28,13 +28,8 @@ type Worker struct {
 	cfg WorkerConfig
 	log logrus.FieldLogger
 
-	topics map[string]*topicRunner
-	// clockOffset is Redis's clock minus the local clock, in µs, as the
-	// claims tell it (clockSeen): due times and leases are Redis times.
-	clockOffset atomic.Int64
-	clockMu     sync.Mutex
-	clockKnown  bool // guarded by clockMu
-	completer   *completer
+	topics    map[string]*topicRunner
+	completer *completer
 	// redisWatch and ledgerWatch follow the two stores' outages: after a
 	// failed call the completer and the fetchers wait on them, and resume
 	// as soon as the store answers again (outage.go).
@@ -153,34 +148,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-completerDone
 	w.log.Info("worker stopped")
 	return nil
-}
-
-// clockSeen narrows clockOffset with a claim's clock: Redis read its clock
-// (nowMicros) after the claim was sent and before its reply was read, so
-// the offset lies between nowMicros - replyAt and nowMicros - sentAt. An
-// estimate inside that range is kept (a tight one from an earlier claim
-// stays tight); one outside it, or none yet, becomes the upper end, which
-// errs ahead of Redis, never behind. Taking the lower end, as the worker
-// once did, ran behind Redis by however long the process stalled before it
-// read a reply (a pause, a GC, a slow reply): a lease that ran out during
-// the stall still looked valid, and the handler ran beside the worker that
-// had claimed the job again.
-func (w *Worker) clockSeen(nowMicros int64, sentAt, replyAt time.Time) {
-	lo, hi := nowMicros-replyAt.UnixMicro(), nowMicros-sentAt.UnixMicro()
-	w.clockMu.Lock()
-	defer w.clockMu.Unlock()
-	if o := w.clockOffset.Load(); !w.clockKnown || o < lo || o > hi {
-		w.clockOffset.Store(hi)
-	}
-	w.clockKnown = true
-}
-
-// redisNow estimates Redis's clock in Unix ms (clockSeen).
-func (w *Worker) redisNow() int64 { return (time.Now().UnixMicro() + w.clockOffset.Load()) / 1000 }
-
-// untilRedis is how long from now until Redis time ms, on the local clock.
-func (w *Worker) untilRedis(ms int64) time.Duration {
-	return time.Duration(ms-w.redisNow()) * time.Millisecond
 }
 
 // opTimeout bounds one Redis or ledger call of the runtime.

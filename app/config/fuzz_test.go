@@ -84,6 +84,7 @@ type nopLedger struct{}
 func (nopLedger) Record(context.Context, []*queue.Job, string) error       { return nil }
 func (nopLedger) Complete(context.Context, []queue.Ref) error              { return nil }
 func (nopLedger) Unclaim(context.Context, []queue.Ref) error               { return nil }
+func (nopLedger) DropClaim(context.Context, queue.Ref, string) error       { return nil }
 func (nopLedger) Extend(context.Context, []queue.Ref, int64) error         { return nil }
 func (nopLedger) MarkRetrying(context.Context, []queue.RetryRequest) error { return nil }
 func (nopLedger) Bury(context.Context, []queue.DeadJob) error              { return nil }

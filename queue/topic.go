@@ -377,7 +377,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 		tr.queued[j.Ref()] = j
 	}
 	tr.mu.Unlock()
-	tr.holdStart(ctx, cc.now)
+	tr.holdStart(ctx, cc)
 	var early []*Job
 	for _, j := range jobs {
 		if j.RunAt > cc.now {
@@ -448,13 +448,15 @@ func (c claimClock) at(ms int64) time.Time {
 // holdStart waits, on a rate-limited topic, until RateStartLag after the
 // batch's claim (Redis's clock), so that its handlers start at the claims'
 // pacing however long its ledger write took (TopicConfig.RateStartLag).
-// The fetcher's shutdown waits for this goroutine, so the jobs still reach
-// the queue that shutdown hands back.
-func (tr *topicRunner) holdStart(ctx context.Context, claimedAt int64) {
+// Measured from the claim's reply (claimClock), which errs late: the
+// topic's clock estimate errs ahead, and a start measured on it came up
+// to a round trip short of the lag. The fetcher's shutdown waits for this
+// goroutine, so the jobs still reach the queue that shutdown hands back.
+func (tr *topicRunner) holdStart(ctx context.Context, cc claimClock) {
 	if tr.cfg.RateLimit <= 0 || tr.cfg.RateStartLag <= 0 {
 		return
 	}
-	wait := time.Duration(claimedAt-tr.clock.now())*time.Millisecond + tr.cfg.RateStartLag
+	wait := time.Until(cc.replyAt.Add(tr.cfg.RateStartLag))
 	if wait <= 0 {
 		return
 	}

@@ -83,16 +83,19 @@ type Entry struct {
 // order, so a grown record has to move, often splitting the page), while
 // one that shrinks or keeps its size is updated where it is. With "" every
 // durable claim grew its row by the id's length; measured, the durable
-// drain went from 0.70-0.92 of a redis topic's to 0.94-1.04
-// (docs/benchmarks.md, what one claim costs the ledger). Ids longer than
-// 32 bytes still work, at the old cost. Readers never see the padding:
-// Entry's AfterFind trims it.
+// drain went from 0.75-1.00 of a redis topic's to 0.93-1.18
+// (docs/benchmarks.md, "The placeholder worker"). Ids longer than 32
+// bytes still work, at the old cost. Readers never see the padding
+// (trimWorker).
 const waitingWorker = "                                "
 
-// AfterFind trims a waiting row's worker padding (waitingWorker): gorm
-// calls it for every Entry (and Summary) a query reads.
+// trimWorker drops a waiting row's worker padding (waitingWorker).
+func (e *Entry) trimWorker() { e.Worker = strings.TrimRight(e.Worker, " ") }
+
+// AfterFind trims the worker padding of every Entry (and Summary) a gorm
+// query reads.
 func (e *Entry) AfterFind(*gorm.DB) error {
-	e.Worker = strings.TrimRight(e.Worker, " ")
+	e.trimWorker()
 	return nil
 }
 

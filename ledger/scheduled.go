@@ -94,7 +94,7 @@ func (l *Ledger) queryEntries(ctx context.Context, q string, vars ...any) ([]Ent
 			&e.ClaimedAt, &e.LeaseUntil, &e.Worker, &e.State, &e.LastError, &e.UpdatedAt, &e.EnqueuedAt); err != nil {
 			return nil, err
 		}
-		_ = e.AfterFind(nil) // a scan by hand: gorm's hook does not run
+		e.trimWorker() // a scan by hand: gorm's AfterFind does not run
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -40,17 +40,13 @@ func (s *stallOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // was taken from the reply's arrival, it ran behind Redis by the stall and
 // ran attempt 1 on a lease that had expired.
 func TestAStallBeforeTheClaimsReplyDoesNotRunAnExpiredLease(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	c, err := New(rdb, Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, w := idleWorker(t, &memLedger{rows: map[string]int{}})
 	ctx := testenv.ContextTimeout(t, 30*time.Second)
 	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j"}); err != nil {
 		t.Fatal(err)
 	}
 	claimSHA := c.scripts.claim.Hash()
-	rdb.AddHook(&stallOnce{d: 1500 * time.Millisecond, stall: func(cmd redis.Cmder) bool {
+	c.rdb.AddHook(&stallOnce{d: 1500 * time.Millisecond, stall: func(cmd redis.Cmder) bool {
 		// A claim that handed out a job: its reply's fourth value lists
 		// the claimed jobs.
 		a := cmd.Args()
@@ -64,10 +60,6 @@ func TestAStallBeforeTheClaimsReplyDoesNotRunAnExpiredLease(t *testing.T) {
 		jobs, _ := reply[3].([]any)
 		return len(jobs) > 0
 	}})
-	w, err := NewWorker(c, WorkerConfig{Ledger: &memLedger{rows: map[string]int{}}, Logger: testenv.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ran := make(chan int, 4)
 	if err := w.Handle("t", HandlerFunc(func(_ context.Context, j *Job) error {
 		ran <- j.Attempt

@@ -44,10 +44,14 @@ func (w *Worker) beat(detached context.Context) {
 		}
 		o.Unsettled(w.cfg.ID, n)
 	}
-	// The ledger's lease_until of a group of topics is the latest of their
-	// Redis deadlines: later, never earlier, than Redis's own.
-	byLease := make(map[time.Duration][]Ref)
-	until := make(map[time.Duration]int64)
+	// One ledger statement per lease length; a group's lease_until is the
+	// latest of its topics' Redis deadlines: later, never earlier, than
+	// Redis's own.
+	type group struct {
+		refs  []Ref
+		until int64
+	}
+	byLease := make(map[time.Duration]*group)
 	for topic, tr := range w.topics {
 		refs := tr.leasedRefs(unsettled[topic])
 		if len(refs) == 0 {
@@ -59,13 +63,18 @@ func (w *Worker) beat(detached context.Context) {
 			continue
 		}
 		tr.extended(refs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
-		byLease[tr.cfg.Lease] = append(byLease[tr.cfg.Lease], refs...)
-		until[tr.cfg.Lease] = max(until[tr.cfg.Lease], deadline)
+		g := byLease[tr.cfg.Lease]
+		if g == nil {
+			g = &group{}
+			byLease[tr.cfg.Lease] = g
+		}
+		g.refs = append(g.refs, refs...)
+		g.until = max(g.until, deadline)
 	}
 	// A row whose ledger step is done already (a completed job's row
 	// deleted) is not there to extend: a no-op.
-	for lease, refs := range byLease {
-		if err := w.ledgerWatch.result(w.cfg.Ledger.Extend(ctx, refs, until[lease])); err != nil {
+	for _, g := range byLease {
+		if err := w.ledgerWatch.result(w.cfg.Ledger.Extend(ctx, g.refs, g.until)); err != nil {
 			logFailure(w.log, err, "heartbeat: extending ledger leases failed")
 		}
 	}

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -12,8 +11,7 @@ import (
 // so each topic keeps its own).
 type redisClock struct {
 	offset atomic.Int64 // Redis's clock minus the local clock, µs
-	mu     sync.Mutex
-	known  bool // guarded by mu
+	known  bool         // seen has run; only the topic's fetcher reads or writes it
 }
 
 // seen narrows the offset with a claim's clock: Redis read its clock
@@ -25,11 +23,9 @@ type redisClock struct {
 // once did, ran behind Redis by however long the process stalled before it
 // read a reply (a pause, a GC, a slow reply): a lease that ran out during
 // the stall still looked valid, and the handler ran beside the worker that
-// had claimed the job again.
+// had claimed the job again. Only the topic's fetcher calls it.
 func (c *redisClock) seen(nowMicros int64, sentAt, replyAt time.Time) {
 	lo, hi := nowMicros-replyAt.UnixMicro(), nowMicros-sentAt.UnixMicro()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if o := c.offset.Load(); !c.known || o < lo || o > hi {
 		c.offset.Store(hi)
 	}

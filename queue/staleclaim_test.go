@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -100,24 +101,21 @@ func TestAStalledClaimLeavesNoRowBehind(t *testing.T) {
 			}
 
 			close(stalled.gate)
-			<-stalled.landed
+			select {
+			case <-stalled.landed:
+			case <-ctx.Done():
+				t.Fatal("the stalled record never landed")
+			}
 			testenv.WaitFor(ctx, t, "the stalled claim's ledger row dropped", func() bool {
 				_, err := e.led.Row(ctx, "t", "j")
 				return errors.Is(err, ledger.ErrNotFound)
 			}, func() string {
 				r, err := e.led.Row(testenv.Context(t), "t", "j")
-				return "row " + r.Worker + " " + r.State + " " + errString(err)
+				return fmt.Sprintf("row %s %s, %v", r.Worker, r.State, err)
 			})
 			if n := ranStalled.Load(); n != 0 {
 				t.Errorf("the stalled worker ran the job %d times after its lease ran out", n)
 			}
 		})
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "<nil>"
-	}
-	return err.Error()
 }

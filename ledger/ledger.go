@@ -59,6 +59,12 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 	if opts.MaxPlaceholders == 0 {
 		opts.MaxPlaceholders = d.maxVars
 	}
+	if d.name != "mysql" {
+		// SQLite has one writer: a second commit in flight only waits on
+		// the busy timeout instead of in the batcher, and on a loaded host
+		// it can wait out the timeout and fail (SQLITE_BUSY).
+		opts.GroupCommitDepth = 1
+	}
 	l := &Ledger{
 		// Each write is one statement, atomic on its own: gorm's default
 		// BEGIN/COMMIT around it would only triple the round trips.

@@ -41,7 +41,8 @@ type Options struct {
 	// once: with 2, the writes that arrive while one commit waits for the
 	// disk start the next at once instead of waiting for it, which halves
 	// what a record waits under load for a few more commits (docs/design.md
-	// §4.5). 0 means DefaultGroupCommitDepth; at most 16.
+	// §4.5). 0 means DefaultGroupCommitDepth; at most 16. On SQLite,
+	// which has one writer, it is always 1.
 	GroupCommitDepth int
 }
 

@@ -131,7 +131,8 @@ type SQL struct {
 	// never. Default 5ms.
 	GroupLinger time.Duration `koanf:"group_linger"`
 	// GroupCommitDepth is how many grouped commits may be in flight at
-	// once (ledger.Options.GroupCommitDepth), 1-16. Default 2.
+	// once (ledger.Options.GroupCommitDepth), 1-16. Default 2. SQLite
+	// has one writer: the ledger uses 1 there whatever this says.
 	GroupCommitDepth int `koanf:"group_commit_depth"`
 }
 

@@ -240,8 +240,13 @@ func TestFaultDurableRedisWiped(t *testing.T) {
 	if len(overdue) == 0 {
 		t.Error("no job fell due during the outage")
 	}
-	if o.max > 2000 {
-		t.Errorf("a job due when Redis came back started %d ms after the restart, want within 2 s", o.max)
+	// The reload after the loss is what runs these jobs (the reload count
+	// below, and the effects above, fail when it never comes). How soon is
+	// a figure of the host, logged above: 0.5-0.85 s alone, 2.1-2.8 s
+	// beside a second race-built suite. The bound only catches a reload
+	// left seconds behind the restart.
+	if o.max > 5000 {
+		t.Errorf("a job due when Redis came back started %d ms after the restart, want within 5 s", o.max)
 	}
 	reloads := 0
 	for _, w := range workers {

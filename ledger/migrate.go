@@ -2,44 +2,320 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"sort"
+	"time"
+
+	"gorm.io/gorm"
 )
 
-// Migrate creates the ledger's tables (in-flight, dead letters, topic
-// state, the periodic schedules' ticks), or brings existing ones up to the
-// models, with gorm's AutoMigrate. On MySQL the tables are InnoDB, utf8mb4
-// with a binary collation, exactly as deployments/mysql/schema.sql creates
-// them (a test keeps the two in agreement), so either way of creating them
-// gives the same schema and Migrate over schema.sql changes nothing.
+// How a migration came to be recorded in the schema version table.
+const (
+	// MigrationApplied: Migrate ran its statements.
+	MigrationApplied = "applied"
+	// MigrationFound: the database had the step already, made by a release
+	// before schema versions (gorm's AutoMigrate, or an earlier
+	// deployments/mysql/schema.sql); Migrate recorded it without running
+	// anything.
+	MigrationFound = "found"
+	// MigrationSchemaFile: deployments/mysql/schema.sql created it.
+	MigrationSchemaFile = "schema.sql"
+)
+
+// migrateLockWait is how long Migrate waits for another process's Migrate
+// on the same tables before it gives up.
+const migrateLockWait = 60 * time.Second
+
+// MigrationState is one migration as a database has it.
+type MigrationState struct {
+	Version int    `json:"version"`
+	Name    string `json:"name"`
+	// Applied is false for a migration the database still lacks.
+	Applied bool `json:"applied"`
+	// How is MigrationApplied, MigrationFound or MigrationSchemaFile; ""
+	// while not applied.
+	How string `json:"how,omitempty"`
+	// AppliedAt is when it was recorded (zero while not applied).
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+}
+
+// SchemaStatus says where a database's ledger schema stands.
+type SchemaStatus struct {
+	// Version is the highest version up to which every migration is
+	// applied: 0 on an empty database.
+	Version int `json:"version"`
+	// Latest is the highest version this build knows.
+	Latest int `json:"latest"`
+	// Migrations lists every migration this build knows, in order.
+	Migrations []MigrationState `json:"migrations"`
+	// Unknown lists versions the database has recorded that this build
+	// does not know: a newer release migrated it. Migrations only add, so
+	// this build still runs on it.
+	Unknown []int `json:"unknown,omitempty"`
+	// Untracked is true when the database has ledger tables but no
+	// version table yet (a release before schema versions made them):
+	// Migrate records what it finds and applies the rest.
+	Untracked bool `json:"untracked,omitempty"`
+}
+
+// Pending returns the migrations the database still lacks.
+func (s SchemaStatus) Pending() []MigrationState {
+	var out []MigrationState
+	for _, m := range s.Migrations {
+		if !m.Applied {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// UpToDate reports whether every migration this build knows is applied.
+func (s SchemaStatus) UpToDate() bool { return len(s.Pending()) == 0 }
+
+// SchemaVersionTable returns the name of the table that records the
+// applied migrations (dq_schema_migrations by default).
+func (l *Ledger) SchemaVersionTable() string { return l.opts.TablePrefix + "schema_migrations" }
+
+// versionTableSQL creates the schema version table.
+func (l *Ledger) versionTableSQL() string {
+	t := l.SchemaVersionTable()
+	if l.dialect.name == "mysql" {
+		return "CREATE TABLE IF NOT EXISTS `" + t + "` (\n" +
+			"  `version`    INT         NOT NULL,\n" +
+			"  `name`       VARCHAR(64) NOT NULL,\n" +
+			"  `how`        VARCHAR(16) NOT NULL,\n" +
+			"  `applied_at` BIGINT      NOT NULL,\n" +
+			"  PRIMARY KEY (`version`)\n" +
+			") " + l.dialect.tableOptions
+	}
+	return "CREATE TABLE IF NOT EXISTS `" + t + "` (`version` integer NOT NULL, `name` text NOT NULL," +
+		" `how` text NOT NULL, `applied_at` integer NOT NULL, PRIMARY KEY (`version`))"
+}
+
+// recordSQL records one migration in the version table.
+func (l *Ledger) recordSQL(m Migration, how string, at int64) string {
+	return fmt.Sprintf("INSERT INTO `%s` (version, name, how, applied_at) VALUES (%d, '%s', '%s', %d)",
+		l.SchemaVersionTable(), m.Version, m.Name, how, at)
+}
+
+// Migrate brings the database's ledger tables (in-flight, dead letters,
+// periodic ticks, topic state) up to the latest migration this build
+// knows, and records each step in the schema version table. On a database
+// made before schema versions it first records the steps the tables
+// already have (MigrationFound), keeping their rows. Safe to run again and
+// from several processes at once: they take turns (a named lock on MySQL,
+// the write lock on SQLite), and the second finds nothing to do.
+//
+// On MySQL each step's DDL commits on its own (MySQL cannot roll DDL
+// back); a step cut short is found, not run again, by the next Migrate.
+// On SQLite the whole upgrade is one transaction.
 func (l *Ledger) Migrate(ctx context.Context) error {
-	db := l.conn(ctx)
-	if l.dialect.tableOptions != "" {
-		db = db.Set("gorm:table_options", l.dialect.tableOptions)
+	migs, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return err
 	}
-	// Table() makes gorm parse the model under that name, so the index
-	// names (idx_<table>_...) follow the prefix: SQLite's index names are
-	// per database, not per table, and would collide across prefixes.
-	if err := db.Table(l.ledgerTable).AutoMigrate(&Entry{}); err != nil {
-		return fmt.Errorf("ledger: migrate %s: %w", l.ledgerTable, err)
+	done, err := l.recordedIfAny(l.conn(ctx))
+	if err != nil {
+		return err
 	}
-	if err := db.Table(l.deadTable).AutoMigrate(&DeadLetter{}); err != nil {
-		return fmt.Errorf("ledger: migrate %s: %w", l.deadTable, err)
+	if done != nil && allRecorded(done, migs) {
+		return nil // the common start: nothing to lock, nothing to write
 	}
-	if err := db.Table(l.stateTable).AutoMigrate(&TopicState{}); err != nil {
-		return fmt.Errorf("ledger: migrate %s: %w", l.stateTable, err)
+	return l.conn(ctx).Connection(func(db *gorm.DB) error {
+		if done == nil {
+			if err := db.Exec(l.versionTableSQL()).Error; err != nil {
+				return fmt.Errorf("ledger: create %s: %w", l.SchemaVersionTable(), err)
+			}
+		}
+		if l.dialect.name == "mysql" {
+			unlock, err := l.lockMigrations(ctx, db)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+			return l.migrateSteps(db, migs)
+		}
+		return db.Transaction(func(tx *gorm.DB) error {
+			// A write first, so that the transaction holds SQLite's
+			// write lock before it reads what is applied: a second
+			// process waits here (busy timeout) instead of failing to
+			// upgrade a read lock later.
+			if err := tx.Exec("DELETE FROM `" + l.SchemaVersionTable() + "` WHERE version < 0").Error; err != nil {
+				return fmt.Errorf("ledger: lock %s: %w", l.SchemaVersionTable(), err)
+			}
+			return l.migrateSteps(tx, migs)
+		})
+	})
+}
+
+func allRecorded(done map[int]MigrationState, migs []Migration) bool {
+	for _, m := range migs {
+		if _, ok := done[m.Version]; !ok {
+			return false
+		}
 	}
-	if err := db.Table(l.PeriodicTable()).AutoMigrate(&PeriodicTick{}); err != nil {
-		return fmt.Errorf("ledger: migrate %s: %w", l.PeriodicTable(), err)
+	return true
+}
+
+// migrateSteps records or applies every migration db lacks, in order.
+func (l *Ledger) migrateSteps(db *gorm.DB, migs []Migration) error {
+	done, err := l.recorded(db)
+	if err != nil {
+		return err
+	}
+	for _, m := range migs {
+		if _, ok := done[m.Version]; ok {
+			continue
+		}
+		how := MigrationApplied
+		if m.present(db.Migrator(), l.opts.TablePrefix) {
+			how = MigrationFound
+		} else {
+			for _, stmt := range m.statements(l.dialect.name, l.opts.TablePrefix) {
+				if err := db.Exec(stmt).Error; err != nil {
+					return fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
+				}
+			}
+		}
+		if err := db.Exec(l.recordSQL(m, how, l.nowMs())).Error; err != nil {
+			return fmt.Errorf("ledger: record migration %04d_%s: %w", m.Version, m.Name, err)
+		}
 	}
 	return nil
+}
+
+// lockMigrations takes a named lock, on the server, for this database's
+// tables under this prefix, on db's connection (a MySQL named lock
+// belongs to the session that took it).
+func (l *Ledger) lockMigrations(ctx context.Context, db *gorm.DB) (func(), error) {
+	// A lock name is at most 64 characters; a hash keeps any database
+	// name and prefix within it.
+	name := "SHA1(CONCAT(DATABASE(), '.', '" + l.opts.TablePrefix + "migrate'))"
+	var got sql.NullInt64
+	if err := db.Raw("SELECT GET_LOCK("+name+", ?)", int(migrateLockWait/time.Second)).Row().Scan(&got); err != nil {
+		return nil, fmt.Errorf("ledger: migrate: take the migration lock: %w", err)
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, fmt.Errorf("ledger: migrate: another process held the migration lock of %s for %s", l.SchemaVersionTable(), migrateLockWait)
+	}
+	return func() {
+		// Released with a context of its own: the caller's may be done,
+		// and a lock left behind would hold the next Migrate until this
+		// connection closes.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = db.WithContext(rctx).Exec("DO RELEASE_LOCK(" + name + ")").Error
+	}, nil
+}
+
+// recorded returns the migrations db has recorded, by version.
+func (l *Ledger) recorded(db *gorm.DB) (map[int]MigrationState, error) {
+	var rows []struct {
+		Version   int
+		Name      string
+		How       string
+		AppliedAt int64
+	}
+	if err := db.Raw("SELECT version, name, how, applied_at FROM `" + l.SchemaVersionTable() + "` ORDER BY version").
+		Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("ledger: read %s: %w", l.SchemaVersionTable(), err)
+	}
+	out := make(map[int]MigrationState, len(rows))
+	for _, r := range rows {
+		out[r.Version] = MigrationState{Version: r.Version, Name: r.Name, Applied: true, How: r.How,
+			AppliedAt: time.UnixMilli(r.AppliedAt).UTC()}
+	}
+	return out, nil
+}
+
+// recordedIfAny is recorded, or nil when db has no version table yet. It
+// asks the server first, so that a database that does not answer is an
+// error, not a missing table (gorm's HasTable says false for both).
+func (l *Ledger) recordedIfAny(db *gorm.DB) (map[int]MigrationState, error) {
+	if err := db.Exec("SELECT 1").Error; err != nil {
+		return nil, fmt.Errorf("ledger: migrations: %w", err)
+	}
+	if !db.Migrator().HasTable(l.SchemaVersionTable()) {
+		return nil, nil
+	}
+	return l.recorded(db)
+}
+
+// MigrationStatus says which migrations the database has and which it
+// lacks, without changing anything.
+func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
+	migs, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	db := l.conn(ctx)
+	st := SchemaStatus{Latest: migs[len(migs)-1].Version}
+	done, err := l.recordedIfAny(db)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	if done == nil {
+		st.Untracked = db.Migrator().HasTable(l.ledgerTable)
+	}
+	contiguous := true
+	for _, m := range migs {
+		s, ok := done[m.Version]
+		if !ok {
+			s = MigrationState{Version: m.Version, Name: m.Name}
+			contiguous = false
+		}
+		if contiguous {
+			st.Version = m.Version
+		}
+		st.Migrations = append(st.Migrations, s)
+		delete(done, m.Version)
+	}
+	for v := range done {
+		st.Unknown = append(st.Unknown, v)
+	}
+	sort.Ints(st.Unknown)
+	return st, nil
+}
+
+// MigrationSQL returns the statements Migrate would run on this database
+// now, version records included, for an operator who applies schema
+// changes by hand (delayq migrate --print). A step the database already
+// has is only recorded.
+func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
+	migs, err := loadMigrations(migrationFiles)
+	if err != nil {
+		return nil, err
+	}
+	db := l.conn(ctx)
+	done, err := l.recordedIfAny(db)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{l.versionTableSQL()}
+	for _, m := range migs {
+		if _, ok := done[m.Version]; ok {
+			continue
+		}
+		how := MigrationApplied
+		if m.present(db.Migrator(), l.opts.TablePrefix) {
+			how = MigrationFound
+		} else {
+			out = append(out, m.statements(l.dialect.name, l.opts.TablePrefix)...)
+		}
+		out = append(out, fmt.Sprintf("INSERT INTO `%s` (version, name, how, applied_at) VALUES (%d, '%s', '%s', %s)",
+			l.SchemaVersionTable(), m.Version, m.Name, how, l.dialect.now))
+	}
+	return out, nil
 }
 
 // Drop removes the ledger's tables and all they hold: the undo of
 // Migrate, for a sandbox (the benchmark) that created them under a table
 // prefix of its own.
 func (l *Ledger) Drop(ctx context.Context) error {
-	if err := l.conn(ctx).Migrator().DropTable(l.ledgerTable, l.deadTable, l.stateTable, l.PeriodicTable()); err != nil {
-		return fmt.Errorf("ledger: drop %s, %s, %s and %s: %w", l.ledgerTable, l.deadTable, l.stateTable, l.PeriodicTable(), err)
+	tables := []any{l.ledgerTable, l.deadTable, l.stateTable, l.PeriodicTable(), l.SchemaVersionTable()}
+	if err := l.conn(ctx).Migrator().DropTable(tables...); err != nil {
+		return fmt.Errorf("ledger: drop %v: %w", tables, err)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (l *Ledger) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
 	var rows []TopicState
 	if err := l.conn(ctx).Table(l.stateTable).Order("topic").Find(&rows).Error; err != nil {
 		// A deployment upgraded without its new table (auto_migrate off,
-		// upgrade-operator.sql not applied yet) has no pause either: no
+		// delayq migrate not run yet) has no pause either: no
 		// Pause can have succeeded. The relay and the recoverer read this
 		// before every reload and run and must not stop over it.
 		if isNoSuchTable(err) {

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
-
-	"github.com/delayq/delayq/internal/testenv"
 )
 
 // TestSetPaused: a pause and a resume are rows with who and when; setting
@@ -94,20 +92,4 @@ func TestSetPausedRace(t *testing.T) {
 			t.Fatalf("after the race: %+v, %v", all, err)
 		}
 	})
-}
-
-// TestUpgradeOperatorSQL: upgrade-operator.sql over the schema before it
-// gives the topic state table exactly as schema.sql has it, and running it
-// twice is harmless.
-func TestUpgradeOperatorSQL(t *testing.T) {
-	t.Parallel()
-	upgraded := testenv.MySQL(t)
-	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-operator.sql")
-	execSQLFile(t, upgraded, "../deployments/mysql/upgrade-operator.sql")
-	current := testenv.MySQL(t)
-	execSQLFile(t, current, "../deployments/mysql/schema.sql")
-	const table = "dq_topic_state"
-	if got, want := testenv.ShowCreateTable(t, upgraded, table), testenv.ShowCreateTable(t, current, table); got != want {
-		t.Errorf("%s after upgrade-operator.sql:\n%s\nschema.sql:\n%s", table, got, want)
-	}
 }

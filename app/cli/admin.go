@@ -5,40 +5,114 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 )
 
 func (a *app) migrateCmd() *cobra.Command {
-	return &cobra.Command{
+	var status, print bool
+	cmd := &cobra.Command{
 		Use:   "migrate",
-		Short: "Create or update the ledger tables, upgrading them for durable topics (and the orders tables when orders are enabled)",
-		Long: `Create the ledger tables, or bring existing ones up to date: this runs
-the ledger's Migrate, which also upgrades a ledger made before durable topics
-(the scheduled state, enqueued_at, the (state, run_at) index; the same steps
-as deployments/mysql/upgrade-durable.sql), keeping its rows. With
-orders.enabled it creates or updates the orders tables too. Safe to run again.`,
+		Short: "Apply the ledger's missing schema migrations (--status: say where the database stands)",
+		Long: `Bring the ledger tables up to the latest numbered migration this build
+knows (ledger/migrations), recording each in dq_schema_migrations. A database
+made by an earlier release, before schema versions, keeps its rows: migrate
+records the steps its tables already have and applies the rest. With
+orders.enabled it creates or updates the orders tables too. Safe to run again,
+and from several processes at once.
+
+--status changes nothing and lists every migration, applied or pending.
+--print changes nothing and prints the SQL that migrate would run now, for
+a deployment that applies schema changes by hand.`,
+		Example: `  delayq migrate
+  delayq migrate --status --json
+  delayq migrate --print > upgrade.sql`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if status && print {
+				return usageError{fmt.Errorf("--status and --print: give one of them")}
+			}
 			cfg, b, _, err := a.open(cmd)
 			if err != nil {
 				return err
 			}
 			defer b.Close()
-			if err := b.Ledger.Migrate(cmd.Context()); err != nil {
+			ctx := cmd.Context()
+			switch {
+			case print:
+				stmts, err := b.Ledger.MigrationSQL(ctx)
+				if err != nil {
+					return err
+				}
+				return a.emit(map[string]any{"statements": stmts}, func(w io.Writer) {
+					for _, s := range stmts {
+						fmt.Fprintf(w, "%s;\n", s)
+					}
+				})
+			case status:
+				st, err := b.Ledger.MigrationStatus(ctx)
+				if err != nil {
+					return err
+				}
+				return a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable())
+			}
+			if err := b.Ledger.Migrate(ctx); err != nil {
 				return err
 			}
 			if cfg.Orders.Enabled {
-				if err := migrateOrders(cmd.Context(), b); err != nil {
+				if err := migrateOrders(ctx, b); err != nil {
 					return err
 				}
 			}
-			return a.emit(map[string]any{"migrated": true}, func(w io.Writer) { fmt.Fprintln(w, "migrated") })
+			st, err := b.Ledger.MigrationStatus(ctx)
+			if err != nil {
+				return err
+			}
+			return a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable())
 		},
 	}
+	cmd.Flags().BoolVar(&status, "status", false, "list the migrations, applied and pending; change nothing")
+	cmd.Flags().BoolVar(&print, "print", false, "print the SQL migrate would run now; change nothing")
+	return cmd
+}
+
+// schemaStatusJSON is migrate's --json output.
+type schemaStatusJSON struct {
+	ledger.SchemaStatus
+	Table    string `json:"table"`
+	UpToDate bool   `json:"up_to_date"`
+}
+
+// emitSchemaStatus prints where the database's schema stands.
+func (a *app) emitSchemaStatus(st ledger.SchemaStatus, table string) error {
+	return a.emit(schemaStatusJSON{SchemaStatus: st, Table: table, UpToDate: st.UpToDate()}, func(w io.Writer) {
+		state := "up to date"
+		if n := len(st.Pending()); n > 0 {
+			state = fmt.Sprintf("%d pending (run delayq migrate)", n)
+		}
+		fmt.Fprintf(w, "schema version %d of %d, %s\n", st.Version, st.Latest, state)
+		if st.Untracked {
+			fmt.Fprintln(w, "tables made before schema versions: migrate records what they have")
+		}
+		if len(st.Unknown) > 0 {
+			fmt.Fprintf(w, "recorded by a newer release: %v\n", st.Unknown)
+		}
+		row(w, "VERSION", "NAME", "STATE", "AT")
+		for _, m := range st.Migrations {
+			state, at := "pending", ""
+			if m.Applied {
+				state, at = m.How, m.AppliedAt.Format("2006-01-02 15:04:05.000Z07:00")
+			}
+			row(w, fmt.Sprintf("%04d", m.Version), m.Name, state, at)
+		}
+	})
 }
 
 func (a *app) versionCmd() *cobra.Command {
@@ -56,4 +130,23 @@ func (a *app) versionCmd() *cobra.Command {
 // migrateOrders creates or updates the orders tables.
 func migrateOrders(ctx context.Context, b *backend.Backends) error {
 	return orderclose.Migrate(ctx, b.DB)
+}
+
+// warnPendingMigrations logs, at start, the migrations a process that does
+// not migrate by itself (sql.auto_migrate: false) finds missing: the
+// feature they bring fails until an operator runs delayq migrate.
+func warnPendingMigrations(ctx context.Context, led *ledger.Ledger, log logrus.FieldLogger) {
+	st, err := led.MigrationStatus(ctx)
+	if err != nil {
+		log.WithError(err).Warn("could not read the ledger's schema version")
+		return
+	}
+	if pending := st.Pending(); len(pending) > 0 {
+		names := make([]string, len(pending))
+		for i, m := range pending {
+			names[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+		}
+		log.WithField("pending", strings.Join(names, ",")).
+			Warnf("the ledger's schema is at version %d of %d: run delayq migrate", st.Version, st.Latest)
+	}
 }

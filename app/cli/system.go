@@ -107,6 +107,9 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			s.close()
 		}
 	}()
+	if !cfg.SQL.AutoMigrate {
+		warnPendingMigrations(ctx, s.b.Ledger, log)
+	}
 	if cfg.Orders.Enabled {
 		if cfg.SQL.AutoMigrate {
 			if err := orderclose.Migrate(ctx, s.b.DB); err != nil {

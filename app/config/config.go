@@ -118,8 +118,10 @@ type SQL struct {
 	TLSCertFile   string `koanf:"tls_cert_file"`
 	TLSKeyFile    string `koanf:"tls_key_file"`
 	TLSServerName string `koanf:"tls_server_name"`
-	// AutoMigrate creates or updates the ledger tables at start. Default
-	// true; production may prefer `delayq migrate` or schema.sql.
+	// AutoMigrate applies the ledger's missing schema migrations at start.
+	// Default true; production may prefer `delayq migrate` or schema.sql
+	// (a process that does not migrate logs the migrations it finds
+	// missing).
 	AutoMigrate bool `koanf:"auto_migrate"`
 	// GroupCommit is the most worker writes (records and settlements) one
 	// ledger transaction carries when they arrive while a commit is in

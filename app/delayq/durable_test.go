@@ -82,11 +82,17 @@ func TestCLIDurableTopic(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &stats) != nil || len(stats) != 1 || stats[0].Durability != "durable" || stats[0].SQL == nil {
 		t.Fatalf("stats --json through the API: exit %d, %q", code, out)
 	}
-	if out, code := cli("migrate", "--help"); code != 0 || !strings.Contains(out, "durable") {
-		t.Errorf("migrate --help says nothing of the durable upgrade: exit %d, %q", code, out)
+	if out, code := cli("migrate", "--help"); code != 0 || !strings.Contains(out, "--status") || !strings.Contains(out, "--print") {
+		t.Errorf("migrate --help: exit %d, %q", code, out)
 	}
-	if out, code := cli("migrate", "--json"); code != 0 || !strings.Contains(out, `"migrated": true`) {
+	if out, code := cli("migrate", "--json"); code != 0 || !strings.Contains(out, `"up_to_date": true`) {
 		t.Errorf("migrate: exit %d, %q", code, out)
+	}
+	if out, code := cli("migrate", "--status"); code != 0 || !strings.Contains(out, "up to date") || !strings.Contains(out, "0002") {
+		t.Errorf("migrate --status: exit %d, %q", code, out)
+	}
+	if _, code := cli("migrate", "--status", "--print"); code != 2 {
+		t.Errorf("migrate --status --print: exit %d, want 2", code)
 	}
 	if code := serve.stop(t); code != 0 {
 		t.Fatalf("serve exited %d after SIGTERM", code)

@@ -1,11 +1,17 @@
 -- delayq SQL ledger schema for MySQL 5.7+/8.x and MariaDB 10.3+.
 --
--- The same tables as `ledger.(*Ledger).Migrate` (gorm AutoMigrate) creates with
--- the default table prefix "dq_"; ledger's TestSchemaSQLMatchesAutoMigrate
--- keeps the two in agreement (columns, types, nullability, collation, indexes).
--- Running Migrate over tables created here changes nothing. Apply with:
+-- The tables the ledger's numbered migrations (ledger/migrations, applied by
+-- `delayq migrate`) create with the default table prefix "dq_", and the
+-- version table that records them as applied. ledger's
+-- TestSchemaSQLMatchesMigrations keeps the two in agreement (columns, types,
+-- nullability, collation, indexes, recorded versions): `delayq migrate` over
+-- tables created here changes nothing. Apply with:
 --
 --   mysql -h HOST -u USER -p DATABASE < deployments/mysql/schema.sql
+--
+-- A database made from an earlier release's schema.sql is upgraded by
+-- `delayq migrate`, keeping its rows; `delayq migrate --print` prints the
+-- statements instead, for a deployment that applies schema changes by hand.
 --
 -- Recommended: connect the ledger with READ COMMITTED isolation (DSN parameter
 -- transaction_isolation=%27READ-COMMITTED%27 on MySQL 8 / MariaDB 11.1+,
@@ -19,14 +25,27 @@
 -- collation: job ids are Redis keys and compare byte-wise ("Order:1" and
 -- "order:1" are two jobs).
 
+-- Schema versions: one row per migration applied (ledger/migrations);
+-- `delayq migrate --status` reads it.
+CREATE TABLE IF NOT EXISTS `dq_schema_migrations` (
+  `version`    INT         NOT NULL,
+  `name`       VARCHAR(64) NOT NULL,
+  `how`        VARCHAR(16) NOT NULL,
+  `applied_at` BIGINT      NOT NULL,
+  PRIMARY KEY (`version`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`) VALUES
+  (1, 'ledger', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
+  (2, 'durable_topics', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
+  (3, 'periodic', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
+  (4, 'topic_state', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000);
+
 -- In-flight ledger: one row per job some worker claimed and that has not
 -- finished for good, and, for durable topics, per job waiting for its first
 -- run (state 'scheduled', from its enqueue on). Deleted on success; moved to
 -- dq_dead_letter when the job dies. The recoverer scans lease_until for stale
 -- rows; the relay scans (state, run_at) for scheduled rows falling due.
---
--- Tables created before durable topics lack enqueued_at and the (state,
--- run_at) index: deployments/mysql/upgrade-durable.sql adds them.
 CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `id`           BIGINT       NOT NULL AUTO_INCREMENT,
   `topic`        VARCHAR(64)  NOT NULL,
@@ -66,8 +85,7 @@ CREATE TABLE IF NOT EXISTS `dq_dead_letter` (
 -- topic ever paused. It is operator intent, kept here so that no Redis data
 -- loss can lift a pause: the relay and the recoverer write a paused topic's
 -- Redis key again from it (docs/design.md §4.13). changed_at is the SQL
--- server's clock and grows with each change of a topic. Tables created before
--- it: deployments/mysql/upgrade-operator.sql.
+-- server's clock and grows with each change of a topic.
 CREATE TABLE IF NOT EXISTS `dq_topic_state` (
   `topic`      VARCHAR(64)  NOT NULL,
   `paused`     TINYINT(1)   NOT NULL,
@@ -80,8 +98,6 @@ CREATE TABLE IF NOT EXISTS `dq_topic_state` (
 -- enqueued on a durable topic. A tick is claimed by a conditional update
 -- (last_tick < tick) in the transaction that enqueues its job, so it is
 -- enqueued once across every process. Redis topics keep the same in Redis.
--- Tables created before periodic jobs lack it:
--- deployments/mysql/upgrade-operator.sql adds it.
 CREATE TABLE IF NOT EXISTS `dq_periodic` (
   `name`       VARCHAR(64) NOT NULL,
   `topic`      VARCHAR(64) NOT NULL,

@@ -33,9 +33,13 @@ func SplitSQL(s string) []string {
 }
 
 // DescribeTable returns one line per column, index column and table property of
-// table in db's current database, from information_schema.
+// table in db's current database, from information_schema (MySQL) or
+// SQLite's table_info and index pragmas.
 func DescribeTable(t testing.TB, db *gorm.DB, table string) []string {
 	t.Helper()
+	if db.Dialector.Name() == "sqlite" {
+		return describeSQLiteTable(t, db, table)
+	}
 	var out []string
 	rows, err := db.Raw(`SELECT COLUMN_NAME, ORDINAL_POSITION, COLUMN_TYPE, IS_NULLABLE,
 			COALESCE(COLUMN_DEFAULT, '<none>'), COALESCE(CHARACTER_SET_NAME, '-'),
@@ -79,6 +83,53 @@ func DescribeTable(t testing.TB, db *gorm.DB, table string) []string {
 		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`, table).Row().Scan(&engine, &collation)
 	if err == nil {
 		out = append(out, "table engine="+engine+" collation="+collation)
+	}
+	return out
+}
+
+// describeSQLiteTable is DescribeTable on SQLite.
+func describeSQLiteTable(t testing.TB, db *gorm.DB, table string) []string {
+	t.Helper()
+	var cols []struct {
+		Cid     int
+		Name    string
+		Type    string
+		Notnull int
+		Dflt    *string `gorm:"column:dflt_value"`
+		Pk      int
+	}
+	if err := db.Raw("SELECT cid, name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?) ORDER BY cid", table).
+		Scan(&cols).Error; err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range cols {
+		def := "<none>"
+		if c.Dflt != nil {
+			def = *c.Dflt
+		}
+		out = append(out, fmt.Sprintf("column %d %s %s notnull=%d default=%s pk=%d",
+			c.Cid, c.Name, strings.ToLower(c.Type), c.Notnull, def, c.Pk))
+	}
+	var idx []struct {
+		Name   string
+		Unique int
+		Origin string
+	}
+	if err := db.Raw("SELECT name, \"unique\", origin FROM pragma_index_list(?) ORDER BY name", table).Scan(&idx).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range idx {
+		var cols []struct {
+			Seqno int
+			Name  string
+		}
+		if err := db.Raw("SELECT seqno, name FROM pragma_index_info(?) ORDER BY seqno", ix.Name).Scan(&cols).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cols {
+			out = append(out, fmt.Sprintf("index %s unique=%d origin=%s %d:%s", ix.Name, ix.Unique, ix.Origin, c.Seqno, c.Name))
+		}
 	}
 	return out
 }

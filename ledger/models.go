@@ -32,7 +32,7 @@ const NeverStale int64 = math.MaxInt64
 // The index on (state, run_at) serves the relay's scan of scheduled rows by
 // due time (Scheduled) and the counts of ScheduledCounts; lease_until's
 // serves the recoverer's scan of stale rows (a scheduled row's lease_until is
-// its run_at, so an overdue one is stale too).
+// NeverStale: the relay, not the recoverer, keeps it in step with Redis).
 //
 // The column types are spelled out so that MySQL and SQLite get the same
 // schema as deployments/mysql/schema.sql. Raw types in a `type:` tag go to the

@@ -1,8 +1,9 @@
 // Package queue is delayq's Redis data plane and worker runtime: jobs wait
 // in Redis until their due time (Unix milliseconds, Redis's clock), a worker
 // claims them atomically, records each one in a SQL ledger before its
-// handler runs, and settles the outcome. Every Redis operation is one Lua
-// script over the keys of one topic.
+// handler runs, and settles the outcome. Every change a topic's jobs go
+// through in Redis is one Lua script over the keys of that topic, so it is
+// atomic; a few reads (a stale claim's check, stats) are plain commands.
 //
 // This page walks through a job's life; docs/design.md in the repository
 // has the keys, the state machine across Redis and SQL, and the failure
@@ -75,15 +76,19 @@
 //
 // Ledger is what the worker needs from the SQL ledger; package ledger
 // implements it on MySQL/MariaDB or SQLite. A job has a ledger row from its
-// claim until it finishes for good, so whatever a worker crash or a Redis
-// data loss drops, the ledger still holds.
+// claim until it finishes for good (on a durable topic, from its enqueue:
+// SQL is the truth and Redis holds the jobs due within the horizon), so
+// whatever a worker crash or a Redis data loss drops, the ledger still
+// holds.
 //
 // # Recovery
 //
 // Package recovery runs the recoverer: on a cron schedule, one process at a
 // time, it puts back into Redis the jobs whose ledger rows are past their
 // lease and that Redis no longer has, and it notices a Redis data loss
-// through each topic's epoch marker (EpochMissing, EnsureEpoch). Set
+// through each topic's epoch marker (EpochMissing, EnsureEpoch). Its relay
+// moves a durable topic's waiting rows into Redis as they come within the
+// horizon, and pushes what an enqueuer committed but could not push. Set
 // WorkerConfig.OnRedisReconnect to its RedisReconnected so that a Redis that
 // came back empty is recovered at once.
 //

@@ -1,9 +1,14 @@
-// Package recovery is delayq's recoverer: a cron-driven job that puts back
-// into Redis the jobs the SQL ledger holds and Redis has lost (docs/design.md,
-// §5 Recovery). It is the last step of a job's way through delayq: package
-// queue enqueues it and its worker claims it, package ledger records the
-// claim before the handler runs, and this package brings back from the
-// ledger whatever a worker crash or a Redis data loss dropped.
+// Package recovery is delayq's recoverer and relay (docs/design.md, §5
+// Recovery, §4.11 durable topics). The recoverer is a cron-driven job that
+// puts back into Redis the jobs the SQL ledger holds and Redis has lost: it
+// is the last step of a job's way through delayq (package queue enqueues it
+// and its worker claims it, package ledger records the claim before the
+// handler runs, and this package brings back from the ledger whatever a
+// worker crash or a Redis data loss dropped). The Relay serves durable
+// topics, whose waiting jobs live in SQL from their enqueue on: it pushes
+// into Redis the rows that come within the horizon, and the jobs an
+// enqueuer committed but could not push (its note, or the full pass that
+// is its backstop), and after a Redis loss it loads the horizon again.
 //
 // # Run it
 //
@@ -44,7 +49,9 @@
 //  3. writes the epoch markers that were missing;
 //  4. yields a Report, logged and kept for the API.
 //
-// What recovery cannot bring back: a job Redis lost before any worker
-// claimed it has no ledger row. Redis's persistence (AOF) guards those;
-// docs/design.md, §6, has the whole failure table.
+// What recovery cannot bring back: a job of a redis topic (the default
+// durability) that Redis lost before any worker claimed it has no ledger
+// row. Redis's persistence (AOF) guards those, or a durable topic, whose
+// jobs have their row from the enqueue; docs/design.md, §6, has the whole
+// failure table.
 package recovery

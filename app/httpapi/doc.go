@@ -33,6 +33,7 @@
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
 //	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
+//	GET    /v1/schema                             the ledger's schema version and its migrations, applied and pending (see below)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
 // The orders module of jobs/orderclose, when the program mounts it, adds:
@@ -95,6 +96,15 @@
 // SQL for a durable one) and last_job_id its job's id,
 // "<name>:<last_tick>"; running says this process enqueues the ticks. No
 // schedules configured: an empty list. Redis or SQL down: 503 naming it.
+//
+// GET /v1/schema says where the ledger's schema stands (docs/design.md §3),
+// as `delayq migrate --status --json` does: {"version", "latest",
+// "migrations": [{"version", "name", "applied", "how", "applied_at"}],
+// "unknown", "untracked", "table", "up_to_date"}. version is the highest
+// version up to which every migration is applied, latest the highest this
+// build knows; how is "applied", "found" (made by a release before schema
+// versions) or "schema.sql"; applied_at is RFC 3339 UTC. It changes nothing:
+// `delayq migrate` applies what is pending. SQL down: 503 naming it.
 //
 // # Job browser
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -34,6 +35,14 @@ type LedgerReader interface {
 	CountStale(ctx context.Context, olderThan int64) (int64, error)
 }
 
+// SchemaReader is what the schema gauges read of the ledger
+// (*ledger.Ledger): where its schema stands. A LedgerReader that is one
+// gets delayq_ledger_schema_version and
+// delayq_ledger_schema_pending_migrations.
+type SchemaReader interface {
+	MigrationStatus(ctx context.Context) (ledger.SchemaStatus, error)
+}
+
 // StateConfig says where the state metrics come from.
 type StateConfig struct {
 	// Queue is read for the per-topic gauges. Required.
@@ -48,6 +57,9 @@ type StateConfig struct {
 	MaxAge time.Duration
 	// Timeout bounds one reading. Default 5s.
 	Timeout time.Duration
+	// SchemaMaxAge is how long a reading of the ledger's schema version is
+	// reused: it changes only when someone migrates. Default 1m.
+	SchemaMaxAge time.Duration
 }
 
 // State is one reading of Redis and the ledger.
@@ -67,6 +79,9 @@ type State struct {
 	LedgerRows int64
 	StaleRows  int64
 	LedgerErr  error
+	// Schema is where the ledger's schema stands, when the LedgerReader is
+	// a SchemaReader and the reading succeeded; nil otherwise.
+	Schema *ledger.SchemaStatus
 }
 
 // stateCollector reads State at scrape time.
@@ -76,10 +91,13 @@ type stateCollector struct {
 
 	mu   sync.Mutex // held while reading: concurrent callers share one reading
 	last State
+	// schemaAt is when last.Schema was read.
+	schemaAt time.Time
 
 	due, overdue, inFlight, dead, oldest *prometheus.Desc
 	paused                               *prometheus.Desc
 	redisUp, ledgerUp, rows, stale       *prometheus.Desc
+	schemaVersion, schemaPending         *prometheus.Desc
 }
 
 // WatchState registers the gauges read from Redis and the ledger at scrape
@@ -97,7 +115,10 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	if cfg.StaleAfter < 0 || cfg.MaxAge < 0 || cfg.Timeout < 0 {
+	if cfg.SchemaMaxAge == 0 {
+		cfg.SchemaMaxAge = time.Minute
+	}
+	if cfg.StaleAfter < 0 || cfg.MaxAge < 0 || cfg.Timeout < 0 || cfg.SchemaMaxAge < 0 {
 		return fmt.Errorf("metrics: StateConfig %+v: durations must not be negative", cfg)
 	}
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
@@ -115,6 +136,10 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 		ledgerUp: prometheus.NewDesc(name("ledger_up"), "1 when the scrape-time read of the ledger succeeded, else 0.", nil, nil),
 		rows:     prometheus.NewDesc(name("ledger_rows"), "Rows in the ledger: jobs some worker started that have not finished for good.", nil, nil),
 		stale:    prometheus.NewDesc(name("ledger_stale_rows"), "Ledger rows whose lease ended more than the recoverer's grace ago.", nil, nil),
+		schemaVersion: prometheus.NewDesc(name("ledger_schema_version"),
+			"The ledger's schema version: every migration up to it is applied (delayq migrate --status).", nil, nil),
+		schemaPending: prometheus.NewDesc(name("ledger_schema_pending_migrations"),
+			"Migrations this build knows that the ledger's database lacks; run delayq migrate while above 0.", nil, nil),
 	}
 	if err := m.reg.Register(c); err != nil {
 		return fmt.Errorf("metrics: register the state collector: %w", err)
@@ -169,6 +194,7 @@ func (c *stateCollector) read(ctx context.Context) State {
 		if s.LedgerErr == nil {
 			s.StaleRows, s.LedgerErr = c.cfg.Ledger.CountStale(ctx, time.Now().Add(-c.cfg.StaleAfter).UnixMilli())
 		}
+		s.Schema = c.readSchema(ctx, s.At)
 	}
 	if s.RedisErr != nil {
 		c.log.WithError(s.RedisErr).Warn("metrics: reading Redis at scrape time failed")
@@ -180,8 +206,28 @@ func (c *stateCollector) read(ctx context.Context) State {
 	return s
 }
 
+// readSchema returns the ledger's schema status, read again once the last
+// reading is SchemaMaxAge old; nil when the ledger cannot say. c.mu is held.
+func (c *stateCollector) readSchema(ctx context.Context, now time.Time) *ledger.SchemaStatus {
+	sr, ok := c.cfg.Ledger.(SchemaReader)
+	if !ok {
+		return nil
+	}
+	if c.last.Schema != nil && now.Sub(c.schemaAt) < c.cfg.SchemaMaxAge {
+		return c.last.Schema
+	}
+	st, err := sr.MigrationStatus(ctx)
+	if err != nil {
+		c.log.WithError(err).Warn("metrics: reading the ledger's schema version failed")
+		return nil
+	}
+	c.schemaAt = now
+	return &st
+}
+
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.redisUp, c.ledgerUp, c.rows, c.stale} {
+	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.redisUp, c.ledgerUp, c.rows, c.stale,
+		c.schemaVersion, c.schemaPending} {
 		ch <- d
 	}
 }
@@ -213,6 +259,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.LedgerErr == nil {
 			gauge(c.rows, float64(s.LedgerRows))
 			gauge(c.stale, float64(s.StaleRows))
+		}
+		if s.Schema != nil {
+			gauge(c.schemaVersion, float64(s.Schema.Version))
+			gauge(c.schemaPending, float64(len(s.Schema.Pending())))
 		}
 	}
 }

@@ -10,11 +10,15 @@
 //
 // # Set it up
 //
-// Open gorm on the database, create the ledger, and create its tables with
-// Migrate (or apply deployments/mysql/schema.sql, which is the same
-// schema):
+// Open gorm on the database, create the ledger, and bring its tables up to
+// date with Migrate, which applies the numbered migrations of
+// ledger/migrations the database lacks and records them in
+// dq_schema_migrations (an empty database may instead get
+// deployments/mysql/schema.sql, the same tables with their versions
+// recorded). MigrationStatus says where a database stands, MigrationSQL
+// gives the statements for a hand-applied upgrade:
 //
-//	led, err := ledger.New(db, ledger.Options{}) // tables dq_ledger, dq_dead_letter
+//	led, err := ledger.New(db, ledger.Options{}) // dq_ledger, dq_dead_letter, dq_periodic, dq_topic_state
 //	err = led.Migrate(ctx)
 //
 // On MySQL, give the DSN interpolateParams=true and READ COMMITTED

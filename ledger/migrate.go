@@ -21,11 +21,18 @@ const (
 	MigrationFound = "found"
 	// MigrationSchemaFile: deployments/mysql/schema.sql created it.
 	MigrationSchemaFile = "schema.sql"
+	// MigrationUnrecorded (status only): the database has the step but no
+	// record of it yet (tables made before schema versions, or a Migrate
+	// cut short after the step's DDL); the next Migrate records it as
+	// found.
+	MigrationUnrecorded = "unrecorded"
 )
 
-// migrateLockWait is how long Migrate waits for another process's Migrate
-// on the same tables before it gives up.
-const migrateLockWait = 60 * time.Second
+// migrateLockPoll is how long one GET_LOCK waits before Migrate checks its
+// context and asks again: it waits for another process's migration as
+// long as its context allows (an online ALTER of a big table takes
+// minutes), never a fixed time that would fail a start for nothing.
+const migrateLockPoll = 5 * time.Second
 
 // MigrationState is one migration as a database has it.
 type MigrationState struct {
@@ -33,8 +40,8 @@ type MigrationState struct {
 	Name    string `json:"name"`
 	// Applied is false for a migration the database still lacks.
 	Applied bool `json:"applied"`
-	// How is MigrationApplied, MigrationFound or MigrationSchemaFile; ""
-	// while not applied.
+	// How is MigrationApplied, MigrationFound, MigrationSchemaFile or
+	// MigrationUnrecorded; "" while not applied.
 	How string `json:"how,omitempty"`
 	// AppliedAt is when it was recorded (zero while not applied).
 	AppliedAt time.Time `json:"applied_at,omitzero"`
@@ -54,8 +61,9 @@ type SchemaStatus struct {
 	// this build still runs on it.
 	Unknown []int `json:"unknown,omitempty"`
 	// Untracked is true when the database has ledger tables but no
-	// version table yet (a release before schema versions made them):
-	// Migrate records what it finds and applies the rest.
+	// version table yet (a release before schema versions made them): its
+	// steps show as MigrationUnrecorded or pending, and Migrate records
+	// what it finds and applies the rest.
 	Untracked bool `json:"untracked,omitempty"`
 }
 
@@ -169,7 +177,11 @@ func (l *Ledger) migrateSteps(db *gorm.DB, migs []Migration) error {
 			continue
 		}
 		how := MigrationApplied
-		if m.present(db.Migrator(), l.opts.TablePrefix) {
+		present, err := m.present(l.probe(db), l.opts.TablePrefix)
+		if err != nil {
+			return fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
+		}
+		if present {
 			how = MigrationFound
 		} else {
 			for _, stmt := range m.statements(l.dialect.name, l.opts.TablePrefix) {
@@ -192,12 +204,17 @@ func (l *Ledger) lockMigrations(ctx context.Context, db *gorm.DB) (func(), error
 	// A lock name is at most 64 characters; a hash keeps any database
 	// name and prefix within it.
 	name := "SHA1(CONCAT(DATABASE(), '.', '" + l.opts.TablePrefix + "migrate'))"
-	var got sql.NullInt64
-	if err := db.Raw("SELECT GET_LOCK("+name+", ?)", int(migrateLockWait/time.Second)).Row().Scan(&got); err != nil {
-		return nil, fmt.Errorf("ledger: migrate: take the migration lock: %w", err)
-	}
-	if !got.Valid || got.Int64 != 1 {
-		return nil, fmt.Errorf("ledger: migrate: another process held the migration lock of %s for %s", l.SchemaVersionTable(), migrateLockWait)
+	for {
+		var got sql.NullInt64
+		if err := db.Raw("SELECT GET_LOCK("+name+", ?)", int(migrateLockPoll/time.Second)).Row().Scan(&got); err != nil {
+			return nil, fmt.Errorf("ledger: migrate: take the migration lock: %w", err)
+		}
+		if got.Valid && got.Int64 == 1 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("ledger: migrate: another process is migrating %s (its lock is held): %w", l.SchemaVersionTable(), err)
+		}
 	}
 	return func() {
 		// Released with a context of its own: the caller's may be done,
@@ -233,14 +250,14 @@ func (l *Ledger) recorded(db *gorm.DB) (map[int]MigrationState, error) {
 // asks the server first, so that a database that does not answer is an
 // error, not a missing table (gorm's HasTable says false for both).
 func (l *Ledger) recordedIfAny(db *gorm.DB) (map[int]MigrationState, error) {
-	if err := db.Exec("SELECT 1").Error; err != nil {
-		return nil, fmt.Errorf("ledger: migrations: %w", err)
-	}
-	if !db.Migrator().HasTable(l.SchemaVersionTable()) {
-		return nil, nil
+	has, err := l.probe(db).table(l.SchemaVersionTable())()
+	if err != nil || !has {
+		return nil, err
 	}
 	return l.recorded(db)
 }
+
+func (l *Ledger) probe(db *gorm.DB) probe { return probe{db: db, dialect: l.dialect.name} }
 
 // MigrationStatus says which migrations the database has and which it
 // lacks, without changing anything.
@@ -256,14 +273,24 @@ func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
 		return SchemaStatus{}, err
 	}
 	if done == nil {
-		st.Untracked = db.Migrator().HasTable(l.ledgerTable)
+		if st.Untracked, err = l.probe(db).table(l.ledgerTable)(); err != nil {
+			return SchemaStatus{}, err
+		}
 	}
 	contiguous := true
 	for _, m := range migs {
 		s, ok := done[m.Version]
 		if !ok {
 			s = MigrationState{Version: m.Version, Name: m.Name}
-			contiguous = false
+			present, err := m.present(l.probe(db), l.opts.TablePrefix)
+			if err != nil {
+				return SchemaStatus{}, err
+			}
+			if present {
+				s.Applied, s.How = true, MigrationUnrecorded
+			} else {
+				contiguous = false
+			}
 		}
 		if contiguous {
 			st.Version = m.Version
@@ -280,8 +307,8 @@ func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
 
 // MigrationSQL returns the statements Migrate would run on this database
 // now, version records included, for an operator who applies schema
-// changes by hand (delayq migrate --print). A step the database already
-// has is only recorded.
+// changes by hand (delayq migrate --print): none when every migration is
+// recorded. A step the database already has is only recorded.
 func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
 	migs, err := loadMigrations(migrationFiles)
 	if err != nil {
@@ -292,13 +319,20 @@ func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []string{l.versionTableSQL()}
+	var out []string
+	if done == nil {
+		out = append(out, l.versionTableSQL())
+	}
 	for _, m := range migs {
 		if _, ok := done[m.Version]; ok {
 			continue
 		}
 		how := MigrationApplied
-		if m.present(db.Migrator(), l.opts.TablePrefix) {
+		present, err := m.present(l.probe(db), l.opts.TablePrefix)
+		if err != nil {
+			return nil, err
+		}
+		if present {
 			how = MigrationFound
 		} else {
 			out = append(out, m.statements(l.dialect.name, l.opts.TablePrefix)...)

@@ -27,20 +27,78 @@ type Migration struct {
 	// sql holds the step's statements per dialect name, with {{prefix}}
 	// where the table prefix goes.
 	sql map[string][]string
-	// present reports whether a database made before schema versions
-	// (gorm's AutoMigrate, or deployments/mysql/schema.sql of an earlier
-	// release) already has this step: such a step is recorded as found,
-	// not run again.
-	present func(m gorm.Migrator, prefix string) bool
+	// present reports whether the database already has this step's
+	// effect although no record says so: made by a release before schema
+	// versions (gorm's AutoMigrate, or an earlier release's
+	// deployments/mysql/schema.sql), or by a Migrate cut short between a
+	// step's DDL and its record. Such a step is recorded as found, not run
+	// again. Every new migration needs one that recognises its whole effect.
+	present func(p probe, prefix string) (bool, error)
 }
 
-// presence says, per version, how to recognise a step already made by an
-// earlier release that had no version table.
-var presence = map[int]func(m gorm.Migrator, prefix string) bool{
-	1: func(m gorm.Migrator, p string) bool { return m.HasTable(p+"ledger") && m.HasTable(p+"dead_letter") },
-	2: func(m gorm.Migrator, p string) bool { return m.HasColumn(p+"ledger", "enqueued_at") },
-	3: func(m gorm.Migrator, p string) bool { return m.HasTable(p + "periodic") },
-	4: func(m gorm.Migrator, p string) bool { return m.HasTable(p + "topic_state") },
+// presence says, per version, how to recognise a step already made.
+var presence = map[int]func(p probe, prefix string) (bool, error){
+	1: func(p probe, pre string) (bool, error) {
+		return p.all(p.table(pre+"ledger"), p.table(pre+"dead_letter"))
+	},
+	2: func(p probe, pre string) (bool, error) {
+		// The column and the index: an AutoMigrate cut short between the
+		// two leaves the column alone, and the step must then fail
+		// loudly (its ADD COLUMN) rather than be taken as done.
+		return p.all(p.column(pre+"ledger", "enqueued_at"), p.index(pre+"ledger", "idx_"+pre+"ledger_state_run_at"))
+	},
+	3: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "periodic")) },
+	4: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "topic_state")) },
+}
+
+// probe asks a database's catalogue whether a table, column or index
+// exists, and says when it could not ask (gorm's Migrator answers false
+// for both).
+type probe struct {
+	db      *gorm.DB
+	dialect string
+}
+
+// check is one catalogue question, asked by all.
+type check func() (bool, error)
+
+func (p probe) count(mysqlQ, sqliteQ string, args ...any) check {
+	return func() (bool, error) {
+		q := mysqlQ
+		if p.dialect != "mysql" {
+			q = sqliteQ
+		}
+		var n int64
+		if err := p.db.Raw(q, args...).Row().Scan(&n); err != nil {
+			return false, fmt.Errorf("ledger: read the schema: %w", err)
+		}
+		return n > 0, nil
+	}
+}
+
+func (p probe) table(name string) check {
+	return p.count("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+		"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", name)
+}
+
+func (p probe) column(table, col string) check {
+	return p.count("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+		"SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?", table, col)
+}
+
+func (p probe) index(table, idx string) check {
+	return p.count("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?",
+		"SELECT COUNT(*) FROM pragma_index_list(?) WHERE name = ?", table, idx)
+}
+
+// all is true when every check is; it stops at the first false or error.
+func (p probe) all(checks ...check) (bool, error) {
+	for _, c := range checks {
+		if ok, err := c(); !ok || err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 var migrationName = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)\.(mysql|sqlite)\.sql$`)

@@ -34,8 +34,10 @@ const NeverStale int64 = math.MaxInt64
 // serves the recoverer's scan of stale rows (a scheduled row's lease_until is
 // NeverStale: the relay, not the recoverer, keeps it in step with Redis).
 //
-// The column types are spelled out so that MySQL and SQLite get the same
-// schema as deployments/mysql/schema.sql. Raw types in a `type:` tag go to the
+// The migrations (ledger/migrations) create the tables; these models are
+// what the queries read and write, and TestModelsMatchMigrations keeps the
+// two in agreement. The column types are spelled out so that gorm's
+// AutoMigrate of a model gives exactly the migrated table. Raw types in a `type:` tag go to the
 // database verbatim on both dialects (SQLite derives the column affinity from
 // the name: varchar → TEXT, bigint/int → INTEGER, longblob → BLOB). The id is
 // the exception: only gorm's generic integer type becomes SQLite's rowid alias

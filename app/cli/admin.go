@@ -28,9 +28,11 @@ records the steps its tables already have and applies the rest. With
 orders.enabled it creates or updates the orders tables too. Safe to run again,
 and from several processes at once.
 
---status changes nothing and lists every migration, applied or pending.
---print changes nothing and prints the SQL that migrate would run now, for
-a deployment that applies schema changes by hand.`,
+--status changes nothing and lists every migration, applied or pending; it
+exits 5 while any is pending (0 when up to date), for a deploy script to
+check. --print changes nothing and prints the SQL that migrate would run now
+on the ledger's tables (not the orders tables), for a deployment that applies
+schema changes by hand; nothing when every migration is recorded.`,
 		Example: `  delayq migrate
   delayq migrate --status --json
   delayq migrate --print > upgrade.sql`,
@@ -51,7 +53,12 @@ a deployment that applies schema changes by hand.`,
 				if err != nil {
 					return err
 				}
+				if stmts == nil {
+					stmts = []string{}
+				}
 				return a.emit(map[string]any{"statements": stmts}, func(w io.Writer) {
+					fmt.Fprintf(w, "-- delayq ledger migrations for the tables %s* (%s), from delayq %s: %d statements\n",
+						cfg.SQL.TablePrefix, cfg.SQL.Driver, a.version, len(stmts))
 					for _, s := range stmts {
 						fmt.Fprintf(w, "%s;\n", s)
 					}
@@ -61,7 +68,13 @@ a deployment that applies schema changes by hand.`,
 				if err != nil {
 					return err
 				}
-				return a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable())
+				if err := a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable(), false); err != nil {
+					return err
+				}
+				if n := len(st.Pending()); n > 0 {
+					return withCode(ExitPending, fmt.Errorf("%d migrations pending: run delayq migrate", n))
+				}
+				return nil
 			}
 			if err := b.Ledger.Migrate(ctx); err != nil {
 				return err
@@ -75,7 +88,7 @@ a deployment that applies schema changes by hand.`,
 			if err != nil {
 				return err
 			}
-			return a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable())
+			return a.emitSchemaStatus(st, b.Ledger.SchemaVersionTable(), true)
 		},
 	}
 	cmd.Flags().BoolVar(&status, "status", false, "list the migrations, applied and pending; change nothing")
@@ -88,11 +101,15 @@ type schemaStatusJSON struct {
 	ledger.SchemaStatus
 	Table    string `json:"table"`
 	UpToDate bool   `json:"up_to_date"`
+	// Migrated is true after delayq migrate (without --status), as the
+	// command answered before schema versions.
+	Migrated bool `json:"migrated,omitempty"`
 }
 
-// emitSchemaStatus prints where the database's schema stands.
-func (a *app) emitSchemaStatus(st ledger.SchemaStatus, table string) error {
-	return a.emit(schemaStatusJSON{SchemaStatus: st, Table: table, UpToDate: st.UpToDate()}, func(w io.Writer) {
+// emitSchemaStatus prints where the database's schema stands; migrated
+// says it follows a migration.
+func (a *app) emitSchemaStatus(st ledger.SchemaStatus, table string, migrated bool) error {
+	return a.emit(schemaStatusJSON{SchemaStatus: st, Table: table, UpToDate: st.UpToDate(), Migrated: migrated}, func(w io.Writer) {
 		state := "up to date"
 		if n := len(st.Pending()); n > 0 {
 			state = fmt.Sprintf("%d pending (run delayq migrate)", n)
@@ -108,7 +125,10 @@ func (a *app) emitSchemaStatus(st ledger.SchemaStatus, table string) error {
 		for _, m := range st.Migrations {
 			state, at := "pending", ""
 			if m.Applied {
-				state, at = m.How, m.AppliedAt.Format("2006-01-02 15:04:05.000Z07:00")
+				state = m.How
+			}
+			if !m.AppliedAt.IsZero() {
+				at = m.AppliedAt.Format("2006-01-02 15:04:05.000Z07:00")
 			}
 			row(w, fmt.Sprintf("%04d", m.Version), m.Name, state, at)
 		}

@@ -27,6 +27,7 @@ const (
 	ExitUsage    = 2 // bad flags, arguments or configuration (an API token the instance refuses too)
 	ExitNotFound = 3 // the job (or dead job) does not exist
 	ExitConflict = 4 // the job is in flight or dead and cannot be cancelled or rescheduled
+	ExitPending  = 5 // migrate --status: the ledger's database lacks migrations
 )
 
 // exitError carries an exit code up to Main.

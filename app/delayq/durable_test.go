@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -85,8 +86,34 @@ func TestCLIDurableTopic(t *testing.T) {
 	if out, code := cli("migrate", "--help"); code != 0 || !strings.Contains(out, "--status") || !strings.Contains(out, "--print") {
 		t.Errorf("migrate --help: exit %d, %q", code, out)
 	}
-	if out, code := cli("migrate", "--json"); code != 0 || !strings.Contains(out, `"up_to_date": true`) {
+	if out, code := cli("migrate", "--json"); code != 0 || !strings.Contains(out, `"up_to_date": true`) || !strings.Contains(out, `"migrated": true`) {
 		t.Errorf("migrate: exit %d, %q", code, out)
+	}
+	// A migration missing (its table dropped, its record gone) and one
+	// unrecorded: --status exits 5 and names both, --print gives the SQL
+	// of the missing one only, and migrate brings the database back.
+	sqlDB, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	for _, stmt := range []string{"DROP TABLE dq_topic_state", "DELETE FROM dq_schema_migrations WHERE version IN (3, 4)"} {
+		if _, err := sqlDB.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, code := cli("migrate", "--status"); code != 5 || !strings.Contains(out, "0004     topic_state     pending") || !strings.Contains(out, "unrecorded") {
+		t.Errorf("migrate --status with one migration missing: exit %d, want 5; %q", code, out)
+	}
+	if out, code := cli("migrate", "--print"); code != 0 || !strings.Contains(out, "CREATE TABLE IF NOT EXISTS `dq_topic_state`") ||
+		strings.Contains(out, "dq_periodic` (") || !strings.Contains(out, "'periodic', 'found'") {
+		t.Errorf("migrate --print: exit %d, %q", code, out)
+	}
+	if out, code := cli("migrate"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Errorf("migrate after the loss: exit %d, %q", code, out)
+	}
+	if out, code := cli("migrate", "--print", "--json"); code != 0 || !strings.Contains(out, `"statements": []`) {
+		t.Errorf("migrate --print of an up-to-date database: exit %d, %q", code, out)
 	}
 	if out, code := cli("migrate", "--status"); code != 0 || !strings.Contains(out, "up to date") || !strings.Contains(out, "0002") {
 		t.Errorf("migrate --status: exit %d, %q", code, out)

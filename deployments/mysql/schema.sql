@@ -10,7 +10,8 @@
 --   mysql -h HOST -u USER -p DATABASE < deployments/mysql/schema.sql
 --
 -- A database made from an earlier release's schema.sql is upgraded by
--- `delayq migrate`, keeping its rows; `delayq migrate --print` prints the
+-- `delayq migrate`, keeping its rows (this file applied over it only creates
+-- the missing tables and records what it has; migrate does the rest); `delayq migrate --print` prints the
 -- statements instead, for a deployment that applies schema changes by hand.
 --
 -- Recommended: connect the ledger with READ COMMITTED isolation (DSN parameter
@@ -26,7 +27,8 @@
 -- "order:1" are two jobs).
 
 -- Schema versions: one row per migration applied (ledger/migrations);
--- `delayq migrate --status` reads it.
+-- `delayq migrate --status` reads it. The rows this file records come after
+-- the ledger's tables below.
 CREATE TABLE IF NOT EXISTS `dq_schema_migrations` (
   `version`    INT         NOT NULL,
   `name`       VARCHAR(64) NOT NULL,
@@ -35,11 +37,6 @@ CREATE TABLE IF NOT EXISTS `dq_schema_migrations` (
   PRIMARY KEY (`version`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
-INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`) VALUES
-  (1, 'ledger', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
-  (2, 'durable_topics', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
-  (3, 'periodic', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000),
-  (4, 'topic_state', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000);
 
 -- In-flight ledger: one row per job some worker claimed and that has not
 -- finished for good, and, for durable topics, per job waiting for its first
@@ -105,6 +102,22 @@ CREATE TABLE IF NOT EXISTS `dq_periodic` (
   `updated_at` BIGINT      NOT NULL,
   PRIMARY KEY (`name`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- The migrations these tables hold, recorded as applied by this file. Each
+-- is recorded only if its tables and columns are there, so that the file
+-- applied over an earlier release's tables (it creates only the missing
+-- ones) records only what they have: `delayq migrate` then applies the rest.
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 1, 'ledger', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger') AND EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_dead_letter');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 2, 'durable_topics', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'enqueued_at')
+    AND EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND INDEX_NAME = 'idx_dq_ledger_state_run_at');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 3, 'periodic', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_periodic');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 4, 'topic_state', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_topic_state');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

@@ -11,8 +11,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// These helpers let a package prove that its gorm models and
-// deployments/mysql/schema.sql create the same tables on MariaDB.
+// These helpers let a package prove that its migrations (or gorm models)
+// and deployments/mysql/schema.sql create the same tables.
 
 // SplitSQL splits a file of ;-terminated statements, after dropping its "--"
 // comment lines (schema.sql has no semicolons inside statements).

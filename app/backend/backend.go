@@ -31,6 +31,29 @@ type Backends struct {
 	closers []func() error
 }
 
+// OpenLedger opens only the configured SQL database and the ledger on it
+// (Redis, Queue stay nil): for work on the schema alone (delayq migrate),
+// which must not need Redis. It does not migrate.
+func OpenLedger(cfg config.Config, log logrus.FieldLogger) (_ *Backends, err error) {
+	b := &Backends{}
+	if err := b.openLedger(cfg, log); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openLedger opens the SQL database and builds the ledger on it.
+func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err error) {
+	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
+		return err
+	}
+	b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
+		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
+		GroupCommitDepth: cfg.SQL.GroupCommitDepth})
+	return err
+}
+
 // Open opens the configured backends. On error, whatever was opened is
 // closed again.
 func Open(ctx context.Context, cfg config.Config, log logrus.FieldLogger) (*Backends, error) {
@@ -66,12 +89,7 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 			return nil, err
 		}
 	}
-	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
-		return nil, err
-	}
-	if b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
-		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
-		GroupCommitDepth: cfg.SQL.GroupCommitDepth}); err != nil {
+	if err := b.openLedger(cfg, log); err != nil {
 		return nil, err
 	}
 	if b.Queue, err = queue.New(b.Redis, queue.Config{

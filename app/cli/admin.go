@@ -32,7 +32,8 @@ and from several processes at once.
 exits 5 while any is pending (0 when up to date), for a deploy script to
 check. --print changes nothing and prints the SQL that migrate would run now
 on the ledger's tables (not the orders tables), for a deployment that applies
-schema changes by hand; nothing when every migration is recorded.`,
+schema changes by hand; nothing when every migration is recorded. migrate
+opens only the SQL database: Redis need not be reachable.`,
 		Example: `  delayq migrate
   delayq migrate --status --json
   delayq migrate --print > upgrade.sql`,
@@ -41,7 +42,13 @@ schema changes by hand; nothing when every migration is recorded.`,
 			if status && print {
 				return usageError{fmt.Errorf("--status and --print: give one of them")}
 			}
-			cfg, b, _, err := a.open(cmd)
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			// SQL only: a schema change must not wait on Redis, nor need
+			// a host that reaches it.
+			b, err := backend.OpenLedger(cfg, newLogger(cfg.Log, a.errOut))
 			if err != nil {
 				return err
 			}

@@ -125,3 +125,22 @@ func TestCLIDurableTopic(t *testing.T) {
 		t.Fatalf("serve exited %d after SIGTERM", code)
 	}
 }
+
+// delayq migrate opens only SQL: with Redis unreachable it migrates an
+// empty database and reports it up to date, where an operator command
+// would fail on Redis.
+func TestMigrateNeedsNoRedis(t *testing.T) {
+	bin := buildBinary(t)
+	dsn := testenv.MySQLDSN(t)
+	env := append(os.Environ(), "DELAYQ_REDIS_MODE=single", "DELAYQ_REDIS_ADDRS="+testenv.RefusedAddr(t),
+		"DELAYQ_SQL_DRIVER=mysql", "DELAYQ_SQL_DSN="+dsn, "DELAYQ_ORDERS_ENABLED=false")
+	if out, code := run(t, bin, env, "migrate", "--status"); code != 5 || !strings.Contains(out, "schema version 0 of") {
+		t.Fatalf("migrate --status of an empty database, Redis down: exit %d, want 5; %q", code, out)
+	}
+	if out, code := run(t, bin, env, "migrate"); code != 0 || !strings.Contains(out, "up to date") {
+		t.Fatalf("migrate with Redis down: exit %d, %q", code, out)
+	}
+	if _, code := run(t, bin, env, "stats"); code == 0 {
+		t.Errorf("stats with Redis down exited 0: the test's Redis is not down")
+	}
+}

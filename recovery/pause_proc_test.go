@@ -213,8 +213,10 @@ func TestPauseAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.DueNow < 300 {
-		t.Fatalf("%d jobs due and waiting while paused, want at least 300", st.DueNow)
+	// The enqueuer is one goroutine, so one of the 300 may have been in
+	// flight at the pause: written, and claimed, before it.
+	if st.DueNow < 299 {
+		t.Fatalf("%d jobs due and waiting while paused, want at least 299 of the 300 enqueued after it", st.DueNow)
 	}
 	close(stopEnq)
 	wg.Wait()

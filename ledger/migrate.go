@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -101,10 +102,39 @@ func (l *Ledger) versionTableSQL() string {
 		" `how` text NOT NULL, `applied_at` integer NOT NULL, PRIMARY KEY (`version`))"
 }
 
-// recordSQL records one migration in the version table.
-func (l *Ledger) recordSQL(m Migration, how string, at int64) string {
-	return fmt.Sprintf("INSERT INTO `%s` (version, name, how, applied_at) VALUES (%d, '%s', '%s', %d)",
+// recordSQL records one migration in the version table; at is an SQL
+// expression of the time (a literal, or the dialect's clock for a script).
+func (l *Ledger) recordSQL(m Migration, how, at string) string {
+	return fmt.Sprintf("INSERT INTO `%s` (version, name, how, applied_at) VALUES (%d, '%s', '%s', %s)",
 		l.SchemaVersionTable(), m.Version, m.Name, how, at)
+}
+
+// step is one migration a database lacks a record of, and how it gets
+// one: found (only recorded) or applied (its statements run first).
+type step struct {
+	m   Migration
+	how string
+}
+
+// plan returns the steps db lacks a record of, in order, each found or to
+// be applied. done is what db has recorded (nil: no version table).
+func (l *Ledger) plan(db *gorm.DB, migs []Migration, done map[int]MigrationState) ([]step, error) {
+	var out []step
+	for _, m := range migs {
+		if _, ok := done[m.Version]; ok {
+			continue
+		}
+		present, err := m.present(l.probe(db), l.opts.TablePrefix)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
+		}
+		how := MigrationApplied
+		if present {
+			how = MigrationFound
+		}
+		out = append(out, step{m: m, how: how})
+	}
+	return out, nil
 }
 
 // Migrate brings the database's ledger tables (in-flight, dead letters,
@@ -172,26 +202,20 @@ func (l *Ledger) migrateSteps(db *gorm.DB, migs []Migration) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range migs {
-		if _, ok := done[m.Version]; ok {
-			continue
-		}
-		how := MigrationApplied
-		present, err := m.present(l.probe(db), l.opts.TablePrefix)
-		if err != nil {
-			return fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
-		}
-		if present {
-			how = MigrationFound
-		} else {
-			for _, stmt := range m.statements(l.dialect.name, l.opts.TablePrefix) {
+	steps, err := l.plan(db, migs, done)
+	if err != nil {
+		return err
+	}
+	for _, s := range steps {
+		if s.how == MigrationApplied {
+			for _, stmt := range s.m.statements(l.dialect.name, l.opts.TablePrefix) {
 				if err := db.Exec(stmt).Error; err != nil {
-					return fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
+					return fmt.Errorf("ledger: migration %04d_%s: %w", s.m.Version, s.m.Name, err)
 				}
 			}
 		}
-		if err := db.Exec(l.recordSQL(m, how, l.nowMs())).Error; err != nil {
-			return fmt.Errorf("ledger: record migration %04d_%s: %w", m.Version, m.Name, err)
+		if err := db.Exec(l.recordSQL(s.m, s.how, strconv.FormatInt(l.nowMs(), 10))).Error; err != nil {
+			return fmt.Errorf("ledger: record migration %04d_%s: %w", s.m.Version, s.m.Name, err)
 		}
 	}
 	return nil
@@ -277,21 +301,24 @@ func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
 			return SchemaStatus{}, err
 		}
 	}
+	steps, err := l.plan(db, migs, done)
+	if err != nil {
+		return SchemaStatus{}, err
+	}
+	found := map[int]bool{}
+	for _, s := range steps {
+		found[s.m.Version] = s.how == MigrationFound
+	}
 	contiguous := true
 	for _, m := range migs {
 		s, ok := done[m.Version]
 		if !ok {
 			s = MigrationState{Version: m.Version, Name: m.Name}
-			present, err := m.present(l.probe(db), l.opts.TablePrefix)
-			if err != nil {
-				return SchemaStatus{}, err
-			}
-			if present {
+			if found[m.Version] {
 				s.Applied, s.How = true, MigrationUnrecorded
-			} else {
-				contiguous = false
 			}
 		}
+		contiguous = contiguous && s.Applied
 		if contiguous {
 			st.Version = m.Version
 		}
@@ -319,26 +346,19 @@ func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	steps, err := l.plan(db, migs, done)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	if done == nil {
 		out = append(out, l.versionTableSQL())
 	}
-	for _, m := range migs {
-		if _, ok := done[m.Version]; ok {
-			continue
+	for _, s := range steps {
+		if s.how == MigrationApplied {
+			out = append(out, s.m.statements(l.dialect.name, l.opts.TablePrefix)...)
 		}
-		how := MigrationApplied
-		present, err := m.present(l.probe(db), l.opts.TablePrefix)
-		if err != nil {
-			return nil, err
-		}
-		if present {
-			how = MigrationFound
-		} else {
-			out = append(out, m.statements(l.dialect.name, l.opts.TablePrefix)...)
-		}
-		out = append(out, fmt.Sprintf("INSERT INTO `%s` (version, name, how, applied_at) VALUES (%d, '%s', '%s', %s)",
-			l.SchemaVersionTable(), m.Version, m.Name, how, l.dialect.now))
+		out = append(out, l.recordSQL(s.m, s.how, l.dialect.now))
 	}
 	return out, nil
 }

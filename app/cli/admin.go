@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/delayq/delayq/app/backend"
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 )
@@ -105,9 +106,7 @@ opens only the SQL database: Redis need not be reachable.`,
 
 // schemaStatusJSON is migrate's --json output.
 type schemaStatusJSON struct {
-	ledger.SchemaStatus
-	Table    string `json:"table"`
-	UpToDate bool   `json:"up_to_date"`
+	httpapi.SchemaResponse // the same shape as GET /v1/schema
 	// Migrated is true after delayq migrate (without --status), as the
 	// command answered before schema versions.
 	Migrated bool `json:"migrated,omitempty"`
@@ -116,7 +115,7 @@ type schemaStatusJSON struct {
 // emitSchemaStatus prints where the database's schema stands; migrated
 // says it follows a migration.
 func (a *app) emitSchemaStatus(st ledger.SchemaStatus, table string, migrated bool) error {
-	return a.emit(schemaStatusJSON{SchemaStatus: st, Table: table, UpToDate: st.UpToDate(), Migrated: migrated}, func(w io.Writer) {
+	return a.emit(schemaStatusJSON{SchemaResponse: httpapi.NewSchemaResponse(st, table), Migrated: migrated}, func(w io.Writer) {
 		state := "up to date"
 		if n := len(st.Pending()); n > 0 {
 			state = fmt.Sprintf("%d pending (run delayq migrate)", n)

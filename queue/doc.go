@@ -45,7 +45,11 @@
 //
 // # Run a worker
 //
-// A Worker claims jobs of the topics it handles and runs their handlers:
+// A service does not build a Worker itself: package queue/engine builds
+// one, with the recoverer and the relay it depends on, and runs them all
+// (engine.New, Engine.Handle, Engine.Run). What follows is what that
+// worker does. A Worker claims jobs of the topics it handles and runs
+// their handlers:
 //
 //	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: led})
 //	err = w.Handle("order_close", h, queue.TopicConfig{Concurrency: 50})

@@ -92,21 +92,9 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 	if err := b.openLedger(cfg, log); err != nil {
 		return nil, err
 	}
-	if b.Queue, err = queue.New(b.Redis, queue.Config{
-		Namespace:          cfg.Redis.Namespace,
-		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
-		MaxDelay:           cfg.Queue.MaxDelay,
-		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
-		Coalesce:           cfg.Queue.Coalesce,
-		CoalesceInFlight:   cfg.Queue.CoalesceInFlight,
-		Observer:           opts.QueueObserver,
-		Durability:         queue.Durability(cfg.Queue.Durability),
-		TopicDurability:    cfg.Queue.TopicDurability(),
-		Store:              b.Ledger,
-		Horizon:            cfg.Queue.Horizon,
-		PushTimeout:        cfg.Queue.PushTimeout,
-		TombstoneTTL:       cfg.Queue.TombstoneTTL,
-	}); err != nil {
+	qc := QueueConfig(cfg, opts.QueueObserver)
+	qc.Store = b.Ledger
+	if b.Queue, err = queue.New(b.Redis, qc); err != nil {
 		return nil, err
 	}
 	if cfg.SQL.AutoMigrate {
@@ -118,6 +106,26 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		log.Warn("EMBEDDED BACKENDS: an in-process Redis and/or a SQLite ledger. Jobs are lost when the process exits. NOT FOR PRODUCTION: configure redis.mode and sql.driver (see configs/production.example.yaml)")
 	}
 	return b, nil
+}
+
+// QueueConfig is the data plane's configuration from the program's, with
+// observer (may be nil) told of every enqueue; its Store is left to the
+// caller (the engine takes the ledger as its own argument).
+func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config {
+	return queue.Config{
+		Namespace:          cfg.Redis.Namespace,
+		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
+		MaxDelay:           cfg.Queue.MaxDelay,
+		DefaultMaxAttempts: cfg.Queue.DefaultMaxAttempts,
+		Coalesce:           cfg.Queue.Coalesce,
+		CoalesceInFlight:   cfg.Queue.CoalesceInFlight,
+		Observer:           observer,
+		Durability:         queue.Durability(cfg.Queue.Durability),
+		TopicDurability:    cfg.Queue.TopicDurability(),
+		Horizon:            cfg.Queue.Horizon,
+		PushTimeout:        cfg.Queue.PushTimeout,
+		TombstoneTTL:       cfg.Queue.TombstoneTTL,
+	}
 }
 
 // Ready checks that Redis and SQL answer.

@@ -47,12 +47,12 @@ func (s *system) buildObservability(p parts) error {
 		}
 	}
 	if p.recovery || p.api { // the API runs the recoverer on request
-		if err := o.metrics.WatchRecoverer(s.rec.Counters, s.rec.Config().Schedule); err != nil {
+		if err := o.metrics.WatchRecoverer(s.eng.RecoveryCounters, s.cfg.Recovery.Spec); err != nil {
 			return err
 		}
 	}
-	if s.relay != nil {
-		if err := o.metrics.WatchRelay(s.relay, s.relay.Config().Every); err != nil {
+	if p.recovery { // the relay runs with the recoverer
+		if err := o.metrics.WatchRelay(relayReader{s.eng}, s.cfg.Recovery.RelayEvery); err != nil {
 			return err
 		}
 	}

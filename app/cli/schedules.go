@@ -47,7 +47,7 @@ func orDash(s string) string {
 // Schedules lists the config's schedules; the last ticks come from Redis
 // (redis topics) and SQL (durable ones).
 func (s *directStore) Schedules(ctx context.Context) ([]periodic.Info, error) {
-	sched, err := newScheduler(s.cfg, s.b, s.log, nil)
+	sched, err := newScheduler(s.cfg, s.b, s.log)
 	if err != nil || sched == nil {
 		return []periodic.Info{}, err
 	}

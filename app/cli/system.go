@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +19,8 @@ import (
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
-	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue/engine"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
@@ -33,26 +33,21 @@ type parts struct {
 	periodic bool
 }
 
-// system is the assembled program: backends, workers, recoverer, order
-// sweeper and API server, each there only if its part is on.
+// system is the assembled program: backends, the engine (workers,
+// recoverer, relay, periodic schedules, each run only if its part is on),
+// order sweeper and API server.
 type system struct {
 	cfg    config.Config
 	log    logrus.FieldLogger
 	b      *backend.Backends
+	eng    *engine.Engine
 	orders *orderclose.Service // nil when orders are off
-	rec    *recovery.Recoverer
-	dryRec *recovery.Recoverer // the same with DryRun, for the API's dry runs
-	relay  *recovery.Relay     // durable topics' loader and relay; nil without the recovery part
-	worker *queue.Worker
 	sweep  *orderclose.Sweeper
 	server *http.Server
 	ln     net.Listener
 	obs    observability // metrics, dashboard and the metrics listener
 	// targets are the HTTP-target topics' handlers, by topic.
 	targets map[string]*httptarget.Target
-	// sched is the periodic schedules' scheduler, nil without any; it runs
-	// with the periodic part, and the API lists it either way.
-	sched *periodic.Scheduler
 }
 
 // recoveryConfig is the recoverer's configuration from the program's; the
@@ -110,6 +105,16 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	if !cfg.SQL.AutoMigrate {
 		warnPendingMigrations(ctx, s.b.Ledger, log)
 	}
+	ecfg, err := engineConfig(cfg, log, p, s.obs.metrics)
+	if err != nil {
+		return nil, err
+	}
+	if s.eng, err = engine.New(s.b.Redis, s.b.Ledger, ecfg); err != nil {
+		return nil, err
+	}
+	// One data-plane client in the process: the engine's (its coalescing
+	// and relay notes are shared by every enqueue).
+	s.b.Queue = s.eng.Client()
 	if cfg.Orders.Enabled {
 		if cfg.SQL.AutoMigrate {
 			if err := orderclose.Migrate(ctx, s.b.DB); err != nil {
@@ -134,16 +139,6 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			s.sweep = orderclose.NewSweeper(s.orders)
 		}
 	}
-	rcfg := recoveryConfig(cfg, log)
-	rcfg.OnReport = s.obs.metrics.RecoveryReport
-	if s.rec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
-		return nil, err
-	}
-	rcfg.DryRun = true
-	rcfg.OnReport = nil // the API's dry runs change nothing worth a metric
-	if s.dryRec, err = recovery.New(s.b.Queue, s.b.Ledger, rcfg); err != nil {
-		return nil, err
-	}
 	// A durable topic's push and relay series start at zero, so that the
 	// first lost push shows in increase() (alerts.yml).
 	for topic := range cfg.Queue.TopicDurability() {
@@ -151,37 +146,10 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 			s.obs.metrics.InitDurableTopic(topic)
 		}
 	}
-	if p.recovery {
-		if s.relay, err = recovery.NewRelay(s.b.Queue, s.b.Ledger, relayConfig(cfg, log, s.obs.metrics.RelayPass)); err != nil {
-			return nil, err
-		}
-	}
 	if p.workers {
-		handlers := map[string]queue.Handler{SmokeTopic: smokeHandler(s.b.Redis, cfg.Redis.Namespace)}
-		if s.orders != nil {
-			handlers[orderclose.Topic] = s.orders.CloseHandler()
-		}
-		for topic, tg := range s.targets {
-			handlers[topic] = tg
-			s.obs.metrics.InitTarget(topic)
-			s.obs.metrics.DescribeTarget(topic, tg.Method(), tg.URL())
-		}
-		hooks := workerHooks{observer: s.obs.metrics}
-		for topic := range handlers {
-			s.obs.metrics.InitTopic(topic)
-			if l := cfg.Worker.RateLimit(topic); l.PerSecond > 0 {
-				s.obs.metrics.InitRateLimit(topic, l.PerSecond)
-			}
-		}
-		if p.recovery {
-			hooks.onRedisReconnect = s.rec.RedisReconnected
-		}
-		if s.worker, err = newWorker(cfg, s.b, log, handlers, hooks); err != nil {
+		if err := s.handle(); err != nil {
 			return nil, err
 		}
-	}
-	if err := s.buildPeriodic(p); err != nil {
-		return nil, err
 	}
 	if err := s.buildObservability(p); err != nil {
 		return nil, err
@@ -205,21 +173,21 @@ func (s *system) buildAPI(p parts) error {
 	}
 	modules = append(modules, s.obs.apiModules()...)
 	var counts httpapi.SQLCounter // the relay's cached counts, where one runs
-	if s.relay != nil {
-		counts = s.relay
+	if p.recovery {
+		counts = relayReader{s.eng}
 	}
 	// Deps.Ready stays nil: the API's own check pings the same two
 	// backends and tells the unauthenticated /readyz only which one failed
 	// (s.b.Ready's error has addresses and TLS details: those go to the
 	// log).
 	var schedules httpapi.Schedules // nil without periodic schedules
-	if s.sched != nil {
-		schedules = s.sched
+	if len(s.cfg.Periodic) > 0 {
+		schedules = engineSchedules{s.eng}
 	}
 	h, err := httpapi.New(httpapi.Deps{
 		Queue:        s.b.Queue,
 		Ledger:       s.b.Ledger,
-		Recovery:     recoveryAPI{s.rec, s.dryRec},
+		Recovery:     recoveryAPI{s.eng},
 		SQLCounts:    counts,
 		RateLimits:   s.cfg.Worker.RateLimits(),
 		Modules:      modules,
@@ -285,20 +253,9 @@ func (s *system) run(ctx context.Context, p parts) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); fail(name, f()) }()
 	}
-	if s.worker != nil {
-		start("worker", func() error { return s.worker.Run(ctx) })
-	}
-	if p.recovery && s.rec != nil {
-		start("recoverer", func() error { return s.rec.Run(ctx) })
-	}
-	if s.relay != nil {
-		start("relay", func() error { return s.relay.Run(ctx) })
-	}
+	start("engine", func() error { return s.eng.Run(ctx) })
 	if s.sweep != nil {
 		start("sweeper", func() error { return s.sweep.Run(ctx) })
-	}
-	if p.periodic && s.sched != nil {
-		start("periodic", func() error { return s.sched.Run(ctx) })
 	}
 	if s.server != nil {
 		serveHTTP(ctx, "api", s.server, s.ln, start, fail, &wg)
@@ -342,41 +299,35 @@ func (s *system) close() {
 	}
 }
 
-// recoveryAPI adapts the recoverer to the API: a dry run on request goes to
-// a second recoverer with DryRun set (both take the same lock).
-type recoveryAPI struct{ r, dry *recovery.Recoverer }
+// recoveryAPI adapts the engine's recovery runs to the API.
+type recoveryAPI struct{ e *engine.Engine }
 
 func (a recoveryAPI) Run(ctx context.Context, dryRun bool) (any, error) {
-	if dryRun {
-		return a.dry.RunOnce(ctx)
-	}
-	return a.r.RunOnce(ctx)
+	return a.e.Recover(ctx, dryRun)
 }
 
-// Reports lists the runs of both, newest first.
-func (a recoveryAPI) Reports() any {
-	all := append(a.r.Reports(), a.dry.Reports()...)
-	slices.SortFunc(all, func(x, y recovery.Report) int { return y.Start.Compare(x.Start) })
-	return all
+// Reports lists the runs of this process, dry runs included, newest first.
+func (a recoveryAPI) Reports() any { return a.e.RecoveryReports() }
+
+// engineSchedules gives the API the engine's periodic schedules.
+type engineSchedules struct{ e *engine.Engine }
+
+func (s engineSchedules) List(ctx context.Context) ([]periodic.Info, error) {
+	return s.e.Schedules(ctx)
 }
 
-// buildPeriodic builds the scheduler of the configured periodic jobs, if
-// any; its metrics only where it runs.
-func (s *system) buildPeriodic(p parts) error {
-	sched, err := newScheduler(s.cfg, s.b, s.log, func(names []string) periodic.Observer {
-		if !p.periodic {
-			return nil
-		}
-		return s.obs.metrics.Periodic(names)
-	})
-	s.sched = sched
-	return err
+// relayReader gives the API and the metrics the relay's counts.
+type relayReader struct{ e *engine.Engine }
+
+func (r relayReader) Totals() recovery.RelayTotals { return r.e.RelayTotals() }
+
+func (r relayReader) Counts() (map[string]ledger.ScheduledCount, time.Time) {
+	return r.e.DurableCounts()
 }
 
 // newScheduler returns the scheduler of cfg's periodic jobs, nil without
-// any. observer (may be nil, or answer nil) gives the metrics for the
-// schedules' names.
-func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger, observer func(names []string) periodic.Observer) (*periodic.Scheduler, error) {
+// any: for listing them where no engine runs (the CLI on the stores).
+func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger) (*periodic.Scheduler, error) {
 	if len(cfg.Periodic) == 0 {
 		return nil, nil
 	}
@@ -384,13 +335,5 @@ func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger
 	if err != nil {
 		return nil, err
 	}
-	opts := periodic.Options{Logger: log.WithField("component", "periodic")}
-	if observer != nil {
-		names := make([]string, len(schedules))
-		for i, sc := range schedules {
-			names[i] = sc.Name
-		}
-		opts.Observer = observer(names)
-	}
-	return periodic.New(b.Queue, b.Ledger, schedules, opts)
+	return periodic.New(b.Queue, b.Ledger, schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
 }

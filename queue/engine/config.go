@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
+	"github.com/delayq/delayq/recovery"
+)
+
+// Config is everything an Engine runs with. The zero value of each field
+// means the default written next to it (or in the type it holds), so
+// Config{} is a working configuration: every topic on Redis, a recoverer
+// every 30 s and a relay, no periodic schedule.
+type Config struct {
+	// Queue is the data plane: key namespace, limits, which topics are
+	// durable, the horizon (see queue.Config). Leave Queue.Store nil: the
+	// store is New's argument, and every operation uses that one.
+	Queue queue.Config
+	// Worker configures the worker that runs the handlers given to Handle:
+	// its id, the defaults of every topic (Worker.Topic), the shutdown
+	// timeout, hooks and metrics (see queue.WorkerConfig). Leave
+	// Worker.Ledger nil: the worker records its claims in New's store.
+	// Worker.OnRedisReconnect, if set, runs after the engine's own
+	// reconnect check.
+	Worker queue.WorkerConfig
+	// Recovery configures the recoverer: the cron schedule, the grace past
+	// a lease, the lock (see recovery.Config). HeartbeatInterval defaults to
+	// the heartbeat of Worker.Topic; raise it if a topic of Handle beats
+	// more slowly. Logger defaults to Config.Logger.
+	Recovery recovery.Config
+	// Relay configures the relay, which loads durable topics' jobs into
+	// Redis as they come within the horizon and pushes those whose push
+	// after their commit was lost (see recovery.RelayConfig). Logger
+	// defaults to Config.Logger.
+	Relay recovery.RelayConfig
+	// NoRecovery makes Run start neither the recoverer nor the relay: for a
+	// process that only works, next to others that recover. Somewhere in
+	// the deployment one process must run them: without a relay, a durable
+	// job due beyond the horizon never reaches Redis, and Run warns about
+	// it. Recover still works on request. Default off.
+	NoRecovery bool
+	// Schedules are the periodic jobs: each tick is enqueued once, whichever
+	// of the processes that run them claims it (see periodic.Schedule).
+	// Default none.
+	Schedules []periodic.Schedule
+	// Periodic tunes the scheduler of Schedules (see periodic.Options).
+	// Logger defaults to Config.Logger.
+	Periodic periodic.Options
+	// NoPeriodic makes Run leave Schedules to other processes; Schedules
+	// still lists them. Default off.
+	NoPeriodic bool
+	// Logger receives the logs of every part, with a "component" field.
+	// Default logrus.StandardLogger().
+	Logger logrus.FieldLogger
+}
+
+// check refuses what only New may set.
+func (c Config) check() error {
+	if c.Queue.Store != nil {
+		return errors.New("engine: Config.Queue.Store: leave it nil; the store is New's argument")
+	}
+	if c.Worker.Ledger != nil {
+		return errors.New("engine: Config.Worker.Ledger: leave it nil; the store is New's argument")
+	}
+	return nil
+}
+
+// component is l with the part's name, for its logs.
+func component(l logrus.FieldLogger, name string) logrus.FieldLogger {
+	return l.WithField("component", name)
+}

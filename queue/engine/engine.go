@@ -1,0 +1,226 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/periodic"
+	"github.com/delayq/delayq/recovery"
+)
+
+// Engine is delayq inside a Go service: the data plane on Redis, the
+// ledger on SQL, and every background part a configuration needs. Build it
+// with New, give it handlers with Handle, start it with Run; enqueue and
+// operate on jobs through its methods, from any goroutine, before and
+// while it runs.
+type Engine struct {
+	cfg   Config
+	log   logrus.FieldLogger
+	q     *queue.Client
+	store *ledger.Ledger
+
+	worker *queue.Worker
+	rec    *recovery.Recoverer
+	dryRec *recovery.Recoverer // Recover's dry runs: the same lock, nothing changed
+	relay  *recovery.Relay
+	sched  *periodic.Scheduler // nil without Schedules
+
+	mu      sync.Mutex
+	handled []string // the topics given to Handle, in order
+	ran     atomic.Bool
+}
+
+// New builds an engine on rdb (any go-redis UniversalClient: single node,
+// Sentinel or Cluster) and store, the SQL ledger every claim is recorded
+// in and every durable job is committed to. Nothing runs and nothing is
+// read or written until Run or an operation. A configuration that cannot
+// work is refused here with an error naming the field: a store missing,
+// a durable topic or a schedule that is not valid, a recovery grace
+// shorter than the heartbeat.
+func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, error) {
+	if rdb == nil {
+		return nil, errors.New("engine: a Redis client is required")
+	}
+	if store == nil {
+		return nil, errors.New("engine: a store (the SQL ledger) is required")
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = logrus.StandardLogger()
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger, store: store}
+	qc := cfg.Queue
+	qc.Store = store
+	var err error
+	if e.q, err = queue.New(rdb, qc); err != nil {
+		return nil, err
+	}
+	if err := e.buildRecovery(); err != nil {
+		return nil, err
+	}
+	wc := cfg.Worker
+	wc.Ledger = store
+	if wc.Logger == nil {
+		wc.Logger = component(e.log, "worker")
+	}
+	wc.OnRedisReconnect = e.redisReconnected
+	if e.worker, err = queue.NewWorker(e.q, wc); err != nil {
+		return nil, err
+	}
+	if len(cfg.Schedules) > 0 {
+		opts := cfg.Periodic
+		if opts.Logger == nil {
+			opts.Logger = component(e.log, "periodic")
+		}
+		if e.sched, err = periodic.New(e.q, store, cfg.Schedules, opts); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// buildRecovery builds the recoverer, its dry-run twin and the relay.
+func (e *Engine) buildRecovery() (err error) {
+	rc := e.cfg.Recovery
+	if rc.Logger == nil {
+		rc.Logger = component(e.log, "recovery")
+	}
+	if rc.HeartbeatInterval == 0 {
+		t := e.cfg.Worker.Topic
+		if t.Heartbeat > 0 {
+			rc.HeartbeatInterval = t.Heartbeat
+		} else if t.Lease > 0 {
+			rc.HeartbeatInterval = queue.DefaultHeartbeat(t.Lease)
+		}
+	}
+	if e.rec, err = recovery.New(e.q, e.store, rc); err != nil {
+		return err
+	}
+	rc.DryRun, rc.OnReport = true, nil // a dry run changes nothing worth a report hook
+	if e.dryRec, err = recovery.New(e.q, e.store, rc); err != nil {
+		return err
+	}
+	relay := e.cfg.Relay
+	if relay.Logger == nil {
+		relay.Logger = component(e.log, "relay")
+	}
+	e.relay, err = recovery.NewRelay(e.q, e.store, relay)
+	return err
+}
+
+// Must returns e, and panics if err is not nil: for a program's main,
+// where a configuration that cannot work ends the program anyway.
+func Must(e *Engine, err error) *Engine {
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// Handle runs h for every job of topic that falls due, with tc over
+// Config.Worker.Topic's defaults (concurrency, lease, retries, rate limit,
+// timeout). Call it before Run; a topic given twice, or a tc that is not
+// valid, is refused.
+func (e *Engine) Handle(topic string, h queue.Handler, tc queue.TopicConfig) error {
+	if e.ran.Load() {
+		return fmt.Errorf("engine: Handle(%s) after Run", topic)
+	}
+	if h == nil {
+		return fmt.Errorf("engine: Handle(%s): the handler is nil", topic)
+	}
+	if err := e.worker.Handle(topic, h, tc); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.handled = append(e.handled, topic)
+	e.mu.Unlock()
+	return nil
+}
+
+// HandledTopics lists the topics given to Handle, in order.
+func (e *Engine) HandledTopics() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.handled...)
+}
+
+// Run starts what the configuration needs and runs it until ctx ends: the
+// worker of the handled topics (claims, handlers, heartbeats, settling),
+// the recoverer and the relay (unless Config.NoRecovery), and the periodic
+// schedules (unless Config.NoPeriodic). When ctx ends it stops them all at
+// once and returns after each stopped: the worker claims nothing more,
+// running handlers finish (up to Worker.ShutdownTimeout) and every outcome
+// is settled. A part that fails stops the others, and Run returns its
+// error; ctx ending is not an error. Run may be called once.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.ran.CompareAndSwap(false, true) {
+		return errors.New("engine: Run called twice")
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	start := func(name string, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+				cancel(err)
+			}
+		}()
+	}
+	if len(e.HandledTopics()) > 0 {
+		start("worker", e.worker.Run)
+	}
+	if e.cfg.NoRecovery {
+		e.warnNoRelay()
+	} else {
+		start("recoverer", e.rec.Run)
+		start("relay", e.relay.Run)
+	}
+	if e.sched != nil && !e.cfg.NoPeriodic {
+		start("periodic", e.sched.Run)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// warnNoRelay says, when this process runs no relay, that a durable
+// topic's far jobs depend on another process's.
+func (e *Engine) warnNoRelay() {
+	for _, topic := range e.HandledTopics() {
+		if e.q.IsDurable(topic) {
+			e.log.WithField("topic", topic).Warn("engine: durable topic and no relay in this process (NoRecovery): another process must run one, or its jobs due beyond the horizon never run")
+			return
+		}
+	}
+}
+
+// redisReconnected checks, after the worker's link to Redis came back,
+// whether Redis lost data meanwhile, and recovers at once if it did; then
+// it runs the user's hook.
+func (e *Engine) redisReconnected(ctx context.Context) {
+	if !e.cfg.NoRecovery {
+		e.rec.RedisReconnected(ctx)
+	}
+	if f := e.cfg.Worker.OnRedisReconnect; f != nil {
+		f(ctx)
+	}
+}

@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// Enqueue schedules one job (queue.Client.Enqueue): on a durable topic it
+// is committed to the store before Enqueue returns. The id is the
+// idempotency key; bad input is a *queue.ValidationError naming the field,
+// and writes nothing.
+func (e *Engine) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
+	return e.q.Enqueue(ctx, topic, j)
+}
+
+// EnqueueBatch schedules up to Queue.MaxBatch jobs of one topic in one
+// round trip, each with its own result (queue.Client.EnqueueBatch).
+func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
+	return e.q.EnqueueBatch(ctx, topic, jobs)
+}
+
+// Transaction runs fn in a transaction on the store's database with an
+// enqueuer whose jobs (of durable topics) commit or roll back with fn's
+// own writes; after the commit they are pushed to Redis at once
+// (ledger.Ledger.Transaction). fn's error rolls everything back.
+func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
+	return e.store.Transaction(ctx, e.q, fn)
+}
+
+// EnqueueTx enqueues jobs of a durable topic inside tx, a transaction the
+// caller runs on the store's database (with tx's context: gorm's
+// db.WithContext(ctx).Transaction): they exist exactly when tx commits.
+// An id already taken is not an error (that job stands); the first job
+// that is not valid is returned as its *queue.ValidationError, and the
+// valid ones stay written in tx, so return the error to roll back. A topic
+// that is not durable is queue.ErrNotDurable. The jobs reach Redis through
+// the relay, within Relay.Every + Relay.Grace of their due time at the
+// latest; use Transaction to push them at the commit.
+func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) error {
+	ctx := tx.Statement.Context
+	if ctx == nil {
+		ctx = context.Background() // gorm's own default for a handle without one
+	}
+	s, err := e.q.EnqueueTx(ctx, e.store.Tx(tx), topic, jobs...)
+	if err != nil {
+		return err
+	}
+	for _, r := range s.Results() {
+		if r.Status == queue.BatchInvalid {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// Find returns a job wherever it is: in Redis, or, for a durable job that
+// Redis does not hold (beyond the horizon, not pushed yet, lost), as its
+// row in the store says (queue.Client.Find). A job that neither store
+// holds (never enqueued, finished, cancelled or purged) is
+// queue.StateUnknown.
+func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
+	return e.q.Find(ctx, e.store, topic, id)
+}
+
+// Cancel removes a job that waits to run, from Redis and from the store
+// (queue.Client.Cancel); queue.ErrInFlight while a worker holds it,
+// queue.ErrDead once it died.
+func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
+	return e.q.Cancel(ctx, e.store, topic, id)
+}
+
+// Reschedule moves the due time of a job that waits (queue.Client.
+// Reschedule): to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
+// never runs before the last due time a Reschedule returned.
+func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
+	return e.q.Reschedule(ctx, e.store, topic, id, to)
+}
+
+// Pause stops every worker of the deployment from claiming topic's jobs
+// until Resume, on behalf of actor (kept with the state); the state is
+// written to the store first, so that no Redis loss lifts it
+// (queue.Client.Pause).
+func (e *Engine) Pause(ctx context.Context, topic, actor string) (queue.PauseState, error) {
+	return e.q.Pause(ctx, e.store, topic, actor)
+}
+
+// Resume lifts a Pause (queue.Client.Resume).
+func (e *Engine) Resume(ctx context.Context, topic, actor string) (queue.PauseState, error) {
+	return e.q.Resume(ctx, e.store, topic, actor)
+}
+
+// Stats counts one topic's jobs in Redis at one instant of Redis's clock.
+func (e *Engine) Stats(ctx context.Context, topic string) (queue.Stats, error) {
+	return e.q.Stats(ctx, topic)
+}
+
+// List pages through one topic's jobs in Redis in one state.
+func (e *Engine) List(ctx context.Context, topic string, state queue.State, offset, limit int) (*queue.Page, error) {
+	return e.q.List(ctx, topic, state, offset, limit)
+}
+
+// Topics lists the topics that have keys in Redis.
+func (e *Engine) Topics(ctx context.Context) ([]string, error) {
+	return e.q.Topics(ctx)
+}
+
+// RequeueDead makes one dead job wait to run again, now, with fresh
+// attempts.
+func (e *Engine) RequeueDead(ctx context.Context, topic, id string) error {
+	return e.q.RequeueDead(ctx, topic, id)
+}
+
+// RequeueAllDead requeues every dead job of topic and says how many.
+func (e *Engine) RequeueAllDead(ctx context.Context, topic string) (int, error) {
+	return e.q.RequeueAllDead(ctx, topic)
+}
+
+// PurgeDead deletes the dead jobs of topic that died at or before before
+// (Unix ms) and says how many.
+func (e *Engine) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
+	return e.q.PurgeDead(ctx, topic, before)
+}

@@ -143,7 +143,7 @@ func TestEngineProgramInReadme(t *testing.T) {
 		if err != nil || n != 0 {
 			return false
 		}
-		info, err := q.Get(ctx, "close", "order:1")
+		info, err := q.Get(ctx, "close", "1")
 		return err == nil && info.State == queue.StateUnknown
 	})
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGINT); err != nil {

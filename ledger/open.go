@@ -17,7 +17,14 @@ func Open(dialector gorm.Dialector, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open: %w", err)
 	}
-	return New(db, opts)
+	l, err := New(db, opts)
+	if err != nil {
+		if sqlDB, derr := db.DB(); derr == nil {
+			_ = sqlDB.Close()
+		}
+		return nil, err
+	}
+	return l, nil
 }
 
 // Must returns l, and panics if err is not nil: for a program's main,

@@ -47,12 +47,12 @@ func (s *system) buildObservability(p parts) error {
 		}
 	}
 	if p.recovery || p.api { // the API runs the recoverer on request
-		if err := o.metrics.WatchRecoverer(s.eng.RecoveryCounters, s.cfg.Recovery.Spec); err != nil {
+		if err := o.metrics.WatchRecoverer(s.eng.RecoveryCounters, s.eng.RecoveryConfig().Schedule); err != nil {
 			return err
 		}
 	}
 	if p.recovery { // the relay runs with the recoverer
-		if err := o.metrics.WatchRelay(relayReader{s.eng}, s.cfg.Recovery.RelayEvery); err != nil {
+		if err := o.metrics.WatchRelay(relayReader{s.eng}, s.eng.RelayConfig().Every); err != nil {
 			return err
 		}
 	}

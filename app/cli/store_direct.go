@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -20,6 +18,7 @@ import (
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -61,45 +60,13 @@ func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo
 // relay does), so that durable topics whose jobs all wait beyond the
 // horizon are listed too.
 func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error) {
-	q := s.b.Queue
-	for _, t := range topics {
-		if err := queue.ValidateTopic(t); err != nil {
-			return nil, err
-		}
-	}
-	var counts map[string]ledger.ScheduledCount
-	var at time.Time
-	if s.anyDurable(topics) {
-		now, err := s.b.Ledger.SQLNow(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
-		}
-		if counts, err = s.b.Ledger.ScheduledCounts(ctx, now+q.Config().Horizon.Milliseconds()); err != nil {
-			return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
-		}
-		at = time.Now()
-	}
-	if len(topics) == 0 {
-		var err error
-		if topics, err = q.Topics(ctx); err != nil {
-			return nil, err
-		}
-		topics = httpapi.WithSQLOnlyTopics(topics, counts, q.IsDurable)
-	}
-	pauses, err := q.PausesOf(ctx, topics) // one round trip for all
+	infos, err := engine.NewInspector(s.b.Queue, s.b.Ledger, nil).Topics(ctx, topics...)
 	if err != nil {
 		return nil, err
 	}
-	all := make([]httpapi.TopicStats, 0, len(topics))
-	for _, t := range topics {
-		st, err := q.Stats(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		st.Topic = t
-		v := httpapi.WithPause(httpapi.NewTopicStats(st, q.Durability(t), counts[t], at), pauses[t])
-		v.RateLimit = httpapi.NewRateLimitView(s.cfg.Worker.RateLimit(t))
-		all = append(all, v)
+	all := make([]httpapi.TopicStats, 0, len(infos))
+	for _, info := range infos {
+		all = append(all, httpapi.NewTopicStats(info, s.cfg.Worker.RateLimit(info.Topic)))
 	}
 	return all, nil
 }
@@ -132,15 +99,6 @@ func cliActor() string {
 		host = "unknown"
 	}
 	return "cli:" + name + "@" + host
-}
-
-// anyDurable says whether one of topics (any topic when none) may be
-// durable under the configuration.
-func (s *directStore) anyDurable(topics []string) bool {
-	if len(topics) == 0 {
-		return s.cfg.Queue.Durability == string(queue.DurabilityDurable) || len(s.cfg.Queue.TopicDurability()) > 0
-	}
-	return slices.ContainsFunc(topics, s.b.Queue.IsDurable)
 }
 
 func (s *directStore) Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 )
 
 // DefaultMaxBodyBytes is the body limit when Deps.MaxBodyBytes is 0: room
@@ -98,7 +99,7 @@ type api struct {
 	q         *queue.Client
 	l         *ledger.Ledger
 	rec       Recovery
-	sqlCounts SQLCounter
+	inspect   *engine.Inspector
 	readOnly  bool
 	maxBody   int64
 	ready     func(ctx context.Context) error
@@ -123,11 +124,15 @@ func New(d Deps) (http.Handler, error) {
 	if d.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("httpapi: Deps.MaxBodyBytes %d: must not be negative", d.MaxBodyBytes)
 	}
+	var counts engine.Counter = noCounts{} // never a SQL count per request
+	if d.SQLCounts != nil {
+		counts = d.SQLCounts
+	}
 	a := &api{
 		q:         d.Queue,
 		l:         d.Ledger,
 		rec:       d.Recovery,
-		sqlCounts: d.SQLCounts,
+		inspect:   engine.NewInspector(d.Queue, d.Ledger, counts),
 		readOnly:  d.ReadOnly,
 		maxBody:   d.MaxBodyBytes,
 		ready:     d.Ready,

@@ -1,13 +1,12 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 )
 
 // TopicStats are one topic's counts at one instant of Redis's clock; times
@@ -80,83 +79,39 @@ type TopicList struct {
 	Topics []TopicStats `json:"topics"`
 }
 
-// NewTopicStats renders a topic's stats with its durability and, for a
-// durable topic counted at at (non-zero), its SQL counts c.
-func NewTopicStats(s queue.Stats, d queue.Durability, c ledger.ScheduledCount, at time.Time) TopicStats {
+// NewTopicStats renders a topic as the inspector read it, with rl, its
+// rate limit in this process's configuration.
+func NewTopicStats(info engine.TopicInfo, rl queue.RateLimit) TopicStats {
+	s := info.Stats
 	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
-		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: string(d),
+		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: string(info.Durability),
+		RateLimit: NewRateLimitView(rl),
 	}
-	if d == queue.DurabilityDurable && !at.IsZero() {
-		v.SQL = &SQLCounts{Waiting: c.Total, BeyondHorizon: c.Beyond, CountedAt: at.UnixMilli()}
+	if c := info.SQL; c != nil {
+		v.SQL = &SQLCounts{Waiting: c.Waiting, BeyondHorizon: c.BeyondHorizon, CountedAt: c.CountedAt.UnixMilli()}
 	}
-	return v
+	return WithPause(v, info.Pause)
 }
 
-// counts returns the cached SQL counts, nil and zero without a counter.
-func (a *api) counts() (map[string]ledger.ScheduledCount, time.Time) {
-	if a.sqlCounts == nil {
-		return nil, time.Time{}
-	}
-	return a.sqlCounts.Counts()
-}
+// noCounts is the counter of a process that runs no relay: the API counts
+// nothing per request.
+type noCounts struct{}
 
-// stats reads a topic's stats; its pause state is p, or read here when p
-// is nil.
-func (a *api) stats(ctx context.Context, topic string, counts map[string]ledger.ScheduledCount, at time.Time, p *queue.PauseState) (TopicStats, error) {
-	s, err := a.q.Stats(ctx, topic)
-	if err != nil {
-		return TopicStats{}, fromRedis(err)
-	}
-	s.Topic = topic
-	if p == nil {
-		st, err := a.q.PauseOf(ctx, topic)
-		if err != nil {
-			return TopicStats{}, fromRedis(err)
-		}
-		p = &st
-	}
-	v := WithPause(NewTopicStats(s, a.q.Durability(topic), counts[topic], at), *p)
-	v.RateLimit = NewRateLimitView(a.rateLimits[topic])
-	return v, nil
-}
-
-// WithSQLOnlyTopics adds to topics (those Redis knows) the durable topics
-// that counts give waiting jobs, whose jobs may all be in SQL only (due
-// beyond the horizon), and returns them sorted.
-func WithSQLOnlyTopics(topics []string, counts map[string]ledger.ScheduledCount, isDurable func(topic string) bool) []string {
-	for t, c := range counts {
-		if c.Total > 0 && isDurable(t) && !slices.Contains(topics, t) {
-			topics = append(topics, t)
-		}
-	}
-	slices.Sort(topics)
-	return topics
-}
+func (noCounts) Counts() (map[string]ledger.ScheduledCount, time.Time) { return nil, time.Time{} }
 
 // listTopics handles GET /v1/topics: every topic jobs were enqueued to, with
 // its stats (one cheap script call per topic; topics are few). A durable
 // topic whose jobs all wait beyond the horizon is in SQL only: the relay's
 // counts name it.
 func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
-	topics, err := a.q.Topics(r.Context())
+	infos, err := a.inspect.Topics(r.Context())
 	if err != nil {
 		return fromRedis(err)
 	}
-	counts, at := a.counts()
-	topics = WithSQLOnlyTopics(topics, counts, a.q.IsDurable)
-	pauses, err := a.q.PausesOf(r.Context(), topics) // one round trip for all
-	if err != nil {
-		return fromRedis(err)
-	}
-	out := TopicList{Topics: make([]TopicStats, 0, len(topics))}
-	for _, t := range topics {
-		p := pauses[t]
-		s, err := a.stats(r.Context(), t, counts, at, &p)
-		if err != nil {
-			return err
-		}
-		out.Topics = append(out.Topics, s)
+	out := TopicList{Topics: make([]TopicStats, 0, len(infos))}
+	for _, info := range infos {
+		out.Topics = append(out.Topics, NewTopicStats(info, a.rateLimits[info.Topic]))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -166,11 +121,10 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 // zero counts rather than a 404: after a job finishes, an empty topic is
 // exactly that.
 func (a *api) topicStats(w http.ResponseWriter, r *http.Request) error {
-	counts, at := a.counts()
-	s, err := a.stats(r.Context(), r.PathValue("topic"), counts, at, nil)
+	info, err := a.inspect.Topic(r.Context(), r.PathValue("topic"))
 	if err != nil {
-		return err
+		return fromRedis(err)
 	}
-	writeJSON(w, http.StatusOK, s)
+	writeJSON(w, http.StatusOK, NewTopicStats(info, a.rateLimits[info.Topic]))
 	return nil
 }

@@ -28,13 +28,13 @@ type Config struct {
 	Worker queue.WorkerConfig
 	// Recovery configures the recoverer: the cron schedule, the grace past
 	// a lease, the lock (see recovery.Config). HeartbeatInterval defaults to
-	// the heartbeat of Worker.Topic; raise it if a topic of Handle beats
-	// more slowly. Logger defaults to Config.Logger.
+	// the heartbeat of Worker.Topic; Handle refuses a topic that beats no
+	// faster than Grace. Logger defaults to Config.Logger.
 	Recovery recovery.Config
 	// Relay configures the relay, which loads durable topics' jobs into
 	// Redis as they come within the horizon and pushes those whose push
 	// after their commit was lost (see recovery.RelayConfig). Logger
-	// defaults to Config.Logger.
+	// defaults to Config.Logger. Unused with NoRecovery.
 	Relay recovery.RelayConfig
 	// NoRecovery makes Run start neither the recoverer nor the relay: for a
 	// process that only works, next to others that recover. Somewhere in

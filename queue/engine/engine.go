@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -30,7 +32,7 @@ type Engine struct {
 	worker *queue.Worker
 	rec    *recovery.Recoverer
 	dryRec *recovery.Recoverer // Recover's dry runs: the same lock, nothing changed
-	relay  *recovery.Relay
+	relay  *recovery.Relay     // nil with NoRecovery
 	sched  *periodic.Scheduler // nil without Schedules
 
 	mu      sync.Mutex
@@ -73,7 +75,9 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if wc.Logger == nil {
 		wc.Logger = component(e.log, "worker")
 	}
-	wc.OnRedisReconnect = e.redisReconnected
+	if !cfg.NoRecovery || cfg.Worker.OnRedisReconnect != nil {
+		wc.OnRedisReconnect = e.redisReconnected
+	}
 	if e.worker, err = queue.NewWorker(e.q, wc); err != nil {
 		return nil, err
 	}
@@ -110,6 +114,9 @@ func (e *Engine) buildRecovery() (err error) {
 	if e.dryRec, err = recovery.New(e.q, e.store, rc); err != nil {
 		return err
 	}
+	if e.cfg.NoRecovery {
+		return nil // no relay here: its settings are another process's
+	}
 	relay := e.cfg.Relay
 	if relay.Logger == nil {
 		relay.Logger = component(e.log, "relay")
@@ -132,19 +139,34 @@ func Must(e *Engine, err error) *Engine {
 // timeout). Call it before Run; a topic given twice, or a tc that is not
 // valid, is refused.
 func (e *Engine) Handle(topic string, h queue.Handler, tc queue.TopicConfig) error {
+	// Under e.mu with Run's start: the worker's topics are not to be
+	// written once it runs.
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.ran.Load() {
 		return fmt.Errorf("engine: Handle(%s) after Run", topic)
 	}
 	if h == nil {
 		return fmt.Errorf("engine: Handle(%s): the handler is nil", topic)
 	}
+	if hb, grace := e.heartbeat(tc), e.rec.Config().Grace; hb >= grace {
+		return fmt.Errorf("engine: Handle(%s): heartbeat %s is not shorter than Recovery.Grace %s: the recoverer would take a live worker's jobs for lost (raise Recovery.Grace and Recovery.HeartbeatInterval)", topic, hb, grace)
+	}
 	if err := e.worker.Handle(topic, h, tc); err != nil {
 		return err
 	}
-	e.mu.Lock()
 	e.handled = append(e.handled, topic)
-	e.mu.Unlock()
 	return nil
+}
+
+// heartbeat is the heartbeat of a topic handled with tc: its own, or the
+// worker's default, or a third of its lease.
+func (e *Engine) heartbeat(tc queue.TopicConfig) time.Duration {
+	def := e.cfg.Worker.Topic
+	if hb := cmp.Or(tc.Heartbeat, def.Heartbeat); hb > 0 {
+		return hb
+	}
+	return queue.DefaultHeartbeat(cmp.Or(tc.Lease, def.Lease, queue.DefaultLease))
 }
 
 // HandledTopics lists the topics given to Handle, in order.
@@ -163,7 +185,10 @@ func (e *Engine) HandledTopics() []string {
 // is settled. A part that fails stops the others, and Run returns its
 // error; ctx ending is not an error. Run may be called once.
 func (e *Engine) Run(ctx context.Context) error {
-	if !e.ran.CompareAndSwap(false, true) {
+	e.mu.Lock()
+	first := e.ran.CompareAndSwap(false, true)
+	e.mu.Unlock()
+	if !first {
 		return errors.New("engine: Run called twice")
 	}
 	ctx, cancel := context.WithCancelCause(ctx)

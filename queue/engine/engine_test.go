@@ -174,3 +174,31 @@ func TestNoRecoveryWarnsOfDurableTopics(t *testing.T) {
 		t.Errorf("NoRecovery started the relay or the recoverer:\n%s", buf.String())
 	}
 }
+
+// TestHandleRefusesAHeartbeatWithinTheGrace: a topic whose heartbeat is
+// not shorter than the recoverer's grace is refused, since recovery would
+// take its live worker's jobs for lost; a nil handler too.
+func TestHandleRefusesAHeartbeatWithinTheGrace(t *testing.T) {
+	rdb, _ := testenv.MiniRedis(t)
+	store, err := ledger.New(testenv.SQLite(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(rdb, store, engine.Config{Recovery: recovery.Config{Grace: 30 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := queue.HandlerFunc(func(context.Context, *queue.Job) error { return nil })
+	if err := eng.Handle("slow", h, queue.TopicConfig{Lease: 2 * time.Minute}); err == nil || !strings.Contains(err.Error(), "Recovery.Grace") {
+		t.Errorf("a 40s heartbeat against a 30s grace: %v, want refused naming Recovery.Grace", err)
+	}
+	if err := eng.Handle("fine", h, queue.TopicConfig{Lease: time.Minute, Heartbeat: 10 * time.Second}); err != nil {
+		t.Errorf("a 10s heartbeat against a 30s grace: %v", err)
+	}
+	if err := eng.Handle("nil", nil, queue.TopicConfig{}); err == nil {
+		t.Error("a nil handler was accepted")
+	}
+	if got := eng.HandledTopics(); len(got) != 1 || got[0] != "fine" {
+		t.Errorf("handled %v, want [fine]", got)
+	}
+}

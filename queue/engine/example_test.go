@@ -410,7 +410,10 @@ func ExampleEngine_RequeueDead() {
 	stop := start(eng)
 	defer stop()
 	<-done
-	for {
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(deadline) {
+			panic("the dead job was not buried within 10 s")
+		}
 		page, err := eng.List(ctx, "invoices", queue.StateDead, 0, 10)
 		if err != nil {
 			panic(err)

@@ -34,13 +34,34 @@ func (e *Engine) RecoveryReports() []recovery.Report {
 // RecoveryCounters are this process's recovery totals, for metrics.
 func (e *Engine) RecoveryCounters() recovery.Counters { return e.rec.Counters() }
 
-// RelayTotals are this process's relay totals, for metrics.
-func (e *Engine) RelayTotals() recovery.RelayTotals { return e.relay.Totals() }
+// RelayTotals are this process's relay totals, for metrics (zero with
+// NoRecovery).
+func (e *Engine) RelayTotals() recovery.RelayTotals {
+	if e.relay == nil {
+		return recovery.RelayTotals{}
+	}
+	return e.relay.Totals()
+}
+
+// RecoveryConfig is the recoverer's configuration, defaults filled in.
+func (e *Engine) RecoveryConfig() recovery.Config { return e.rec.Config() }
+
+// RelayConfig is the relay's configuration, defaults filled in; the zero
+// value with NoRecovery (this process runs no relay).
+func (e *Engine) RelayConfig() recovery.RelayConfig {
+	if e.relay == nil {
+		return recovery.RelayConfig{}
+	}
+	return e.relay.Config()
+}
 
 // DurableCounts are the durable topics' jobs waiting in SQL, by topic, as
 // the relay last counted them, and when (zero before its first count or
 // when Run runs no relay).
 func (e *Engine) DurableCounts() (map[string]ledger.ScheduledCount, time.Time) {
+	if e.relay == nil {
+		return nil, time.Time{}
+	}
 	return e.relay.Counts()
 }
 

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// TopicInfo is one topic as both stores see it: Redis's counts at one
+// instant of its clock, the topic's durability, a durable topic's jobs
+// waiting in SQL, and its pause state.
+type TopicInfo struct {
+	queue.Stats
+	Durability queue.Durability
+	// SQL are a durable topic's waiting jobs in the store; nil for a redis
+	// topic, or when no count is at hand (see NewInspector).
+	SQL *DurableCount
+	// Pause is the topic's pause state (Pause.Paused, and who paused it
+	// when).
+	Pause queue.PauseState
+}
+
+// DurableCount is how many jobs of a durable topic wait in the store, and
+// how many of them are due beyond the horizon (in SQL only until the relay
+// loads them), counted at CountedAt.
+type DurableCount struct {
+	Waiting, BeyondHorizon int64
+	CountedAt              time.Time
+}
+
+// Counter gives the durable topics' waiting jobs by topic, as counted at
+// the time it returns (the relay's cached counts: zero before its first
+// count).
+type Counter interface {
+	Counts() (map[string]ledger.ScheduledCount, time.Time)
+}
+
+// Inspector reads topics across Redis and the store: what the API's and
+// the CLI's topic views show. Build it with NewInspector, or take the
+// engine's (Engine.Inspector).
+type Inspector struct {
+	q      *queue.Client
+	store  *ledger.Ledger
+	counts Counter // nil: count in SQL on each call that needs it
+}
+
+// NewInspector reads through q and store. counts gives the durable topics'
+// counts (a relay's, which counts every RelayConfig.CountEvery, so that no
+// read costs a SQL query); nil counts them in SQL on every call that needs
+// them (one GROUP BY over the scheduled rows' index), for a one-off read.
+func NewInspector(q *queue.Client, store *ledger.Ledger, counts Counter) *Inspector {
+	return &Inspector{q: q, store: store, counts: counts}
+}
+
+// Inspector reads the engine's topics; the durable counts are the relay's
+// once Run runs it, and counted on each read otherwise (before Run, or
+// with NoRecovery).
+func (e *Engine) Inspector() *Inspector {
+	if e.cfg.NoRecovery || !e.ran.Load() {
+		return NewInspector(e.q, e.store, nil)
+	}
+	return NewInspector(e.q, e.store, relayCounter{e})
+}
+
+type relayCounter struct{ e *Engine }
+
+func (c relayCounter) Counts() (map[string]ledger.ScheduledCount, time.Time) {
+	return c.e.DurableCounts()
+}
+
+// Topic reads one topic. A topic nobody enqueued to has zero counts: after
+// its last job finished, an empty topic is exactly that. A store error
+// wraps queue.ErrLedger.
+func (i *Inspector) Topic(ctx context.Context, topic string) (TopicInfo, error) {
+	list, err := i.Topics(ctx, topic)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return list[0], nil
+}
+
+// Topics reads topics, in order; none means every topic: those Redis has
+// keys of, and the durable topics whose jobs all wait in SQL only, sorted.
+// Pause states come in one round trip for all.
+func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, error) {
+	for _, t := range topics {
+		if err := queue.ValidateTopic(t); err != nil {
+			return nil, err
+		}
+	}
+	counts, at, err := i.durableCounts(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	if len(topics) == 0 {
+		if topics, err = i.q.Topics(ctx); err != nil {
+			return nil, err
+		}
+		for t, c := range counts {
+			if c.Total > 0 && i.q.IsDurable(t) && !slices.Contains(topics, t) {
+				topics = append(topics, t)
+			}
+		}
+		slices.Sort(topics)
+	}
+	pauses, err := i.q.PausesOf(ctx, topics)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicInfo, 0, len(topics))
+	for _, t := range topics {
+		st, err := i.q.Stats(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		st.Topic = t
+		info := TopicInfo{Stats: st, Durability: i.q.Durability(t), Pause: pauses[t]}
+		if info.Durability == queue.DurabilityDurable && !at.IsZero() {
+			c := counts[t]
+			info.SQL = &DurableCount{Waiting: c.Total, BeyondHorizon: c.Beyond, CountedAt: at}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// durableCounts are the counter's counts, or, without one, counted now in
+// SQL when one of topics (any topic, for none) may be durable.
+func (i *Inspector) durableCounts(ctx context.Context, topics []string) (map[string]ledger.ScheduledCount, time.Time, error) {
+	if i.counts != nil {
+		counts, at := i.counts.Counts()
+		return counts, at, nil
+	}
+	if !i.anyDurable(topics) {
+		return nil, time.Time{}, nil
+	}
+	now, err := i.store.SQLNow(ctx)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+	}
+	counts, err := i.store.ScheduledCounts(ctx, now+i.q.Config().Horizon.Milliseconds())
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+	}
+	return counts, time.Now(), nil
+}
+
+// anyDurable says whether one of topics (any topic, for none) is durable.
+func (i *Inspector) anyDurable(topics []string) bool {
+	if len(topics) == 0 {
+		c := i.q.Config()
+		return c.Durability == queue.DurabilityDurable ||
+			slices.Contains(slices.Collect(maps.Values(c.TopicDurability)), queue.DurabilityDurable)
+	}
+	return slices.ContainsFunc(topics, i.q.IsDurable)
+}

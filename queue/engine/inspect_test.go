@@ -1,0 +1,83 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
+)
+
+// TestInspectorReadsBothStores, on Redis and MariaDB: a durable topic
+// whose only job waits beyond the horizon is listed, with its SQL counts,
+// although Redis has no key of it; a redis topic has no SQL counts; a
+// paused topic says who paused it. Counted on demand (no relay), then
+// through a counter that has not counted yet (no counts at hand).
+func TestInspectorReadsBothStores(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: testenv.QuietLogger(),
+		Queue: queue.Config{Namespace: ns, Horizon: time.Minute,
+			TopicDurability: map[string]queue.Durability{"far": queue.DurabilityDurable}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "far", queue.NewJob{ID: "f1", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "near", queue.NewJob{ID: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Pause(ctx, "near", "test:inspector"); err != nil {
+		t.Fatal(err)
+	}
+
+	infos, err := eng.Inspector().Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 || infos[0].Topic != "far" || infos[1].Topic != "near" {
+		t.Fatalf("topics %+v, want far and near", infos)
+	}
+	far, near := infos[0], infos[1]
+	if far.Durability != queue.DurabilityDurable || far.SQL == nil || far.SQL.Waiting != 1 || far.SQL.BeyondHorizon != 1 || far.Due != 0 {
+		t.Errorf("far: %+v (SQL %+v), want durable, 1 waiting beyond the horizon in SQL, none in Redis", far, far.SQL)
+	}
+	if near.Durability != queue.DurabilityRedis || near.SQL != nil || near.Due != 1 {
+		t.Errorf("near: %+v, want a redis topic with 1 job due in Redis and no SQL counts", near)
+	}
+	if !near.Pause.Paused || near.Pause.By != "test:inspector" || far.Pause.Paused {
+		t.Errorf("pauses: near %+v, far %+v; want near paused by test:inspector", near.Pause, far.Pause)
+	}
+	one, err := eng.Inspector().Topic(ctx, "far")
+	if err != nil || one.SQL == nil || one.SQL.Waiting != 1 {
+		t.Errorf("Topic(far): %+v, %v", one, err)
+	}
+	if _, err := eng.Inspector().Topic(ctx, "bad topic"); err == nil {
+		t.Error("a topic that is not a name was read")
+	}
+
+	// A relay's counter that has not counted yet: no SQL counts, so a
+	// durable topic only in SQL is not listed, and no SQL is read.
+	idle := engine.NewInspector(eng.Client(), store, neverCounted{})
+	infos, err = idle.Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Topic != "near" {
+		t.Errorf("topics without counts: %+v, want near only", infos)
+	}
+}
+
+type neverCounted struct{}
+
+func (neverCounted) Counts() (map[string]ledger.ScheduledCount, time.Time) { return nil, time.Time{} }

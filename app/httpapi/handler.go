@@ -96,15 +96,15 @@ type Deps struct {
 
 // api is the handler's state: its dependencies, nothing mutable.
 type api struct {
-	q         *queue.Client
-	l         *ledger.Ledger
-	rec       Recovery
-	inspect   *engine.Inspector
-	readOnly  bool
-	maxBody   int64
-	ready     func(ctx context.Context) error
-	log       logrus.FieldLogger
-	auth      *bearerAuth // nil when auth is off
+	q        *queue.Client
+	l        *ledger.Ledger
+	rec      Recovery
+	inspect  *engine.Inspector
+	readOnly bool
+	maxBody  int64
+	ready    func(ctx context.Context) error
+	log      logrus.FieldLogger
+	auth     *bearerAuth // nil when auth is off
 
 	rateLimits map[string]queue.RateLimit // Deps.RateLimits, read only
 	schedules  Schedules                  // nil without periodic schedules

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/sqlscript"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -120,7 +121,7 @@ func runBlock(t *testing.T, ctx context.Context, db *sql.DB, block string) [][]s
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	stmts := testenv.SplitSQL(block)
+	stmts := sqlscript.Split(block)
 	for _, s := range stmts[:len(stmts)-1] {
 		if _, err := conn.ExecContext(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)

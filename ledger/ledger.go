@@ -40,6 +40,9 @@ type Ledger struct {
 	// lastRecord is when the last Record came (Unix ns): settlements
 	// linger for the next one only while records flow.
 	lastRecord *atomic.Int64
+	// migrations are the schema's numbered steps, read once from the
+	// embedded files (migrations.go).
+	migrations []Migration
 }
 
 // New returns a Ledger on db (MySQL/MariaDB or SQLite). It does not touch the
@@ -79,6 +82,9 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		lastRecord:  &atomic.Int64{},
 	}
 	l.upsertHead, l.upsertTail = upsertSQL(d, l.ledgerTable)
+	if l.migrations, err = loadMigrations(migrationFiles); err != nil {
+		return nil, err // a build whose embedded migrations are broken
+	}
 	l.group = l.newGroupCommit()
 	return l, nil
 }

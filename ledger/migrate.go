@@ -79,6 +79,9 @@ func (s SchemaStatus) Pending() []MigrationState {
 	return out
 }
 
+// String names the migration as its files do: 0002_durable_topics.
+func (m MigrationState) String() string { return migrationID(m.Version, m.Name) }
+
 // UpToDate reports whether every migration this build knows is applied.
 func (s SchemaStatus) UpToDate() bool { return len(s.Pending()) == 0 }
 
@@ -126,7 +129,7 @@ func (l *Ledger) plan(db *gorm.DB, migs []Migration, done map[int]MigrationState
 		}
 		present, err := m.present(l.probe(db), l.opts.TablePrefix)
 		if err != nil {
-			return nil, fmt.Errorf("ledger: migration %04d_%s: %w", m.Version, m.Name, err)
+			return nil, fmt.Errorf("ledger: migration %s: %w", m, err)
 		}
 		how := MigrationApplied
 		if present {
@@ -149,10 +152,7 @@ func (l *Ledger) plan(db *gorm.DB, migs []Migration, done map[int]MigrationState
 // back); a step cut short is found, not run again, by the next Migrate.
 // On SQLite the whole upgrade is one transaction.
 func (l *Ledger) Migrate(ctx context.Context) error {
-	migs, err := loadMigrations(migrationFiles)
-	if err != nil {
-		return err
-	}
+	migs := l.migrations
 	done, err := l.recordedIfAny(l.conn(ctx))
 	if err != nil {
 		return err
@@ -210,12 +210,12 @@ func (l *Ledger) migrateSteps(db *gorm.DB, migs []Migration) error {
 		if s.how == MigrationApplied {
 			for _, stmt := range s.m.statements(l.dialect.name, l.opts.TablePrefix) {
 				if err := db.Exec(stmt).Error; err != nil {
-					return fmt.Errorf("ledger: migration %04d_%s: %w", s.m.Version, s.m.Name, err)
+					return fmt.Errorf("ledger: migration %s: %w", s.m, err)
 				}
 			}
 		}
 		if err := db.Exec(l.recordSQL(s.m, s.how, strconv.FormatInt(l.nowMs(), 10))).Error; err != nil {
-			return fmt.Errorf("ledger: record migration %04d_%s: %w", s.m.Version, s.m.Name, err)
+			return fmt.Errorf("ledger: record migration %s: %w", s.m, err)
 		}
 	}
 	return nil
@@ -286,10 +286,7 @@ func (l *Ledger) probe(db *gorm.DB) probe { return probe{db: db, dialect: l.dial
 // MigrationStatus says which migrations the database has and which it
 // lacks, without changing anything.
 func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
-	migs, err := loadMigrations(migrationFiles)
-	if err != nil {
-		return SchemaStatus{}, err
-	}
+	migs := l.migrations
 	db := l.conn(ctx)
 	st := SchemaStatus{Latest: migs[len(migs)-1].Version}
 	done, err := l.recordedIfAny(db)
@@ -337,10 +334,7 @@ func (l *Ledger) MigrationStatus(ctx context.Context) (SchemaStatus, error) {
 // changes by hand (delayq migrate --print): none when every migration is
 // recorded. A step the database already has is only recorded.
 func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
-	migs, err := loadMigrations(migrationFiles)
-	if err != nil {
-		return nil, err
-	}
+	migs := l.migrations
 	db := l.conn(ctx)
 	done, err := l.recordedIfAny(db)
 	if err != nil {

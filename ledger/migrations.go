@@ -4,12 +4,15 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	pathpkg "path"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/sqlscript"
 )
 
 // migrationFiles are the ledger's numbered migrations, one file per
@@ -35,6 +38,11 @@ type Migration struct {
 	// again. Every new migration needs one that recognises its whole effect.
 	present func(p probe, prefix string) (bool, error)
 }
+
+// String names the migration as its files do: 0002_durable_topics.
+func (m Migration) String() string { return migrationID(m.Version, m.Name) }
+
+func migrationID(version int, name string) string { return fmt.Sprintf("%04d_%s", version, name) }
 
 // presence says, per version, how to recognise a step already made.
 var presence = map[int]func(p probe, prefix string) (bool, error){
@@ -110,7 +118,7 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 	}
 	byVersion := map[int]*Migration{}
 	for _, path := range names {
-		base := path[strings.LastIndex(path, "/")+1:]
+		base := pathpkg.Base(path)
 		m := migrationName.FindStringSubmatch(base)
 		if m == nil {
 			return nil, fmt.Errorf("ledger: migration file %s: want NNNN_name.mysql.sql or NNNN_name.sqlite.sql", base)
@@ -128,7 +136,7 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		mig.sql[m[3]] = splitStatements(string(b))
+		mig.sql[m[3]] = sqlscript.Split(string(b))
 	}
 	out := make([]Migration, 0, len(byVersion))
 	for v, m := range byVersion {
@@ -144,29 +152,6 @@ func loadMigrations(fsys fs.FS) ([]Migration, error) {
 		}
 	}
 	return out, nil
-}
-
-// splitStatements cuts a migration file into its statements: comment
-// lines dropped, a statement ends with a semicolon at the end of a line.
-func splitStatements(s string) []string {
-	var out []string
-	var cur strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
-			continue
-		}
-		cur.WriteString(line)
-		cur.WriteByte('\n')
-		if strings.HasSuffix(strings.TrimSpace(line), ";") {
-			stmt := strings.TrimSuffix(strings.TrimSpace(cur.String()), ";")
-			out = append(out, stmt)
-			cur.Reset()
-		}
-	}
-	if rest := strings.TrimSpace(cur.String()); rest != "" {
-		out = append(out, rest)
-	}
-	return out
 }
 
 // statements returns the migration's statements for a dialect and table

@@ -13,6 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/sqlscript"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -45,7 +46,7 @@ func execSQLFile(t *testing.T, db *gorm.DB, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range testenv.SplitSQL(string(b)) {
+	for _, stmt := range sqlscript.Split(string(b)) {
 		if err := db.Exec(stmt).Error; err != nil {
 			t.Fatalf("%s: %v\n%s", path, err, stmt)
 		}

@@ -170,7 +170,7 @@ func warnPendingMigrations(ctx context.Context, led *ledger.Ledger, log logrus.F
 	if pending := st.Pending(); len(pending) > 0 {
 		names := make([]string, len(pending))
 		for i, m := range pending {
-			names[i] = fmt.Sprintf("%04d_%s", m.Version, m.Name)
+			names[i] = m.String()
 		}
 		log.WithField("pending", strings.Join(names, ",")).
 			Warnf("the ledger's schema is at version %d of %d: run delayq migrate", st.Version, st.Latest)

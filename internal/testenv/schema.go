@@ -9,28 +9,12 @@ import (
 	"testing"
 
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/sqlscript"
 )
 
 // These helpers let a package prove that its migrations (or gorm models)
 // and deployments/mysql/schema.sql create the same tables.
-
-// SplitSQL splits a file of ;-terminated statements, after dropping its "--"
-// comment lines (schema.sql has no semicolons inside statements).
-func SplitSQL(s string) []string {
-	var kept []string
-	for _, line := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			kept = append(kept, line)
-		}
-	}
-	var out []string
-	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
-		if strings.TrimSpace(stmt) != "" {
-			out = append(out, stmt)
-		}
-	}
-	return out
-}
 
 // DescribeTable returns one line per column, index column and table property of
 // table in db's current database, from information_schema (MySQL) or
@@ -159,7 +143,7 @@ func MatchSchemaFile(t *testing.T, path string, migrate func(db *gorm.DB) error,
 		t.Fatal(err)
 	}
 	fromFile := MySQL(t)
-	for _, stmt := range SplitSQL(string(sqlFile)) {
+	for _, stmt := range sqlscript.Split(string(sqlFile)) {
 		if err := fromFile.Exec(stmt).Error; err != nil {
 			t.Fatalf("%s: %v\n%s", path, err, stmt)
 		}

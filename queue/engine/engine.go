@@ -100,12 +100,7 @@ func (e *Engine) buildRecovery() (err error) {
 		rc.Logger = component(e.log, "recovery")
 	}
 	if rc.HeartbeatInterval == 0 {
-		t := e.cfg.Worker.Topic
-		if t.Heartbeat > 0 {
-			rc.HeartbeatInterval = t.Heartbeat
-		} else if t.Lease > 0 {
-			rc.HeartbeatInterval = queue.DefaultHeartbeat(t.Lease)
-		}
+		rc.HeartbeatInterval = e.heartbeat(queue.TopicConfig{}) // Worker.Topic's
 	}
 	if e.rec, err = recovery.New(e.q, e.store, rc); err != nil {
 		return err

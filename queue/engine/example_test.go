@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -387,19 +388,20 @@ func ExampleEngine_Cancel() {
 // A job whose handler gives up for good is dead: it keeps its last error
 // until it is requeued (with fresh attempts) or purged.
 func ExampleEngine_RequeueDead() {
-	eng, closeAll := newEngine(engine.Config{})
+	buried := make(chan string, 1)
+	eng, closeAll := newEngine(engine.Config{Worker: queue.WorkerConfig{
+		// Called once the job is dead in the ledger and in Redis.
+		OnDead: func(_ context.Context, j *queue.Job, _ error) { buried <- j.ID },
+	}})
 	defer closeAll()
 	ctx := context.Background()
-	var calls sync.Mutex
-	n := 0
-	done := make(chan struct{}, 2)
+	var calls atomic.Int32
+	ranAgain := make(chan struct{})
 	if err := eng.Handle("invoices", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
-		calls.Lock()
-		defer calls.Unlock()
-		defer func() { done <- struct{}{} }()
-		if n++; n == 1 {
+		if calls.Add(1) == 1 {
 			return queue.SkipRetry(errors.New("customer has no address"))
 		}
+		close(ranAgain)
 		return nil
 	}), queue.TopicConfig{}); err != nil {
 		panic(err)
@@ -409,25 +411,16 @@ func ExampleEngine_RequeueDead() {
 	}
 	stop := start(eng)
 	defer stop()
-	<-done
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if time.Now().After(deadline) {
-			panic("the dead job was not buried within 10 s")
-		}
-		page, err := eng.List(ctx, "invoices", queue.StateDead, 0, 10)
-		if err != nil {
-			panic(err)
-		}
-		if len(page.Jobs) > 0 {
-			fmt.Println("dead:", page.Jobs[0].Job.ID, "-", page.Jobs[0].Job.LastError)
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // the bury settles just after the handler returns
+	<-buried
+	page, err := eng.List(ctx, "invoices", queue.StateDead, 0, 10)
+	if err != nil {
+		panic(err)
 	}
+	fmt.Println("dead:", page.Jobs[0].Job.ID, "-", page.Jobs[0].Job.LastError)
 	if err := eng.RequeueDead(ctx, "invoices", "inv-3"); err != nil {
 		panic(err)
 	}
-	<-done
+	<-ranAgain
 	fmt.Println("ran again after the requeue")
 	// Output:
 	// dead: inv-3 - permanent: customer has no address

@@ -41,11 +41,7 @@ func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledg
 // the relay, within Relay.Every + Relay.Grace of their due time at the
 // latest; use Transaction to push them at the commit.
 func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) error {
-	ctx := tx.Statement.Context
-	if ctx == nil {
-		ctx = context.Background() // gorm's own default for a handle without one
-	}
-	s, err := e.q.EnqueueTx(ctx, e.store.Tx(tx), topic, jobs...)
+	s, err := e.q.EnqueueTx(tx.Statement.Context, e.store.Tx(tx), topic, jobs...)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func TestEngineProgramInReadme(t *testing.T) {
 		row, err = store.Row(ctx, "close", "1")
 		return err == nil
 	})
-	if row.State != ledger.StateScheduled || row.RunAt-row.EnqueuedAt < 3000 {
+	if row.State != queue.StateWaiting || row.RunAt-row.EnqueuedAt < 3000 {
 		t.Errorf("the job's row is %s, due %d ms after its enqueue; want scheduled, 3000", row.State, row.RunAt-row.EnqueuedAt)
 	}
 	testenv.Receive(ctx, t, seen, "the handler's first run")

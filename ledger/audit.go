@@ -117,7 +117,7 @@ func (l *Ledger) Lookup(ctx context.Context, topic, id string) (*queue.RestoreRo
 		return nil, err
 	}
 	return &queue.RestoreRow{
-		Topic: e.Topic, ID: e.JobID, Retrying: e.State == StateRetrying, Scheduled: e.State == StateScheduled,
+		Topic: e.Topic, ID: e.JobID, State: e.State,
 		RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
 	}, nil
 }

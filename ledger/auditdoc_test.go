@@ -16,6 +16,7 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
 )
 
 // auditDoc is the page of audit queries this test keeps true.
@@ -178,19 +179,19 @@ func auditFixture(t *testing.T, ctx context.Context, db *gorm.DB) {
 	}
 	now := time.Now().UnixMilli()
 	const minute, hour = 60_000, 3_600_000
-	row := func(topic, id, state string, attempt int, runAt int64, worker string, claimedAt int64, lastError string) ledger.Entry {
+	row := func(topic, id string, state queue.State, attempt int, runAt int64, worker string, claimedAt int64, lastError string) ledger.Entry {
 		return ledger.Entry{Topic: topic, JobID: id, Payload: []byte("{}"), Attempt: attempt, MaxAttempts: 5, RunAt: runAt,
 			ClaimedAt: claimedAt, LeaseUntil: claimedAt + 30_000, Worker: worker, State: state, LastError: lastError, UpdatedAt: now}
 	}
 	rows := []ledger.Entry{
-		row("order_close", "order_close:1001", ledger.StateScheduled, 0, now+30*minute, "", 0, ""),
-		row("order_close", "order_close:1002", ledger.StateRetrying, 2, now-2*hour, "host-b:1", now-2*hour-minute, "db down"),
-		row("mail", "welcome:1", ledger.StateScheduled, 0, now-90*minute, "", 0, ""),
-		row("mail", "welcome:2", ledger.StateScheduled, 0, now-10*minute, "", 0, ""), // late, but not an hour
-		row("mail", "welcome:3", ledger.StateScheduled, 0, now+48*hour, "", 0, ""),   // beyond the horizon
-		row("mail", "digest:7", ledger.StateInProgress, 5, now-6*minute, "host-a:4242", now-5*minute, "smtp 421"),
-		row("sms", "otp:9", ledger.StateInProgress, 1, now-minute, "host-a:4242", now-minute, ""),
-		row("sms", "otp:10", ledger.StateInProgress, 1, now-minute, "host-b:1", now-minute, ""),
+		row("order_close", "order_close:1001", queue.StateWaiting, 0, now+30*minute, "", 0, ""),
+		row("order_close", "order_close:1002", queue.StateRetrying, 2, now-2*hour, "host-b:1", now-2*hour-minute, "db down"),
+		row("mail", "welcome:1", queue.StateWaiting, 0, now-90*minute, "", 0, ""),
+		row("mail", "welcome:2", queue.StateWaiting, 0, now-10*minute, "", 0, ""), // late, but not an hour
+		row("mail", "welcome:3", queue.StateWaiting, 0, now+48*hour, "", 0, ""),   // beyond the horizon
+		row("mail", "digest:7", queue.StateInFlight, 5, now-6*minute, "host-a:4242", now-5*minute, "smtp 421"),
+		row("sms", "otp:9", queue.StateInFlight, 1, now-minute, "host-a:4242", now-minute, ""),
+		row("sms", "otp:10", queue.StateInFlight, 1, now-minute, "host-b:1", now-minute, ""),
 	}
 	rows[5].LeaseUntil = now - 1 // its worker stopped renewing
 	dead := []ledger.DeadLetter{

@@ -42,7 +42,7 @@ func (l *Ledger) DropClaim(ctx context.Context, ref queue.Ref, worker string) er
 	err := l.commit(ctx, l.inBatches(1, 5, 0, rowBytes, func(db *gorm.DB, _, _ int) error {
 		return db.Table(l.ledgerTable).
 			Where("topic = ? AND job_id = ? AND attempt = ? AND worker = ? AND state = ?",
-				ref.Topic, ref.ID, ref.Attempt, worker, StateInProgress).
+				ref.Topic, ref.ID, ref.Attempt, worker, queue.StateInFlight).
 			Delete(&Entry{}).Error
 	}))
 	if err != nil {
@@ -74,7 +74,7 @@ func (l *Ledger) Unclaim(ctx context.Context, refs []queue.Ref) error {
 		// reads every right-hand side from the old row; in this order both
 		// mean the same.
 		q := "UPDATE `" + l.ledgerTable + "` SET" +
-			" state = CASE WHEN attempt > 1 THEN '" + StateRetrying + "' ELSE '" + StateScheduled + "' END," +
+			" state = CASE WHEN attempt > 1 THEN '" + queue.StateRetrying.Column() + "' ELSE '" + queue.StateWaiting.Column() + "' END," +
 			" lease_until = CASE WHEN attempt > 1 THEN run_at ELSE " + strconv.FormatInt(NeverStale, 10) + " END," +
 			" attempt = attempt - 1, worker = '" + waitingWorker + "', updated_at = ?" +
 			" WHERE " + l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
@@ -138,7 +138,7 @@ func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest)
 		for _, r := range retries[lo:hi] {
 			rows = append(rows, []any{r.Topic, r.ID, r.Attempt, r.RunAt, r.LeaseUntil, cleanError(r.Error)})
 		}
-		q, vars := l.dialect.markRetrying(l.ledgerTable, StateRetrying, now, rows)
+		q, vars := l.dialect.markRetrying(l.ledgerTable, queue.StateRetrying, now, rows)
 		return db.Exec(q, vars...).Error
 	}))
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // dialect holds the SQL that differs between MySQL/MariaDB and SQLite. Every
@@ -113,7 +115,7 @@ func (d dialect) tupleIn(n int, cols ...string) string {
 // MariaDB's refuses it), SQLite UPDATE ... FROM (VALUES ...) (3.33+), whose
 // columns are named column1, column2, ... The table name is quoted by hand:
 // Options restricts it to letters, digits and underscores.
-func (d dialect) markRetrying(table, state string, updatedAt int64, rows [][]any) (string, []any) {
+func (d dialect) markRetrying(table string, state queue.State, updatedAt int64, rows [][]any) (string, []any) {
 	var b strings.Builder
 	b.Grow(256 + len(rows)*40)
 	vars := make([]any, 0, 2+len(rows)*6)

@@ -166,7 +166,7 @@ func ExampleLedger_InFlight() {
 			"until", time.UnixMilli(e.LeaseUntil).UTC().Format(time.TimeOnly))
 	}
 	// Output:
-	// emails welcome:42 attempt 1 in_progress held by host-a:4242 until 12:00:30
+	// emails welcome:42 attempt 1 in_flight held by host-a:4242 until 12:00:30
 }
 
 // Order is the business row of ExampleLedger_Transaction.
@@ -226,7 +226,7 @@ func ExampleLedger_Transaction() {
 	for _, no := range []string{"1", "2"} {
 		var orders int64
 		db.Model(&Order{}).Where("order_no = ?", no).Count(&orders)
-		state := "none"
+		state := queue.State("none")
 		if row, err := led.Row(ctx, "order_close", "order_close:"+no); err == nil {
 			state = row.State
 		}
@@ -239,6 +239,6 @@ func ExampleLedger_Transaction() {
 	// Output:
 	// order 1: <nil>
 	// order 2: payment provider unreachable
-	// order 1: 1 order rows, ledger row scheduled, Redis scheduled
+	// order 1: 1 order rows, ledger row waiting, Redis waiting
 	// order 2: 0 order rows, ledger row none, Redis unknown
 }

@@ -8,14 +8,16 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // ListFilter selects the rows List returns. The zero value with a Limit
 // lists every row by id.
 type ListFilter struct {
-	// State is StateScheduled, StateInProgress or StateRetrying; "" means
-	// every state.
-	State string
+	// State is queue.StateWaiting, StateInFlight or StateRetrying (the
+	// states a row can be in); "" means every state.
+	State queue.State
 	// Topic is one topic; "" means every topic.
 	Topic string
 	// DueAfter and DueBefore bound run_at (Unix ms), both exclusive:
@@ -66,14 +68,9 @@ type Page struct {
 	Next *Cursor
 }
 
-// ValidState reports whether s is a row state List can filter on.
-func ValidState(s string) bool {
-	switch s {
-	case StateScheduled, StateInProgress, StateRetrying:
-		return true
-	}
-	return false
-}
+// ValidState reports whether s is a state a row can be in, which List
+// can filter on.
+func ValidState(s queue.State) bool { return s.Column() != "" }
 
 // List returns a page of ledger rows, in one statement.
 //
@@ -124,7 +121,7 @@ func (l *Ledger) listQuery(ctx context.Context, f ListFilter) (*gorm.DB, error) 
 		return nil, err
 	}
 	if f.State != "" && !ValidState(f.State) {
-		return nil, fmt.Errorf("ledger: state %q: want %s, %s or %s", f.State, StateScheduled, StateInProgress, StateRetrying)
+		return nil, fmt.Errorf("ledger: state %q: want %s, %s or %s", f.State, queue.StateWaiting, queue.StateInFlight, queue.StateRetrying)
 	}
 	q := l.conn(ctx).Table(l.ledgerTable)
 	if f.State != "" {

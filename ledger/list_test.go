@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
 )
 
 // insertRows writes ledger rows as they are, states included (Record only
@@ -26,7 +27,7 @@ func insertRows(t testing.TB, l *Ledger, rows []Entry) []Entry {
 // values that repeat (so the id breaks ties) and ids that do not follow
 // run_at.
 func listRows(n int) []Entry {
-	states := []string{StateScheduled, StateInProgress, StateRetrying}
+	states := []queue.State{queue.StateWaiting, queue.StateInFlight, queue.StateRetrying}
 	base := fixedNow.UnixMilli()
 	out := make([]Entry, n)
 	for i := range out {
@@ -51,7 +52,7 @@ func TestList(t *testing.T) {
 		all := insertRows(t, l, listRows(40))
 		base := fixedNow.UnixMilli()
 
-		for _, state := range []string{"", StateScheduled, StateInProgress, StateRetrying} {
+		for _, state := range []queue.State{"", queue.StateWaiting, queue.StateInFlight, queue.StateRetrying} {
 			for _, topic := range []string{"", "t1", "none"} {
 				for _, bounds := range [][2]int64{{0, 0}, {base + 2000, 0}, {0, base + 6000}, {base + 1000, base + 8000}} {
 					var want []Entry
@@ -108,16 +109,16 @@ func TestList(t *testing.T) {
 
 		// Rows added between pages: one behind the cursor is not listed, one
 		// ahead of it is; one deleted ahead of it is gone.
-		p, err := l.List(ctx, ListFilter{State: StateScheduled, Limit: 2})
+		p, err := l.List(ctx, ListFilter{State: queue.StateWaiting, Limit: 2})
 		if err != nil || p.Next == nil {
 			t.Fatalf("first page %+v, %v", p, err)
 		}
 		late := listRows(2)
-		late[0].JobID, late[0].State, late[0].RunAt = "behind", StateScheduled, base-1
-		late[1].JobID, late[1].State, late[1].RunAt = "ahead", StateScheduled, base+9999
+		late[0].JobID, late[0].State, late[0].RunAt = "behind", queue.StateWaiting, base-1
+		late[1].JobID, late[1].State, late[1].RunAt = "ahead", queue.StateWaiting, base+9999
 		insertRows(t, l, late)
 		var rest []Entry
-		for f := (ListFilter{State: StateScheduled, Limit: 2, After: p.Next}); ; {
+		for f := (ListFilter{State: queue.StateWaiting, Limit: 2, After: p.Next}); ; {
 			p, err := l.List(ctx, f)
 			if err != nil {
 				t.Fatal(err)
@@ -198,9 +199,9 @@ func TestListUsesTheStateIndex(t *testing.T) {
 	for i := range rows {
 		rows[i].JobID = fmt.Sprintf("j%04d", i)
 		if i%10 != 0 {
-			rows[i].State = StateScheduled
+			rows[i].State = queue.StateWaiting
 		} else {
-			rows[i].State = StateRetrying
+			rows[i].State = queue.StateRetrying
 		}
 	}
 	insertRows(t, l, rows)
@@ -209,7 +210,7 @@ func TestListUsesTheStateIndex(t *testing.T) {
 	}
 
 	log.Take()
-	p, err := l.List(ctx, ListFilter{State: StateRetrying, DueBefore: fixedNow.UnixMilli() + 5000, Limit: 10,
+	p, err := l.List(ctx, ListFilter{State: queue.StateRetrying, DueBefore: fixedNow.UnixMilli() + 5000, Limit: 10,
 		After: &Cursor{RunAt: fixedNow.UnixMilli(), ID: 3}})
 	if err != nil || len(p.Rows) == 0 {
 		t.Fatalf("List: %+v, %v", p, err)

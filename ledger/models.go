@@ -5,21 +5,11 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
 )
 
-// Row states. A row is in_progress while a handler runs the job and retrying
-// while the job waits in Redis for its next attempt; either way the job is not
-// finished and the recoverer must be able to put it back. A durable topic's
-// job has a row from its enqueue on: scheduled while it waits for its first
-// run (attempt 0), in SQL and, within the horizon, in Redis
-// (docs/design.md §4.11).
-const (
-	StateScheduled  = "scheduled"
-	StateInProgress = "in_progress"
-	StateRetrying   = "retrying"
-)
-
-// NeverStale is the lease_until of a scheduled row: a durable job waiting
+// NeverStale is the lease_until of a waiting row: a durable job waiting
 // for its first run is kept in step with Redis by the relay
 // (recovery.Relay), so the recoverer's stale scan, and the stale-rows
 // metric, never count it, however long a backlog keeps it waiting.
@@ -28,6 +18,13 @@ const NeverStale int64 = math.MaxInt64
 // Entry is one row of the in-flight ledger: a job some worker claimed and that
 // has not finished for good, or a durable topic's job waiting for its first
 // run. All times are Unix milliseconds.
+//
+// A row's State is in_flight while a handler runs the job and retrying
+// while the job waits in Redis for its next attempt; either way the job is
+// not finished and the recoverer must be able to put it back. A durable
+// topic's job has a row from its enqueue on: waiting for its first run
+// (attempt 0), in SQL and, within the horizon, in Redis (docs/design.md
+// §4.11). The column keeps its older spellings (queue.State.Column).
 //
 // The index on (state, run_at) serves the relay's scan of scheduled rows by
 // due time (Scheduled) and the counts of ScheduledCounts; lease_until's
@@ -55,18 +52,18 @@ const NeverStale int64 = math.MaxInt64
 // and "Order:1" and "order:1" are different jobs. (utf8mb4_bin still ignores
 // trailing spaces; queue.ValidateID admits no spaces, so no two ids collide.)
 type Entry struct {
-	ID          int64  `gorm:"column:id;primaryKey;autoIncrement"`
-	Topic       string `gorm:"column:topic;type:varchar(64);not null;uniqueIndex:,composite:topic_job,priority:1"`
-	JobID       string `gorm:"column:job_id;type:varchar(200);not null;uniqueIndex:,composite:topic_job,priority:2"`
-	Payload     []byte `gorm:"column:payload;type:longblob;not null"`
-	Attempt     int    `gorm:"column:attempt;type:int;size:32;not null"`
-	MaxAttempts int    `gorm:"column:max_attempts;type:int;size:32;not null"`
-	RunAt       int64  `gorm:"column:run_at;type:bigint;not null;index:,composite:state_run_at,priority:2"`
-	ClaimedAt   int64  `gorm:"column:claimed_at;type:bigint;not null"`
-	LeaseUntil  int64  `gorm:"column:lease_until;type:bigint;not null;index"`
-	Worker      string `gorm:"column:worker;type:varchar(255);not null"`
-	State       string `gorm:"column:state;type:varchar(16);not null;index:,composite:state_run_at,priority:1"`
-	LastError   string `gorm:"column:last_error;type:text;not null"`
+	ID          int64       `gorm:"column:id;primaryKey;autoIncrement"`
+	Topic       string      `gorm:"column:topic;type:varchar(64);not null;uniqueIndex:,composite:topic_job,priority:1"`
+	JobID       string      `gorm:"column:job_id;type:varchar(200);not null;uniqueIndex:,composite:topic_job,priority:2"`
+	Payload     []byte      `gorm:"column:payload;type:longblob;not null"`
+	Attempt     int         `gorm:"column:attempt;type:int;size:32;not null"`
+	MaxAttempts int         `gorm:"column:max_attempts;type:int;size:32;not null"`
+	RunAt       int64       `gorm:"column:run_at;type:bigint;not null;index:,composite:state_run_at,priority:2"`
+	ClaimedAt   int64       `gorm:"column:claimed_at;type:bigint;not null"`
+	LeaseUntil  int64       `gorm:"column:lease_until;type:bigint;not null;index"`
+	Worker      string      `gorm:"column:worker;type:varchar(255);not null"`
+	State       queue.State `gorm:"column:state;type:varchar(16);not null;index:,composite:state_run_at,priority:1"`
+	LastError   string      `gorm:"column:last_error;type:text;not null"`
 	// UpdatedAt is written by the ledger itself from its clock; gorm's
 	// automatic time tracking is off because it would write seconds.
 	UpdatedAt int64 `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`

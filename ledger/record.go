@@ -71,7 +71,7 @@ func (l *Ledger) Record(ctx context.Context, jobs []*queue.Job, worker string) e
 			ClaimedAt:   now,
 			LeaseUntil:  j.LeaseUntil,
 			Worker:      worker,
-			State:       StateInProgress,
+			State:       queue.StateInFlight,
 			LastError:   cleanError(j.LastError),
 			UpdatedAt:   now,
 			EnqueuedAt:  j.EnqueuedAt,

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // claimRow is one claim Record writes: the row as it must be after the
@@ -81,7 +83,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) error {
 // matches changes: its attempt grows).
 func (l *Ledger) updateClaims(db *gorm.DB, rows []Entry) (int64, error) {
 	first := rows[0]
-	q := "UPDATE `" + l.ledgerTable + "` SET state = '" + StateInProgress + "', attempt = attempt + 1," +
+	q := "UPDATE `" + l.ledgerTable + "` SET state = '" + queue.StateInFlight.Column() + "', attempt = attempt + 1," +
 		" lease_until = ?, worker = ?, claimed_at = ?, updated_at = ? WHERE " +
 		l.dialect.tupleIn(len(rows), "topic", "job_id", "attempt")
 	vars := make([]any, 0, claimUpdateFixed+claimUpdatePerRow*len(rows))

@@ -39,7 +39,7 @@ func TestRecordDurableUpdatesTheScheduledRow(t *testing.T) {
 		}
 		for id, old := range before {
 			want := old
-			want.State, want.Attempt, want.Worker = StateInProgress, 1, "w:1"
+			want.State, want.Attempt, want.Worker = queue.StateInFlight, 1, "w:1"
 			want.ClaimedAt, want.UpdatedAt, want.LeaseUntil = fixedNow.UnixMilli(), fixedNow.UnixMilli(), a.LeaseUntil
 			if got := mustRow(t, l, "t", id); !equalEntry(got, want) {
 				t.Errorf("%s claimed:\n got %+v\nwant %+v", id, got, want)
@@ -70,7 +70,7 @@ func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
 			t.Fatalf("Record of a retrying row ran %v, want one UPDATE", v)
 		}
 		got := mustRow(t, l, "t", "a")
-		if got.State != StateInProgress || got.Attempt != 2 || got.Worker != "w:2" || got.LastError != "boom" ||
+		if got.State != queue.StateInFlight || got.Attempt != 2 || got.Worker != "w:2" || got.LastError != "boom" ||
 			got.RunAt != retryAt || got.LeaseUntil != j.LeaseUntil || got.ID != old.ID || got.EnqueuedAt != old.EnqueuedAt {
 			t.Errorf("retrying row claimed again: %+v (was %+v)", got, old)
 		}
@@ -91,7 +91,7 @@ func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 		}
 		got := mustRow(t, l, "t", "gone")
 		want := Entry{ID: got.ID, Topic: "t", JobID: "gone", Payload: j.Payload, Attempt: 1, MaxAttempts: 5, RunAt: j.RunAt,
-			ClaimedAt: fixedNow.UnixMilli(), LeaseUntil: j.LeaseUntil, Worker: "w:1", State: StateInProgress,
+			ClaimedAt: fixedNow.UnixMilli(), LeaseUntil: j.LeaseUntil, Worker: "w:1", State: queue.StateInFlight,
 			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: j.EnqueuedAt}
 		if !equalEntry(got, want) {
 			t.Errorf("row:\n got %+v\nwant %+v", got, want)
@@ -131,7 +131,7 @@ func TestRecordMixedBatch(t *testing.T) {
 		}
 		for _, j := range []*queue.Job{fresh, s2, other, missing, again, own, s1} {
 			got := mustRow(t, l, j.Topic, j.ID)
-			if got.State != StateInProgress || got.Attempt != j.Attempt || got.Worker != "w:1" ||
+			if got.State != queue.StateInFlight || got.Attempt != j.Attempt || got.Worker != "w:1" ||
 				got.LeaseUntil != j.LeaseUntil || got.ClaimedAt != fixedNow.UnixMilli() || string(got.Payload) != string(j.Payload) {
 				t.Errorf("%s/%s: %+v, want the claim %+v", j.Topic, j.ID, got, j)
 			}
@@ -179,7 +179,7 @@ func TestRecordDurableSplit(t *testing.T) {
 			t.Errorf("split Record ran %v, want three UPDATEs", v)
 		}
 		for _, n := range nj {
-			if got := mustRow(t, l, "t", n.ID); got.State != StateInProgress || got.Attempt != 1 {
+			if got := mustRow(t, l, "t", n.ID); got.State != queue.StateInFlight || got.Attempt != 1 {
 				t.Errorf("%s: %+v", n.ID, got)
 			}
 		}

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"fmt"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // The recoverer's queries (recovery.Store): Stale pages through the rows
@@ -16,7 +18,7 @@ type Claim struct {
 	ClaimedAt  int64
 	RunAt      int64
 	LeaseUntil int64
-	State      string
+	State      queue.State
 	LastError  string
 }
 

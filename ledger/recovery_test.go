@@ -33,10 +33,10 @@ func TestTopicCountsAndClaims(t *testing.T) {
 		if err != nil || len(claims) != 2 {
 			t.Fatalf("Claims = %v, %v", claims, err)
 		}
-		if got := claims[ea.ID]; got.Attempt != 2 || got.ClaimedAt != ea.ClaimedAt || got.State != StateInProgress {
+		if got := claims[ea.ID]; got.Attempt != 2 || got.ClaimedAt != ea.ClaimedAt || got.State != queue.StateInFlight {
 			t.Errorf("claim of a: %+v", got)
 		}
-		if got := claims[eb.ID]; got.State != StateRetrying || got.RunAt != 5 || got.LeaseUntil != 6 || got.LastError != "e" {
+		if got := claims[eb.ID]; got.State != queue.StateRetrying || got.RunAt != 5 || got.LeaseUntil != 6 || got.LastError != "e" {
 			t.Errorf("claim of b: %+v", got)
 		}
 	})

@@ -26,8 +26,8 @@ func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int6
 		" WHERE topic = ? AND job_id = ? AND attempt = ? AND state IN (?, ?) AND (? = 0 OR run_at = ?)"
 	var n int64
 	err := RetryDeadlocks(ctx, func() error {
-		res := l.conn(ctx).Exec(q, StateRetrying, runAt, runAt, l.nowMs(),
-			ref.Topic, ref.ID, ref.Attempt, StateScheduled, StateRetrying, from, from)
+		res := l.conn(ctx).Exec(q, queue.StateRetrying, runAt, runAt, l.nowMs(),
+			ref.Topic, ref.ID, ref.Attempt, queue.StateWaiting, queue.StateRetrying, from, from)
 		n = res.RowsAffected
 		return res.Error
 	})
@@ -46,7 +46,7 @@ func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int6
 	var same int64
 	err = l.conn(ctx).Table(l.ledgerTable).
 		Where("topic = ? AND job_id = ? AND attempt = ? AND state IN (?, ?) AND run_at = ?",
-			ref.Topic, ref.ID, ref.Attempt, StateScheduled, StateRetrying, runAt).
+			ref.Topic, ref.ID, ref.Attempt, queue.StateWaiting, queue.StateRetrying, runAt).
 		Count(&same).Error
 	if err != nil {
 		return false, fmt.Errorf("ledger: reschedule %s/%s: read it back: %w", ref.Topic, ref.ID, err)

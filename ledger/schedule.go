@@ -318,7 +318,7 @@ func planSchedule(jobs []queue.NewJob, existing map[string]existingRow, mine map
 		}
 		if e, ok := existing[j.ID]; ok {
 			out[i].Duplicate = true
-			if e.state == StateScheduled || e.state == StateRetrying {
+			if e.state == queue.StateWaiting.Column() || e.state == queue.StateRetrying.Column() {
 				out[i].RunAt = e.runAt
 			}
 			continue
@@ -379,7 +379,7 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			b = strconv.AppendInt(b, runAt, 10)
 			b = append(b, ",0,"...)
 			b = strconv.AppendInt(b, NeverStale, 10)
-			b = append(b, ",'"+waitingWorker+"','"+StateScheduled+"','',"...)
+			b = append(b, ",'"+waitingWorker+"','"+queue.StateWaiting.Column()+"','',"...)
 			b = append(b, nowText...)
 			b = append(b, ',')
 			b = append(b, nowText...)

@@ -77,7 +77,7 @@ func TestSchedule(t *testing.T) {
 			max     int
 		}{{"a", "pa", 3}, {"b", "", 1}, {"c", "pc", 7}} {
 			r := mustRow(t, l, "t", j.id)
-			if r.State != StateScheduled || r.Attempt != 0 || r.MaxAttempts != j.max || r.RunAt != out[i].RunAt ||
+			if r.State != queue.StateWaiting || r.Attempt != 0 || r.MaxAttempts != j.max || r.RunAt != out[i].RunAt ||
 				r.LeaseUntil != NeverStale || r.EnqueuedAt != now || r.UpdatedAt != now || r.ClaimedAt != 0 ||
 				r.Worker != "" || r.LastError != "" || !bytes.Equal(r.Payload, []byte(j.payload)) {
 				t.Errorf("row %s: %+v", j.id, r)
@@ -118,7 +118,7 @@ func TestSchedule(t *testing.T) {
 		a := job("t", "a", 1)
 		a.EnqueuedAt = 1
 		mustRecord(t, l, "h:1", a)
-		if r := mustRow(t, l, "t", "a"); r.State != StateInProgress || r.Attempt != 1 || r.EnqueuedAt != now {
+		if r := mustRow(t, l, "t", "a"); r.State != queue.StateInFlight || r.Attempt != 1 || r.EnqueuedAt != now {
 			t.Errorf("claimed scheduled row: %+v", r)
 		}
 

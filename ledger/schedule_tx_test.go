@@ -57,7 +57,7 @@ func TestScheduleTx(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := mustRow(t, l, "t", "a"); r.State != StateScheduled || businessRows(t, db) != 1 {
+		if r := mustRow(t, l, "t", "a"); r.State != queue.StateWaiting || businessRows(t, db) != 1 {
 			t.Fatalf("committed: row %+v, %d business rows", r, businessRows(t, db))
 		}
 		if _, _, err := l.Tx(nil).Schedule(ctx, "t", []queue.NewJob{{ID: "x", MaxAttempts: 1}}); err == nil {
@@ -229,10 +229,10 @@ func TestTransaction(t *testing.T) {
 			t.Errorf("the job was in Redis before the commit: %s", inside)
 		}
 		for _, id := range []string{"close:o1", "close:o2"} {
-			if s := state(id); s != queue.StateScheduled {
+			if s := state(id); s != queue.StateWaiting {
 				t.Errorf("%s after the commit: Redis says %s", id, s)
 			}
-			if r := mustRow(t, l, "t", id); r.State != StateScheduled {
+			if r := mustRow(t, l, "t", id); r.State != queue.StateWaiting {
 				t.Errorf("%s: row %+v", id, r)
 			}
 		}

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"fmt"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // The queries over durable topics' scheduled rows: the relay loads what
@@ -29,7 +31,7 @@ func (l *Ledger) Scheduled(ctx context.Context, topic string, after Cursor, upTo
 	}
 	q := "SELECT " + entrySelect + " FROM `" + l.ledgerTable + "`" +
 		" WHERE state = ? AND run_at <= ? AND " + afterCursor
-	vars := []any{StateScheduled, upTo, after.RunAt, after.RunAt, after.ID}
+	vars := []any{queue.StateWaiting, upTo, after.RunAt, after.RunAt, after.ID}
 	if topic != "" {
 		q += " AND topic = ?"
 		vars = append(vars, topic)
@@ -54,7 +56,7 @@ type ScheduledCount struct {
 // and how many of them have run_at > beyond, in one statement.
 func (l *Ledger) ScheduledCounts(ctx context.Context, beyond int64) (map[string]ScheduledCount, error) {
 	rows, err := l.conn(ctx).Raw("SELECT topic, COUNT(*), COUNT(CASE WHEN run_at > ? THEN 1 END) FROM `"+
-		l.ledgerTable+"` WHERE state = ? GROUP BY topic", beyond, StateScheduled).Rows()
+		l.ledgerTable+"` WHERE state = ? GROUP BY topic", beyond, queue.StateWaiting).Rows()
 	if err != nil {
 		return nil, fmt.Errorf("ledger: count scheduled rows: %w", err)
 	}

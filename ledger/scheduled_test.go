@@ -44,25 +44,25 @@ func TestUnclaim(t *testing.T) {
 			t.Errorf("Unclaim ran %v", got)
 		}
 		r := mustRow(t, l, "t", "first")
-		if r.State != StateScheduled || r.Attempt != 0 || r.LeaseUntil != NeverStale || r.Worker != "" ||
+		if r.State != queue.StateWaiting || r.Attempt != 0 || r.LeaseUntil != NeverStale || r.Worker != "" ||
 			r.UpdatedAt != fixedNow.UnixMilli() || r.EnqueuedAt != now {
 			t.Errorf("first, handed back to its first run: %+v", r)
 		}
-		if r = mustRow(t, l, "t", "second"); r.State != StateRetrying || r.Attempt != 1 {
+		if r = mustRow(t, l, "t", "second"); r.State != queue.StateRetrying || r.Attempt != 1 {
 			t.Errorf("second, handed back to a retry: %+v", r)
 		}
 		r = mustRow(t, l, "t", "third")
-		if r.State != StateRetrying || r.Attempt != 2 || r.LeaseUntil != third.RunAt || r.Worker != "" {
+		if r.State != queue.StateRetrying || r.Attempt != 2 || r.LeaseUntil != third.RunAt || r.Worker != "" {
 			t.Errorf("third, handed back to a retry: %+v", r)
 		}
-		if r = mustRow(t, l, "t", "other"); r.State != StateInProgress || r.Attempt != 2 || r.Worker != "h:1" {
+		if r = mustRow(t, l, "t", "other"); r.State != queue.StateInFlight || r.Attempt != 2 || r.Worker != "h:1" {
 			t.Errorf("other, fenced off: %+v", r)
 		}
 		// Again: the attempts moved on, so nothing changes.
 		if err := l.Unclaim(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
-		if r = mustRow(t, l, "t", "first"); r.Attempt != 0 || r.State != StateScheduled {
+		if r = mustRow(t, l, "t", "first"); r.Attempt != 0 || r.State != queue.StateWaiting {
 			t.Errorf("first after a second Unclaim: %+v", r)
 		}
 		if r = mustRow(t, l, "t", "third"); r.Attempt != 2 {
@@ -73,10 +73,10 @@ func TestUnclaim(t *testing.T) {
 		}
 
 		got, err := l.Lookup(ctx, "t", "first")
-		if err != nil || got == nil || !got.Scheduled || got.Retrying || got.EnqueuedAt != now || got.RunAt != first.RunAt {
+		if err != nil || got == nil || got.State != queue.StateWaiting || got.EnqueuedAt != now || got.RunAt != first.RunAt {
 			t.Errorf("Lookup of a scheduled row: %+v, %v", got, err)
 		}
-		if got, err = l.Lookup(ctx, "t", "third"); err != nil || got == nil || got.Scheduled || !got.Retrying {
+		if got, err = l.Lookup(ctx, "t", "third"); err != nil || got == nil || got.State != queue.StateRetrying {
 			t.Errorf("Lookup of a retrying row: %+v, %v", got, err)
 		}
 	})
@@ -115,7 +115,7 @@ func TestScheduledPaging(t *testing.T) {
 			t.Errorf("not in (run_at, id) order")
 		}
 		for _, e := range all {
-			if e.JobID == "a4" || string(e.Payload) != "p"+e.JobID || e.State != StateScheduled || e.EnqueuedAt == 0 {
+			if e.JobID == "a4" || string(e.Payload) != "p"+e.JobID || e.State != queue.StateWaiting || e.EnqueuedAt == 0 {
 				t.Errorf("row %+v", e)
 			}
 		}

@@ -57,7 +57,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				expect("MarkRetrying", "UPDATE")
 				for _, i := range []int{0, n / 2, n - 1} {
 					r := mustRow(t, l, "big", js[i].ID)
-					if r.State != StateRetrying || r.RunAt != now+int64(i) || r.LeaseUntil != now+100+int64(i) || r.LastError != fmt.Sprint("err ", i) {
+					if r.State != queue.StateRetrying || r.RunAt != now+int64(i) || r.LeaseUntil != now+100+int64(i) || r.LastError != fmt.Sprint("err ", i) {
 						t.Errorf("MarkRetrying: row %d = %+v", i, r)
 					}
 				}

@@ -70,7 +70,7 @@ func TestTransactional(t *testing.T) {
 		if err := closeOrder(ctx, bad); !errors.Is(err, errBusiness) {
 			t.Fatalf("failing handler returned %v, want %v", err, errBusiness)
 		}
-		if r := mustRow(t, l, "orders", "o2"); r.Attempt != 1 || r.State != StateInProgress {
+		if r := mustRow(t, l, "orders", "o2"); r.Attempt != 1 || r.State != queue.StateInFlight {
 			t.Errorf("ledger row after rollback: %+v", r)
 		}
 		if n := businessRows(t, db); n != 1 {

@@ -143,11 +143,11 @@ func upgradeWithRows(t *testing.T, file string, db, fresh *gorm.DB) {
 
 	a := mustRow(t, l, "t", "a")
 	wantA := Entry{ID: a.ID, Topic: "t", JobID: "a", Payload: []byte("pa"), Attempt: 1, MaxAttempts: 5, RunAt: 1000,
-		ClaimedAt: 2000, LeaseUntil: 3000, Worker: "h:1", State: StateInProgress, UpdatedAt: 2000}
+		ClaimedAt: 2000, LeaseUntil: 3000, Worker: "h:1", State: queue.StateInFlight, UpdatedAt: 2000}
 	if !equalEntry(a, wantA) {
 		t.Errorf("row a after Migrate:\n got %+v\nwant %+v", a, wantA)
 	}
-	if b := mustRow(t, l, "t", "b"); b.State != StateRetrying || b.Attempt != 2 || b.LastError != "boom" || b.EnqueuedAt != 0 {
+	if b := mustRow(t, l, "t", "b"); b.State != queue.StateRetrying || b.Attempt != 2 || b.LastError != "boom" || b.EnqueuedAt != 0 {
 		t.Errorf("row b after Migrate: %+v", b)
 	}
 	dead, err := l.DeadLetters(ctx, "t", 0, 1_000, 10)
@@ -167,7 +167,7 @@ func upgradeWithRows(t *testing.T, file string, db, fresh *gorm.DB) {
 	}
 	b3 := job("t", "b", 3)
 	mustRecord(t, l, "h:3", b3)
-	if b := mustRow(t, l, "t", "b"); b.Attempt != 3 || b.State != StateInProgress || b.EnqueuedAt != 0 {
+	if b := mustRow(t, l, "t", "b"); b.Attempt != 3 || b.State != queue.StateInFlight || b.EnqueuedAt != 0 {
 		t.Errorf("row b claimed again: %+v (enqueued_at stays as it was)", b)
 	}
 	if err := l.Bury(ctx, []queue.DeadJob{{Job: b3, Error: "dead"}}); err != nil {

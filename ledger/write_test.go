@@ -36,7 +36,7 @@ func TestRecord(t *testing.T) {
 		want := Entry{
 			ID: ra.ID, Topic: "orders", JobID: "a", Payload: a.Payload,
 			Attempt: 1, MaxAttempts: 5, RunAt: a.RunAt, ClaimedAt: fixedNow.UnixMilli(),
-			LeaseUntil: a.LeaseUntil, Worker: "host1:42", State: StateInProgress,
+			LeaseUntil: a.LeaseUntil, Worker: "host1:42", State: queue.StateInFlight,
 			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: a.EnqueuedAt,
 		}
 		if !equalEntry(ra, want) {
@@ -59,7 +59,7 @@ func TestRecord(t *testing.T) {
 		mustRecord(t, l, "host2:7", a2)
 		got := mustRow(t, l, "orders", "a")
 		if got.ID != ra.ID || got.Attempt != 2 || got.Worker != "host2:7" || string(got.Payload) != "v2" ||
-			got.LeaseUntil != a2.LeaseUntil || got.RunAt != a2.RunAt || got.LastError != "boom" || got.State != StateInProgress ||
+			got.LeaseUntil != a2.LeaseUntil || got.RunAt != a2.RunAt || got.LastError != "boom" || got.State != queue.StateInFlight ||
 			got.EnqueuedAt != a.EnqueuedAt {
 			t.Errorf("re-recorded row: %+v", got)
 		}
@@ -188,14 +188,14 @@ func TestMarkRetrying(t *testing.T) {
 			t.Fatalf("MarkRetrying: %v", err)
 		}
 		ra := mustRow(t, l, "t", "a")
-		if ra.State != StateRetrying || ra.RunAt != now+1_000 || ra.LeaseUntil != now+31_000 || ra.LastError != "timeout a" || ra.Attempt != 1 {
+		if ra.State != queue.StateRetrying || ra.RunAt != now+1_000 || ra.LeaseUntil != now+31_000 || ra.LastError != "timeout a" || ra.Attempt != 1 {
 			t.Errorf("row a: %+v", ra)
 		}
 		// Fenced: b's row belongs to attempt 2.
-		if rb := mustRow(t, l, "t", "b"); rb.State != StateInProgress || rb.RunAt != b.RunAt || rb.LeaseUntil != b.LeaseUntil || rb.LastError != "" {
+		if rb := mustRow(t, l, "t", "b"); rb.State != queue.StateInFlight || rb.RunAt != b.RunAt || rb.LeaseUntil != b.LeaseUntil || rb.LastError != "" {
 			t.Errorf("stale MarkRetrying changed row b: %+v", rb)
 		}
-		if rd := mustRow(t, l, "u", "a"); rd.State != StateRetrying || rd.RunAt != now+3_000 || rd.LeaseUntil != now+33_000 ||
+		if rd := mustRow(t, l, "u", "a"); rd.State != queue.StateRetrying || rd.RunAt != now+3_000 || rd.LeaseUntil != now+33_000 ||
 			rd.LastError != "bad \uFFFD bytes" {
 			t.Errorf("row u/a: %+v", rd)
 		}
@@ -205,7 +205,7 @@ func TestMarkRetrying(t *testing.T) {
 		if rc.LastError != cleanError(longErr) {
 			t.Errorf("row c: last error of %d bytes, want %d", len(rc.LastError), len(cleanError(longErr)))
 		}
-		if rc.State != StateRetrying || rc.RunAt != now+4_000 || len(rc.LastError) > maxErrorBytes ||
+		if rc.State != queue.StateRetrying || rc.RunAt != now+4_000 || len(rc.LastError) > maxErrorBytes ||
 			!utf8.ValidString(rc.LastError) || !strings.HasPrefix(rc.LastError, "ëëë") || !strings.HasSuffix(rc.LastError, "[truncated]") {
 			t.Errorf("row c: state %s run_at %d, last error %d bytes, valid %v", rc.State, rc.RunAt, len(rc.LastError), utf8.ValidString(rc.LastError))
 		}
@@ -318,12 +318,12 @@ func TestLookup(t *testing.T) {
 			t.Fatal(err)
 		}
 		ra, err := l.Lookup(ctx, "t", "a")
-		if err != nil || ra == nil || ra.Retrying || ra.Attempt != 4 || ra.Topic != "t" || ra.ID != "a" ||
+		if err != nil || ra == nil || ra.State != queue.StateInFlight || ra.Attempt != 4 || ra.Topic != "t" || ra.ID != "a" ||
 			string(ra.Payload) != string(a.Payload) || ra.MaxAttempts != 5 {
 			t.Fatalf("Lookup of a held row: %+v, %v", ra, err)
 		}
 		rb, err := l.Lookup(ctx, "t", "b")
-		if err != nil || rb == nil || !rb.Retrying || rb.RunAt != 7 || rb.LastError != "boom" || rb.Attempt != 1 {
+		if err != nil || rb == nil || rb.State != queue.StateRetrying || rb.RunAt != 7 || rb.LastError != "boom" || rb.Attempt != 1 {
 			t.Fatalf("Lookup of a retrying row: %+v, %v", rb, err)
 		}
 		if r, err := l.Lookup(ctx, "t", "missing"); r != nil || err != nil {

@@ -145,7 +145,7 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 		return nil, fmt.Errorf("queue: cancel %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
 	case row == nil:
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrNotFound)
-	case !row.Retrying && !row.Scheduled:
+	case row.State == StateInFlight:
 		return nil, fmt.Errorf("queue: cancel %s/%s: not in Redis, and the ledger says a worker holds it: %w", topic, id, ErrInFlight)
 	}
 	if err := l.Complete(ctx, []Ref{{Topic: topic, ID: id, Attempt: row.Attempt}}); err != nil {

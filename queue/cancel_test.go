@@ -179,7 +179,7 @@ func TestCancelLedgerFails(t *testing.T) {
 	if _, err := e.c.Cancel(ctx, failingComplete{e.led}, "t", "j"); !errors.Is(err, queue.ErrLedger) {
 		t.Fatalf("cancel: %v, want ErrLedger", err)
 	}
-	if mustGet(t, e.env, "t", "j").State != queue.StateScheduled || !hasRow(t, e, "t", "j") {
+	if mustGet(t, e.env, "t", "j").State != queue.StateRetrying || !hasRow(t, e, "t", "j") {
 		t.Fatal("a failed cancel changed the job")
 	}
 }

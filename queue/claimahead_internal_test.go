@@ -56,7 +56,7 @@ func TestClaimAheadTakesJobsDueWithinIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State != StateScheduled || cl.NextDue != info.Score {
+	if info.State != StateWaiting || cl.NextDue != info.Score {
 		t.Fatalf("later: state %s, next due %d; want it left scheduled and reported next (%d)", info.State, cl.NextDue, info.Score)
 	}
 	// Without the claim-ahead nothing more is claimable.
@@ -206,7 +206,7 @@ func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State != StateScheduled || info.Job.Attempt != 0 {
+	if info.State != StateWaiting || info.Job.Attempt != 0 {
 		t.Fatalf("job %s with attempt %d, want scheduled again with its attempt unspent (0)", info.State, info.Job.Attempt)
 	}
 	led.mu.Lock()

@@ -47,7 +47,7 @@ func TestRequeueDeadOne(t *testing.T) {
 			t.Fatalf("second requeue: %v, want ErrNotFound", err)
 		}
 		info := mustGet(t, e, "t", "d0")
-		if info.State != queue.StateScheduled || info.Job.Attempt != 0 || info.Job.LastError != "boom" {
+		if info.State != queue.StateWaiting || info.Job.Attempt != 0 || info.Job.LastError != "boom" {
 			t.Fatalf("requeued job %s %+v", info.State, info.Job)
 		}
 		c := mustClaim(t, e, "t", 10, time.Minute)

@@ -219,7 +219,7 @@ func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now i
 		}
 		j := &jobs[i]
 		rows = append(rows, RestoreRow{
-			Topic: topic, ID: j.ID, Scheduled: true, RunAt: r.RunAt, EnqueuedAt: now,
+			Topic: topic, ID: j.ID, State: StateWaiting, RunAt: r.RunAt, EnqueuedAt: now,
 			MaxAttempts: j.MaxAttempts, Payload: j.Payload,
 		})
 	}

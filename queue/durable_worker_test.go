@@ -82,7 +82,7 @@ func TestDurableClaimIsRecordedByUpdate(t *testing.T) {
 		t.Errorf("Record of the durable claims ran %v, want one UPDATE", v)
 	}
 	for _, j := range c.Jobs {
-		if r, ok := e.row(t, j.ID); !ok || r.State != ledger.StateInProgress || r.Attempt != 1 || r.Worker != "w:1" {
+		if r, ok := e.row(t, j.ID); !ok || r.State != queue.StateInFlight || r.Attempt != 1 || r.Worker != "w:1" {
 			t.Errorf("%s after the claim's record: %+v %v", j.ID, r, ok)
 		}
 	}
@@ -96,13 +96,13 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 	ctx := testenv.Context(t)
 	for _, id := range []string{"ok", "flaky", "doomed"} {
 		mustEnqueue(t, e.env, durableT, queue.NewJob{ID: id, Payload: []byte(`{}`), MaxAttempts: 3})
-		if r, ok := e.row(t, id); !ok || r.State != ledger.StateScheduled || r.Attempt != 0 {
+		if r, ok := e.row(t, id); !ok || r.State != queue.StateWaiting || r.Attempt != 0 {
 			t.Fatalf("%s after enqueue: %+v %v", id, r, ok)
 		}
 	}
 	type seen struct {
 		id    string
-		state string
+		state queue.State
 		att   int
 	}
 	during := make(chan seen, 10)
@@ -130,7 +130,7 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 	}
 	startWorker(t, w)
 	obs.retried.WaitAtLeast(ctx, t, 1, "flaky's retry settled")
-	if r, ok := e.row(t, "flaky"); !ok || r.State != ledger.StateRetrying || r.Attempt != 1 || r.LastError != "not yet" {
+	if r, ok := e.row(t, "flaky"); !ok || r.State != queue.StateRetrying || r.Attempt != 1 || r.LastError != "not yet" {
 		t.Fatalf("flaky between attempts: %+v %v", r, ok)
 	}
 	close(retried)
@@ -141,7 +141,7 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 	obs.dead.WaitAtLeast(ctx, t, 1, "doomed dead")
 	close(during)
 	for s := range during {
-		if s.state != ledger.StateInProgress || s.att < 1 {
+		if s.state != queue.StateInFlight || s.att < 1 {
 			t.Errorf("%s's row while its handler ran: %s attempt %d", s.id, s.state, s.att)
 		}
 	}
@@ -179,7 +179,7 @@ func TestDurableReleaseHandsTheRowBack(t *testing.T) {
 		<-started
 	}
 	for _, id := range []string{"a", "b", "c", "d"} {
-		if r, ok := e.row(t, id); !ok || r.State != ledger.StateInProgress || r.Attempt != 1 {
+		if r, ok := e.row(t, id); !ok || r.State != queue.StateInFlight || r.Attempt != 1 {
 			t.Fatalf("%s while running: %+v %v", id, r, ok)
 		}
 	}
@@ -188,11 +188,11 @@ func TestDurableReleaseHandsTheRowBack(t *testing.T) {
 	}
 	for _, id := range []string{"a", "b", "c", "d"} {
 		r, ok := e.row(t, id)
-		if !ok || r.State != ledger.StateScheduled || r.Attempt != 0 || r.LeaseUntil != ledger.NeverStale {
+		if !ok || r.State != queue.StateWaiting || r.Attempt != 0 || r.LeaseUntil != ledger.NeverStale {
 			t.Errorf("%s after shutdown: %+v %v; want scheduled, attempt 0", id, r, ok)
 		}
 		info, err := e.c.Get(ctx, durableT, id)
-		if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != 0 {
+		if err != nil || info.State != queue.StateWaiting || info.Job.Attempt != 0 {
 			t.Errorf("%s in Redis after shutdown: %+v %v", id, info, err)
 		}
 	}
@@ -218,11 +218,11 @@ func TestDurableRequeueDeadWritesTheRowFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, ok := e.row(t, "x")
-	if !ok || r.State != ledger.StateScheduled || string(r.Payload) != `{"n":1}` || r.MaxAttempts != 2 {
+	if !ok || r.State != queue.StateWaiting || string(r.Payload) != `{"n":1}` || r.MaxAttempts != 2 {
 		t.Fatalf("row after requeue: %+v %v", r, ok)
 	}
 	info, err := e.c.Get(ctx, durableT, "x")
-	if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != 0 || string(info.Job.Payload) != `{"n":1}` {
+	if err != nil || info.State != queue.StateWaiting || info.Job.Attempt != 0 || string(info.Job.Payload) != `{"n":1}` {
 		t.Fatalf("Redis after requeue: %+v %v", info, err)
 	}
 }

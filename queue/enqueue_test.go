@@ -19,7 +19,7 @@ func TestEnqueueWritesEnvelopeAndDueEntry(t *testing.T) {
 		payload := []byte(`{"order_no":"123"}`)
 		r := mustEnqueue(t, e, "orders", queue.NewJob{ID: "order_close:123", Payload: payload, Delay: time.Hour, MaxAttempts: 5})
 		info := mustGet(t, e, "orders", "order_close:123")
-		if info.State != queue.StateScheduled || info.Score != r.RunAt {
+		if info.State != queue.StateWaiting || info.Score != r.RunAt {
 			t.Fatalf("state %s score %d, want scheduled at %d", info.State, info.Score, r.RunAt)
 		}
 		j := info.Job

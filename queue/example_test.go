@@ -166,6 +166,6 @@ func ExampleWorker() {
 	}
 	fmt.Println("ledger rows:", rows, "state in Redis:", info.State)
 	// Output:
-	// closing order 1, attempt 1, ledger row in_progress
+	// closing order 1, attempt 1, ledger row in_flight
 	// ledger rows: 0 state in Redis: unknown
 }

@@ -9,8 +9,8 @@ import (
 // JobInfo is one job's state as Get reports it.
 type JobInfo struct {
 	State State
-	// Score is the due time (scheduled), lease deadline (in flight) or time
-	// of death (dead), Unix ms; 0 when unknown.
+	// Score is the due time (waiting, retrying), lease deadline (in
+	// flight) or time of death (dead), Unix ms; 0 when unknown.
 	Score int64
 	Job   *Job // nil when unknown
 	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
@@ -20,8 +20,8 @@ type JobInfo struct {
 
 // Find is Get, and for a durable topic whose job Redis does not have, the
 // job as its ledger row l describes it: a waiting job beyond the horizon
-// (or not pushed yet, or lost by Redis) is StateScheduled with SQLOnly set;
-// one a worker holds is StateInFlight. The API and the CLI show jobs this
+// (or not pushed yet, or lost by Redis) is in its row's state (waiting or
+// retrying) with SQLOnly set; one a worker holds is StateInFlight. The API and the CLI show jobs this
 // way.
 func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo, error) {
 	info, err := c.Get(ctx, topic, id)
@@ -35,11 +35,7 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	if row == nil {
 		return info, nil
 	}
-	state := StateInFlight
-	if row.Scheduled || row.Retrying {
-		state = StateScheduled
-	}
-	return &JobInfo{State: state, Score: row.RunAt, SQLOnly: true, Job: &Job{
+	return &JobInfo{State: row.State, Score: row.RunAt, SQLOnly: true, Job: &Job{
 		Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError,
 	}}, nil
@@ -62,9 +58,8 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
-	state, _ := reply[0].(string)
-	info := &JobInfo{State: State(state)}
-	if info.State == StateUnknown || len(reply) != 3 {
+	set, _ := reply[0].(string)
+	if len(reply) != 3 {
 		return &JobInfo{State: StateUnknown}, nil
 	}
 	score, _ := reply[1].(string)
@@ -72,12 +67,12 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: score %q: %w", topic, id, score, err)
 	}
-	info.Score = int64(f)
 	env, _ := reply[2].(string)
-	info.Job = &Job{Topic: topic, ID: id}
+	info := &JobInfo{Score: int64(f), Job: &Job{Topic: topic, ID: id}}
 	if err := decodeEnvelope([]byte(env), info.Job); err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
+	info.State = stateInRedis(set, info.Job.Attempt)
 	if info.State == StateInFlight {
 		info.Job.LeaseUntil = info.Score
 	}

@@ -38,14 +38,3 @@ func (j *Job) Ref() Ref { return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attemp
 
 // RunTime returns RunAt as a time.Time.
 func (j *Job) RunTime() time.Time { return time.UnixMilli(j.RunAt) }
-
-// State is where a job is in its lifecycle.
-type State string
-
-// The states a job can be in, as Get reports them.
-const (
-	StateUnknown   State = "unknown"   // no trace in Redis: never enqueued, done, cancelled or purged
-	StateScheduled State = "scheduled" // waiting in the due set (first run or retry backoff)
-	StateInFlight  State = "in_flight" // claimed, leased to a worker
-	StateDead      State = "dead"      // out of attempts or permanently failed
-)

@@ -45,9 +45,8 @@ type Ledger interface {
 	// Bury archives dead jobs with their last error and deletes their rows,
 	// in one transaction.
 	Bury(ctx context.Context, dead []DeadJob) error
-	// Lookup returns the row of one job as a RestoreRow (Retrying and
-	// Scheduled tell a waiting job from one a worker holds), or nil when there
-	// is none. Client.Cancel uses it for a job Redis has no trace of; the
+	// Lookup returns the row of one job as a RestoreRow (its State tells a
+	// waiting job from one a worker holds), or nil when there is none. Client.Cancel uses it for a job Redis has no trace of; the
 	// worker never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 }

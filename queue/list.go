@@ -19,8 +19,11 @@ type Page struct {
 // MaxPage is the largest page List returns.
 const MaxPage = 1000
 
-// List returns limit jobs of topic in state (scheduled, in flight or dead)
-// from offset: dead jobs newest first, the others earliest first.
+// List returns limit jobs of topic from offset in one of Redis's sets,
+// named by a state: waiting lists the due set, which holds the jobs
+// waiting for a retry too (each JobInfo has its own state), in_flight the
+// leases and dead the dead letters; dead jobs newest first, the others
+// earliest first.
 func (c *Client) List(ctx context.Context, topic string, state State, offset, limit int) (*Page, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
@@ -32,14 +35,14 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 	if err != nil {
 		return nil, err
 	}
-	set, order := "", "asc"
+	set, in, order := "", "", "asc"
 	switch state {
-	case StateScheduled:
-		set = k.due
+	case StateWaiting:
+		set, in = k.due, inDue
 	case StateInFlight:
-		set = k.lease
+		set, in = k.lease, inLease
 	case StateDead:
-		set, order = k.dead, "desc"
+		set, in, order = k.dead, inDead, "desc"
 	default:
 		return nil, fmt.Errorf("queue: list %s: cannot list state %q", topic, state)
 	}
@@ -52,13 +55,14 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 		id, _ := reply[i].(string)
 		score, _ := reply[i+1].(string)
 		f, _ := strconv.ParseFloat(score, 64)
-		info := &JobInfo{State: state, Score: int64(f), Job: &Job{Topic: topic, ID: id}}
+		info := &JobInfo{Score: int64(f), Job: &Job{Topic: topic, ID: id}}
 		if env, ok := reply[i+2].(string); ok {
 			if err := decodeEnvelope([]byte(env), info.Job); err != nil {
 				return nil, fmt.Errorf("queue: list %s: job %s: %w", topic, id, err)
 			}
 		}
-		if state == StateInFlight {
+		info.State = stateInRedis(in, info.Job.Attempt)
+		if info.State == StateInFlight {
 			info.Job.LeaseUntil = info.Score
 		}
 		p.Jobs = append(p.Jobs, info)

@@ -25,7 +25,7 @@ func TestListPagesThroughEachState(t *testing.T) {
 				t.Fatalf("dead entry %+v %+v", j, j.Job)
 			}
 		}
-		p, err = e.c.List(testenv.Context(t), "t", queue.StateScheduled, 0, 10)
+		p, err = e.c.List(testenv.Context(t), "t", queue.StateWaiting, 0, 10)
 		var got []string
 		for _, j := range p.Jobs {
 			got = append(got, j.Job.ID)

@@ -70,6 +70,10 @@ type Rescheduled struct {
 	OldRunAt, RunAt int64
 }
 
+// State is the state the job waits in: waiting, or retrying when it ran
+// before.
+func (r *Rescheduled) State() State { return stateInRedis(inDue, r.Job.Attempt) }
+
 // RescheduleLedger is the SQL side Reschedule needs: the row of a job Redis
 // has no trace of (Lookup, as for Cancel) and the fenced move of a waiting
 // row's due time. *ledger.Ledger is one.
@@ -202,7 +206,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 			switch {
 			case row == nil && !inRedis:
 				return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrNotFound)
-			case row != nil && !row.Retrying && !row.Scheduled:
+			case row != nil && row.State == StateInFlight:
 				// A claim recorded it, or its last claim's lease ran out
 				// and the next claim is about to take it over (Redis put
 				// it back due at once).
@@ -316,8 +320,8 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 func (c *Client) restoreAt(ctx context.Context, row *RestoreRow, target, seen int64) (RestoreOutcome, error) {
 	r := *row
 	r.RunAt = target
-	if !r.Scheduled {
-		r.Retrying = true
+	if r.State != StateWaiting {
+		r.State = StateRetrying
 	}
 	out, err := c.Restore(ctx, []RestoreRow{r}, RestoreOptions{SeenAt: seen})
 	if err != nil {

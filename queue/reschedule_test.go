@@ -30,7 +30,7 @@ func mustReschedule(t *testing.T, e wenv, topic, id string, to queue.When) *queu
 		t.Fatalf("reschedule %s %s: %v", id, to, err)
 	}
 	info := mustGet(t, e.env, topic, id)
-	if info.State != queue.StateScheduled || info.Score != r.RunAt || info.Job.RunAt != r.RunAt || r.Job.RunAt != r.RunAt {
+	if info.State != r.State() || info.Score != r.RunAt || info.Job.RunAt != r.RunAt || r.Job.RunAt != r.RunAt {
 		t.Fatalf("reschedule %s %s = %+v; Redis has %s at %d (envelope %d)", id, to, r, info.State, info.Score, info.Job.RunAt)
 	}
 	if row, err := e.led.Row(testenv.Context(t), topic, id); err == nil && row.RunAt != r.RunAt {
@@ -136,7 +136,7 @@ func TestRescheduleRetryMovesTheRow(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	row, err := e.led.Row(testenv.Context(t), "t", "r")
-	if err != nil || row.State != ledger.StateRetrying || row.LeaseUntil != r.RunAt+60_000 {
+	if err != nil || row.State != queue.StateRetrying || row.LeaseUntil != r.RunAt+60_000 {
 		t.Fatalf("row %+v, %v; want retrying, leased until %d", row, err, r.RunAt+60_000)
 	}
 	// Redis lost it: rescheduled from the row, and put back at the new time.
@@ -237,7 +237,7 @@ func TestRescheduleDurable(t *testing.T) {
 		t.Fatalf("far is %s in Redis, want beyond the horizon", info.State)
 	}
 	mustReschedule(t, e, durableT, "near", queue.RescheduleAt(now+90_000))
-	if row, _ := e.row(t, "near"); row.State != ledger.StateScheduled || row.LeaseUntil != ledger.NeverStale {
+	if row, _ := e.row(t, "near"); row.State != queue.StateWaiting || row.LeaseUntil != ledger.NeverStale {
 		t.Fatalf("near's row: %+v", row)
 	}
 	oldRow, _ := e.row(t, "far")
@@ -247,7 +247,7 @@ func TestRescheduleDurable(t *testing.T) {
 	}
 	// A relay pass that read the old row pushes it now: Redis has the job,
 	// so nothing is written and the job stays at its new time.
-	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableT, ID: "far", Scheduled: true, RunAt: oldRow.RunAt,
+	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableT, ID: "far", State: queue.StateWaiting, RunAt: oldRow.RunAt,
 		MaxAttempts: oldRow.MaxAttempts, Payload: oldRow.Payload}}, queue.RestoreOptions{SeenAt: now})
 	if err != nil || out[0] != queue.RestoreTracked {
 		t.Fatalf("stale push: %v, %v; want tracked", out, err)
@@ -264,7 +264,7 @@ func TestRescheduleDurable(t *testing.T) {
 	if _, err := e.c.Reschedule(ctx, e.led, durableT, "near", queue.RescheduleIn(time.Hour)); !errors.Is(err, queue.ErrInFlight) {
 		t.Fatalf("claimed: %v", err)
 	}
-	if row, _ := e.row(t, "near"); row.State != ledger.StateInProgress {
+	if row, _ := e.row(t, "near"); row.State != queue.StateInFlight {
 		t.Fatalf("near's row after the refusal: %+v", row)
 	}
 	// Held by a worker while Redis lost it: the row says in flight.

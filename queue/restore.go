@@ -13,14 +13,12 @@ import (
 type RestoreRow struct {
 	Topic string
 	ID    string
-	// Retrying says the job was waiting for a retry at RunAt: it goes back
-	// due at RunAt. Otherwise it was in progress (its worker died) and goes
-	// back due at once, unless Scheduled.
-	Retrying bool
-	// Scheduled says the row is a durable job waiting for its first run
-	// (§4.11): it goes in due at RunAt, and a dead job's envelope with the
-	// same id is replaced (SQL, the truth, says a new job exists).
-	Scheduled   bool
+	// State is the row's: retrying goes back due at RunAt; in_flight (its
+	// worker died) goes back due at once; waiting (a durable job waiting
+	// for its first run, §4.11) goes in due at RunAt, and a dead job's
+	// envelope with the same id is replaced (SQL, the truth, says a new
+	// job exists).
+	State       State
 	RunAt       int64 // Unix ms
 	EnqueuedAt  int64 // Unix ms; 0 means RunAt
 	Attempt     int   // claims so far, kept: the next claim bumps it
@@ -199,9 +197,9 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		}
 		mode := "p"
 		switch {
-		case r.Scheduled:
+		case r.State == StateWaiting:
 			mode = "s"
-		case r.Retrying:
+		case r.State == StateRetrying:
 			mode = "r"
 		}
 		call := &calls[at]

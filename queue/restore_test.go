@@ -23,7 +23,7 @@ func TestRestoreRecreatesLostJobs(t *testing.T) {
 		payload := []byte("a|b\x00c|{\"n\":1}")
 		rows := []queue.RestoreRow{
 			{Topic: "t", ID: "running", RunAt: now - 5000, Attempt: 2, MaxAttempts: 5, LastError: "boom|x", Payload: payload},
-			{Topic: "t", ID: "waiting", Retrying: true, RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3, LastError: "failed once"},
+			{Topic: "t", ID: "waiting", State: queue.StateRetrying, RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3, LastError: "failed once"},
 		}
 		out, err := e.c.Restore(ctx, rows, queue.RestoreOptions{})
 		if err != nil {
@@ -38,15 +38,15 @@ func TestRestoreRecreatesLostJobs(t *testing.T) {
 			t.Fatalf("topics after a restore: %v, %v", topics, err)
 		}
 		info := mustGet(t, e, "t", "running")
-		if info.State != queue.StateScheduled || info.Score != now-5000 {
-			t.Fatalf("running: %s at %d, want scheduled at its run time %d", info.State, info.Score, now-5000)
+		if info.State != queue.StateRetrying || info.Score != now-5000 {
+			t.Fatalf("running: %s at %d, want retrying at its run time %d", info.State, info.Score, now-5000)
 		}
 		j := info.Job
 		if j.Attempt != 2 || j.MaxAttempts != 5 || j.LastError != "boom|x" || !bytes.Equal(j.Payload, payload) || j.RunAt != now-5000 {
 			t.Fatalf("running envelope %+v", j)
 		}
 		info = mustGet(t, e, "t", "waiting")
-		if info.State != queue.StateScheduled || info.Score != rows[1].RunAt || info.Job.Attempt != 1 || info.Job.LastError != "failed once" {
+		if info.State != queue.StateRetrying || info.Score != rows[1].RunAt || info.Job.Attempt != 1 || info.Job.LastError != "failed once" {
 			t.Fatalf("waiting: %+v %+v", info, info.Job)
 		}
 		c := mustClaim(t, e, "t", 10, time.Minute)
@@ -63,7 +63,7 @@ func TestRestoreDueTimes(t *testing.T) {
 		now := redisNow(t, e)
 		rows := []queue.RestoreRow{
 			{Topic: "t", ID: "ahead", RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3},
-			{Topic: "t", ID: "late-retry", Retrying: true, RunAt: now - 1000, Attempt: 1, MaxAttempts: 3},
+			{Topic: "t", ID: "late-retry", State: queue.StateRetrying, RunAt: now - 1000, Attempt: 1, MaxAttempts: 3},
 		}
 		if _, err := e.c.Restore(testenv.Context(t), rows, queue.RestoreOptions{}); err != nil {
 			t.Fatal(err)
@@ -120,7 +120,7 @@ func TestRestoreDryRunWritesNothing(t *testing.T) {
 		rows := []queue.RestoreRow{
 			{Topic: "t", ID: "kept", Attempt: 1, MaxAttempts: 3, RunAt: 1},
 			{Topic: "t", ID: "lost", Attempt: 1, MaxAttempts: 3, RunAt: 1},
-			{Topic: "u", ID: "lost", Retrying: true, Attempt: 1, MaxAttempts: 3, RunAt: 1},
+			{Topic: "u", ID: "lost", State: queue.StateRetrying, Attempt: 1, MaxAttempts: 3, RunAt: 1},
 		}
 		out, err := e.c.Restore(testenv.Context(t), rows, queue.RestoreOptions{DryRun: true})
 		if err != nil {

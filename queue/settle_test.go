@@ -91,7 +91,7 @@ func TestReleaseDoesNotSpendAnAttempt(t *testing.T) {
 				t.Fatalf("release = %d, %v", n, err)
 			}
 			info := mustGet(t, e, "t", "j")
-			if info.State != queue.StateScheduled || info.Job.Attempt != 0 || info.Score != r.RunAt {
+			if info.State != queue.StateWaiting || info.Job.Attempt != 0 || info.Score != r.RunAt {
 				t.Fatalf("after release: %s attempt %d score %d, want scheduled, 0, at its own due time %d",
 					info.State, info.Job.Attempt, info.Score, r.RunAt)
 			}
@@ -107,7 +107,7 @@ func TestRetrySchedulesWithError(t *testing.T) {
 			t.Fatalf("retry = %v, %v", at, err)
 		}
 		info := mustGet(t, e, "t", "j")
-		if info.State != queue.StateScheduled || info.Score != at[0] || info.Job.RunAt != at[0] ||
+		if info.State != queue.StateRetrying || info.Score != at[0] || info.Job.RunAt != at[0] ||
 			info.Job.LastError != "db timeout" || info.Job.Attempt != 1 || string(info.Job.Payload) != "p-j" {
 			t.Fatalf("after retry: %+v %+v", info, info.Job)
 		}

@@ -44,7 +44,7 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 				"Claim":          func() error { _, err := e.c.Claim(ctx, topic, 1, time.Second); return err },
 				"Get":            func() error { _, err := e.c.Get(ctx, topic, "j"); return err },
 				"Stats":          func() error { _, err := e.c.Stats(ctx, topic); return err },
-				"List":           func() error { _, err := e.c.List(ctx, topic, queue.StateScheduled, 0, 10); return err },
+				"List":           func() error { _, err := e.c.List(ctx, topic, queue.StateWaiting, 0, 10); return err },
 				"Cancel":         func() error { _, err := e.c.Cancel(ctx, led, topic, "j"); return err },
 				"RequeueDead":    func() error { return e.c.RequeueDead(ctx, topic, "j") },
 				"RequeueAllDead": func() error { _, err := e.c.RequeueAllDead(ctx, topic); return err },

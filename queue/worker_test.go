@@ -28,7 +28,7 @@ func TestWorkerHandlesEveryJobOnceWithLedgerRow(t *testing.T) {
 	w := newWorker(t, e, queue.WorkerConfig{Observer: obs, Topic: queue.TopicConfig{Concurrency: 50}})
 	err := w.Handle("orders", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		row, err := e.led.Row(ctx, j.Topic, j.ID)
-		if err != nil || row.Attempt != j.Attempt || row.Worker != w.ID() || row.State != "in_progress" {
+		if err != nil || row.Attempt != j.Attempt || row.Worker != w.ID() || row.State != queue.StateInFlight {
 			missingRow.Add(1)
 		}
 		mu.Lock()

@@ -52,7 +52,7 @@ func (r *Recoverer) detectLoss(ctx context.Context, missing []string, counts map
 			// A scheduled row (a durable topic's waiting job) proves
 			// nothing: it may be beyond the horizon, or not pushed yet. The
 			// relay reloads those when Redis loses its mark.
-			if suspects[e.Topic] != nil && e.State != ledger.StateScheduled {
+			if suspects[e.Topic] != nil && e.State != queue.StateWaiting {
 				check = append(check, e)
 			}
 		}

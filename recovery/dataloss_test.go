@@ -52,7 +52,7 @@ func TestRunDetectsDataLoss(t *testing.T) {
 		t.Fatalf("counters %+v", c)
 	}
 	for id, want := range map[string]queue.State{
-		"worker-died": queue.StateScheduled, "retry-later": queue.StateScheduled, "retry-soon": queue.StateScheduled,
+		"worker-died": queue.StateRetrying, "retry-later": queue.StateRetrying, "retry-soon": queue.StateRetrying,
 		"running": queue.StateUnknown, // its worker is alive (lease not expired): it finishes it
 	} {
 		if info := e.state(t, "orders", id); info.State != want {

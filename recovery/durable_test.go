@@ -113,7 +113,7 @@ func TestDurableEnqueueCommitsThenPushesWithinHorizon(t *testing.T) {
 			t.Fatalf("job %d: %s", i, r.Status)
 		}
 		row := rows[r.ID]
-		if row.RunAt != r.RunAt || row.State != ledger.StateScheduled || row.Attempt != 0 {
+		if row.RunAt != r.RunAt || row.State != queue.StateWaiting || row.Attempt != 0 {
 			t.Fatalf("row of %s: %+v, result %+v", r.ID, row, r)
 		}
 		due, ok := e.inRedis(t, durableTopic, r.ID)
@@ -300,7 +300,7 @@ func TestTombstoneKeepsAFinishedJobFromComingBack(t *testing.T) {
 	if n, err := e.c.Ack(ctx, []queue.Ref{cl.Jobs[0].Ref()}); err != nil || n != 1 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
-	rr := queue.RestoreRow{Topic: durableTopic, ID: "fast", Scheduled: true, RunAt: row.RunAt, MaxAttempts: row.MaxAttempts}
+	rr := queue.RestoreRow{Topic: durableTopic, ID: "fast", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: row.MaxAttempts}
 	out, err := e.c.Restore(ctx, []queue.RestoreRow{rr}, queue.RestoreOptions{SeenAt: seen})
 	if err != nil || out[0] != queue.RestoreGone {
 		t.Fatalf("restore of a row read before its ack: %v %v, want gone", out, err)
@@ -328,7 +328,7 @@ func TestCancelOfAJobBeyondTheHorizon(t *testing.T) {
 	}
 	// ...and pushes it after the cancel: refused.
 	row := page["later"]
-	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableTopic, ID: "later", Scheduled: true, RunAt: row.RunAt, MaxAttempts: 1}},
+	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableTopic, ID: "later", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: 1}},
 		queue.RestoreOptions{SeenAt: seen})
 	if err != nil || out[0] != queue.RestoreGone {
 		t.Fatalf("restore after cancel: %v %v", out, err)

@@ -105,6 +105,6 @@ func ExampleRecoverer_RunOnce() {
 	// Output:
 	// data loss in order_close
 	// re-enqueued: 1 [order_close/order_close:1]
-	// in Redis again: scheduled after attempt 1
+	// in Redis again: retrying after attempt 1
 	// next run re-enqueued: 0 data loss: 0
 }

@@ -334,7 +334,7 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 		}
 		for i := 0; i < rows; i += 97 {
 			info, err := q.Get(testenv.Context(t), faultTopic, jobID(i))
-			if err != nil || info.State != queue.StateScheduled || info.Job.Attempt != attempts[jobID(i)] {
+			if err != nil || info.State != queue.StateRetrying || info.Job.Attempt != attempts[jobID(i)] {
 				t.Fatalf("round %d: %s: %+v, %v", round, jobID(i), info, err)
 			}
 		}

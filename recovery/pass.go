@@ -34,7 +34,7 @@ func (r *Recoverer) pass(ctx context.Context, cutoff int64, lost map[string]bool
 		olderThan = math.MaxInt64
 	}
 	due := func(e *ledger.Entry) bool {
-		return e.LeaseUntil < cutoff || (lost[e.Topic] && e.State == ledger.StateRetrying)
+		return e.LeaseUntil < cutoff || (lost[e.Topic] && e.State == queue.StateRetrying)
 	}
 	failed := make(map[string]bool)
 	err := r.pages(ctx, olderThan, func(rows []ledger.Entry) error {
@@ -178,8 +178,7 @@ func restoreRows(rows []ledger.Entry) []queue.RestoreRow {
 		out[i] = queue.RestoreRow{
 			Topic:       e.Topic,
 			ID:          e.JobID,
-			Retrying:    e.State == ledger.StateRetrying,
-			Scheduled:   e.State == ledger.StateScheduled,
+			State:       e.State,
 			EnqueuedAt:  e.EnqueuedAt,
 			RunAt:       e.RunAt,
 			Attempt:     e.Attempt,

@@ -52,11 +52,11 @@ func TestRunRestoresLostStaleRows(t *testing.T) {
 	}
 	for id, attempt := range map[string]int{"lost-1": 1, "lost-2": 3} {
 		info := e.state(t, "orders", id)
-		if info.State != queue.StateScheduled || info.Score > now || info.Job.Attempt != attempt {
+		if info.State != queue.StateRetrying || info.Score > now || info.Job.Attempt != attempt {
 			t.Fatalf("%s: %s at %d attempt %d", id, info.State, info.Score, info.Job.Attempt)
 		}
 	}
-	if info := e.state(t, "orders", "lost-retry"); info.State != queue.StateScheduled || info.Score != now+3_600_000 ||
+	if info := e.state(t, "orders", "lost-retry"); info.State != queue.StateRetrying || info.Score != now+3_600_000 ||
 		info.Job.Attempt != 2 || info.Job.LastError != "boom" {
 		t.Fatalf("lost-retry: %+v %+v", info, info.Job)
 	}

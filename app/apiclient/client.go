@@ -344,7 +344,7 @@ func (c *Client) Ledger(ctx context.Context, f ledger.ListFilter) (httpapi.Ledge
 			q.Set(name, v)
 		}
 	}
-	set("state", f.State)
+	set("state", string(f.State))
 	set("topic", f.Topic)
 	if f.DueAfter != 0 {
 		set("due_after", strconv.FormatInt(f.DueAfter, 10))

@@ -73,7 +73,7 @@ func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
 		t.Fatalf("second enqueue: %+v, %v", res, err)
 	}
 	v, err := c.Job(testenv.Context(t), "mail", "a/b//c")
-	if err != nil || v.State != "scheduled" || v.PayloadBase64 != b64 {
+	if err != nil || v.State != "waiting" || v.PayloadBase64 != b64 {
 		t.Fatalf("job: %+v, %v", v, err)
 	}
 	if s, err := c.TopicStats(testenv.Context(t), "mail"); err != nil || s.Due != 1 {
@@ -176,16 +176,16 @@ func TestLedger(t *testing.T) {
 	c := newClient(t, srv.URL, "")
 	ctx := testenv.Context(t)
 	rows := []ledger.Entry{
-		{Topic: "mail", JobID: "late", State: ledger.StateScheduled, RunAt: 3000, Payload: []byte{}},
-		{Topic: "mail", JobID: "early", State: ledger.StateScheduled, RunAt: 1000, Payload: []byte{}},
-		{Topic: "mail", JobID: "mid", State: ledger.StateScheduled, RunAt: 2000, Payload: []byte{}},
-		{Topic: "other", JobID: "mid", State: ledger.StateScheduled, RunAt: 2000, Payload: []byte{}},
-		{Topic: "mail", JobID: "failing", State: ledger.StateRetrying, RunAt: 2000, Payload: []byte{}},
+		{Topic: "mail", JobID: "late", State: queue.StateWaiting, RunAt: 3000, Payload: []byte{}},
+		{Topic: "mail", JobID: "early", State: queue.StateWaiting, RunAt: 1000, Payload: []byte{}},
+		{Topic: "mail", JobID: "mid", State: queue.StateWaiting, RunAt: 2000, Payload: []byte{}},
+		{Topic: "other", JobID: "mid", State: queue.StateWaiting, RunAt: 2000, Payload: []byte{}},
+		{Topic: "mail", JobID: "failing", State: queue.StateRetrying, RunAt: 2000, Payload: []byte{}},
 	}
 	if err := l.DB().WithContext(ctx).Table(l.LedgerTable()).Create(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
-	f := ledger.ListFilter{State: ledger.StateScheduled, Topic: "mail", DueAfter: 500, DueBefore: 3000, Limit: 1}
+	f := ledger.ListFilter{State: queue.StateWaiting, Topic: "mail", DueAfter: 500, DueBefore: 3000, Limit: 1}
 	var got []string
 	for {
 		p, err := c.Ledger(ctx, f)

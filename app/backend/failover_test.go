@@ -27,7 +27,6 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -142,7 +141,7 @@ func TestFailoverSentinel(t *testing.T) {
 	// run again when their lease expires there) and waiting ones, with the
 	// attempt the replica knows them at.
 	inLease := foOnReplica(t, g.Replica.Client(t), cfg.Redis.Namespace, queue.StateInFlight)
-	waiting := foOnReplica(t, g.Replica.Client(t), cfg.Redis.Namespace, queue.StateScheduled)
+	waiting := foOnReplica(t, g.Replica.Client(t), cfg.Redis.Namespace, queue.StateWaiting)
 	handledAtCut := foCount(t, db, "SELECT COUNT(*) FROM handled")
 	var wIDs []string
 	for i := 0; i < windowJobs; i++ {
@@ -152,7 +151,7 @@ func TestFailoverSentinel(t *testing.T) {
 		t.Fatalf("window batch: %d of %d created", created, windowJobs)
 	}
 	retrying := "SELECT COUNT(*) FROM " + b.Ledger.LedgerTable() + " WHERE topic = '" + foLateTopic +
-		"' AND state = '" + ledger.StateRetrying + "'"
+		"' AND state = '" + queue.StateRetrying.Column() + "'"
 	testenv.WaitFor(testenv.Context(t), t, "window jobs waiting for their retry in the ledger", func() bool {
 		return foCount(t, db, retrying) >= 10
 	})

@@ -73,7 +73,7 @@ func TestRedisTLSAndPassword(t *testing.T) {
 		if _, err := b.Queue.Enqueue(ctx, "t", queue.NewJob{ID: "over-tls"}); err != nil {
 			t.Fatalf("enqueue over TLS: %v", err)
 		}
-		if info, err := b.Queue.Get(ctx, "t", "over-tls"); err != nil || info.State != queue.StateScheduled {
+		if info, err := b.Queue.Get(ctx, "t", "over-tls"); err != nil || info.State != queue.StateWaiting {
 			t.Fatalf("get over TLS: %+v %v", info, err)
 		}
 		if strings.Contains(logs.String(), password) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,12 +17,12 @@ func (a *app) jobsCmd() *cobra.Command {
 	var jq httpapi.JobQuery
 	cmd := &cobra.Command{
 		Use:   "jobs TOPIC [--state S | --prefix P] [--offset N | --after C] [--limit N]",
-		Short: "List a topic's jobs in one state (waiting, in_flight, retrying, dead, scheduled_sql), or a durable topic's by id prefix",
+		Short: "List a topic's jobs in one state (waiting, retrying, in_flight, dead, waiting_sql), or a durable topic's by id prefix",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			jq.HasOffset = cmd.Flags().Changed("offset")
 			switch {
-			case jq.State != "" && !slices.Contains(httpapi.ListStates, jq.State):
+			case jq.State != "" && !validListing(jq.State):
 				return usageError{fmt.Errorf("--state %q: want one of %s", jq.State, strings.Join(httpapi.ListStates, ", "))}
 			case cmd.Flags().Changed("prefix") && jq.Prefix == "":
 				return usageError{fmt.Errorf("--prefix: give the start of a job id")}
@@ -42,20 +41,17 @@ func (a *app) jobsCmd() *cobra.Command {
 			return a.emit(p, func(w io.Writer) {
 				row(w, "ID", "STATE", "AT", "ATTEMPT", "WORKER", "LAST ERROR")
 				for _, v := range p.Jobs {
-					at, state, worker := v.RunAt, v.State, ""
+					at, worker := v.RunAt, ""
 					switch {
 					case v.LeaseUntil != 0:
 						at = v.LeaseUntil
 					case v.DiedAt != 0:
 						at = v.DiedAt
 					}
-					if v.Retrying {
-						state += " (retry)"
-					}
 					if v.Ledger != nil {
 						worker = v.Ledger.Worker
 					}
-					row(w, v.ID, state, ms(at), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), worker, v.LastError)
+					row(w, v.ID, v.State, ms(at), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), worker, v.LastError)
 				}
 				switch {
 				case p.Total >= 0:
@@ -72,10 +68,17 @@ func (a *app) jobsCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&jq.State, "state", "", "waiting (default), in_flight, retrying, dead or scheduled_sql")
+	f.StringVar(&jq.State, "state", "", "waiting (default; the due set, retries too), retrying, in_flight, dead or waiting_sql (the older scheduled and scheduled_sql are read as waiting and waiting_sql)")
 	f.StringVar(&jq.Prefix, "prefix", "", "a durable topic's jobs whose id starts with this (from the SQL ledger)")
 	f.IntVar(&jq.Offset, "offset", 0, "skip this many (waiting, in_flight, dead)")
-	f.StringVar(&jq.After, "after", "", "the next page of retrying, scheduled_sql or a prefix search: the cursor the last page printed")
+	f.StringVar(&jq.After, "after", "", "the next page of retrying, waiting_sql or a prefix search: the cursor the last page printed")
 	f.IntVar(&jq.Limit, "limit", 50, "show at most this many (1-1000)")
 	return cmd
+}
+
+// validListing reports whether s names a listing of the job browser (or
+// an older name of one).
+func validListing(s string) bool {
+	_, err := httpapi.ParseListing(s)
+	return err == nil
 }

@@ -190,7 +190,7 @@ func (a *app) getCmd() *cobra.Command {
 			}
 			v := httpapi.NewJobView(info, true)
 			return a.emit(v, func(w io.Writer) {
-				state := v.State
+				state := string(v.State)
 				if v.SQLOnly { // a durable job beyond the horizon: not in Redis yet
 					state += " (SQL only)"
 				}

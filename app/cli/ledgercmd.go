@@ -4,17 +4,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
 )
 
 func (a *app) ledgerCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "ledger", Short: "Audit the ledger: jobs scheduled, in flight, retrying, stale"}
+	cmd := &cobra.Command{Use: "ledger", Short: "Audit the ledger: jobs waiting, in flight, retrying, stale"}
 	list := a.ledgerListCmd()
 
 	var grace time.Duration
@@ -112,7 +112,7 @@ the questions this does not answer.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&fl.state, "state", "", "only rows in this state: scheduled, in-progress (or in_progress) or retrying")
+	f.StringVar(&fl.state, "state", "", "only rows in this state: waiting, in_flight or retrying (the older scheduled and in-progress are read as waiting and in_flight)")
 	f.StringVar(&fl.topic, "topic", "", "only this topic")
 	f.StringVar(&fl.dueAfter, "due-after", "", "only rows due after this time: RFC 3339 or Unix ms")
 	f.StringVar(&fl.dueBefore, "due-before", "", "only rows due before this time: RFC 3339 or Unix ms")
@@ -128,10 +128,11 @@ func (fl ledgerListFlags) filter() (ledger.ListFilter, error) {
 		return f, usageError{fmt.Errorf("--limit %d: want 1-%d", fl.limit, maxLedgerPage)}
 	}
 	if fl.state != "" {
-		f.State = strings.ReplaceAll(fl.state, "-", "_")
-		if !ledger.ValidState(f.State) {
-			return f, usageError{fmt.Errorf("--state %q: want scheduled, in-progress or retrying", fl.state)}
+		st, err := queue.ParseState(fl.state)
+		if err != nil || !ledger.ValidState(st) {
+			return f, usageError{fmt.Errorf("--state %q: want waiting, in_flight or retrying", fl.state)}
 		}
+		f.State = st
 	}
 	for _, t := range []struct {
 		name, value string

@@ -35,11 +35,11 @@ func TestLedgerList(t *testing.T) {
 	}
 	const t0 = 1_800_000_000_000 // 2027-01-15T08:00:00Z
 	rows := []ledger.Entry{
-		{Topic: "mail", JobID: "late", State: ledger.StateScheduled, RunAt: t0 + 3000, Payload: []byte("abc")},
-		{Topic: "mail", JobID: "early", State: ledger.StateScheduled, RunAt: t0 + 1000, Payload: []byte{}},
-		{Topic: "mail", JobID: "busy", State: ledger.StateInProgress, RunAt: t0, Attempt: 1, Worker: "h:1", Payload: []byte{}},
-		{Topic: "sms", JobID: "soon", State: ledger.StateScheduled, RunAt: t0 + 2000, Payload: []byte{}},
-		{Topic: "mail", JobID: "failing", State: ledger.StateRetrying, RunAt: t0 + 2000, Attempt: 2, LastError: "boom", Payload: []byte{}},
+		{Topic: "mail", JobID: "late", State: queue.StateWaiting, RunAt: t0 + 3000, Payload: []byte("abc")},
+		{Topic: "mail", JobID: "early", State: queue.StateWaiting, RunAt: t0 + 1000, Payload: []byte{}},
+		{Topic: "mail", JobID: "busy", State: queue.StateInFlight, RunAt: t0, Attempt: 1, Worker: "h:1", Payload: []byte{}},
+		{Topic: "sms", JobID: "soon", State: queue.StateWaiting, RunAt: t0 + 2000, Payload: []byte{}},
+		{Topic: "mail", JobID: "failing", State: queue.StateRetrying, RunAt: t0 + 2000, Attempt: 2, LastError: "boom", Payload: []byte{}},
 	}
 	if err := db.WithContext(ctx).Table(l.LedgerTable()).Create(&rows).Error; err != nil {
 		t.Fatal(err)
@@ -83,12 +83,14 @@ func TestLedgerList(t *testing.T) {
 	}
 	for args, want := range map[string]string{
 		"":                              "mail/late mail/early mail/busy sms/soon mail/failing",
-		"--state scheduled":             "mail/early sms/soon mail/late",
+		"--state waiting":               "mail/early sms/soon mail/late",
+		"--state scheduled":             "mail/early sms/soon mail/late", // the older names, read for one more release
+		"--state in_flight":             "mail/busy",
 		"--state in-progress":           "mail/busy",
 		"--state in_progress":           "mail/busy",
 		"--state retrying --topic mail": "mail/failing",
-		"--state scheduled --due-after 2027-01-15T08:00:01Z":                         "sms/soon mail/late",
-		"--state scheduled --due-before 1800000002000":                               "mail/early",
+		"--state waiting --due-after 2027-01-15T08:00:01Z":                           "sms/soon mail/late",
+		"--state waiting --due-before 1800000002000":                                 "mail/early",
 		"--due-after 1800000000000 --due-before 2027-01-15T08:00:02.5Z --topic mail": "mail/early mail/failing",
 	} {
 		p, _ := list(append(strings.Fields(args), "--json")...)
@@ -96,15 +98,15 @@ func TestLedgerList(t *testing.T) {
 			t.Errorf("ledger list %s: %s, want %s", args, got, want)
 		}
 	}
-	p, _ := list("--state", "scheduled", "--limit", "2", "--json")
-	if ids(p) != "mail/early sms/soon" || p.NextCursor == "" || p.Rows[0].State != "scheduled" {
+	p, _ := list("--state", "waiting", "--limit", "2", "--json")
+	if ids(p) != "mail/early sms/soon" || p.NextCursor == "" || p.Rows[0].State != "waiting" {
 		t.Fatalf("first page %+v", p)
 	}
-	_, table := list("--state", "scheduled", "--limit", "2")
+	_, table := list("--state", "waiting", "--limit", "2")
 	if !strings.Contains(table, "(more: --cursor "+p.NextCursor+")") || !strings.Contains(table, "2027-01-15 08:00:01.000Z") {
 		t.Errorf("table:\n%s", table)
 	}
-	if p, _ := list("--state", "scheduled", "--limit", "2", "--cursor", p.NextCursor, "--json"); ids(p) != "mail/late" || p.NextCursor != "" {
+	if p, _ := list("--state", "waiting", "--limit", "2", "--cursor", p.NextCursor, "--json"); ids(p) != "mail/late" || p.NextCursor != "" {
 		t.Errorf("second page %+v", p)
 	}
 }

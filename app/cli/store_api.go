@@ -250,7 +250,7 @@ func (s *apiStore) SmokeRan(ctx context.Context, id string) (int64, bool, error)
 		return time.Now().UnixMilli(), true, nil
 	case err != nil:
 		return 0, false, s.explain(err)
-	case v.State == string(queue.StateDead):
+	case v.State == queue.StateDead:
 		return 0, false, fmt.Errorf("smoke: job %s failed: %s", id, v.LastError)
 	}
 	return 0, false, nil
@@ -275,7 +275,10 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	info := &queue.JobInfo{State: queue.State(v.State), Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly}
+	info := &queue.JobInfo{State: v.State, Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly}
+	if st, err := queue.ParseState(string(v.State)); err == nil {
+		info.State = st // a server of the release before says scheduled
+	}
 	switch info.State {
 	case queue.StateInFlight:
 		info.Score = v.LeaseUntil

@@ -70,7 +70,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#job-search button[type="submit"]`)),
 	)
 	poll(t, tab, fmt.Sprintf(`document.body.dataset.view === 'job' && document.body.dataset.viewState === 'ready' &&
-		document.querySelector('#job-id').textContent === %q && document.body.dataset.jobState === 'scheduled' &&
+		document.querySelector('#job-id').textContent === %q && document.body.dataset.jobState === 'waiting' &&
 		document.querySelector('#job-payload').textContent.includes(%q) &&
 		document.querySelector('dd[data-field="attempts"]').textContent.startsWith('0 of ') &&
 		!!document.querySelector('#job-actions button[data-action="cancel"]')`, closeJob, orderNo),
@@ -90,7 +90,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		testenv.WaitFor(ctx, t, "the order's job to be due in 90 minutes", func() bool {
 			info := mustGet(t, q, "order_close", closeJob)
 			due := time.UnixMilli(info.Score)
-			return info.State == queue.StateScheduled && due.After(before.Add(89*time.Minute)) && due.Before(time.Now().Add(91*time.Minute))
+			return info.State == queue.StateWaiting && due.After(before.Add(89*time.Minute)) && due.Before(time.Now().Add(91*time.Minute))
 		})
 		poll(t, tab, fmt.Sprintf(`Number(document.body.dataset.actions) > %d`, done), "the page after the reschedule")
 		// Run now: due at once, serve's worker runs it; the close handler
@@ -110,7 +110,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	// Cancel a waiting job: a refused confirmation leaves it, a confirmed
 	// one removes it and the page says it is gone.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Acancel%3A1")
-	poll(t, tab, jobShown("mail:cancel:1", "scheduled"), "mail:cancel:1's page")
+	poll(t, tab, jobShown("mail:cancel:1", "waiting"), "mail:cancel:1's page")
 	cancelBtn := chromedp.CSS(`#job-actions button[data-action="cancel"]`)
 	mustDo(t, tab, "refuse the cancel",
 		chromedp.Click(cancelBtn),
@@ -119,7 +119,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		chromedp.WaitNotVisible(chromedp.CSS(`#confirm`)),
 	)
 	waitRefreshes(t, tab, 1)
-	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateScheduled {
+	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateWaiting {
 		t.Fatalf("after a refused cancel the job is %s", info.State)
 	}
 	mustDo(t, tab, "cancel the job",
@@ -134,7 +134,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")
-	poll(t, tab, jobShown("mail:big", "scheduled")+` &&
+	poll(t, tab, jobShown("mail:big", "waiting")+` &&
 		document.querySelector('#job-payload').dataset.cut === 'true' && document.querySelector('#job-payload').textContent.length < 70000 &&
 		document.querySelector('#job-payload-note').textContent.includes('first 64 KiB shown')`, "the cut payload")
 
@@ -150,8 +150,8 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 	)
-	poll(t, tab, jobShown("mail:dead:1", "scheduled"), "the requeued job's page")
-	if info := mustGet(t, q, "mail", "mail:dead:1"); info.State != queue.StateScheduled {
+	poll(t, tab, jobShown("mail:dead:1", "waiting"), "the requeued job's page")
+	if info := mustGet(t, q, "mail", "mail:dead:1"); info.State != queue.StateWaiting {
 		t.Fatalf("after the requeue the job is %s", info.State)
 	}
 	if pwned, err := chromedp.Run(tab, chromedp.Evaluate[bool](`document.body.dataset.pwned === '1' || !!document.querySelector('main img')`)); err != nil || pwned {
@@ -161,7 +161,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	// A durable topic: an unknown exact id is taken as an id prefix.
 	goHash(t, tab, "#/topics/invoices/jobs?state=waiting")
 	poll(t, tab, `document.body.dataset.viewState === 'ready' && document.querySelector('#jobs-topic').textContent === 'invoices' &&
-		!!document.querySelector('#jobs-tabs button[data-tab="scheduled_sql"]')`, "the durable topic's tabs")
+		!!document.querySelector('#jobs-tabs button[data-tab="waiting_sql"]')`, "the durable topic's tabs")
 	mustDo(t, tab, "search invoices by prefix",
 		chromedp.SendKeys(chromedp.CSS(`#job-search-input`), "inv:later"),
 		chromedp.Click(chromedp.CSS(`#job-search button[type="submit"]`)),
@@ -173,7 +173,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	roTab, roConsole := newTab(t, browser)
 	openDashboard(t, roTab, ro.url)
 	goHash(t, roTab, "#/topics/mail/jobs/mail%3Abig")
-	poll(t, roTab, jobShown("mail:big", "scheduled")+` &&
+	poll(t, roTab, jobShown("mail:big", "waiting")+` &&
 		document.querySelector('#job-actions').children.length === 0 && document.querySelectorAll('[data-action]').length === 0`,
 		"the job page without actions in read-only mode")
 	noConsoleErrors(t, "read-only job browser tab", roConsole)

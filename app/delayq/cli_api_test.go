@@ -83,7 +83,7 @@ func testEmbeddedServe(t *testing.T, bin string) {
 		if keys := sortedKeys(job); !slices.Equal(keys, wantKeys) {
 			t.Errorf("get --json keys %v, want %v", keys, wantKeys)
 		}
-		if job["state"] != "scheduled" || job["run_at"] != float64(runAt) || job["max_attempts"] != float64(25) ||
+		if job["state"] != "waiting" || job["run_at"] != float64(runAt) || job["max_attempts"] != float64(25) ||
 			!reflect.DeepEqual(job["payload"], map[string]any{"to": "a@example.com"}) {
 			t.Errorf("get --json: %v", job)
 		}

@@ -44,13 +44,13 @@ func TestCLIDurableTopic(t *testing.T) {
 
 	direct, code := cli("get", "invoices", "inv:1", "--json")
 	var job map[string]any
-	if code != 0 || json.Unmarshal([]byte(direct), &job) != nil || job["sql_only"] != true || job["state"] != "scheduled" {
+	if code != 0 || json.Unmarshal([]byte(direct), &job) != nil || job["sql_only"] != true || job["state"] != "waiting" {
 		t.Fatalf("get of a job beyond the horizon: exit %d, %q", code, direct)
 	}
 	if viaAPI, code := cli("get", "invoices", "inv:1", "--json", "--api", base); code != 0 || viaAPI != direct {
 		t.Errorf("get --json through the API (exit %d):\n%s\ndirect:\n%s", code, viaAPI, direct)
 	}
-	if out, code := cli("get", "invoices", "inv:1"); code != 0 || !strings.Contains(out, "scheduled (SQL only)") {
+	if out, code := cli("get", "invoices", "inv:1"); code != 0 || !strings.Contains(out, "waiting (SQL only)") {
 		t.Errorf("get table of a job beyond the horizon: exit %d, %q", code, out)
 	}
 	if out, code := cli("get", "invoices", "inv:2", "--json"); code != 0 || strings.Contains(out, "sql_only") {

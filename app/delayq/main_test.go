@@ -235,7 +235,7 @@ func jobLifecycle(t *testing.T, bin string, env []string, base string, between f
 		t.Fatalf("API get: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if out, code = run(t, bin, env, "get", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "scheduled") || !strings.Contains(out, "a@example.com") {
+	if out, code = run(t, bin, env, "get", "mail", "welcome:1"); code != 0 || !strings.Contains(out, "waiting") || !strings.Contains(out, "a@example.com") {
 		t.Fatalf("get: exit %d, %q", code, out)
 	}
 	if out, code = run(t, bin, env, "stats", "mail", "--json"); code != 0 || !strings.Contains(out, `"due": 1`) || !strings.Contains(out, `"durability": "redis"`) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -23,19 +24,18 @@ type LedgerRow struct {
 	ID    int64  `json:"id"`
 	Topic string `json:"topic"`
 	JobID string `json:"job_id"`
-	// State is the row's state as the ledger has it: scheduled (a durable
-	// job waiting for its first run: no claim yet), in_progress or
-	// retrying.
-	State       string `json:"state"`
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	RunAt       int64  `json:"run_at"`
-	ClaimedAt   int64  `json:"claimed_at"`
-	LeaseUntil  int64  `json:"lease_until"`
-	Worker      string `json:"worker"` // host:pid of the claiming process
-	LastError   string `json:"last_error,omitempty"`
-	UpdatedAt   int64  `json:"updated_at"`
-	PayloadSize int    `json:"payload_size"`
+	// State is the row's: waiting (a durable job waiting for its first
+	// run: no claim yet), in_flight or retrying.
+	State       queue.State `json:"state"`
+	Attempt     int         `json:"attempt"`
+	MaxAttempts int         `json:"max_attempts"`
+	RunAt       int64       `json:"run_at"`
+	ClaimedAt   int64       `json:"claimed_at"`
+	LeaseUntil  int64       `json:"lease_until"`
+	Worker      string      `json:"worker"` // host:pid of the claiming process
+	LastError   string      `json:"last_error,omitempty"`
+	UpdatedAt   int64       `json:"updated_at"`
+	PayloadSize int         `json:"payload_size"`
 }
 
 // LedgerPage answers the audit routes.
@@ -108,9 +108,15 @@ func ledgerFilter(r *http.Request) (ledger.ListFilter, error) {
 		}
 	}
 	var err error
-	f.State, err = httpjson.QueryEnum(r, "state", "", ledger.StateScheduled, ledger.StateInProgress, ledger.StateRetrying)
-	if err != nil {
-		return f, err
+	if q := r.URL.Query(); q.Has("state") {
+		s := q.Get("state")
+		f.State, err = queue.ParseState(s)
+		if err == nil && !ledger.ValidState(f.State) {
+			err = fmt.Errorf("state %q: a ledger row is waiting, retrying or in_flight", s)
+		}
+		if err != nil {
+			return f, badRequest(CodeInvalidValue, "state", "%v", err)
+		}
 	}
 	if f.DueAfter, err = httpjson.QueryInt(r, "due_after", 0, 0, math.MaxInt64); err != nil {
 		return f, err

@@ -38,7 +38,7 @@ func TestLedgerAudit(t *testing.T) {
 		// Rows come by id; the ledger writes a batch in (topic, id) order.
 		first := p.Rows[1]
 		if first.Topic != "a" || first.JobID != "stuck-1" || first.Worker != "host-7:4242" || first.Attempt != 2 ||
-			first.MaxAttempts != 5 || first.LeaseUntil != past || first.State != "in_progress" ||
+			first.MaxAttempts != 5 || first.LeaseUntil != past || first.State != "in_flight" ||
 			first.PayloadSize != len("secret payload") || first.ClaimedAt == 0 || first.ID == 0 {
 			t.Fatalf("row %+v", first)
 		}
@@ -88,10 +88,10 @@ func TestLedgerList(t *testing.T) {
 			t.Fatal(err)
 		}
 		waiting := []ledger.Entry{
-			{Topic: "a", JobID: "s1", State: ledger.StateScheduled, RunAt: now + hour, MaxAttempts: 5, Payload: []byte("p")},
-			{Topic: "a", JobID: "s2", State: ledger.StateScheduled, RunAt: now + 2*hour, MaxAttempts: 5, Payload: []byte{}},
-			{Topic: "b", JobID: "s3", State: ledger.StateScheduled, RunAt: now + hour/2, MaxAttempts: 5, Payload: []byte{}},
-			{Topic: "a", JobID: "r1", State: ledger.StateRetrying, RunAt: now - 2*hour, Attempt: 2, MaxAttempts: 5,
+			{Topic: "a", JobID: "s1", State: queue.StateWaiting, RunAt: now + hour, MaxAttempts: 5, Payload: []byte("p")},
+			{Topic: "a", JobID: "s2", State: queue.StateWaiting, RunAt: now + 2*hour, MaxAttempts: 5, Payload: []byte{}},
+			{Topic: "b", JobID: "s3", State: queue.StateWaiting, RunAt: now + hour/2, MaxAttempts: 5, Payload: []byte{}},
+			{Topic: "a", JobID: "r1", State: queue.StateRetrying, RunAt: now - 2*hour, Attempt: 2, MaxAttempts: 5,
 				LastError: "boom", Worker: "host-7:4242", Payload: []byte{}},
 		}
 		if err := e.l.DB().WithContext(ctx).Table(e.l.LedgerTable()).Create(&waiting).Error; err != nil {
@@ -118,7 +118,7 @@ func TestLedgerList(t *testing.T) {
 			"topic=a":                 "a/running a/s1 a/s2 a/r1",
 			"state=scheduled":         "b/s3 a/s1 a/s2", // by due time
 			"state=scheduled&topic=a": "a/s1 a/s2",
-			"state=in_progress":       "a/running b/running",
+			"state=in_flight":         "a/running b/running",
 			"state=retrying":          "a/r1",
 			fmt.Sprintf("state=scheduled&due_after=%d", now+hour):                              "a/s2",
 			fmt.Sprintf("state=scheduled&due_before=%d", now+hour):                             "b/s3",
@@ -131,7 +131,7 @@ func TestLedgerList(t *testing.T) {
 			}
 		}
 		p := list("state=scheduled")
-		if s := p.Rows[1]; s.State != "scheduled" || s.PayloadSize != 1 || s.Attempt != 0 || s.RunAt != now+hour {
+		if s := p.Rows[1]; s.State != "waiting" || s.PayloadSize != 1 || s.Attempt != 0 || s.RunAt != now+hour {
 			t.Errorf("scheduled row %+v", s)
 		}
 
@@ -162,7 +162,7 @@ func TestLedgerList(t *testing.T) {
 
 		before := list("limit=1000")
 		for _, c := range []struct{ query, code, field string }{
-			{"state=in-progress", httpapi.CodeInvalidValue, "state"},
+			{"state=running", httpapi.CodeInvalidValue, "state"},
 			{"state=IN_PROGRESS", httpapi.CodeInvalidValue, "state"},
 			{"state=dead", httpapi.CodeInvalidValue, "state"},
 			{"state=", httpapi.CodeInvalidValue, "state"},

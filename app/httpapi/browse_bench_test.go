@@ -174,7 +174,7 @@ func BenchmarkJobBrowserSQLPrefix(b *testing.B) {
 	err = db.WithContext(ctx).Exec("INSERT INTO `"+l.LedgerTable()+"` (topic, job_id, payload, attempt, max_attempts, run_at, claimed_at,"+
 		" lease_until, worker, state, last_error, updated_at, enqueued_at)"+
 		" SELECT 'orders', CONCAT('order_close:', LPAD(seq, 8, '0')), '{}', 0, 25, ? + seq, 0, ?, '', ?, '', 0, 0"+
-		fmt.Sprintf(" FROM seq_1_to_%d", browseJobs), runAt, ledger.NeverStale, ledger.StateScheduled).Error
+		fmt.Sprintf(" FROM seq_1_to_%d", browseJobs), runAt, ledger.NeverStale, queue.StateWaiting).Error
 	if err != nil {
 		if strings.Contains(err.Error(), "seq_1_to") {
 			b.Skipf("no sequence engine on this SQL server (MariaDB has one): %v", err)

@@ -49,7 +49,7 @@ func TestJobBrowserStates(t *testing.T) {
 		}
 		f := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=in_flight&limit=1"))
 		if f.Total != 2 || len(f.Jobs) != 1 || f.NextOffset != 1 || f.Jobs[0].Ledger == nil ||
-			f.Jobs[0].Ledger.Worker != "host-a:42" || f.Jobs[0].Ledger.State != "in_progress" || f.Jobs[0].Ledger.ClaimedAt == 0 ||
+			f.Jobs[0].Ledger.Worker != "host-a:42" || f.Jobs[0].Ledger.State != "in_flight" || f.Jobs[0].Ledger.ClaimedAt == 0 ||
 			f.Jobs[0].Ledger.PayloadSize != 7 || f.Jobs[0].PayloadSize != 7 {
 			t.Fatalf("in-flight page %+v", f)
 		}
@@ -68,7 +68,7 @@ func TestJobBrowserStates(t *testing.T) {
 			t.Fatalf("dead page %+v", d)
 		}
 		// The older name of waiting still answers.
-		if s := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=scheduled")); s.State != "scheduled" || s.Total != 2 {
+		if s := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/t/jobs?state=scheduled")); s.State != "waiting" || s.Total != 2 {
 			t.Fatalf("scheduled page %+v", s)
 		}
 		// One job's page: Redis's view with its ledger row next to it.
@@ -96,15 +96,15 @@ func TestJobBrowserDurableSearch(t *testing.T) {
 		var ids []string
 		after := ""
 		for range 5 {
-			path := "/v1/topics/d/jobs?state=scheduled_sql&limit=3"
+			path := "/v1/topics/d/jobs?state=waiting_sql&limit=3"
 			if after != "" {
 				path += "&after=" + after
 			}
 			p := decode[httpapi.JobPage](t, e.get(t, path))
 			for _, j := range p.Jobs {
 				ids = append(ids, j.ID)
-				if j.Ledger == nil || j.Ledger.State != "scheduled" || j.State != "scheduled" {
-					t.Fatalf("scheduled_sql job %+v", j)
+				if j.Ledger == nil || j.Ledger.State != "waiting" || j.State != "waiting" {
+					t.Fatalf("waiting_sql job %+v", j)
 				}
 			}
 			if after = p.NextAfter; after == "" {
@@ -112,7 +112,7 @@ func TestJobBrowserDurableSearch(t *testing.T) {
 			}
 		}
 		if len(ids) != 7 || ids[0] != "order_close:100" || ids[6] != "order_close:104" {
-			t.Fatalf("scheduled_sql pages: %v", ids)
+			t.Fatalf("waiting_sql pages: %v", ids)
 		}
 
 		ids, after = nil, ""
@@ -163,7 +163,7 @@ func TestJobBrowserBadParams(t *testing.T) {
 		{"state=dead&after=1_1", httpapi.CodeConflictingFields, "after"},
 		{"state=retrying&offset=5", httpapi.CodeConflictingFields, "offset"},
 		{"state=retrying&after=nope", httpapi.CodeInvalidValue, "after"},
-		{"state=scheduled_sql&after=1_0", httpapi.CodeInvalidValue, "after"},
+		{"state=waiting_sql&after=1_0", httpapi.CodeInvalidValue, "after"},
 		{"limit=0", httpapi.CodeInvalidValue, "limit"},
 		{"limit=1001", httpapi.CodeInvalidValue, "limit"},
 		{"offset=-1", httpapi.CodeInvalidValue, "offset"},

@@ -49,7 +49,7 @@ func TestDeadLetters(t *testing.T) {
 		if n := decode[httpapi.RequeueResponse](t, r); n.Requeued != 1 {
 			t.Fatalf("requeue one: %+v", n)
 		}
-		if v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/d0")); v.State != "scheduled" || v.Attempt != 0 {
+		if v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/d0")); v.State != "waiting" || v.Attempt != 0 {
 			t.Fatalf("requeued job %+v", v)
 		}
 		expectError(t, e.post(t, "/v1/topics/t/dead/requeue", `{"id":"d0"}`), http.StatusNotFound, httpapi.CodeNotFound, "id")

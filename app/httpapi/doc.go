@@ -16,7 +16,7 @@
 //	GET    /, /dashboard/...                      the dashboard page and its assets, when Deps.Dashboard is set (no auth)
 //	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate (durable topics: see below)
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
-//	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|in_flight|retrying|dead|scheduled_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
+//	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|retrying|in_flight|dead|waiting_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload, and its ledger row
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
 //	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
@@ -78,8 +78,10 @@
 // delayq_reschedules_total{topic,result}.
 //
 // GET /v1/ledger lists the ledger's rows (docs/audit.md has the SQL for
-// the questions it does not answer): state is scheduled, in_progress or
-// retrying (all when left out), topic one topic, due_after and due_before
+// the questions it does not answer): state is waiting, in_flight or
+// retrying (all when left out; the older scheduled, in_progress and
+// in-progress are read as waiting and in_flight until the release after
+// next), topic one topic, due_after and due_before
 // bound run_at in Unix ms, both exclusive (due_before must be after
 // due_after), limit 1 to 1000 (default 100). With a state, rows come by
 // due time (run_at, then id); without one, by id. A page that is not the
@@ -111,20 +113,25 @@
 // GET /v1/topics/{topic}/jobs lists a topic's jobs a page at a time, each
 // page read from an index (docs/design.md §4.17); nothing scans the
 // keyspace. Its parameters:
-//   - state: waiting (the default; scheduled is its older name): the due
-//     set by due time, first runs and retries alike, a job that ran before
-//     marked "retrying": true. in_flight: the lease set by lease end, each
+//   - state, the listing: waiting (the default): the due set by due
+//     time, which holds the jobs waiting for a retry too; each job carries
+//     its own state (waiting, or retrying when it ran before, also still
+//     said by "retrying": true for the clients of the release before).
+//     in_flight: the lease set by lease end, each
 //     job with its ledger row ("ledger": worker, claimed_at, lease_until;
 //     when SQL does not answer the page still comes, with "ledger_error").
 //     dead: newest first, with the last error. retrying: the ledger's rows
 //     waiting for their next attempt, by due time, with the last error.
-//     scheduled_sql: a durable topic's rows waiting for their first run
+//     waiting_sql: a durable topic's rows waiting for their first run
 //     (those beyond the horizon too, which Redis does not have yet), by due
-//     time.
+//     time. A job shows the same state in every listing it is in, in GET
+//     of the job, in GET /v1/ledger and on the dashboard (queue.State).
+//     scheduled and scheduled_sql, the older names of waiting and
+//     waiting_sql, are read as those until the release after next.
 //   - offset (waiting, in_flight, dead): where the page starts, 0 to
 //     2^31-1; the answer's next_offset is the next page's, absent on the
 //     last. total is the state's count.
-//   - after (retrying, scheduled_sql, prefix): the keyset cursor, a page's
+//   - after (retrying, waiting_sql, prefix): the keyset cursor, a page's
 //     next_after passed back as it is (absent on the last page); total is
 //     -1 there: SQL listings count nothing per request. offset with these,
 //     or after with the others, is 400 conflicting_fields.
@@ -158,10 +165,10 @@
 //     run_at is the waiting job's.
 //
 // A job due beyond queue.horizon waits in SQL only until the relay loads it;
-// GET /v1/topics/{topic}/jobs/{id} shows it from its row, state scheduled,
+// GET /v1/topics/{topic}/jobs/{id} shows it from its row, state waiting,
 // with "sql_only": true (and so does a job Redis lost, until the relay puts
-// it back). GET .../jobs?state=scheduled_sql lists them (the Redis states
-// leave them out), as does GET /v1/ledger?state=scheduled&topic=.
+// it back). GET .../jobs?state=waiting_sql lists them (the Redis states
+// leave them out), as does GET /v1/ledger?state=waiting&topic=.
 //
 // Topic stats (GET /v1/topics, GET /v1/topics/{topic}) say every topic's
 // "durability" (redis or durable); due, due_now and in_flight are Redis's

@@ -142,7 +142,7 @@ func TestDurableJobBeyondTheHorizonIsSQLOnly(t *testing.T) {
 			t.Fatalf("a job beyond the horizon reached Redis: %v", other)
 		}
 		v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/dur/jobs/later"))
-		if !v.SQLOnly || v.State != "scheduled" || v.RunAt != enq.RunAt || v.MaxAttempts != 3 || string(v.Payload) != `{"order":7}` || v.EnqueuedAt == 0 {
+		if !v.SQLOnly || v.State != "waiting" || v.RunAt != enq.RunAt || v.MaxAttempts != 3 || string(v.Payload) != `{"order":7}` || v.EnqueuedAt == 0 {
 			t.Fatalf("job beyond the horizon: %+v", v)
 		}
 		if !strings.Contains(string(e.get(t, "/v1/topics/dur/jobs/later").body), `"sql_only":true`) {
@@ -150,7 +150,7 @@ func TestDurableJobBeyondTheHorizonIsSQLOnly(t *testing.T) {
 		}
 		expect(t, e.post(t, "/v1/topics/dur/jobs", `{"id":"soon","delay_ms":60000}`), http.StatusAccepted)
 		r = e.get(t, "/v1/topics/dur/jobs/soon")
-		if v := decode[httpapi.JobView](t, r); v.SQLOnly || v.State != "scheduled" || strings.Contains(string(r.body), "sql_only") {
+		if v := decode[httpapi.JobView](t, r); v.SQLOnly || v.State != "waiting" || strings.Contains(string(r.body), "sql_only") {
 			t.Fatalf("job within the horizon: %s", r.body)
 		}
 		expectError(t, e.get(t, "/v1/topics/dur/jobs/nope"), http.StatusNotFound, httpapi.CodeNotFound, "")
@@ -235,7 +235,7 @@ func TestDurableEnqueueWithRedisDown(t *testing.T) {
 
 	expect(t, e.post(t, "/v1/topics/dur/jobs", `{"id":"a","delay_ms":1000}`), http.StatusAccepted)
 	row, err := e.l.Lookup(testenv.Context(t), "dur", "a")
-	if err != nil || row == nil || !row.Scheduled {
+	if err != nil || row == nil || row.State != queue.StateWaiting {
 		t.Fatalf("the row of a job accepted with Redis down: %+v, %v", row, err)
 	}
 	expectUnavailable(t, e.post(t, "/v1/topics/plain/jobs", `{"id":"a"}`), "redis")

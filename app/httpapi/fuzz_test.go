@@ -309,7 +309,7 @@ func FuzzEnqueue(f *testing.F) {
 				t.Fatalf("POST %s: Location %q for job %q", target, loc, res.ID)
 			}
 			info, err := s.q.Get(testenv.Context(t), topic, res.ID)
-			if err != nil || info.State != queue.StateScheduled || info.Score != res.RunAt ||
+			if err != nil || info.State != queue.StateWaiting || info.Score != res.RunAt ||
 				info.Job.MaxAttempts < 1 || info.Job.MaxAttempts > 100 || len(info.Job.Payload) > fuzzMaxPayload {
 				t.Fatalf("POST %s %q: 202 %+v, but the queue has %+v (%v)", target, body, res, info, err)
 			}
@@ -421,7 +421,7 @@ func FuzzEnqueueBatch(f *testing.F) {
 			switch {
 			case r.Status == string(queue.BatchCreated):
 				info, err := s.q.Get(testenv.Context(t), topic, r.ID)
-				if err != nil || info.State != queue.StateScheduled || info.Score != r.RunAt {
+				if err != nil || info.State != queue.StateWaiting || info.Score != r.RunAt {
 					t.Fatalf("created %+v, but the queue has %+v (%v)", r, info, err)
 				}
 			case r.Status == string(queue.BatchInvalid) && !slices.Contains(known, r.ID) && !slices.Contains(created, r.ID):

@@ -40,7 +40,7 @@ func TestEnqueueAndGet(t *testing.T) {
 		r = e.get(t, "/v1/topics/orders/jobs/order_close:1")
 		expect(t, r, http.StatusOK)
 		v := decode[httpapi.JobView](t, r)
-		if v.State != "scheduled" || v.RunAt != created.RunAt || v.Attempt != 0 || v.MaxAttempts != 25 ||
+		if v.State != "waiting" || v.RunAt != created.RunAt || v.Attempt != 0 || v.MaxAttempts != 25 ||
 			v.EnqueuedAt == 0 || v.LeaseUntil != 0 || v.DiedAt != 0 || v.PayloadBase64 != "" {
 			t.Fatalf("job %+v", v)
 		}
@@ -255,7 +255,7 @@ func TestReschedule(t *testing.T) {
 		r := e.patch(t, "/v1/topics/t/jobs/w/1", `{"shift_ms":-1800000}`)
 		expect(t, r, http.StatusOK)
 		v := decode[httpapi.RescheduledView](t, r)
-		if v.State != "scheduled" || v.ID != "w/1" || v.RunAt != before-1800000 || v.PreviousRunAt != before || string(v.Payload) != `{"a":1}` {
+		if v.State != "waiting" || v.ID != "w/1" || v.RunAt != before-1800000 || v.PreviousRunAt != before || string(v.Payload) != `{"a":1}` {
 			t.Fatalf("shift: %+v", v)
 		}
 		if got := mustInfo(t, e, "t", "w/1").Score; got != v.RunAt {
@@ -317,7 +317,7 @@ func TestRescheduleReadOnly(t *testing.T) {
 func mustInfo(t testing.TB, e *env, topic, id string) *queue.JobInfo {
 	t.Helper()
 	info, err := e.q.Get(testenv.Context(t), topic, id)
-	if err != nil || info.State != queue.StateScheduled {
+	if err != nil || info.State != queue.StateWaiting {
 		t.Fatalf("get %s: %+v, %v", id, info, err)
 	}
 	return info

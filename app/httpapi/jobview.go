@@ -17,11 +17,11 @@ import (
 type JobView struct {
 	Topic string `json:"topic"`
 	ID    string `json:"id"`
-	// State is scheduled, in_flight or dead; "cancelled" in a DELETE's
-	// answer.
-	State string `json:"state"`
-	// RunAt is when the job is due (scheduled: first run or next retry) or
-	// was due.
+	// State is waiting, retrying, in_flight or dead (queue.State);
+	// cancelled in a DELETE's answer.
+	State queue.State `json:"state"`
+	// RunAt is when the job is due (waiting: its first run; retrying: its
+	// next attempt) or was due.
 	RunAt      int64 `json:"run_at"`
 	LeaseUntil int64 `json:"lease_until,omitempty"` // in flight: when the lease ends
 	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
@@ -39,8 +39,9 @@ type JobView struct {
 	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
 	// the horizon; the relay loads it into Redis ahead of its due time).
 	SQLOnly bool `json:"sql_only,omitempty"`
-	// Retrying: a waiting job that ran before (attempt > 0): it waits for
-	// a retry, or was put back after a lease expired.
+	// Retrying is State == retrying, kept for the clients of the release
+	// before State said so (docs/design.md §4.1); it goes in the release
+	// after next.
 	Retrying bool `json:"retrying,omitempty"`
 	// Ledger is the job's ledger row (worker, claim, lease, last error)
 	// where the answer shows it: GET of one job, in_flight pages, and the
@@ -56,18 +57,18 @@ type JobView struct {
 func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 	j := info.Job
 	v := JobView{
-		Topic: j.Topic, ID: j.ID, State: string(info.State),
+		Topic: j.Topic, ID: j.ID, State: info.State,
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
-		Retrying: info.State == queue.StateScheduled && j.Attempt > 0,
+		Retrying: info.State == queue.StateRetrying,
 	}
 	switch info.State {
 	case queue.StateInFlight:
 		v.LeaseUntil = info.Score
 	case queue.StateDead:
 		v.DiedAt = info.Score
-	case queue.StateScheduled:
+	case queue.StateWaiting, queue.StateRetrying:
 		v.RunAt = info.Score
 	}
 	if withPayload {
@@ -77,20 +78,19 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 }
 
 // NewRowView renders a job from its ledger row alone (the job browser's
-// listings of the ledger read summaries): a scheduled or retrying row waits
-// (scheduled), an in-progress row is in flight. The payload is left out
-// (its size stays), the row is attached.
+// listings of the ledger read summaries), in the row's state. The payload
+// is left out (its size stays), the row is attached.
 func NewRowView(s ledger.Summary) JobView {
 	e := s.Entry
 	row := NewLedgerRow(e)
 	row.PayloadSize = s.PayloadSize
 	v := JobView{
-		Topic: e.Topic, ID: e.JobID, State: string(queue.StateScheduled), RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
+		Topic: e.Topic, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),
-		PayloadSize: s.PayloadSize, Retrying: e.State == ledger.StateRetrying, Ledger: &row,
+		PayloadSize: s.PayloadSize, Retrying: e.State == queue.StateRetrying, Ledger: &row,
 	}
-	if e.State == ledger.StateInProgress {
-		v.State, v.LeaseUntil = string(queue.StateInFlight), e.LeaseUntil
+	if e.State == queue.StateInFlight {
+		v.LeaseUntil = e.LeaseUntil
 	}
 	return v
 }
@@ -98,8 +98,8 @@ func NewRowView(s ledger.Summary) JobView {
 // NewCancelledJobView renders a job just cancelled (it was waiting), as
 // the answer of a cancel.
 func NewCancelledJobView(j *queue.Job) JobView {
-	v := NewJobView(&queue.JobInfo{State: queue.StateScheduled, Score: j.RunAt, Job: j}, true)
-	v.State = "cancelled"
+	v := NewJobView(&queue.JobInfo{State: queue.StateWaiting, Score: j.RunAt, Job: j}, true)
+	v.State, v.Retrying = queue.StateCancelled, false
 	return v
 }
 

@@ -3,7 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 
@@ -15,21 +18,47 @@ import (
 // defaultPage is the page size of listings that do not say.
 const defaultPage = 100
 
-// The states GET /v1/topics/{topic}/jobs lists (the job browser,
-// docs/design.md §4.17), each a page of one index: the first three of
-// Redis's sets, the others of the SQL ledger.
+// The listings of GET /v1/topics/{topic}/jobs (the job browser,
+// docs/design.md §4.17), each named by the state it lists (queue.State)
+// and each a page of one index: waiting, in_flight and dead of Redis's
+// sets, retrying and waiting_sql of the SQL ledger. Every job of a page
+// carries its own state, so a job shows the same state in every listing
+// it appears in.
 const (
-	ListWaiting      = "waiting"       // due ZSET by due time: first runs and retries alike
-	ListScheduled    = "scheduled"     // the older name of waiting
-	ListInFlight     = "in_flight"     // lease ZSET by lease end, with the ledger rows (worker, claim)
-	ListDead         = "dead"          // dead ZSET, newest first, with the last error
-	ListRetrying     = "retrying"      // ledger rows state=retrying by due time: the (state, run_at) index
-	ListScheduledSQL = "scheduled_sql" // ledger rows state=scheduled by due time (durable topics, beyond the horizon too)
+	// Redis's due set by due time: the jobs waiting to run, and (in the
+	// same set) those waiting for a retry, which show as retrying.
+	ListWaiting = string(queue.StateWaiting)
+	// The ledger's rows waiting for a retry, by due time: the (state,
+	// run_at) index.
+	ListRetrying = string(queue.StateRetrying)
+	// Redis's lease set by lease end, with the ledger rows (worker, claim).
+	ListInFlight = string(queue.StateInFlight)
+	// Redis's dead set, newest first, with the last error.
+	ListDead = string(queue.StateDead)
+	// The ledger's waiting rows by due time: a durable topic's jobs,
+	// beyond the horizon too.
+	ListWaitingSQL = string(queue.StateWaiting) + "_sql"
 )
 
-// ListStates are the states a JobQuery takes, in the order the API doc
+// ListStates are the listings a JobQuery takes, in the order the API doc
 // and the dashboard give them.
-var ListStates = []string{ListWaiting, ListScheduled, ListInFlight, ListRetrying, ListDead, ListScheduledSQL}
+var ListStates = []string{ListWaiting, ListRetrying, ListInFlight, ListDead, ListWaitingSQL}
+
+// renamedLists are the older names of listings, accepted on input until
+// the release after next, like queue.ParseState's.
+var renamedLists = map[string]string{"scheduled": ListWaiting, "scheduled_sql": ListWaitingSQL}
+
+// ParseListing reads a listing's name given on input: one of ListStates
+// or an older name of one; "" stays "" (the default listing).
+func ParseListing(s string) (string, error) {
+	if s == "" || slices.Contains(ListStates, s) {
+		return s, nil
+	}
+	if l, ok := renamedLists[s]; ok {
+		return l, nil
+	}
+	return "", fmt.Errorf("state %q: want one of %s", s, strings.Join(ListStates, ", "))
+}
 
 // JobPage is one page of a topic's jobs: in one state, or (a durable
 // topic's) with an id prefix. Payloads are left out (their sizes stay): a
@@ -51,7 +80,7 @@ type JobPage struct {
 	// on the last one.
 	NextOffset int `json:"next_offset,omitempty"`
 	// NextAfter is the after of the next page of a SQL listing (retrying,
-	// scheduled_sql, a prefix search); absent on the last one.
+	// waiting_sql, a prefix search); absent on the last one.
 	NextAfter string `json:"next_after,omitempty"`
 	// LedgerError says why an in_flight page has no ledger rows (SQL did
 	// not answer); the Redis page is still shown.
@@ -72,7 +101,7 @@ type JobQuery struct {
 	// says it was given, which keyset listings refuse.
 	Offset    int
 	HasOffset bool
-	// After is the keyset cursor of retrying, scheduled_sql and prefix
+	// After is the keyset cursor of retrying, waiting_sql and prefix
 	// listings: a page's NextAfter as it is.
 	After string
 	// Limit is the page size, 1 to queue.MaxPage; 0 means 100.
@@ -89,8 +118,10 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	var jq JobQuery
 	var err error
-	if jq.State, err = httpjson.QueryEnum(r, "state", "", ListStates...); err != nil {
-		return err
+	if q.Has("state") {
+		if jq.State, err = ParseListing(q.Get("state")); err != nil || jq.State == "" {
+			return badRequest(CodeInvalidValue, "state", "state=%q: want one of %s", q.Get("state"), strings.Join(ListStates, ", "))
+		}
 	}
 	offset, err := httpjson.QueryInt(r, "offset", 0, 0, 1<<31-1)
 	if err != nil {
@@ -156,28 +187,31 @@ func BrowseJobs(ctx context.Context, q *queue.Client, l *ledger.Ledger, log logr
 	if jq.Prefix != "" {
 		return searchPrefix(ctx, q, l, topic, jq)
 	}
-	state := jq.State
+	state, err := ParseListing(jq.State)
+	if err != nil {
+		return JobPage{}, badRequest(CodeInvalidValue, "state", "%v", err)
+	}
 	if state == "" {
 		state = ListWaiting
 	}
-	keyset := state == ListRetrying || state == ListScheduledSQL
+	keyset := state == ListRetrying || state == ListWaitingSQL
 	switch {
 	case keyset && jq.HasOffset:
 		return JobPage{}, badRequest(CodeConflictingFields, "offset", "state=%s pages by keyset: pass next_after as after", state)
 	case !keyset && jq.After != "":
-		return JobPage{}, badRequest(CodeConflictingFields, "after", "state=%s pages by offset; after is for retrying, scheduled_sql and prefix searches", state)
+		return JobPage{}, badRequest(CodeConflictingFields, "after", "state=%s pages by offset; after is for retrying, waiting_sql and prefix searches", state)
 	}
 	switch state {
 	case ListRetrying:
-		return listLedger(ctx, l, topic, state, ledger.StateRetrying, jq)
-	case ListScheduledSQL:
-		return listLedger(ctx, l, topic, state, ledger.StateScheduled, jq)
+		return listLedger(ctx, l, topic, state, queue.StateRetrying, jq)
+	case ListWaitingSQL:
+		return listLedger(ctx, l, topic, state, queue.StateWaiting, jq)
 	case ListInFlight:
 		return listRedis(ctx, q, l, log, topic, state, queue.StateInFlight, jq.Offset, jq.Limit)
 	case ListDead:
 		return listRedis(ctx, q, l, log, topic, state, queue.StateDead, jq.Offset, jq.Limit)
-	case ListWaiting, ListScheduled:
-		return listRedis(ctx, q, l, log, topic, state, queue.StateScheduled, jq.Offset, jq.Limit)
+	case ListWaiting:
+		return listRedis(ctx, q, l, log, topic, state, queue.StateWaiting, jq.Offset, jq.Limit)
 	}
 	return JobPage{}, badRequest(CodeInvalidValue, "state", "state=%q: want one of %v", state, ListStates)
 }
@@ -222,7 +256,7 @@ func listRedis(ctx context.Context, q *queue.Client, l *ledger.Ledger, log logru
 
 // listLedger answers one page of the topic's ledger rows in state, by due
 // time, paged by keyset (After is a page's NextAfter).
-func listLedger(ctx context.Context, l *ledger.Ledger, topic, name, state string, jq JobQuery) (JobPage, error) {
+func listLedger(ctx context.Context, l *ledger.Ledger, topic, name string, state queue.State, jq JobQuery) (JobPage, error) {
 	f := ledger.ListFilter{State: state, Topic: topic, Limit: jq.Limit}
 	if jq.After != "" {
 		c, err := ledger.ParseCursor(jq.After)

@@ -345,7 +345,7 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 			t.Errorf("unexpected key %q", k)
 		}
 	}
-	page, err := e.q.List(context.Background(), "t", queue.StateScheduled, 0, 10)
+	page, err := e.q.List(context.Background(), "t", queue.StateWaiting, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestHTTPExtend(t *testing.T) {
 		t.Fatalf("pay_deadline %d, want %d", got, deadline+600_000)
 	}
 	info, err := w.q.Get(ctx, orderclose.Topic, orderclose.JobID(o.OrderNo))
-	if err != nil || info.State != queue.StateScheduled || info.Score != deadline+600_000 {
+	if err != nil || info.State != queue.StateWaiting || info.Score != deadline+600_000 {
 		t.Fatalf("close job %+v, %v; want due at the new deadline %d", info, err, deadline+600_000)
 	}
 	if row, err := w.led.Row(ctx, orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || row.RunAt != deadline+600_000 {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -149,7 +148,7 @@ func TestHTTPCreateGetPay(t *testing.T) {
 	if got := w.stock(); got["A"] != 9 || got["B"] != 8 {
 		t.Fatalf("stock %v", got)
 	}
-	if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateScheduled {
+	if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || info.State != queue.StateWaiting {
 		t.Fatalf("close job %+v, %v", info, err)
 	}
 
@@ -315,7 +314,7 @@ func TestHTTPCreateWithRedisDown(t *testing.T) {
 	if w.count(&orderclose.Order{}) != 1 || w.stock()["A"] != 8 {
 		t.Fatalf("orders %d, stock %v", w.count(&orderclose.Order{}), w.stock())
 	}
-	if row, err := w.led.Row(testenv.Context(t), orderclose.Topic, orderclose.JobID(r.order.OrderNo)); err != nil || row.State != ledger.StateScheduled {
+	if row, err := w.led.Row(testenv.Context(t), orderclose.Topic, orderclose.JobID(r.order.OrderNo)); err != nil || row.State != queue.StateWaiting {
 		t.Fatalf("close job row with Redis down: %+v, %v", row, err)
 	}
 	// Paying works too: the cancel of the close job fails, quietly.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -55,7 +54,7 @@ func TestCreateOrderTakesStockAndSchedulesClose(t *testing.T) {
 	// The close job committed with the order (a scheduled row) and was
 	// pushed to Redis, due at the deadline.
 	if row, err := w.led.Row(testenv.Context(t), orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil ||
-		row.State != ledger.StateScheduled || row.RunAt != o.PayDeadline {
+		row.State != queue.StateWaiting || row.RunAt != o.PayDeadline {
 		t.Fatalf("close job row %+v, %v", row, err)
 	}
 	if o.Status != orderclose.StatusPending || o.AmountCents != 300 || o.Version != 1 || o.UserID != "u1" {
@@ -78,7 +77,7 @@ func TestCreateOrderTakesStockAndSchedulesClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State != queue.StateScheduled || info.Score != o.PayDeadline || info.Job.MaxAttempts != 25 {
+	if info.State != queue.StateWaiting || info.Score != o.PayDeadline || info.Job.MaxAttempts != 25 {
 		t.Fatalf("close job %+v (job %+v), want scheduled at %d with 25 attempts", info, info.Job, o.PayDeadline)
 	}
 	var payload map[string]any

@@ -232,7 +232,7 @@ func TestSweeperPages(t *testing.T) {
 		t.Fatalf("first sweep %+v: want 24 overdue orders in 6 pages, all enqueued", rep)
 	}
 	for _, no := range overdue {
-		if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateScheduled {
+		if info, err := w.q.Get(testenv.Context(t), orderclose.Topic, orderclose.JobID(no)); err != nil || info.State != queue.StateWaiting {
 			t.Fatalf("close job of %s: %+v, %v", no, info, err)
 		}
 	}

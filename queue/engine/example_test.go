@@ -168,7 +168,7 @@ func ExampleEngine_EnqueueTx() {
 	// Output:
 	// transaction: payment service said no
 	// after the rollback: unknown
-	// after the commit: <nil> scheduled
+	// after the commit: <nil> waiting
 }
 
 // A durable job due beyond the horizon waits in SQL only; the relay that

@@ -6,16 +6,16 @@
 -- KEYS[4]  dead ZSET
 -- ARGV[1]  job id
 --
--- Returns  {state, score, envelope}: state "scheduled" (score = due time),
---          "in_flight" (score = lease deadline), "dead" (score = time of
---          death) or "unknown" ({"unknown"} alone).
+-- Returns  {set, score, envelope}: set "due" (score = due time), "lease"
+--          (score = lease deadline), "dead" (score = time of death), or
+--          {"unknown"} alone. queue/state.go maps the set onto a State.
 local id = ARGV[1]
 local env = redis.call('HGET', KEYS[3], id)
 if not env then return {'unknown'} end
 local s = redis.call('ZSCORE', KEYS[2], id)
-if s then return {'in_flight', s, env} end
+if s then return {'lease', s, env} end
 s = redis.call('ZSCORE', KEYS[1], id)
-if s then return {'scheduled', s, env} end
+if s then return {'due', s, env} end
 s = redis.call('ZSCORE', KEYS[4], id)
 if s then return {'dead', s, env} end
 return {'unknown'}

@@ -119,7 +119,7 @@ func TestRecorderEnqueue(t *testing.T) {
 	}
 	// The job really waits in the recorder's Redis.
 	info, err := rec.Client().Get(ctx, "reminders", "r:1")
-	if err != nil || info.State != queue.StateScheduled {
+	if err != nil || info.State != queue.StateWaiting {
 		t.Fatalf("get: %+v, %v", info, err)
 	}
 }

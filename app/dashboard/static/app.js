@@ -485,7 +485,7 @@
     { key: 'in_flight', label: 'in flight', count: (t) => t.in_flight, time: 'lease until' },
     { key: 'retrying', label: 'retrying', count: () => null, time: 'next attempt' },
     { key: 'dead', label: 'dead', count: (t) => t.dead, time: 'died' },
-    { key: 'scheduled_sql', label: 'in SQL (scheduled)', count: (t) => (t.sql ? t.sql.waiting : null), time: 'due', durable: true },
+    { key: 'waiting_sql', label: 'waiting in SQL', count: (t) => (t.sql ? t.sql.waiting : null), time: 'due', durable: true },
   ];
 
   const jobsHash = (topic, params) => '#/topics/' + encodeURIComponent(topic) + '/jobs?' + new URLSearchParams(params);
@@ -551,7 +551,11 @@
     document.body.dataset.viewState = 'loading';
     const p = r.params;
     const prefix = p.get('prefix');
-    const state = prefix ? '' : p.get('state') || 'waiting';
+    // The older names of two listings, from links made before they were
+    // renamed (the API still reads them too).
+    const renamed = { scheduled: 'waiting', scheduled_sql: 'waiting_sql' };
+    const asked = p.get('state') || 'waiting';
+    const state = prefix ? '' : renamed[asked] || asked;
     const stats = await api('GET', topicPath(r.topic));
     const durable = stats.durability === 'durable';
     const q = new URLSearchParams({ limit: String(JOB_PAGE) });
@@ -582,11 +586,11 @@
     const st = STATES.find((s) => s.key === state);
     $('#jobs-time-head').textContent = st ? st.time : 'due';
     const note = $('#jobs-note');
-    note.hidden = !prefix && !page.ledger_error && state !== 'retrying' && state !== 'scheduled_sql';
+    note.hidden = !prefix && !page.ledger_error && state !== 'retrying' && state !== 'waiting_sql';
     note.textContent = prefix
       ? 'Jobs whose id starts with "' + prefix + '": the ledger rows of this durable topic (waiting, retrying, in flight), by id.'
       : page.ledger_error || (state === 'retrying' ? 'From the SQL ledger (rows waiting for their next attempt), by due time.'
-        : state === 'scheduled_sql' ? 'From the SQL ledger: every job waiting for its first run, those beyond the horizon too, by due time.' : '');
+        : state === 'waiting_sql' ? 'From the SQL ledger: every job waiting for its first run, those beyond the horizon too, by due time.' : '');
 
     const tbody = $('#jobs-table tbody');
     tbody.replaceChildren(...page.jobs.map((j) => jobRow(r.topic, j, state)));
@@ -631,16 +635,14 @@
 
   function jobRow(topic, j, state) {
     const marks = [];
-    if (j.retrying) marks.push(el('span', { class: 'mark retrying', text: 'retry' }));
     if (j.sql_only) marks.push(el('span', { class: 'mark sql', text: 'SQL only' }));
-    const shownState = j.ledger && (state === '' || state === 'retrying' || state === 'scheduled_sql') ? j.ledger.state : j.state;
     let t = j.run_at;
     if (j.state === 'in_flight') t = j.lease_until;
     if (j.state === 'dead') t = j.died_at;
     const worker = j.ledger && j.ledger.worker ? j.ledger.worker : '';
     return el('tr', { dataset: { id: j.id, state: j.state } },
       el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(topic, j.id), text: j.id })),
-      el('td', {}, shownState, ...marks),
+      el('td', {}, j.state, ...marks),
       el('td', { text: when(t), title: t ? new Date(t).toISOString() : '' }),
       el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
       el('td', { class: 'mono', text: worker }),
@@ -711,7 +713,7 @@
 
     const f = $('#job-fields');
     f.replaceChildren();
-    field(f, 'state', j.state + (j.retrying ? ' (waiting for a retry)' : '') + (j.sql_only ? ' (in SQL only)' : ''));
+    field(f, 'state', j.state + (j.sql_only ? ' (in SQL only)' : ''));
     field(f, 'attempts', j.attempt + ' of ' + j.max_attempts);
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));
@@ -728,7 +730,7 @@
       field(l, 'row attempt', row.attempt + ' of ' + row.max_attempts);
       field(l, 'row due', when(row.run_at));
       field(l, 'claimed', when(row.claimed_at));
-      field(l, 'lease', row.lease_until >= 9e18 ? 'none (scheduled: the relay\'s)' : when(row.lease_until));
+      field(l, 'lease', row.lease_until >= 9e18 ? 'none (waiting: the relay\'s)' : when(row.lease_until));
       field(l, 'row last error', row.last_error || '–', { class: row.last_error ? 'err' : null });
       field(l, 'updated', when(row.updated_at));
     } else {
@@ -752,7 +754,7 @@
     acts.replaceChildren();
     if (!readOnly) {
       const d = { topic: r.topic, id: r.id };
-      if (j.state === 'scheduled') {
+      if (j.state === 'waiting' || j.state === 'retrying') {
         acts.append(
           el('button', { type: 'button', class: 'danger', dataset: { action: 'cancel', ...d }, text: 'Cancel job' }),
           el('button', { type: 'button', dataset: { action: 'run-now', ...d }, text: 'Run now' }),

@@ -159,8 +159,9 @@ type Queue struct {
 	// enqueue costs a SQL commit (shared by concurrent enqueues), so each
 	// topic opts in.
 	Durability string `koanf:"durability"`
-	// Topics sets the durability of single topics. Default: order_close
-	// durable (the orders module needs it so).
+	// Topics sets the durability of single topics. Default: none. With
+	// orders.enabled the program makes order_close durable unless it is
+	// set here (the orders module needs it so, and refuses anything else).
 	Topics map[string]QueueTopic `koanf:"topics"`
 	// Horizon: a durable job due further ahead than this stays in SQL
 	// only, and the relay loads it into Redis ahead of its due time, so
@@ -476,7 +477,7 @@ func Defaults() Config {
 			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,
 			GroupCommitDepth: ledger.DefaultGroupCommitDepth},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
-			Durability: "redis", Topics: map[string]QueueTopic{"order_close": {Durability: "durable"}},
+			Durability: "redis", Topics: map[string]QueueTopic{},
 			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,

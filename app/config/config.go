@@ -420,9 +420,15 @@ type Recovery struct {
 	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
 }
 
-// Orders configures the order auto-close module.
+// Orders configures the order auto-close module (jobs/orderclose), the
+// program's demo of a business module.
 type Orders struct {
-	Enabled       bool          `koanf:"enabled"`        // HTTP routes, close handler and sweeper. Default true.
+	// Enabled registers the module: its tables, HTTP routes, close handler
+	// and sweeper. Default false, so that a service running `delayq serve`
+	// gets no demo tables or topic; `delayq demo` always turns it on, and
+	// configs/delayq.yaml sets it.
+	Enabled bool `koanf:"enabled"`
+
 	PaymentWindow time.Duration `koanf:"payment_window"` // Default 30m.
 	SweeperSpec   string        `koanf:"sweeper_spec"`   // Default @every 1m.
 	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
@@ -489,7 +495,7 @@ func Defaults() Config {
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
 			RelayIdleEvery: time.Second},
-		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
+		Orders: Orders{Enabled: false, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},

@@ -44,6 +44,10 @@ func (a *app) demoCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			// The demo turns the orders module on whatever the file says.
+			if err := requireOrders(&cfg); err != nil {
+				return err
+			}
 			log := newLogger(cfg.Log, a.errOut)
 			p := parts{api: true, workers: true, recovery: true, sweeper: true}
 			s, err := assemble(cmd.Context(), cfg, log, p, a.version)

@@ -151,10 +151,14 @@ func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 }
 
 // loadConfig reads the configuration from --config, the environment and
-// the flags.
+// the flags, with the requirements of the modules it enables.
 func (a *app) loadConfig(cmd *cobra.Command) (config.Config, error) {
 	path, _ := cmd.Flags().GetString("config")
-	return config.Load(path, cmd.Flags())
+	cfg, err := config.Load(path, cmd.Flags())
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, requireOrders(&cfg)
 }
 
 // open loads the configuration and opens the backends, for the commands

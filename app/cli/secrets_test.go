@@ -58,6 +58,7 @@ sql: {driver: mysql, tls_ca_file: %q}
 http: {listen: "127.0.0.1:%d"}
 worker: {max_idle: 100ms, lease: 3s, backoff_base: 50ms, backoff_cap: 100ms}
 recovery: {spec: "@every 1s", grace: 2s}
+orders: {enabled: true}
 `, rs.Addr, pki.CAFile, pki.CAFile, port), "serve")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	client := &http.Client{Timeout: 30 * time.Second}

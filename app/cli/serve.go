@@ -8,7 +8,7 @@ func (a *app) serveCmd() *cobra.Command {
 	var noAPI, noWorkers, noRecovery, noSweeper, noPeriodic bool
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the API, the workers, the recoverer, the order sweeper and the periodic jobs (each can be switched off)",
+		Short: "Run the API, the workers, the recoverer, the order sweeper (with orders.enabled) and the periodic jobs (each can be switched off)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig(cmd)

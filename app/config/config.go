@@ -159,8 +159,9 @@ type Queue struct {
 	// enqueue costs a SQL commit (shared by concurrent enqueues), so each
 	// topic opts in.
 	Durability string `koanf:"durability"`
-	// Topics sets the durability of single topics. Default: order_close
-	// durable (the orders module needs it so).
+	// Topics sets the durability of single topics. Default: none. With
+	// orders.enabled the program makes order_close durable unless it is
+	// set here (the orders module needs it so, and refuses anything else).
 	Topics map[string]QueueTopic `koanf:"topics"`
 	// Horizon: a durable job due further ahead than this stays in SQL
 	// only, and the relay loads it into Redis ahead of its due time, so
@@ -419,9 +420,15 @@ type Recovery struct {
 	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
 }
 
-// Orders configures the order auto-close module.
+// Orders configures the order auto-close module (jobs/orderclose), the
+// program's demo of a business module.
 type Orders struct {
-	Enabled       bool          `koanf:"enabled"`        // HTTP routes, close handler and sweeper. Default true.
+	// Enabled registers the module: its tables, HTTP routes, close handler
+	// and sweeper. Default false, so that a service running `delayq serve`
+	// gets no demo tables or topic; `delayq demo` always turns it on, and
+	// configs/delayq.yaml sets it.
+	Enabled bool `koanf:"enabled"`
+
 	PaymentWindow time.Duration `koanf:"payment_window"` // Default 30m.
 	SweeperSpec   string        `koanf:"sweeper_spec"`   // Default @every 1m.
 	SweeperGrace  time.Duration `koanf:"sweeper_grace"`  // Default 1m.
@@ -476,7 +483,7 @@ func Defaults() Config {
 			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,
 			GroupCommitDepth: ledger.DefaultGroupCommitDepth},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
-			Durability: "redis", Topics: map[string]QueueTopic{"order_close": {Durability: "durable"}},
+			Durability: "redis", Topics: map[string]QueueTopic{},
 			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
@@ -488,7 +495,7 @@ func Defaults() Config {
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
 			RelayIdleEvery: time.Second},
-		Orders: Orders{Enabled: true, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
+		Orders: Orders{Enabled: false, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},

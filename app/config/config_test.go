@@ -17,13 +17,21 @@ import (
 )
 
 // configs/delayq.yaml writes out every default: loading it must give
-// exactly Defaults().
+// exactly Defaults(), but for the orders module it turns on (with the
+// durable topic that module needs) so that the README's walk-through finds
+// it.
 func TestShippedFileHoldsTheDefaults(t *testing.T) {
 	got, err := config.Load("../../configs/delayq.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := config.Defaults(); !reflect.DeepEqual(got, want) {
+	want := config.Defaults()
+	if want.Orders.Enabled || len(want.Queue.Topics) != 0 {
+		t.Fatalf("defaults: orders.enabled %v, queue.topics %v: want the orders module off and no topic", want.Orders.Enabled, want.Queue.Topics)
+	}
+	want.Orders.Enabled = true
+	want.Queue.Topics = map[string]config.QueueTopic{"order_close": {Durability: "durable"}}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("configs/delayq.yaml differs from the defaults:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -112,8 +120,8 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  grace: 5s\n", "recovery.grace"},
 		{"redis:\n  mode: single\n  addrs: [\"127.0.0.1:6379\"]\n  sentinel_password: s3\n", "redis.sentinel_password"},
 		{"recovery:\n  lock_ttl: 100ms\n", "recovery.lock_ttl"},
-		{"orders:\n  sweeper_lock_ttl: 100ms\n", "orders.sweeper_lock_ttl"},
-		{"orders:\n  sweeper_lock_ttl: -1s\n", "orders.sweeper_lock_ttl"},
+		{"orders:\n  enabled: true\n  sweeper_lock_ttl: 100ms\n", "orders.sweeper_lock_ttl"},
+		{"orders:\n  enabled: true\n  sweeper_lock_ttl: -1s\n", "orders.sweeper_lock_ttl"},
 		{"recovery:\n  spec: every thirty seconds\n", "recovery.spec"},
 		{"http:\n  listen: 0.0.0.0:8080\n", "http.token"},
 		{"redis:\n  pool_size: -1\n", "redis.pool_size"},

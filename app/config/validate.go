@@ -49,12 +49,9 @@ func (c *Config) Validate() error {
 	c.Recovery.validate(&p, c.Worker)
 	c.Metrics.validate(&p)
 	c.Dashboard.validate(&p)
+	// The orders module's need of its topic is the program's to check when
+	// it registers the module (app/cli): config does not know the module.
 	c.Orders.validate(&p)
-	if c.Orders.Enabled && !c.Queue.IsDurable("order_close") {
-		// CreateOrder enqueues the close job in the order's transaction.
-		p.bad("queue.topics.order_close.durability", c.Queue.Topics["order_close"].Durability,
-			"the orders module needs order_close durable (or orders.enabled: false)")
-	}
 	c.CLI.validate(&p)
 	c.validatePeriodic(&p)
 	c.validateSecurity(&p) // validate_tls.go

@@ -70,7 +70,8 @@ func testPeriodic(t *testing.T, bin string) {
 // Every operator command sees and changes the instance's jobs, with the
 // output and exit codes of the direct path.
 func testEmbeddedServe(t *testing.T, bin string) {
-	base, env := embeddedServe(t, bin)
+	// Orders on: order_close's handler makes the dead job below.
+	base, env := embeddedServe(t, bin, "DELAYQ_ORDERS_ENABLED=true")
 
 	jobLifecycle(t, bin, env, base, func(runAt int64) {
 		out, code := run(t, bin, env, "get", "mail", "welcome:1", "--json")

@@ -63,6 +63,7 @@ func TestProbeBadInput(t *testing.T) {
 		"DELAYQ_QUEUE_MAX_PAYLOAD_BYTES=4096",
 		// No scheduled pass may write while the probe runs.
 		"DELAYQ_RECOVERY_SPEC=@every 1h",
+		"DELAYQ_ORDERS_ENABLED=true", // the orders routes are probed too
 		"DELAYQ_ORDERS_SWEEPER_SPEC=@every 1h",
 	)
 	began := time.Now()

@@ -36,7 +36,9 @@
 //	GET    /v1/schema                             the ledger's schema version and its migrations, applied and pending (see below)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
-// The orders module of jobs/orderclose, when the program mounts it, adds:
+// The orders module of jobs/orderclose, when the program mounts it, adds
+// (delayq mounts it with orders.enabled: off by default in `delayq serve`,
+// always on in `delayq demo`, set in configs/delayq.yaml):
 //
 //	POST   /v1/orders                             create an order: 201 (a retry with its Idempotency-Key: 201, the same order)
 //	POST   /v1/orders/{no}/pay                    pay it: 200 (no body)

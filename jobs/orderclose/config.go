@@ -6,6 +6,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // Topic is the queue topic of the close jobs, and JobIDPrefix the prefix of
@@ -15,6 +17,12 @@ const (
 	Topic       = "order_close"
 	JobIDPrefix = "order_close:"
 )
+
+// TopicDurability is what the module needs of Topic, for a program that
+// registers it to require (or default to) in its queue configuration: the
+// close job commits in its order's transaction, which takes the topic's
+// jobs in SQL. New refuses a queue client whose Topic is anything else.
+const TopicDurability = queue.DurabilityDurable
 
 // JobID returns the id of an order's close job.
 func JobID(orderNo string) string { return JobIDPrefix + orderNo }

@@ -30,8 +30,8 @@ func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
 	}
 	if !q.IsDurable(Topic) {
 		// The close job commits with its order: that needs the topic's
-		// jobs in SQL.
-		return nil, fmt.Errorf("orderclose: topic %s must be durable (queue.Config.TopicDurability)", Topic)
+		// jobs in SQL (TopicDurability).
+		return nil, fmt.Errorf("orderclose: topic %s must be %s (queue.Config.TopicDurability)", Topic, TopicDurability)
 	}
 	qc := q.Config()
 	cfg, err := cfg.withDefaults(qc.Namespace, qc.MaxBatch)

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/jobs/orderclose"
+)
+
+// The orders module off adds nothing to the configuration; on, its topic
+// takes the durability the module needs unless queue.topics sets it.
+func TestRequireOrdersDefaultsItsTopic(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Orders.Enabled = false
+	if err := requireOrders(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Queue.Topics[orderclose.Topic]; ok || cfg.Queue.IsDurable(orderclose.Topic) {
+		t.Fatalf("orders off: queue.topics %v, want no %s", cfg.Queue.Topics, orderclose.Topic)
+	}
+	// Off, the module's topic is a topic like any other.
+	cfg.Queue.Topics = map[string]config.QueueTopic{orderclose.Topic: {Durability: "redis"}}
+	if err := requireOrders(&cfg); err != nil {
+		t.Errorf("orders off, %s redis: %v", ordersTopicKey, err)
+	}
+
+	for _, set := range []string{"", "durable"} {
+		cfg := config.Defaults()
+		cfg.Orders.Enabled = true
+		if set != "" {
+			cfg.Queue.Topics = map[string]config.QueueTopic{orderclose.Topic: {Durability: set}}
+		}
+		before := cfg.Queue.Topics
+		if err := requireOrders(&cfg); err != nil {
+			t.Fatalf("%s set to %q: %v", ordersTopicKey, set, err)
+		}
+		if got := cfg.Queue.Topics[orderclose.Topic].Durability; got != string(orderclose.TopicDurability) {
+			t.Errorf("%s set to %q: got %q, want %q", ordersTopicKey, set, got, orderclose.TopicDurability)
+		}
+		if set == "" && len(before) != 0 {
+			t.Errorf("the defaults' map was changed: %v", before)
+		}
+	}
+}
+
+// With orders on, a topic set to anything but durable stops every command
+// with exit code 2 naming the key, before any backend is opened.
+func TestOrdersRefuseTheirTopicNotDurable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "delayq.yaml")
+	cfg := `log: {level: warn}
+redis: {mode: single, addrs: ["127.0.0.1:1"]}
+queue: {topics: {order_close: {durability: redis}}}
+orders: {enabled: true}
+`
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	for _, cmd := range []string{"serve", "worker", "demo", "migrate", "stats"} {
+		errOut.Reset()
+		code := Main(context.Background(), []string{cmd, "--config", path}, io.Discard, &errOut, "test")
+		if code != ExitUsage {
+			t.Errorf("%s exited %d, want %d:\n%s", cmd, code, ExitUsage, errOut.String())
+		}
+		if want := "queue.topics.order_close.durability = redis: the orders module (orders.enabled) needs"; !strings.Contains(errOut.String(), want) {
+			t.Errorf("%s: stderr does not say %q:\n%s", cmd, want, errOut.String())
+		}
+	}
+}

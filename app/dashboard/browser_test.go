@@ -353,8 +353,23 @@ func seedDurable(t *testing.T, ctx context.Context, rdb redis.UniversalClient, n
 	}
 }
 
-// get calls the API with the token and decodes its JSON answer into out.
+// do calls the API with the token and decodes its JSON answer into out;
+// an answer that is not a success fails the test.
 func (s *server) do(t *testing.T, method, path, body string, out any) {
+	t.Helper()
+	code, b := s.raw(t, method, path, body)
+	if code >= 300 {
+		t.Fatalf("%s %s: %d %s", method, path, code, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %s: %v", method, path, b, err)
+		}
+	}
+}
+
+// raw calls the API with the token and returns the status and the body.
+func (s *server) raw(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if err != nil {
@@ -369,15 +384,11 @@ func (s *server) do(t *testing.T, method, path, body string, out any) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read the answer: %v", method, path, err)
 	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %s: %v", method, path, b, err)
-		}
-	}
+	return resp.StatusCode, b
 }
 
 // seedOrders gives the orders module SKUs and traffic: two orders waiting

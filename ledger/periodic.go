@@ -26,7 +26,7 @@ func (l *Ledger) PeriodicTable() string { return l.opts.TablePrefix + "periodic"
 // The transaction is run again if it was a deadlock victim: two processes
 // inserting a schedule's first row can deadlock on MySQL's gap locks; the
 // run again then finds the other's row and answers Duplicate.
-func (l *Ledger) EnqueueTick(ctx context.Context, q *queue.Client, name, topic string, tick int64, j queue.NewJob) (queue.TickResult, error) {
+func (l *Ledger) EnqueueTick(ctx context.Context, q *queue.Client, topic, name string, tick int64, j queue.NewJob) (queue.TickResult, error) {
 	if q == nil {
 		return queue.TickResult{}, errors.New("ledger: enqueue tick: a *queue.Client is required")
 	}

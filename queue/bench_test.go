@@ -52,7 +52,7 @@ func BenchmarkEnqueueTick(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		tick := t0 + int64(i)
-		r, err := c.EnqueueTick(ctx, "bench", "s", tick, queue.NewJob{ID: "s:" + strconv.FormatInt(tick, 10), Payload: benchPayload, RunAt: tick})
+		r, err := c.EnqueueTick(ctx, nil, "bench", "s", tick, queue.NewJob{ID: "s:" + strconv.FormatInt(tick, 10), Payload: benchPayload, RunAt: tick})
 		if err != nil || r.Duplicate {
 			b.Fatal(r, err)
 		}

@@ -90,7 +90,7 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 			attempt = info.Job.Attempt
 			// A retry has a row, and so does every waiting job of a durable
 			// topic (its scheduled row, attempt 0).
-			if attempt > 0 || c.IsDurable(topic) {
+			if attempt > 0 || c.lifecycle(topic).waitsInSQL() {
 				if err := l.Complete(ctx, []Ref{info.Job.Ref()}); err != nil {
 					return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)
 				}

@@ -120,7 +120,7 @@ func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease tim
 	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	durable := c.IsDurable(topic)
+	durable := c.lifecycle(topic).waitsInSQL()
 	for _, j := range res.Jobs {
 		j.LeaseUntil, j.Durable = leaseUntil, durable
 	}

@@ -21,12 +21,9 @@ func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]En
 	return c.runTopic(ctx, topic, jobs)
 }
 
-// runTopic runs one enqueue call of topic, durable or not.
+// runTopic runs one enqueue call of topic, as its lifecycle does.
 func (c *Client) runTopic(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	if c.IsDurable(topic) {
-		return c.runDurable(ctx, topic, jobs)
-	}
-	return c.runEnqueue(ctx, topic, jobs)
+	return c.lifecycle(topic).enqueue(ctx, topic, jobs)
 }
 
 // batcherFor returns topic's batcher, or nil when coalescing is off or

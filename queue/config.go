@@ -163,6 +163,16 @@ func (c Config) withDefaults() (Config, error) {
 
 // checkDurability checks the durability settings: known values, valid topic
 // names, and a Store when any topic is durable.
+// WithDurableTopics returns c with topics durable and every other topic
+// redis (the settings Durability and TopicDurability replaced).
+func (c Config) WithDurableTopics(topics ...string) Config {
+	c.Durability, c.TopicDurability = DurabilityRedis, make(map[string]Durability, len(topics))
+	for _, t := range topics {
+		c.TopicDurability[t] = DurabilityDurable
+	}
+	return c
+}
+
 func (c Config) checkDurability() error {
 	if _, err := ParseDurability(string(c.Durability)); err != nil {
 		return fmt.Errorf("queue: Durability: %w", err)

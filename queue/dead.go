@@ -18,9 +18,11 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	if c.IsDurable(topic) {
-		return c.requeueDurable(ctx, topic, id)
-	}
+	return c.lifecycle(topic).requeueDead(ctx, topic, id)
+}
+
+// requeueRedis requeues a dead job of a redis topic: one script.
+func (c *Client) requeueRedis(ctx context.Context, topic, id string) error {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return err
@@ -41,9 +43,12 @@ func (c *Client) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
-	if c.IsDurable(topic) {
-		return c.requeueAllDurable(ctx, topic)
-	}
+	return c.lifecycle(topic).requeueAllDead(ctx, topic)
+}
+
+// requeueAllRedis requeues every dead job of a redis topic, deadChunk per
+// script call.
+func (c *Client) requeueAllRedis(ctx context.Context, topic string) (int, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return 0, err

@@ -7,32 +7,6 @@ import (
 	"time"
 )
 
-// Durability says where a topic's waiting jobs are kept safe (docs/design.md,
-// §4.11 Durable topics).
-type Durability string
-
-const (
-	// DurabilityRedis keeps a waiting job in Redis only: the fastest
-	// enqueue (one script call), protected by Redis's persistence until a
-	// worker claims it and writes its ledger row. The library's default: a
-	// Client needs no SQL database for it.
-	DurabilityRedis Durability = "redis"
-	// DurabilityDurable commits every job to the SQL ledger before the
-	// enqueue returns (a scheduled row), then pushes it to Redis, which
-	// holds only the near future (Config.Horizon). Redis may lose anything
-	// at any time: the relay and the recoverer put it back from SQL.
-	DurabilityDurable Durability = "durable"
-)
-
-// ParseDurability reads "redis" or "durable".
-func ParseDurability(s string) (Durability, error) {
-	switch d := Durability(s); d {
-	case DurabilityRedis, DurabilityDurable:
-		return d, nil
-	}
-	return "", fmt.Errorf("durability %q: want redis or durable", s)
-}
-
 // ErrNotDurable is what the transactional enqueue returns for a topic that
 // is not durable: only a durable topic's jobs live in SQL.
 var ErrNotDurable = errors.New("topic is not durable")
@@ -49,18 +23,6 @@ type DurableStore interface {
 	// validated already (MaxAttempts filled in).
 	Schedule(ctx context.Context, topic string, jobs []NewJob) (results []EnqueueResult, now int64, err error)
 }
-
-// Durability returns topic's durability: Config.TopicDurability, else
-// Config.Durability.
-func (c *Client) Durability(topic string) Durability {
-	if d, ok := c.cfg.TopicDurability[topic]; ok {
-		return d
-	}
-	return c.cfg.Durability
-}
-
-// IsDurable says whether topic is durable.
-func (c *Client) IsDurable(topic string) bool { return c.Durability(topic) == DurabilityDurable }
 
 // Staged is what a transactional enqueue wrote: the results, and the jobs to
 // push to Redis once the transaction has committed (Client.Push).
@@ -106,7 +68,7 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	if store == nil {
 		return nil, errors.New("queue: enqueue in a transaction: a DurableStore is required")
 	}
-	if !c.IsDurable(topic) {
+	if !c.lifecycle(topic).waitsInSQL() {
 		return nil, fmt.Errorf("queue: enqueue to %s in a transaction: %w", topic, ErrNotDurable)
 	}
 	if len(jobs) > c.cfg.MaxBatch {

@@ -25,7 +25,7 @@ type JobInfo struct {
 // way.
 func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo, error) {
 	info, err := c.Get(ctx, topic, id)
-	if err != nil || info.State != StateUnknown || l == nil || !c.IsDurable(topic) {
+	if err != nil || info.State != StateUnknown || l == nil || !c.lifecycle(topic).waitsInSQL() {
 		return info, err
 	}
 	row, err := l.Lookup(ctx, topic, id)

@@ -22,26 +22,37 @@ type TickResult struct {
 	Job EnqueueResult
 }
 
-// ErrTickDurable is what EnqueueTick returns for a durable topic: its ticks
-// are claimed in SQL (ledger.Ledger.EnqueueTick), with the job, in one
-// transaction.
-var ErrTickDurable = errors.New("the ticks of a durable topic are claimed in SQL")
+// ErrTickDurable is what EnqueueTick and LastTicks return for a durable
+// topic given no TickStore: its ticks are claimed in SQL, with the job, in
+// one transaction.
+var ErrTickDurable = errors.New("the ticks of a durable topic are claimed in SQL: give a TickStore")
+
+// TickStore is the SQL side of a durable topic's periodic ticks: the claim
+// of a tick with its job's row in one transaction, then the push through q
+// (docs/design.md §4.15). *ledger.Ledger is one.
+type TickStore interface {
+	EnqueueTick(ctx context.Context, q *Client, topic, name string, tick int64, j NewJob) (TickResult, error)
+	LastTicks(ctx context.Context, names ...string) (map[string]int64, error)
+}
 
 // EnqueueTick enqueues the job of one tick (Unix ms) of the periodic
-// schedule name on a Redis topic, unless the schedule's last tick recorded
-// in Redis (the topic's ticks hash) is at or after it: the check, the new
-// last tick and the enqueue are one script (periodic.lua). So a tick is
-// enqueued once however many processes run the schedule, and a process
-// that comes late to a tick whose job ran and was acked already does not
-// enqueue it again. j is validated as by Enqueue (j.ID is the tick's job
-// id, see package queue/periodic).
-func (c *Client) EnqueueTick(ctx context.Context, topic, name string, tick int64, j NewJob) (TickResult, error) {
+// schedule name, unless the schedule's last tick is at or after it: the
+// check, the new last tick and the enqueue are one step (a script on a
+// redis topic, whose ticks hash keeps the last ticks; a transaction of
+// store on a durable one). So a tick is enqueued once however many
+// processes run the schedule, and a process that comes late to a tick
+// whose job ran and was acked already does not enqueue it again. j is
+// validated as by Enqueue (j.ID is the tick's job id, see package
+// queue/periodic). store may be nil for a redis topic.
+func (c *Client) EnqueueTick(ctx context.Context, store TickStore, topic, name string, tick int64, j NewJob) (TickResult, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return TickResult{}, err
 	}
-	if c.IsDurable(topic) {
-		return TickResult{}, fmt.Errorf("queue: tick of %s on %s: %w", name, topic, ErrTickDurable)
-	}
+	return c.lifecycle(topic).enqueueTick(ctx, store, topic, name, tick, j)
+}
+
+// enqueueTickRedis is EnqueueTick on a redis topic: periodic.lua.
+func (c *Client) enqueueTickRedis(ctx context.Context, topic, name string, tick int64, j NewJob) (TickResult, error) {
 	if err := ValidateID(name); err != nil {
 		return TickResult{}, fmt.Errorf("queue: schedule name: %w", err)
 	}
@@ -77,9 +88,18 @@ func (c *Client) EnqueueTick(ctx context.Context, topic, name string, tick int64
 }
 
 // LastTicks returns the last tick enqueued (Unix ms) of each named periodic
-// schedule of a Redis topic that has one: a schedule missing from the
-// result never had a tick enqueued (or Redis lost it).
-func (c *Client) LastTicks(ctx context.Context, topic string, names ...string) (map[string]int64, error) {
+// schedule of topic that has one, from where EnqueueTick keeps them: a
+// schedule missing from the result never had a tick enqueued (or, on a
+// redis topic, Redis lost it). store may be nil for a redis topic.
+func (c *Client) LastTicks(ctx context.Context, store TickStore, topic string, names ...string) (map[string]int64, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	return c.lifecycle(topic).lastTicks(ctx, store, topic, names)
+}
+
+// lastTicksRedis is LastTicks on a redis topic: its ticks hash.
+func (c *Client) lastTicksRedis(ctx context.Context, topic string, names []string) (map[string]int64, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err

@@ -199,7 +199,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 		}
 		inRedis := info.State != StateUnknown
 		var row *RestoreRow
-		if !inRedis || info.Job.Attempt > 0 || c.IsDurable(topic) {
+		if !inRedis || info.Job.Attempt > 0 || c.lifecycle(topic).waitsInSQL() {
 			if row, err = l.Lookup(ctx, topic, id); err != nil {
 				return nil, fmt.Errorf("queue: reschedule %s/%s: read its ledger row: %w: %w", topic, id, ErrLedger, err)
 			}

@@ -17,10 +17,7 @@ import (
 // just before the row was deleted can put it back (docs/design.md §4.11).
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
-		ttl := int64(0)
-		if c.IsDurable(topic) {
-			ttl = c.cfg.TombstoneTTL.Milliseconds()
-		}
+		ttl := c.lifecycle(topic).tombstone().Milliseconds()
 		return []string{k.lease, k.due, k.job, k.gone}, []any{ttl}
 	})
 }

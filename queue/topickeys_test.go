@@ -52,10 +52,10 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 				"EpochMissing":   func() error { _, err := e.c.EpochMissing(ctx, []string{"ok", topic}); return err },
 				"EnsureEpoch":    func() error { _, err := e.c.EnsureEpoch(ctx, []string{"ok", topic}, "x"); return err },
 				"EnqueueTick": func() error {
-					_, err := e.c.EnqueueTick(ctx, topic, "s", time.Now().UnixMilli(), queue.NewJob{ID: "s:1"})
+					_, err := e.c.EnqueueTick(ctx, nil, topic, "s", time.Now().UnixMilli(), queue.NewJob{ID: "s:1"})
 					return err
 				},
-				"LastTicks": func() error { _, err := e.c.LastTicks(ctx, topic, "s"); return err },
+				"LastTicks": func() error { _, err := e.c.LastTicks(ctx, nil, topic, "s"); return err },
 				"Ack":       func() error { _, err := e.c.Ack(ctx, []queue.Ref{good, bad}); return err },
 				"Release":   func() error { _, err := e.c.Release(ctx, []queue.Ref{good, bad}); return err },
 				"Extend":    func() error { _, _, err := e.c.Extend(ctx, []queue.Ref{good, bad}, time.Minute); return err },

@@ -182,7 +182,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (w *Worker) unclaimRows(ctx context.Context, refs []Ref) error {
 	var durable, other []Ref
 	for _, r := range refs {
-		if w.c.IsDurable(r.Topic) {
+		if w.c.lifecycle(r.Topic).waitsInSQL() {
 			durable = append(durable, r)
 		} else {
 			other = append(other, r)

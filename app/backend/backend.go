@@ -112,7 +112,7 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 // observer (may be nil) told of every enqueue; its Store is left to the
 // caller (the engine takes the ledger as its own argument).
 func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config {
-	return queue.Config{
+	c := queue.Config{
 		Namespace:          cfg.Redis.Namespace,
 		MaxPayloadBytes:    cfg.Queue.MaxPayloadBytes,
 		MaxDelay:           cfg.Queue.MaxDelay,
@@ -120,12 +120,12 @@ func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config
 		Coalesce:           cfg.Queue.Coalesce,
 		CoalesceInFlight:   cfg.Queue.CoalesceInFlight,
 		Observer:           observer,
-		Durability:         queue.Durability(cfg.Queue.Durability),
-		TopicDurability:    cfg.Queue.TopicDurability(),
 		Horizon:            cfg.Queue.Horizon,
 		PushTimeout:        cfg.Queue.PushTimeout,
 		TombstoneTTL:       cfg.Queue.TombstoneTTL,
 	}
+	cfg.Queue.ConfigureLifecycles(&c)
+	return c
 }
 
 // Ready checks that Redis and SQL answer.

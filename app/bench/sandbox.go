@@ -54,10 +54,9 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	// The configured topics' durability (and their Store, the program's
 	// own ledger) are not the sandbox's: only the run's topic may be
 	// durable, on the sandbox's ledger; the baselines' topics stay redis.
-	qc.Durability, qc.TopicDurability, qc.Store = queue.DurabilityRedis, nil, nil
+	qc, qc.Store = qc.WithDurableTopics(), nil
 	if durable != "" {
-		qc.TopicDurability = map[string]queue.Durability{durable: queue.DurabilityDurable}
-		qc.Store = s.led
+		qc, qc.Store = qc.WithDurableTopics(durable), s.led
 	}
 	if horizon != 0 {
 		qc.Horizon = horizon

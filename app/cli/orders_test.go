@@ -21,7 +21,7 @@ func TestRequireOrdersDefaultsItsTopic(t *testing.T) {
 	if err := requireOrders(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cfg.Queue.Topics[orderclose.Topic]; ok || cfg.Queue.IsDurable(orderclose.Topic) {
+	if _, ok := cfg.Queue.Topics[orderclose.Topic]; ok || cfg.Queue.Durability != "redis" {
 		t.Fatalf("orders off: queue.topics %v, want no %s", cfg.Queue.Topics, orderclose.Topic)
 	}
 	// Off, the module's topic is a topic like any other.
@@ -40,8 +40,8 @@ func TestRequireOrdersDefaultsItsTopic(t *testing.T) {
 		if err := requireOrders(&cfg); err != nil {
 			t.Fatalf("%s set to %q: %v", ordersTopicKey, set, err)
 		}
-		if got := cfg.Queue.Topics[orderclose.Topic].Durability; got != string(orderclose.TopicDurability) {
-			t.Errorf("%s set to %q: got %q, want %q", ordersTopicKey, set, got, orderclose.TopicDurability)
+		if got := cfg.Queue.Topics[orderclose.Topic].Durability; got != string(orderclose.RequiredDurability) {
+			t.Errorf("%s set to %q: got %q, want %q", ordersTopicKey, set, got, orderclose.RequiredDurability)
 		}
 		if set == "" && len(before) != 0 {
 			t.Errorf("the defaults' map was changed: %v", before)

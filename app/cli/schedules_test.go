@@ -36,7 +36,7 @@ periodic:
 		t.Fatal(err)
 	}
 	tick := time.Now().Truncate(time.Hour)
-	if _, err := q.EnqueueTick(testenv.Context(t), "reports", "hourly", tick.UnixMilli(),
+	if _, err := q.EnqueueTick(testenv.Context(t), nil, "reports", "hourly", tick.UnixMilli(),
 		queue.NewJob{ID: periodic.JobID("hourly", tick), RunAt: tick.UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}

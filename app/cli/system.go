@@ -141,8 +141,8 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	}
 	// A durable topic's push and relay series start at zero, so that the
 	// first lost push shows in increase() (alerts.yml).
-	for topic := range cfg.Queue.TopicDurability() {
-		if cfg.Queue.IsDurable(topic) {
+	for topic := range cfg.Queue.Topics {
+		if s.b.Queue.WaitsInSQL(topic) {
 			s.obs.metrics.InitDurableTopic(topic)
 		}
 	}

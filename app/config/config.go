@@ -503,24 +503,17 @@ func Defaults() Config {
 	}
 }
 
-// TopicDurability is the queue client's per-topic durability from
-// queue.topics.
-func (q Queue) TopicDurability() map[string]queue.Durability {
-	out := make(map[string]queue.Durability, len(q.Topics))
+// ConfigureLifecycles writes queue.durability and the topics' durability into
+// the queue client's configuration, which decides each topic's lifecycle
+// from them (queue/lifecycle.go).
+func (q Queue) ConfigureLifecycles(c *queue.Config) {
+	c.Durability = queue.Durability(q.Durability)
+	c.TopicDurability = make(map[string]queue.Durability, len(q.Topics))
 	for name, t := range q.Topics {
 		if t.Durability != "" {
-			out[name] = queue.Durability(t.Durability)
+			c.TopicDurability[name] = queue.Durability(t.Durability)
 		}
 	}
-	return out
-}
-
-// IsDurable says whether topic is durable under this configuration.
-func (q Queue) IsDurable(topic string) bool {
-	if t, ok := q.Topics[topic]; ok && t.Durability != "" {
-		return t.Durability == string(queue.DurabilityDurable)
-	}
-	return q.Durability == string(queue.DurabilityDurable)
 }
 
 // Periodic is one periodic job (package queue/periodic).

@@ -300,7 +300,7 @@ func searchPrefix(ctx context.Context, q *queue.Client, l *ledger.Ledger, topic 
 		}
 		return JobPage{}, err
 	}
-	if !q.IsDurable(topic) {
+	if !q.WaitsInSQL(topic) {
 		return JobPage{}, badRequest(CodeInvalidValue, "prefix",
 			"topic %q is a redis topic: no index serves an id prefix search there (only a durable topic's SQL ledger has one); search by the exact id (GET /v1/topics/{topic}/jobs/{id})", topic)
 	}

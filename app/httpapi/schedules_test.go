@@ -40,7 +40,7 @@ func TestListSchedules(t *testing.T) {
 	}
 	late.s = sched
 	tick := time.Now().Truncate(time.Hour)
-	if _, err := e.q.EnqueueTick(context.Background(), "t", "r", tick.UnixMilli(),
+	if _, err := e.q.EnqueueTick(context.Background(), nil, "t", "r", tick.UnixMilli(),
 		queue.NewJob{ID: periodic.JobID("r", tick), RunAt: tick.UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func NewTopicStats(info engine.TopicInfo, rl queue.RateLimit) TopicStats {
 	s := info.Stats
 	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
-		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: string(info.Durability),
+		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: info.Durability,
 		RateLimit: NewRateLimitView(rl),
 	}
 	if c := info.SQL; c != nil {

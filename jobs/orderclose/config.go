@@ -6,8 +6,6 @@ import (
 
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
-
-	"github.com/delayq/delayq/queue"
 )
 
 // Topic is the queue topic of the close jobs, and JobIDPrefix the prefix of
@@ -18,11 +16,12 @@ const (
 	JobIDPrefix = "order_close:"
 )
 
-// TopicDurability is what the module needs of Topic, for a program that
-// registers it to require (or default to) in its queue configuration: the
-// close job commits in its order's transaction, which takes the topic's
-// jobs in SQL. New refuses a queue client whose Topic is anything else.
-const TopicDurability = queue.DurabilityDurable
+// RequiredDurability is what the module needs of Topic, as the configuration
+// spells it, for a program that registers it to require (or default to)
+// in its queue configuration: the close job commits in its order's
+// transaction, which takes the topic's jobs in SQL. New refuses a queue
+// client whose Topic's jobs do not wait in SQL.
+const RequiredDurability = "durable"
 
 // JobID returns the id of an order's close job.
 func JobID(orderNo string) string { return JobIDPrefix + orderNo }

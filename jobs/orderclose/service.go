@@ -28,10 +28,10 @@ func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
 	if led == nil || q == nil {
 		return nil, errors.New("orderclose: New needs a ledger and a queue client")
 	}
-	if !q.IsDurable(Topic) {
+	if !q.WaitsInSQL(Topic) {
 		// The close job commits with its order: that needs the topic's
-		// jobs in SQL (TopicDurability).
-		return nil, fmt.Errorf("orderclose: topic %s must be %s (queue.Config.TopicDurability)", Topic, TopicDurability)
+		// jobs in SQL (RequiredDurability).
+		return nil, fmt.Errorf("orderclose: topic %s must be %s (queue.Config.TopicDurability)", Topic, RequiredDurability)
 	}
 	qc := q.Config()
 	cfg, err := cfg.withDefaults(qc.Namespace, qc.MaxBatch)

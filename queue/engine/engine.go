@@ -226,7 +226,7 @@ func (e *Engine) Run(ctx context.Context) error {
 // topic's far jobs depend on another process's.
 func (e *Engine) warnNoRelay() {
 	for _, topic := range e.HandledTopics() {
-		if e.q.IsDurable(topic) {
+		if e.q.WaitsInSQL(topic) {
 			e.log.WithField("topic", topic).Warn("engine: durable topic and no relay in this process (NoRecovery): another process must run one, or its jobs due beyond the horizon never run")
 			return
 		}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -16,7 +15,8 @@ import (
 // waiting in SQL, and its pause state.
 type TopicInfo struct {
 	queue.Stats
-	Durability queue.Durability
+	// Durability is the topic's, as text: redis or durable.
+	Durability string
 	// SQL are a durable topic's waiting jobs in the store; nil for a redis
 	// topic, or when no count is at hand (see NewInspector).
 	SQL *DurableCount
@@ -102,7 +102,7 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 			return nil, err
 		}
 		for t, c := range counts {
-			if c.Total > 0 && i.q.IsDurable(t) && !slices.Contains(topics, t) {
+			if c.Total > 0 && i.q.WaitsInSQL(t) && !slices.Contains(topics, t) {
 				topics = append(topics, t)
 			}
 		}
@@ -119,8 +119,8 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 			return nil, err
 		}
 		st.Topic = t
-		info := TopicInfo{Stats: st, Durability: i.q.Durability(t), Pause: pauses[t]}
-		if info.Durability == queue.DurabilityDurable && !at.IsZero() {
+		info := TopicInfo{Stats: st, Durability: string(i.q.Durability(t)), Pause: pauses[t]}
+		if i.q.WaitsInSQL(t) && !at.IsZero() {
 			c := counts[t]
 			info.SQL = &DurableCount{Waiting: c.Total, BeyondHorizon: c.Beyond, CountedAt: at}
 		}
@@ -153,9 +153,7 @@ func (i *Inspector) durableCounts(ctx context.Context, topics []string) (map[str
 // anyDurable says whether one of topics (any topic, for none) is durable.
 func (i *Inspector) anyDurable(topics []string) bool {
 	if len(topics) == 0 {
-		c := i.q.Config()
-		return c.Durability == queue.DurabilityDurable ||
-			slices.Contains(slices.Collect(maps.Values(c.TopicDurability)), queue.DurabilityDurable)
+		return i.q.SomeWaitInSQL()
 	}
-	return slices.ContainsFunc(topics, i.q.IsDurable)
+	return slices.ContainsFunc(topics, i.q.WaitsInSQL)
 }

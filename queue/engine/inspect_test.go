@@ -49,10 +49,10 @@ func TestInspectorReadsBothStores(t *testing.T) {
 		t.Fatalf("topics %+v, want far and near", infos)
 	}
 	far, near := infos[0], infos[1]
-	if far.Durability != queue.DurabilityDurable || far.SQL == nil || far.SQL.Waiting != 1 || far.SQL.BeyondHorizon != 1 || far.Due != 0 {
+	if far.Durability != string(queue.DurabilityDurable) || far.SQL == nil || far.SQL.Waiting != 1 || far.SQL.BeyondHorizon != 1 || far.Due != 0 {
 		t.Errorf("far: %+v (SQL %+v), want durable, 1 waiting beyond the horizon in SQL, none in Redis", far, far.SQL)
 	}
-	if near.Durability != queue.DurabilityRedis || near.SQL != nil || near.Due != 1 {
+	if near.Durability != string(queue.DurabilityRedis) || near.SQL != nil || near.Due != 1 {
 		t.Errorf("near: %+v, want a redis topic with 1 job due in Redis and no SQL counts", near)
 	}
 	if !near.Pause.Paused || near.Pause.By != "test:inspector" || far.Pause.Paused {

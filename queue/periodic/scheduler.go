@@ -16,13 +16,8 @@ import (
 )
 
 // Store is the SQL side of the schedules of durable topics: *ledger.Ledger.
-type Store interface {
-	// EnqueueTick claims the tick and enqueues its job in one transaction
-	// (see ledger.Ledger.EnqueueTick).
-	EnqueueTick(ctx context.Context, q *queue.Client, name, topic string, tick int64, j queue.NewJob) (queue.TickResult, error)
-	// LastTicks returns the last tick of the named schedules that have one.
-	LastTicks(ctx context.Context, names ...string) (map[string]int64, error)
-}
+// The queue client decides, per topic, whether a tick goes through it.
+type Store = queue.TickStore
 
 // Result is the outcome of one claim of a tick, for metrics.
 type Result string
@@ -105,7 +100,7 @@ func New(q *queue.Client, store Store, schedules []Schedule, opts Options) (*Sch
 		if err := queue.ValidateTopic(sc.Topic); err != nil {
 			return nil, &Error{Schedule: at, Field: "topic", Reason: err.Error()}
 		}
-		if q.IsDurable(sc.Topic) && store == nil {
+		if q.WaitsInSQL(sc.Topic) && store == nil {
 			return nil, &Error{Schedule: at, Field: "topic", Reason: "durable topic: the scheduler needs the SQL store"}
 		}
 		if n := q.Config().MaxPayloadBytes; len(sc.Payload) > n {
@@ -200,13 +195,7 @@ func (s *Scheduler) catchUp(ctx context.Context, e *entry, now, next time.Time) 
 
 // lastTick reads the schedule's last tick from its topic's store.
 func (s *Scheduler) lastTick(ctx context.Context, e *entry) (int64, bool, error) {
-	var m map[string]int64
-	var err error
-	if s.q.IsDurable(e.Topic) {
-		m, err = s.store.LastTicks(ctx, e.Name)
-	} else {
-		m, err = s.q.LastTicks(ctx, e.Topic, e.Name)
-	}
+	m, err := s.q.LastTicks(ctx, s.store, e.Topic, e.Name)
 	if err != nil {
 		return 0, false, err
 	}
@@ -247,10 +236,7 @@ func (s *Scheduler) claim(ctx context.Context, e *entry, tick, until time.Time) 
 }
 
 func (s *Scheduler) enqueueTick(ctx context.Context, e *entry, tick time.Time, j queue.NewJob) (queue.TickResult, error) {
-	if s.q.IsDurable(e.Topic) {
-		return s.store.EnqueueTick(ctx, s.q, e.Name, e.Topic, tick.UnixMilli(), j)
-	}
-	return s.q.EnqueueTick(ctx, e.Topic, e.Name, tick.UnixMilli(), j)
+	return s.q.EnqueueTick(ctx, s.store, e.Topic, e.Name, tick.UnixMilli(), j)
 }
 
 func (s *Scheduler) observe(e *entry, r Result) {
@@ -307,28 +293,14 @@ type Info struct {
 func (s *Scheduler) List(ctx context.Context) ([]Info, error) {
 	now := time.Now()
 	byTopic := map[string][]string{}
-	var durable []string
 	for _, e := range s.entries {
-		if s.q.IsDurable(e.Topic) {
-			durable = append(durable, e.Name)
-		} else {
-			byTopic[e.Topic] = append(byTopic[e.Topic], e.Name)
-		}
+		byTopic[e.Topic] = append(byTopic[e.Topic], e.Name)
 	}
 	last := map[string]int64{}
 	for topic, names := range byTopic {
-		m, err := s.q.LastTicks(ctx, topic, names...)
+		m, err := s.q.LastTicks(ctx, s.store, topic, names...)
 		if err != nil {
 			return nil, fmt.Errorf("periodic: list: %w", err)
-		}
-		for k, v := range m {
-			last[k] = v
-		}
-	}
-	if len(durable) > 0 {
-		m, err := s.store.LastTicks(ctx, durable...)
-		if err != nil {
-			return nil, fmt.Errorf("periodic: list: %w: %w", queue.ErrLedger, err)
 		}
 		for k, v := range m {
 			last[k] = v

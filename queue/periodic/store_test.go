@@ -1,6 +1,7 @@
 package periodic_test
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,7 +83,7 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 	e := newEnv(t, testenv.SQLite(t))
 	ctx := testenv.Context(t)
 	tick := time.Now().Truncate(time.Second)
-	r, err := e.q.EnqueueTick(ctx, "t", "s", tick.UnixMilli(), tickJob("s", tick))
+	r, err := e.q.EnqueueTick(ctx, nil, "t", "s", tick.UnixMilli(), tickJob("s", tick))
 	if err != nil || r.Duplicate || r.Job.Duplicate || r.Job.RunAt < tick.UnixMilli() {
 		t.Fatalf("first claim: %+v %v", r, err)
 	}
@@ -90,7 +91,7 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 		t.Fatalf("ran %v", ids)
 	}
 	for _, tk := range []time.Time{tick, tick.Add(-time.Second)} {
-		r, err = e.q.EnqueueTick(ctx, "t", "s", tk.UnixMilli(), tickJob("s", tk))
+		r, err = e.q.EnqueueTick(ctx, nil, "t", "s", tk.UnixMilli(), tickJob("s", tk))
 		if err != nil || !r.Duplicate || r.LastTick != tick.UnixMilli() {
 			t.Fatalf("late claim of %s: %+v %v", tk, r, err)
 		}
@@ -99,15 +100,29 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 		t.Fatalf("ran again: %v", ids)
 	}
 	next := tick.Add(time.Second)
-	if r, err = e.q.EnqueueTick(ctx, "t", "s", next.UnixMilli(), tickJob("s", next)); err != nil || r.Duplicate {
+	if r, err = e.q.EnqueueTick(ctx, nil, "t", "s", next.UnixMilli(), tickJob("s", next)); err != nil || r.Duplicate {
 		t.Fatalf("next tick: %+v %v", r, err)
 	}
-	last, err := e.q.LastTicks(ctx, "t", "s", "other")
+	last, err := e.q.LastTicks(ctx, nil, "t", "s", "other")
 	if err != nil || len(last) != 1 || last["s"] != next.UnixMilli() {
 		t.Fatalf("last ticks %v %v", last, err)
 	}
-	if _, err := e.q.EnqueueTick(ctx, "dur", "s", next.UnixMilli(), tickJob("s", next)); err == nil {
-		t.Fatal("a durable topic's tick claimed in Redis")
+	if _, err := e.q.EnqueueTick(ctx, nil, "dur", "s", next.UnixMilli(), tickJob("s", next)); !errors.Is(err, queue.ErrTickDurable) {
+		t.Fatalf("a durable topic's tick without its store: %v, want ErrTickDurable", err)
+	}
+	// With the store, the client sends a durable topic's tick to SQL: the
+	// tick's row and its job's, then the push.
+	if r, err := e.q.EnqueueTick(ctx, e.led, "dur", "ds", next.UnixMilli(), tickJob("ds", next)); err != nil || r.Duplicate {
+		t.Fatalf("a durable topic's tick through the client: %+v %v", r, err)
+	}
+	if row, err := e.led.Row(ctx, "dur", periodic.JobID("ds", next)); err != nil || row.State != queue.StateWaiting {
+		t.Fatalf("the tick's job row: %+v %v", row, err)
+	}
+	if last, err := e.q.LastTicks(ctx, e.led, "dur", "ds"); err != nil || last["ds"] != next.UnixMilli() {
+		t.Fatalf("a durable topic's last ticks through the client: %v %v", last, err)
+	}
+	if inRedis, err := e.q.LastTicks(ctx, nil, "t", "ds"); err != nil || len(inRedis) != 0 {
+		t.Fatalf("the durable tick in the redis topic's ticks: %v %v", inRedis, err)
 	}
 }
 
@@ -124,7 +139,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := e.led.EnqueueTick(ctx, e.q, "d", "dur", tick.UnixMilli(), tickJob("d", tick))
+			r, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
 			if err != nil {
 				t.Error(err)
 				return
@@ -146,7 +161,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 	if ids := runAll(t, e, "dur"); len(ids) != 1 {
 		t.Fatalf("ran %v", ids)
 	}
-	r, err := e.led.EnqueueTick(ctx, e.q, "d", "dur", tick.UnixMilli(), tickJob("d", tick))
+	r, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
 	if err != nil || !r.Duplicate || r.LastTick != tick.UnixMilli() {
 		t.Fatalf("late claim: %+v %v", r, err)
 	}
@@ -157,7 +172,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 	// An invalid job rolls the claim back.
 	bad := tickJob("d", tick.Add(time.Second))
 	bad.MaxAttempts = 1000
-	if _, err := e.led.EnqueueTick(ctx, e.q, "d", "dur", tick.Add(time.Second).UnixMilli(), bad); err == nil {
+	if _, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.Add(time.Second).UnixMilli(), bad); err == nil {
 		t.Fatal("invalid job accepted")
 	}
 	if last, _ := e.led.LastTicks(ctx, "d"); last["d"] != tick.UnixMilli() {
@@ -260,7 +275,7 @@ func TestMissedPolicy(t *testing.T) {
 	ctx := testenv.Context(t)
 	hourAgo := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	for _, name := range []string{"once", "skip"} {
-		if _, err := e.q.EnqueueTick(ctx, "t", name, hourAgo.UnixMilli(), tickJob(name, hourAgo)); err != nil {
+		if _, err := e.q.EnqueueTick(ctx, nil, "t", name, hourAgo.UnixMilli(), tickJob(name, hourAgo)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,7 +32,7 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 }
 
 // DropClaim deletes the row of one claim if it is still that claim's:
-// in_progress, at ref's attempt, written by worker (queue.Ledger). Fenced
+// in flight, at ref's attempt, written by worker (queue.Ledger). Fenced
 // on the claim itself, not only its attempt: a release gives the attempt
 // back (Unclaim), so another claim's waiting row can carry the same one.
 func (l *Ledger) DropClaim(ctx context.Context, ref queue.Ref, worker string) error {
@@ -53,8 +53,8 @@ func (l *Ledger) DropClaim(ctx context.Context, ref queue.Ref, worker string) er
 
 // Unclaim hands the rows of released claims of durable topics back to
 // waiting, in one statement: the attempt given back (one less), state
-// scheduled when that leaves 0 and retrying otherwise, lease_until =
-// NeverStale for a scheduled row (the relay's, like any scheduled row) and
+// waiting when that leaves 0 and retrying otherwise, lease_until =
+// NeverStale for a waiting row (the relay's, like any waiting row) and
 // run_at for a retrying one (stale once overdue, so the recoverer restores
 // it if Redis lost it), no worker.
 // Fenced by attempt like Complete: a row rewritten by a later claim, or

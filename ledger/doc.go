@@ -41,7 +41,7 @@
 // # Durable topics: the ledger from the enqueue on
 //
 // A *Ledger is also the queue.DurableStore of durable topics
-// (queue.Config.Store): Schedule writes a scheduled row per job, due times on
+// (queue.Config.Store): Schedule writes a waiting row per job, due times on
 // the SQL server's clock, in two round trips per call. Tx and SQLTx bind it
 // to a caller's transaction (queue.Client.EnqueueTx), and Transaction runs
 // one with a TxEnqueuer, so that business rows and their jobs commit

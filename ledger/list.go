@@ -93,7 +93,7 @@ func ValidState(s queue.State) bool { return s.Column() != "" }
 // the ledger and in the filter throughout is returned once however rows
 // come and go between pages. In due-time order that holds for rows whose
 // run_at stays put, which it does while a row keeps its state, except for
-// an in-progress row claimed again after its lease expired (its run_at
+// an in-flight row claimed again after its lease expired (its run_at
 // becomes the lease's end). One more row than Limit is read to tell
 // whether a next page exists.
 func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {

@@ -26,9 +26,9 @@ const NeverStale int64 = math.MaxInt64
 // (attempt 0), in SQL and, within the horizon, in Redis (docs/design.md
 // §4.11). The column keeps its older spellings (queue.State.Column).
 //
-// The index on (state, run_at) serves the relay's scan of scheduled rows by
+// The index on (state, run_at) serves the relay's scan of waiting rows by
 // due time (Scheduled) and the counts of ScheduledCounts; lease_until's
-// serves the recoverer's scan of stale rows (a scheduled row's lease_until is
+// serves the recoverer's scan of stale rows (a waiting row's lease_until is
 // NeverStale: the relay, not the recoverer, keeps it in step with Redis).
 //
 // The migrations (ledger/migrations) create the tables; these models are
@@ -76,7 +76,7 @@ type Entry struct {
 }
 
 // waitingWorker is the worker column of a row that waits for its first
-// claim (a durable job's scheduled row): 32 spaces, not "". The claim's
+// claim (a durable job's waiting row): 32 spaces, not "". The claim's
 // UPDATE writes the worker's id over it, and a row that grows in place
 // costs InnoDB a pessimistic update (the page is full of rows inserted in
 // order, so a grown record has to move, often splitting the page), while

@@ -18,7 +18,7 @@ func (l *Ledger) PeriodicTable() string { return l.opts.TablePrefix + "periodic"
 // EnqueueTick enqueues the job of one tick (Unix ms) of the periodic
 // schedule name on a durable topic, unless the schedule's last tick in
 // dq_periodic is at or after it. The conditional update of last_tick and
-// the job's scheduled row commit in one transaction, so a tick is enqueued
+// the job's waiting row commit in one transaction, so a tick is enqueued
 // once however many processes run the schedule, and one killed half-way
 // leaves either both or neither. After the commit the job is pushed to
 // Redis (queue.Client.Push; a failed push is the relay's).

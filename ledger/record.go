@@ -33,7 +33,7 @@ var recordUpdates = []string{
 	"lease_until", "worker", "state", "last_error", "updated_at", "attempt",
 }
 
-// Record writes one in-progress row per claimed job, keyed by (topic, id).
+// Record writes one in-flight row per claimed job, keyed by (topic, id).
 // It must succeed before any of the jobs' handlers runs: a job without a
 // row is a job the recoverer cannot bring back. worker names the claiming
 // process (host:pid). An empty batch is a no-op. When the same job appears

@@ -28,9 +28,9 @@ const (
 // recordOn writes the claims of rows (sorted by key, distinct) on db, a
 // connection or a transaction, in one statement, two at most:
 //
-//   - the rows expected to exist (known: a durable topic's, whose scheduled
+//   - the rows expected to exist (known: a durable topic's, whose waiting
 //     or retrying row has waited since its enqueue) are moved by a plain
-//     UPDATE matched on (topic, job_id, attempt - 1): state in_progress,
+//     UPDATE matched on (topic, job_id, attempt - 1): state in flight,
 //     attempt one more, the claim's lease_until, worker, claimed_at and
 //     updated_at. The row keeps the rest (payload, max_attempts, run_at,
 //     last_error, enqueued_at), which is what the claimed job carries

@@ -11,9 +11,9 @@ import (
 // docs/design.md §4.14): run_at becomes runAt, and a retrying row's
 // lease_until moves with it (it stays one lease after the run time, so the
 // recoverer does not take the row for stale before the job's new time); a
-// scheduled row's lease_until stays NeverStale. Fenced by attempt and only
-// while the row waits (scheduled or retrying): a row a claim made
-// in_progress, or rewrote with a newer attempt, is left alone. It reports
+// waiting row's lease_until stays NeverStale. Fenced by attempt and only
+// while the row waits (waiting or retrying): a row a claim made
+// in flight, or rewrote with a newer attempt, is left alone. It reports
 // whether the row now waits at ref.Attempt with runAt.
 func (l *Ledger) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int64) (bool, error) {
 	// lease_until is assigned before run_at and reads the old run_at:

@@ -43,8 +43,8 @@ const scheduleRowOverhead = 160
 const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
 	" worker, state, last_error, updated_at, enqueued_at)"
 
-// Schedule writes one scheduled row per job of a durable topic (state
-// scheduled, attempt 0) and returns one result per job, in order, and the
+// Schedule writes one waiting row per job of a durable topic (state
+// waiting, attempt 0) and returns one result per job, in order, and the
 // SQL server's clock (Unix ms) the due times were computed on
 // (queue.DurableStore). Each statement commits on its own; a call that needs
 // more than one INSERT (very large batches, see below) runs in a transaction
@@ -56,7 +56,7 @@ const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at,
 // and one multi-row INSERT, however many jobs it carries:
 //
 //   - an id with a row already (waiting, in flight, or retrying) is a
-//     Duplicate, with the row's run_at when the job waits (scheduled or
+//     Duplicate, with the row's run_at when the job waits (waiting or
 //     retrying) and 0 when a worker holds it;
 //   - a job whose id is earlier in jobs is a Duplicate of that one;
 //   - the others are created, written by one INSERT (split in statements of

@@ -7,7 +7,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// The queries over durable topics' scheduled rows: the relay loads what
+// The queries over durable topics' waiting rows: the relay loads what
 // falls due within its horizon (Scheduled), the metrics and the dashboard
 // count what waits (ScheduledCounts). Both are served by the (state, run_at)
 // index.
@@ -19,7 +19,7 @@ import (
 // is not a range to MariaDB's optimizer.
 const afterCursor = "run_at >= ? AND (run_at > ? OR id > ?)"
 
-// Scheduled lists, with their payloads, at most limit scheduled rows whose
+// Scheduled lists, with their payloads, at most limit waiting rows whose
 // (run_at, id) is after the cursor and whose run_at is at most upTo, in
 // (run_at, id) order; topic "" means every topic. A caller pages on by
 // passing the last row's (RunAt, ID) as the next cursor: ids never change,
@@ -40,25 +40,25 @@ func (l *Ledger) Scheduled(ctx context.Context, topic string, after Cursor, upTo
 	vars = append(vars, limit)
 	rows, err := l.queryEntries(ctx, q, vars...)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: scheduled rows of topic %q after (%d, %d) up to %d: %w", topic, after.RunAt, after.ID, upTo, err)
+		return nil, fmt.Errorf("ledger: waiting rows of topic %q after (%d, %d) up to %d: %w", topic, after.RunAt, after.ID, upTo, err)
 	}
 	return rows, nil
 }
 
-// ScheduledCount is how many scheduled rows one topic has, and how many of
+// ScheduledCount is how many waiting rows one topic has, and how many of
 // them are due after a given time (beyond the relay's horizon: in SQL only).
 type ScheduledCount struct {
 	Total  int64
 	Beyond int64
 }
 
-// ScheduledCounts returns, per topic with scheduled rows, how many it has
+// ScheduledCounts returns, per topic with waiting rows, how many it has
 // and how many of them have run_at > beyond, in one statement.
 func (l *Ledger) ScheduledCounts(ctx context.Context, beyond int64) (map[string]ScheduledCount, error) {
 	rows, err := l.conn(ctx).Raw("SELECT topic, COUNT(*), COUNT(CASE WHEN run_at > ? THEN 1 END) FROM `"+
 		l.ledgerTable+"` WHERE state = ? GROUP BY topic", beyond, queue.StateWaiting).Rows()
 	if err != nil {
-		return nil, fmt.Errorf("ledger: count scheduled rows: %w", err)
+		return nil, fmt.Errorf("ledger: count waiting rows: %w", err)
 	}
 	defer rows.Close()
 	out := make(map[string]ScheduledCount)
@@ -66,12 +66,12 @@ func (l *Ledger) ScheduledCounts(ctx context.Context, beyond int64) (map[string]
 		var topic string
 		var c ScheduledCount
 		if err := rows.Scan(&topic, &c.Total, &c.Beyond); err != nil {
-			return nil, fmt.Errorf("ledger: count scheduled rows: %w", err)
+			return nil, fmt.Errorf("ledger: count waiting rows: %w", err)
 		}
 		out[topic] = c
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("ledger: count scheduled rows: %w", err)
+		return nil, fmt.Errorf("ledger: count waiting rows: %w", err)
 	}
 	return out, nil
 }

@@ -52,7 +52,7 @@ var errAttemptChanged = errors.New("job waits at another attempt")
 // Redis had no trace of, so a relay or recovery pass that read the row
 // before it went and restores afterwards is refused (restore.lua): no pass
 // brings a cancelled job back. A durable topic's waiting jobs all have a
-// row (scheduled, attempt 0), deleted in step 2 like a retry's.
+// row (waiting, attempt 0), deleted in step 2 like a retry's.
 func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, error) {
 	if l == nil {
 		return nil, errors.New("queue: cancel: a Ledger is required")
@@ -89,7 +89,7 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 		default:
 			attempt = info.Job.Attempt
 			// A retry has a row, and so does every waiting job of a durable
-			// topic (its scheduled row, attempt 0).
+			// topic (its waiting row, attempt 0).
 			if attempt > 0 || c.lifecycle(topic).waitsInSQL() {
 				if err := l.Complete(ctx, []Ref{info.Job.Ref()}); err != nil {
 					return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)

@@ -161,8 +161,6 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// checkDurability checks the durability settings: known values, valid topic
-// names, and a Store when any topic is durable.
 // WithDurableTopics returns c with topics durable and every other topic
 // redis (the settings Durability and TopicDurability replaced).
 func (c Config) WithDurableTopics(topics ...string) Config {
@@ -173,6 +171,8 @@ func (c Config) WithDurableTopics(topics ...string) Config {
 	return c
 }
 
+// checkDurability checks the durability settings: known values, valid topic
+// names, and a Store when any topic is durable.
 func (c Config) checkDurability() error {
 	if _, err := ParseDurability(string(c.Durability)); err != nil {
 		return fmt.Errorf("queue: Durability: %w", err)

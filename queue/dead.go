@@ -90,7 +90,7 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 }
 
 // requeueDurable requeues a dead job of a durable topic as a new job: a
-// scheduled row first (SQL is the truth), due now, then the push, which
+// waiting row first (SQL is the truth), due now, then the push, which
 // replaces the dead envelope (restore.lua, mode scheduled). A row of the id
 // already there is a newer job of the same id: nothing is done.
 func (c *Client) requeueDurable(ctx context.Context, topic, id string) error {

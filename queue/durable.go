@@ -15,7 +15,7 @@ var ErrNotDurable = errors.New("topic is not durable")
 // (each call its own statement, committed when it returns); ledger.Ledger.Tx
 // and SQLTx give one bound to a caller's transaction.
 type DurableStore interface {
-	// Schedule writes one scheduled row per job of topic and returns one
+	// Schedule writes one waiting row per job of topic and returns one
 	// result per job, in order, and the SQL server's clock (Unix ms) that
 	// the due times were computed on. A job whose id has a row already (or
 	// is earlier in jobs) is a Duplicate and is not written: RunAt is the
@@ -223,7 +223,7 @@ func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([
 	return out, nil
 }
 
-// pushScheduled pushes scheduled rows of one topic to Redis (restore.lua,
+// pushScheduled pushes waiting rows of one topic to Redis (restore.lua,
 // mode scheduled), bounded by Config.PushTimeout. After a failure, pushes
 // are skipped for PushTimeout: with Redis down, durable enqueues answer at
 // the speed of SQL, and the relay pushes their jobs once Redis is back.

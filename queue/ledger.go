@@ -18,7 +18,7 @@ import "context"
 // before the job's Redis entries, and reads the row (Lookup) of a job Redis
 // has no trace of.
 type Ledger interface {
-	// Record writes one in-progress row per job (keyed by topic and id),
+	// Record writes one in-flight row per job (keyed by topic and id),
 	// in one statement as a rule: attempt, lease until, worker; a new row
 	// for a redis topic's job, the waiting row for a Durable one. The jobs
 	// are ones Claim returned, so LeaseUntil and Durable are set.
@@ -33,7 +33,7 @@ type Ledger interface {
 	// had the job, and left it would outlive the job.
 	DropClaim(ctx context.Context, ref Ref, worker string) error
 	// Unclaim hands the rows of released jobs of durable topics back to
-	// waiting: attempt given back (one less), scheduled when that is 0,
+	// waiting: attempt given back (one less), waiting when that is 0,
 	// retrying otherwise. A durable job's row is its only durable copy, so
 	// a release must not delete it.
 	Unclaim(ctx context.Context, refs []Ref) error

@@ -2,7 +2,9 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -147,14 +149,19 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 }
 
 func (t durableTopic) enqueueTick(ctx context.Context, store TickStore, topic, name string, tick int64, j NewJob) (TickResult, error) {
-	if store == nil {
+	if noStore(store) {
 		return TickResult{}, fmt.Errorf("queue: tick of %s on %s: %w", name, topic, ErrTickDurable)
 	}
-	return store.EnqueueTick(ctx, t.c, topic, name, tick, j)
+	r, err := store.EnqueueTick(ctx, t.c, topic, name, tick, j)
+	var ve *ValidationError
+	if err != nil && !errors.As(err, &ve) && !errors.Is(err, ErrLedger) {
+		err = fmt.Errorf("queue: tick of %s on %s: %w: %w", name, topic, ErrLedger, err)
+	}
+	return r, err
 }
 
 func (t durableTopic) lastTicks(ctx context.Context, store TickStore, topic string, names []string) (map[string]int64, error) {
-	if store == nil {
+	if noStore(store) {
 		return nil, fmt.Errorf("queue: last ticks of %s: %w", topic, ErrTickDurable)
 	}
 	m, err := store.LastTicks(ctx, names...)
@@ -164,5 +171,15 @@ func (t durableTopic) lastTicks(ctx context.Context, store TickStore, topic stri
 	return m, nil
 }
 
-func (durableTopic) waitsInSQL() bool           { return true }
+func (durableTopic) waitsInSQL() bool { return true }
+
+// noStore says store is nil, or an interface holding a nil pointer (a
+// program's *ledger.Ledger left unset), which would panic when called.
+func noStore(store TickStore) bool {
+	if store == nil {
+		return true
+	}
+	v := reflect.ValueOf(store)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
 func (t durableTopic) tombstone() time.Duration { return t.c.cfg.TombstoneTTL }

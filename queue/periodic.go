@@ -48,14 +48,14 @@ func (c *Client) EnqueueTick(ctx context.Context, store TickStore, topic, name s
 	if err := ValidateTopic(topic); err != nil {
 		return TickResult{}, err
 	}
+	if err := ValidateID(name); err != nil {
+		return TickResult{}, fmt.Errorf("queue: schedule name: %w", err)
+	}
 	return c.lifecycle(topic).enqueueTick(ctx, store, topic, name, tick, j)
 }
 
 // enqueueTickRedis is EnqueueTick on a redis topic: periodic.lua.
 func (c *Client) enqueueTickRedis(ctx context.Context, topic, name string, tick int64, j NewJob) (TickResult, error) {
-	if err := ValidateID(name); err != nil {
-		return TickResult{}, fmt.Errorf("queue: schedule name: %w", err)
-	}
 	if err := c.validate(&j, time.Now()); err != nil {
 		return TickResult{}, err
 	}

@@ -28,7 +28,7 @@ import (
 //     blocked on it (BLPOP, WaitRelayBell) wakes for the new note instead
 //     of reading the inbox five times a second for nothing.
 //   - <ns>:{relay}:next, a ZSET of one member, "load": when the next
-//     scheduled row beyond the horizon enters it (Unix ms, local clocks).
+//     waiting row beyond the horizon enters it (Unix ms, local clocks).
 //     The relay sets it from SQL after each pass; an enqueuer of a job
 //     beyond the horizon lowers it (ZADD LT) before its commit.
 //
@@ -207,7 +207,7 @@ type RelayTick struct {
 	// cover (Unix ms, the enqueuers' clocks).
 	Notes  []string
 	Latest int64
-	// LoadDue: the next scheduled row beyond the horizon has entered it
+	// LoadDue: the next waiting row beyond the horizon has entered it
 	// (or an enqueuer said one will have by now). NextLoad is when it
 	// does (Unix ms; 0: no row beyond the horizon is known).
 	LoadDue  bool
@@ -270,7 +270,7 @@ func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
 	return nil
 }
 
-// SetRelayNextLoad records when the next scheduled row beyond the horizon
+// SetRelayNextLoad records when the next waiting row beyond the horizon
 // enters it (next, Unix ms on this process's clock; 0: no such row), after
 // a pass that loaded every row that had entered it by covered
 // (relaynext.lua): a time an enqueuer wrote that this pass covered goes,

@@ -10,8 +10,8 @@ import (
 )
 
 // RelayMark is how far the relay (recovery.Relay) has got through the
-// durable topics' scheduled rows, on the SQL server's clock (Unix ms):
-// every scheduled row due up to Loaded was pushed to Redis (or is there
+// durable topics' waiting rows, on the SQL server's clock (Unix ms):
+// every waiting row due up to Loaded was pushed to Redis (or is there
 // already), and every one due up to Checked was checked after falling due.
 //
 // It lives in Redis on purpose, like the epoch markers (§5.3): another
@@ -60,7 +60,7 @@ func (c *Client) SetRelayMark(ctx context.Context, m RelayMark) error {
 }
 
 // ResetRelayMark deletes the relay's mark, so that its next pass reloads
-// every scheduled row due within the horizon: what the recoverer asks for
+// every waiting row due within the horizon: what the recoverer asks for
 // when it finds that a topic lost data.
 func (c *Client) ResetRelayMark(ctx context.Context) error {
 	if err := c.rdb.Del(ctx, relayKey(c.cfg.Namespace)).Err(); err != nil && !errors.Is(err, redis.Nil) {

@@ -80,7 +80,7 @@ func (r *Rescheduled) State() State { return stateInRedis(inDue, r.Job.Attempt) 
 type RescheduleLedger interface {
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 	// Reschedule moves run_at of ref's row to runAt (lease_until of a
-	// retrying row with it), only if the row waits (scheduled or retrying)
+	// retrying row with it), only if the row waits (waiting or retrying)
 	// at ref.Attempt and, when from is not 0, its run_at is from (a
 	// compare-and-set: concurrent shifts of a row Redis lacks each apply).
 	// It reports whether the row waits at runAt now.
@@ -112,7 +112,7 @@ var errRescheduleMoved = errors.New("job moved meanwhile")
 //     compare-and-set on the run_at and attempt read in step 1, only while
 //     the row waits; a row that moved meanwhile (a concurrent reschedule)
 //     is read again from step 1, so concurrent shifts each apply once. A
-//     row a claim made in_progress is not touched (ErrInFlight). Once the
+//     row a claim made in_flight is not touched (ErrInFlight). Once the
 //     row has this call's move, later rounds only bring Redis to the row.
 //  3. Then Redis (reschedule.lua): compare and set, fenced by the attempt
 //     and the due time step 1 saw; refused for a job in flight or dead. A

@@ -49,7 +49,7 @@ func (r *Recoverer) detectLoss(ctx context.Context, missing []string, counts map
 	err := r.pages(ctx, math.MaxInt64, func(rows []ledger.Entry) error {
 		var check []ledger.Entry
 		for _, e := range rows {
-			// A scheduled row (a durable topic's waiting job) proves
+			// A waiting row (a durable topic's waiting job) proves
 			// nothing: it may be beyond the horizon, or not pushed yet. The
 			// relay reloads those when Redis loses its mark.
 			if suspects[e.Topic] != nil && e.State != queue.StateWaiting {

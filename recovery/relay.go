@@ -22,10 +22,10 @@ type RelayStore interface {
 	// SQLNow is the SQL server's clock (Unix ms), the one durable due
 	// times are on.
 	SQLNow(ctx context.Context) (int64, error)
-	// Scheduled pages through the scheduled rows with (run_at, id) after
+	// Scheduled pages through the waiting rows with (run_at, id) after
 	// the cursor and run_at up to upTo, by run_at then id (topic "" = all).
 	Scheduled(ctx context.Context, topic string, after ledger.Cursor, upTo int64, limit int) ([]ledger.Entry, error)
-	// ScheduledCounts counts the scheduled rows per topic, and those due
+	// ScheduledCounts counts the waiting rows per topic, and those due
 	// after beyond.
 	ScheduledCounts(ctx context.Context, beyond int64) (map[string]ledger.ScheduledCount, error)
 	// TopicStates are the operators' pauses (queue.PauseStore), applied
@@ -57,9 +57,9 @@ type RelayConfig struct {
 	// how long the others wait before one takes over. Default 3s.
 	LockTTL time.Duration
 	// CountEvery is how often Counts is refreshed (one GROUP BY over the
-	// scheduled rows' index). Default 30s.
+	// waiting rows' index). Default 30s.
 	CountEvery time.Duration
-	// FullEvery is how often a pass checks every scheduled row due within
+	// FullEvery is how often a pass checks every waiting row due within
 	// the horizon, overdue ones included, as after a Redis data loss: the
 	// backstop for what the windows of the load and the check cannot see
 	// (a row committed long after it was inserted, whose enqueuer died; a
@@ -156,7 +156,7 @@ const (
 	WakeLost  = "lost"  // Redis has no mark (first start, or it lost data): a reload
 	WakeFull  = "full"  // FullEvery passed
 	WakeNote  = "note"  // an enqueuer's note is due: a push lost, skipped or never made
-	WakeLoad  = "load"  // the next scheduled row beyond the horizon entered it
+	WakeLoad  = "load"  // the next waiting row beyond the horizon entered it
 	WakeCheck = "check" // CheckEvery passed with no other wake (the backstop)
 	WakeOnce  = "once"  // RunOnce
 )
@@ -191,12 +191,12 @@ type RelayReport struct {
 // Pushed is how many jobs the pass put into Redis.
 func (r RelayReport) Pushed() int { return sum(r.Loaded) + sum(r.Relayed) + sum(r.Reloaded) }
 
-// Relay keeps Redis in step with the SQL ledger's scheduled rows (the
+// Relay keeps Redis in step with the SQL ledger's waiting rows (the
 // durable topics' waiting jobs, docs/design.md §4.11). Holding a lock so one
 // process at a time relays, it ticks every Every, reading only Redis (its
 // mark, its inbox of enqueuers' notes, the next load time), and passes over
 // SQL when woken (the Wake* causes): a note is due (a push after a commit
-// was lost, skipped or never made), the next scheduled row beyond the
+// was lost, skipped or never made), the next waiting row beyond the
 // horizon entered it, Redis lost the mark, a tick or pass failed, the lock
 // changed hands, or CheckEvery or FullEvery passed. Each pass:
 //
@@ -275,7 +275,7 @@ func (r *Relay) Totals() RelayTotals {
 	return t
 }
 
-// Counts returns the scheduled rows per topic (Total) and those beyond the
+// Counts returns the waiting rows per topic (Total) and those beyond the
 // horizon (Beyond), as of the last count (refreshed every CountEvery by
 // Run), and when that was.
 func (r *Relay) Counts() (map[string]ledger.ScheduledCount, time.Time) {
@@ -553,7 +553,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 	return r.setNextLoad(ctx, local, sqlNow, upTo)
 }
 
-// setNextLoad reads when the first scheduled row beyond upTo enters the
+// setNextLoad reads when the first waiting row beyond upTo enters the
 // horizon and records it in Redis (on this process's clock, local being
 // its reading when SQL's clock read sqlNow), for the ticks to wake on.
 func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) error {
@@ -568,7 +568,7 @@ func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) erro
 	return r.q.SetRelayNextLoad(ctx, local, next)
 }
 
-// push pages through the scheduled rows after the cursor and due up to
+// push pages through the waiting rows after the cursor and due up to
 // upTo and pushes each that Redis has no trace of, counting them per topic
 // in created. Each page is read after taking Redis's clock, the seen-at that
 // keeps a job acked or cancelled after the read from coming back.

@@ -229,6 +229,7 @@ func (c *Client) Enqueue(ctx context.Context, topic string, req httpapi.EnqueueR
 func (c *Client) Job(ctx context.Context, topic, id string) (httpapi.JobView, error) {
 	var out httpapi.JobView
 	err := c.do(ctx, http.MethodGet, jobPath(topic, id), nil, nil, &out)
+	currentNames(&out)
 	return out, err
 }
 
@@ -283,6 +284,11 @@ func (c *Client) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (h
 			q.Set(name, v)
 		}
 	}
+	// The older name of waiting_sql, which servers of both releases read
+	// (a CLI upgraded before its server).
+	if jq.State == httpapi.ListWaitingSQL {
+		jq.State = "scheduled_sql"
+	}
 	set("state", jq.State)
 	set("prefix", jq.Prefix)
 	set("after", jq.After)
@@ -293,6 +299,12 @@ func (c *Client) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (h
 		q.Set("limit", strconv.Itoa(jq.Limit))
 	}
 	err := c.do(ctx, http.MethodGet, topicPath(topic)+"/jobs", q, nil, &out)
+	for i := range out.Jobs {
+		currentNames(&out.Jobs[i])
+	}
+	if l, perr := httpapi.ParseListing(out.State); perr == nil {
+		out.State = l
+	}
 	return out, err
 }
 
@@ -344,7 +356,7 @@ func (c *Client) Ledger(ctx context.Context, f ledger.ListFilter) (httpapi.Ledge
 			q.Set(name, v)
 		}
 	}
-	set("state", string(f.State))
+	set("state", f.State.Column()) // the column's spelling: servers of both releases read it
 	set("topic", f.Topic)
 	if f.DueAfter != 0 {
 		set("due_after", strconv.FormatInt(f.DueAfter, 10))
@@ -356,6 +368,11 @@ func (c *Client) Ledger(ctx context.Context, f ledger.ListFilter) (httpapi.Ledge
 		set("cursor", f.After.String())
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/ledger", q, nil, &out)
+	for i := range out.Rows {
+		if st, perr := queue.ParseState(string(out.Rows[i].State)); perr == nil {
+			out.Rows[i].State = st
+		}
+	}
 	return out, err
 }
 
@@ -421,4 +438,21 @@ func (c *Client) Schedules(ctx context.Context) ([]periodic.Info, error) {
 	var out httpapi.SchedulesList
 	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, &out)
 	return out.Schedules, err
+}
+
+// currentNames gives a job shown by a server of the release before
+// (scheduled for waiting and retrying alike, in_progress for a ledger row
+// in flight) the names of queue.State.
+func currentNames(v *httpapi.JobView) {
+	if st, err := queue.ParseState(string(v.State)); err == nil {
+		v.State = st
+	}
+	if v.State == queue.StateWaiting && v.Retrying {
+		v.State = queue.StateRetrying
+	}
+	if v.Ledger != nil {
+		if st, err := queue.ParseState(string(v.Ledger.State)); err == nil {
+			v.Ledger.State = st
+		}
+	}
 }

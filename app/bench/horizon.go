@@ -286,7 +286,7 @@ func (s *sandbox) waiting(ctx context.Context, topic string) (int64, error) {
 	return st.Due, nil
 }
 
-// inHorizon counts topic's scheduled rows due up to upTo (SQL clock).
+// inHorizon counts topic's waiting rows due up to upTo (SQL clock).
 func (s *sandbox) inHorizon(ctx context.Context, topic string, upTo int64) (int64, error) {
 	counts, err := s.led.ScheduledCounts(ctx, upTo)
 	if err != nil {

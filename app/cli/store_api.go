@@ -276,9 +276,6 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 		return nil, err
 	}
 	info := &queue.JobInfo{State: v.State, Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly}
-	if st, err := queue.ParseState(string(v.State)); err == nil {
-		info.State = st // a server of the release before says scheduled
-	}
 	switch info.State {
 	case queue.StateInFlight:
 		info.Score = v.LeaseUntil

@@ -56,7 +56,7 @@ func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo
 }
 
 // Stats reads Redis's counts, and for durable topics counts their waiting
-// jobs in SQL once (one GROUP BY over the scheduled rows' index, as the
+// jobs in SQL once (one GROUP BY over the waiting rows' index, as the
 // relay does), so that durable topics whose jobs all wait beyond the
 // horizon are listed too.
 func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error) {

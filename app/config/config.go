@@ -393,7 +393,7 @@ type Recovery struct {
 	LockTTL time.Duration `koanf:"lock_ttl"`
 	// RelayEvery is how often the relay ticks: it reads Redis (its mark,
 	// the enqueuers' notes, the next load time) and passes over the durable
-	// topics' scheduled rows when woken (a row entering the horizon, a push
+	// topics' waiting rows when woken (a row entering the horizon, a push
 	// lost or skipped, a Redis data loss, an error). Default 200ms.
 	RelayEvery time.Duration `koanf:"relay_every"`
 	// RelayGrace is how long past its due time a durable job may be missing

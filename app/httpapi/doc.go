@@ -18,8 +18,8 @@
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|retrying|in_flight|dead|waiting_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload, and its ledger row
-//	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting job: 200 with the job
-//	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
+//	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting or retrying job: 200 with the job
+//	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting or retrying job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
 //	GET    /v1/topics                             every known topic with its stats, durability and rate limit
 //	GET    /v1/topics/{topic}                     one topic's stats, durability and rate limit
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
@@ -58,7 +58,7 @@
 // of its charts. Routes lists the API's own routes; orderclose.Routes the
 // orders module's.
 //
-// PATCH /v1/topics/{topic}/jobs/{id...} moves a waiting job's due time
+// PATCH /v1/topics/{topic}/jobs/{id...} moves a waiting or retrying job's due time
 // (docs/design.md §4.14), in Redis and in its ledger row alike. The body
 // has exactly one of "run_at" (Unix ms), "delay_ms" (from now, on Redis's
 // clock, 0 or more) or "shift_ms" (from the due time it has, negative for
@@ -109,6 +109,17 @@
 // build knows; how is "applied", "found" (made by a release before schema
 // versions) or "schema.sql"; applied_at is RFC 3339 UTC. It changes nothing:
 // `delayq migrate` applies what is pending. SQL down: 503 naming it.
+//
+// # States
+//
+// A job's "state" in every answer (GET of a job, a listing, a ledger row's
+// "state") is one of queue.State's names: waiting, retrying, in_flight,
+// dead; cancelled in a DELETE's answer (docs/design.md §4.1). Answers of
+// the release before said "scheduled" for waiting and retrying alike and,
+// in ledger rows, "scheduled" and "in_progress": a client that matched
+// those reads the new names now. The older names are still read on input
+// (?state=) until the release after next, and "retrying": true still marks
+// a retrying job.
 //
 // # Job browser
 //

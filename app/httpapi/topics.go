@@ -55,7 +55,7 @@ func NewRateLimitView(l queue.RateLimit) *RateLimitView {
 	return &RateLimitView{PerSecond: l.PerSecond, Burst: l.Burst}
 }
 
-// SQLCounts are a durable topic's waiting jobs (scheduled rows) in the SQL
+// SQLCounts are a durable topic's waiting jobs (waiting rows) in the SQL
 // ledger.
 type SQLCounts struct {
 	// Waiting counts them all; BeyondHorizon those due after

@@ -17,7 +17,7 @@ import (
 
 // RelayReader is what the relay metrics read at scrape time
 // (*recovery.Relay): its running totals and its cached counts of the
-// scheduled rows (refreshed by the relay itself, never by a scrape).
+// waiting rows (refreshed by the relay itself, never by a scrape).
 type RelayReader interface {
 	Totals() recovery.RelayTotals
 	Counts() (map[string]ledger.ScheduledCount, time.Time)
@@ -121,7 +121,7 @@ func (m *Metrics) WatchRelay(r RelayReader, every time.Duration) error {
 	c := &relayCollector{
 		r: r, every: every.Seconds(), started: time.Now(),
 		waiting: prometheus.NewDesc(name("durable_waiting_jobs"),
-			"Durable jobs waiting in the SQL ledger (scheduled rows) by topic: where=horizon, due within queue.horizon (in Redis too), where=beyond, due later (in SQL only until the relay loads them). As of the relay's last count.",
+			"Durable jobs waiting in the SQL ledger (waiting rows) by topic: where=horizon, due within queue.horizon (in Redis too), where=beyond, due later (in SQL only until the relay loads them). As of the relay's last count.",
 			[]string{"topic", "where"}, nil),
 		passes: prometheus.NewDesc(name("relay_passes_total"),
 			"Relay passes this process made while it held the relay lock, by result: ok or failed.", []string{"result"}, nil),

@@ -62,7 +62,7 @@ func (l line) field(name string) string { return fmt.Sprintf("items[%d].%s", l.i
 // CreateOrder creates an order pending payment: in one transaction it takes
 // the stock of every line (a conditional update that never lets stock go
 // below zero), inserts the order and its lines, and enqueues the order's
-// close job, due at the pay deadline, as a scheduled row of the durable
+// close job, due at the pay deadline, as a waiting row of the durable
 // topic (queue.Client.EnqueueTx): the order and its close job commit
 // together or not at all. After the commit the job is pushed to Redis; if
 // that fails (Redis down) or the process dies first, the relay pushes it

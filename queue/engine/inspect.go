@@ -52,7 +52,7 @@ type Inspector struct {
 // NewInspector reads through q and store. counts gives the durable topics'
 // counts (a relay's, which counts every RelayConfig.CountEvery, so that no
 // read costs a SQL query); nil counts them in SQL on every call that needs
-// them (one GROUP BY over the scheduled rows' index), for a one-off read.
+// them (one GROUP BY over the waiting rows' index), for a one-off read.
 func NewInspector(q *queue.Client, store *ledger.Ledger, counts Counter) *Inspector {
 	return &Inspector{q: q, store: store, counts: counts}
 }

@@ -754,7 +754,11 @@
     acts.replaceChildren();
     if (!readOnly) {
       const d = { topic: r.topic, id: r.id };
-      if (j.state === 'waiting' || j.state === 'retrying') {
+      if ((j.state === 'waiting' || j.state === 'retrying') && j.ledger && j.ledger.state === 'in_flight') {
+        // Its lease ran out and Redis put it back; the row still names the
+        // last claim until the next one takes it over (design §4.1).
+        acts.append(el('span', { class: 'note', text: 'Its last claim\'s lease ran out: the next claim takes it over. It cannot be cancelled or moved until then.' }));
+      } else if (j.state === 'waiting' || j.state === 'retrying') {
         acts.append(
           el('button', { type: 'button', class: 'danger', dataset: { action: 'cancel', ...d }, text: 'Cancel job' }),
           el('button', { type: 'button', dataset: { action: 'run-now', ...d }, text: 'Run now' }),

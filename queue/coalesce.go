@@ -12,7 +12,7 @@ type enqueueBatcher = coalesce.Batcher[NewJob, EnqueueResult]
 
 // enqueue runs validated jobs of one topic: coalesced with other callers'
 // when a call to the topic is in flight, alone otherwise.
-// A durable topic's enqueue (runDurable: SQL, then Redis) is coalesced the
+// A durable topic's enqueue (durableTopic.enqueue: SQL, then Redis) is coalesced the
 // same way, so concurrent callers share one multi-row INSERT and commit.
 func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	if b := c.batcherFor(topic); b != nil {

@@ -21,8 +21,9 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	return c.lifecycle(topic).requeueDead(ctx, topic, id)
 }
 
-// requeueRedis requeues a dead job of a redis topic: one script.
-func (c *Client) requeueRedis(ctx context.Context, topic, id string) error {
+// requeueDead requeues a dead job of a redis topic: one script.
+func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
+	c := t.c
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return err
@@ -46,9 +47,10 @@ func (c *Client) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 	return c.lifecycle(topic).requeueAllDead(ctx, topic)
 }
 
-// requeueAllRedis requeues every dead job of a redis topic, deadChunk per
+// requeueAllDead requeues every dead job of a redis topic, deadChunk per
 // script call.
-func (c *Client) requeueAllRedis(ctx context.Context, topic string) (int, error) {
+func (t redisTopic) requeueAllDead(ctx context.Context, topic string) (int, error) {
+	c := t.c
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return 0, err
@@ -89,11 +91,12 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 	}
 }
 
-// requeueDurable requeues a dead job of a durable topic as a new job: a
+// requeueDead requeues a dead job of a durable topic as a new job: a
 // waiting row first (SQL is the truth), due now, then the push, which
 // replaces the dead envelope (restore.lua, mode scheduled). A row of the id
 // already there is a newer job of the same id: nothing is done.
-func (c *Client) requeueDurable(ctx context.Context, topic, id string) error {
+func (t durableTopic) requeueDead(ctx context.Context, topic, id string) error {
+	c := t.c
 	info, err := c.Get(ctx, topic, id)
 	if err != nil {
 		return err
@@ -101,7 +104,7 @@ func (c *Client) requeueDurable(ctx context.Context, topic, id string) error {
 	if info.State != StateDead {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, ErrNotFound)
 	}
-	out, err := c.runDurable(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts}})
+	out, err := t.enqueue(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts}})
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -111,9 +114,10 @@ func (c *Client) requeueDurable(ctx context.Context, topic, id string) error {
 	return nil
 }
 
-// requeueAllDurable requeues every dead job of a durable topic, a page at a
-// time, as requeueDurable does one.
-func (c *Client) requeueAllDurable(ctx context.Context, topic string) (int, error) {
+// requeueAllDead requeues every dead job of a durable topic, a page at a
+// time, as requeueDead does one.
+func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, error) {
+	c := t.c
 	total := 0
 	for {
 		page, err := c.List(ctx, topic, StateDead, 0, deadChunk)
@@ -127,7 +131,7 @@ func (c *Client) requeueAllDurable(ctx context.Context, topic string) (int, erro
 		for i, j := range page.Jobs {
 			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts}
 		}
-		out, err := c.runDurable(ctx, topic, jobs)
+		out, err := t.enqueue(ctx, topic, jobs)
 		if err != nil {
 			return total, fmt.Errorf("queue: requeue dead of %s: %w", topic, err)
 		}

@@ -188,8 +188,8 @@ func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now i
 	return rows
 }
 
-// runDurable is a durable topic's enqueue of validated jobs (coalesced by
-// the caller like runEnqueue): one Schedule, committed, then one push of
+// enqueue is a durable topic's enqueue of validated jobs (coalesced by
+// the caller like a redis topic's): one Schedule, committed, then one push of
 // the new jobs within the horizon. The push's failure is not the caller's:
 // the jobs are safe in SQL and the relay pushes them.
 //
@@ -199,7 +199,8 @@ func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now i
 // race with the commit if the process died right then (the job would wait
 // for the relay's backstop). One Redis round trip in series per batch
 // costs far less than the commit's flush; the push removes the note.
-func (c *Client) runDurable(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
 	note := c.writeNote(ctx, c.planNote(jobs))
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {

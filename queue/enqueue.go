@@ -88,8 +88,9 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 	return results, nil
 }
 
-// runEnqueue runs enqueue.lua over validated jobs.
-func (c *Client) runEnqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+// enqueue is a redis topic's enqueue: enqueue.lua over validated jobs.
+func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err

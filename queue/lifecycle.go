@@ -106,47 +106,18 @@ func (c *Client) lifecycle(topic string) lifecycle {
 }
 
 // redisTopic is the lifecycle of a topic whose waiting jobs are in Redis
-// only.
+// only. Its operations are with theirs: enqueue (enqueue.go), requeueDead
+// and requeueAllDead (dead.go), enqueueTick and lastTicks (periodic.go).
 type redisTopic struct{ c *Client }
-
-func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	return t.c.runEnqueue(ctx, topic, jobs)
-}
-
-func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
-	return t.c.requeueRedis(ctx, topic, id)
-}
-
-func (t redisTopic) requeueAllDead(ctx context.Context, topic string) (int, error) {
-	return t.c.requeueAllRedis(ctx, topic)
-}
-
-func (t redisTopic) enqueueTick(ctx context.Context, _ TickStore, topic, name string, tick int64, j NewJob) (TickResult, error) {
-	return t.c.enqueueTickRedis(ctx, topic, name, tick, j)
-}
-
-func (t redisTopic) lastTicks(ctx context.Context, _ TickStore, topic string, names []string) (map[string]int64, error) {
-	return t.c.lastTicksRedis(ctx, topic, names)
-}
 
 func (redisTopic) waitsInSQL() bool         { return false }
 func (redisTopic) tombstone() time.Duration { return 0 }
 
 // durableTopic is the lifecycle of a topic whose waiting jobs are in SQL,
-// and in Redis within the horizon (§4.11).
+// and in Redis within the horizon (§4.11). Its operations are with
+// theirs: enqueue (durable.go), requeueDead and requeueAllDead (dead.go);
+// the ticks, which the store does, are here.
 type durableTopic struct{ c *Client }
-
-func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	return t.c.runDurable(ctx, topic, jobs)
-}
-
-func (t durableTopic) requeueDead(ctx context.Context, topic, id string) error {
-	return t.c.requeueDurable(ctx, topic, id)
-}
-
-func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, error) {
-	return t.c.requeueAllDurable(ctx, topic)
-}
 
 func (t durableTopic) enqueueTick(ctx context.Context, store TickStore, topic, name string, tick int64, j NewJob) (TickResult, error) {
 	if noStore(store) {

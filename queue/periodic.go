@@ -54,8 +54,9 @@ func (c *Client) EnqueueTick(ctx context.Context, store TickStore, topic, name s
 	return c.lifecycle(topic).enqueueTick(ctx, store, topic, name, tick, j)
 }
 
-// enqueueTickRedis is EnqueueTick on a redis topic: periodic.lua.
-func (c *Client) enqueueTickRedis(ctx context.Context, topic, name string, tick int64, j NewJob) (TickResult, error) {
+// enqueueTick is EnqueueTick on a redis topic: periodic.lua, store unused.
+func (t redisTopic) enqueueTick(ctx context.Context, _ TickStore, topic, name string, tick int64, j NewJob) (TickResult, error) {
+	c := t.c
 	if err := c.validate(&j, time.Now()); err != nil {
 		return TickResult{}, err
 	}
@@ -98,8 +99,9 @@ func (c *Client) LastTicks(ctx context.Context, store TickStore, topic string, n
 	return c.lifecycle(topic).lastTicks(ctx, store, topic, names)
 }
 
-// lastTicksRedis is LastTicks on a redis topic: its ticks hash.
-func (c *Client) lastTicksRedis(ctx context.Context, topic string, names []string) (map[string]int64, error) {
+// lastTicks is LastTicks on a redis topic: its ticks hash, store unused.
+func (t redisTopic) lastTicks(ctx context.Context, _ TickStore, topic string, names []string) (map[string]int64, error) {
+	c := t.c
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err

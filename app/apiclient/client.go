@@ -356,7 +356,13 @@ func (c *Client) Ledger(ctx context.Context, f ledger.ListFilter) (httpapi.Ledge
 			q.Set(name, v)
 		}
 	}
-	set("state", f.State.Column()) // the column's spelling: servers of both releases read it
+	// The column's spelling, which servers of both releases read; a state
+	// no row is in goes as it is, for the server to refuse.
+	if c := f.State.Column(); c != "" {
+		set("state", c)
+	} else {
+		set("state", string(f.State))
+	}
 	set("topic", f.Topic)
 	if f.DueAfter != 0 {
 		set("due_after", strconv.FormatInt(f.DueAfter, 10))

@@ -23,6 +23,7 @@ import (
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
@@ -286,7 +287,7 @@ func (c *Client) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (h
 	}
 	// The older name of waiting_sql, which servers of both releases read
 	// (a CLI upgraded before its server).
-	if jq.State == httpapi.ListWaitingSQL {
+	if jq.State == engine.ListWaitingSQL {
 		jq.State = "scheduled_sql"
 	}
 	set("state", jq.State)
@@ -302,7 +303,7 @@ func (c *Client) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (h
 	for i := range out.Jobs {
 		currentNames(&out.Jobs[i])
 	}
-	if l, perr := httpapi.ParseListing(out.State); perr == nil {
+	if l, perr := engine.ParseListing(out.State); perr == nil {
 		out.State = l
 	}
 	return out, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 )
 
 // jobsCmd is `delayq jobs TOPIC`: the job browser's listings (a state, or a
@@ -23,7 +24,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			jq.HasOffset = cmd.Flags().Changed("offset")
 			switch {
 			case jq.State != "" && !validListing(jq.State):
-				return usageError{fmt.Errorf("--state %q: want one of %s", jq.State, strings.Join(httpapi.ListStates, ", "))}
+				return usageError{fmt.Errorf("--state %q: want one of %s", jq.State, strings.Join(engine.Listings, ", "))}
 			case cmd.Flags().Changed("prefix") && jq.Prefix == "":
 				return usageError{fmt.Errorf("--prefix: give the start of a job id")}
 			case jq.Limit < 1 || jq.Limit > queue.MaxPage || jq.Offset < 0:
@@ -79,6 +80,6 @@ func (a *app) jobsCmd() *cobra.Command {
 // validListing reports whether s names a listing of the job browser (or
 // an older name of one).
 func validListing(s string) bool {
-	_, err := httpapi.ParseListing(s)
+	_, err := engine.ParseListing(s)
 	return err == nil
 }

@@ -34,7 +34,7 @@ func (s *directStore) Enqueue(ctx context.Context, topic string, j queue.NewJob)
 }
 
 func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
-	p, err := httpapi.BrowseJobs(ctx, s.b.Queue, s.b.Ledger, s.log, topic, jq)
+	p, err := httpapi.BrowseJobs(ctx, engine.NewInspector(s.b.Queue, s.b.Ledger, nil), s.log, topic, jq)
 	var bad *httpjson.Error
 	if errors.As(err, &bad) && bad.Status == http.StatusBadRequest {
 		// The API's 400: the command's usage (exit 2), as through the API.

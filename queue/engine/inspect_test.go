@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,3 +83,67 @@ func TestInspectorReadsBothStores(t *testing.T) {
 type neverCounted struct{}
 
 func (neverCounted) Counts() (map[string]ledger.ScheduledCount, time.Time) { return nil, time.Time{} }
+
+// TestInspectorListsJobs, on Redis and MariaDB: a durable job beyond the
+// horizon is in waiting_sql (and, older name, scheduled_sql) but not in
+// Redis's waiting set; a redis topic's job is in waiting; a prefix search
+// finds the durable job and is refused on a redis topic; an offset on a
+// keyset listing is ErrConflictingFields naming offset.
+func TestInspectorListsJobs(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: testenv.QuietLogger(),
+		Queue: queue.Config{Namespace: ns, Horizon: time.Minute}.WithDurableTopics("far")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "far", queue.NewJob{ID: "inv:1", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "near", queue.NewJob{ID: "n1", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	insp := eng.Inspector()
+	ids := func(p *engine.JobPage) (out []string) {
+		for _, j := range p.Jobs {
+			if j.Info != nil {
+				out = append(out, j.Info.Job.ID+"="+string(j.Info.State))
+			} else {
+				out = append(out, j.Row.JobID+"="+string(j.Row.State)+"(row)")
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		topic string
+		q     engine.JobQuery
+		want  string
+	}{
+		{"far", engine.JobQuery{State: engine.ListWaitingSQL}, "[inv:1=waiting(row)]"},
+		{"far", engine.JobQuery{State: "scheduled_sql"}, "[inv:1=waiting(row)]"},
+		{"far", engine.JobQuery{}, "[]"},
+		{"far", engine.JobQuery{Prefix: "inv:"}, "[inv:1=waiting(row)]"},
+		{"near", engine.JobQuery{}, "[n1=waiting]"},
+		{"near", engine.JobQuery{State: engine.ListRetrying}, "[]"},
+	} {
+		p, err := insp.Jobs(ctx, c.topic, c.q)
+		if err != nil || fmt.Sprint(ids(p)) != c.want && !(c.want == "[]" && len(p.Jobs) == 0) {
+			t.Errorf("%s %+v: %v, %v; want %s", c.topic, c.q, p, err, c.want)
+		}
+	}
+	var ve *queue.ValidationError
+	if _, err := insp.Jobs(ctx, "near", engine.JobQuery{Prefix: "n"}); !errors.As(err, &ve) || ve.Field != "prefix" {
+		t.Errorf("a prefix search of a redis topic: %v, want a validation error of prefix", err)
+	}
+	if _, err := insp.Jobs(ctx, "far", engine.JobQuery{State: engine.ListRetrying, HasOffset: true}); !errors.Is(err, engine.ErrConflictingFields) ||
+		!errors.As(err, &ve) || ve.Field != "offset" {
+		t.Errorf("an offset on a keyset listing: %v, want ErrConflictingFields of offset", err)
+	}
+}

@@ -440,3 +440,34 @@ func ExampleEngine_Recover() {
 	// Output:
 	// dry run: true re-enqueued: 0
 }
+
+// Inspector.Jobs pages through a topic's jobs by state, each with its own
+// state: here a durable topic's jobs waiting in SQL, beyond the horizon.
+func ExampleInspector_Jobs() {
+	eng, closeAll := newEngine(durable(time.Minute))
+	defer closeAll()
+	ctx := context.Background()
+	for _, id := range []string{"order_close:1", "order_close:2", "order_close:3"} {
+		if _, err := eng.Enqueue(ctx, "order_close", queue.NewJob{ID: id, Delay: time.Hour}); err != nil {
+			panic(err)
+		}
+	}
+	q := engine.JobQuery{State: engine.ListWaitingSQL, Limit: 2}
+	for {
+		page, err := eng.Inspector().Jobs(ctx, "order_close", q)
+		if err != nil {
+			panic(err)
+		}
+		for _, j := range page.Jobs {
+			fmt.Println(j.Row.JobID, j.Row.State)
+		}
+		if page.NextAfter == "" {
+			break
+		}
+		q.After = page.NextAfter
+	}
+	// Output:
+	// order_close:1 waiting
+	// order_close:2 waiting
+	// order_close:3 waiting
+}

@@ -72,6 +72,12 @@ func DefaultRateBurst(perSecond float64) int {
 
 // Claim leases up to n due jobs of topic for lease. Jobs whose lease expired
 // go back first, bounded per call by Config.ExpiredPerClaim.
+//
+// Plumbing: a step of the Worker, exported for delayq's own packages. A
+// claim alone writes no ledger row: until Ledger.Record does, nothing
+// brings the job back if Redis loses it, which is why the Worker records
+// every claim before its handler runs. A service runs jobs through
+// engine.Engine (or a Worker), never by calling Claim.
 func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Duration) (*Claimed, error) {
 	return c.ClaimLimited(ctx, topic, n, lease, RateLimit{})
 }

@@ -130,6 +130,10 @@ func keysForAll[V any](c *Client, m map[string]V) (map[string]keys, error) {
 
 // WakeChannel is the pub/sub channel on which a topic announces jobs that
 // became due earlier than its previous head; "" for an invalid topic name.
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) WakeChannel(topic string) string {
 	k, err := c.keysFor(topic)
 	if err != nil {

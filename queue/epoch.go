@@ -46,6 +46,10 @@ func (c *Client) EpochMissing(ctx context.Context, topics []string) ([]string, e
 // pipelined, one round trip), with value as its content (who wrote it and
 // when, for a human reading it in redis-cli). It returns the topics whose
 // marker it wrote, in the order given; a marker already there is kept.
+//
+// Plumbing: a step of the recoverer's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) EnsureEpoch(ctx context.Context, topics []string, value string) ([]string, error) {
 	if len(topics) == 0 {
 		return nil, nil

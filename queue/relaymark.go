@@ -28,6 +28,10 @@ func relayKey(namespace string) string { return namespace + ":relay" }
 
 // RelayMark reads the relay's mark; ok is false when Redis has none (never
 // written, or lost with Redis's data).
+//
+// Plumbing: a step of the relay's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) RelayMark(ctx context.Context) (m RelayMark, ok bool, err error) {
 	vals, err := c.rdb.HMGet(ctx, relayKey(c.cfg.Namespace), "loaded", "checked").Result()
 	if err != nil {

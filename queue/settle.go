@@ -15,6 +15,10 @@ import (
 // On a durable topic each removed job leaves a tombstone for
 // Config.TombstoneTTL, so no relay or recovery pass that read its ledger row
 // just before the row was deleted can put it back (docs/design.md §4.11).
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		ttl := c.lifecycle(topic).tombstone().Milliseconds()
@@ -24,6 +28,10 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 
 // Release hands claimed jobs back to due without spending an attempt, at
 // their own due time. It returns how many went back.
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
 		return []string{k.lease, k.due, k.job, k.wake}, nil
@@ -74,6 +82,10 @@ type RetryRequest struct {
 // Retry puts failed claims back in due, recording their error. It returns
 // the new due time of each request, in order, or 0 where the claim no longer
 // owned its job and nothing changed.
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error) {
 	out := make([]int64, len(reqs))
 	idx := make(map[string][]int)
@@ -122,6 +134,10 @@ type DeadJob struct {
 
 // Bury moves failed claims to the dead set with their error as last error.
 // It returns how many were buried and Redis's time of death (Unix ms).
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 	groups := make(map[string][]DeadJob)
 	for i, d := range dead {
@@ -157,6 +173,10 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 // Extend moves the lease deadline of jobs still leased to Redis now + lease,
 // never earlier than it was. It returns how many leases moved and the new
 // deadline (Unix ms; 0 if refs is empty).
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
 func (c *Client) Extend(ctx context.Context, refs []Ref, lease time.Duration) (int, int64, error) {
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)

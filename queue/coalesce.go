@@ -56,9 +56,8 @@ func (c *Client) batcherFor(topic string) *enqueueBatcher {
 // EnqueueWaiting says how many Enqueue and EnqueueBatch calls on topic wait
 // behind its script call in flight: a gauge of coalescing.
 //
-// Plumbing: a step of the metrics', exported for delayq's own packages; a
-// service runs jobs through engine.Engine (or a Worker), never by
-// calling it.
+// Plumbing: read by the program's metrics, exported for delayq's own
+// packages.
 func (c *Client) EnqueueWaiting(topic string) int {
 	if b, ok := c.batchers.Load(topic); ok {
 		return b.(*enqueueBatcher).Waiting()

@@ -23,12 +23,13 @@ import (
 )
 
 // One job walked through every state of queue.State, on a durable topic
-// served by `delayq serve` and handled by an engine of the test's own,
-// shows the same state name at every step in the API's GET of the job,
-// its listing, `delayq get`, `delayq jobs`, `delayq ledger list` (its
-// row) and the dashboard's job page and listing (docs/design.md §4.1):
-// waiting in SQL only, in_flight, retrying, in_flight again, dead,
-// waiting after a requeue, and unknown once it succeeded.
+// and on a redis topic served by `delayq serve` and handled by an engine
+// of the test's own, shows the same state name at every step in the
+// API's GET of the job, its listing, `delayq get`, `delayq jobs`, `delayq
+// ledger list` (its row) and the dashboard's job page and listing
+// (docs/design.md §4.1): waiting (in SQL only, on the durable topic),
+// in_flight, retrying, in_flight again, dead, waiting after a requeue, and
+// unknown once it succeeded.
 func TestOneJobShowsOneStateEverywhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser end-to-end test: skipped in -short mode")
@@ -40,20 +41,21 @@ func TestOneJobShowsOneStateEverywhere(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
 	dsn := testenv.MySQLDSN(t)
 	api := startServe(t, ns, dsn, false, "http://127.0.0.1:1/unused")
-	const topic, id = "invoices", "walk:1" // invoices is durable in startServe's config
+	// invoices is durable in startServe's config; mail is a redis topic
+	// no worker of serve's handles.
+	const durableTopic, redisTopic = "invoices", "mail"
 
 	// The handler reports each claim and returns what the test hands it.
-	type claim struct{ attempt int }
-	started := make(chan claim)
+	started := make(chan int) // the claim's attempt
 	outcome := make(chan error)
 	store := ledger.Must(ledger.Open(mysql.Open(dsn), ledger.Options{}))
 	eng := engine.Must(engine.New(rdb, store, engine.Config{
-		Queue:      queue.Config{Namespace: ns, TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable}},
+		Queue:      queue.Config{Namespace: ns}.WithDurableTopics(durableTopic),
 		NoRecovery: true, NoPeriodic: true, Logger: testenv.QuietLogger(),
 	}))
-	err := eng.Handle(topic, queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+	handler := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		select {
-		case started <- claim{j.Attempt}:
+		case started <- j.Attempt:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -63,9 +65,11 @@ func TestOneJobShowsOneStateEverywhere(t *testing.T) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}), queue.TopicConfig{Lease: time.Minute, MaxAttempts: 5})
-	if err != nil {
-		t.Fatal(err)
+	})
+	for _, topic := range []string{durableTopic, redisTopic} {
+		if err := eng.Handle(topic, handler, queue.TopicConfig{Lease: time.Minute, MaxAttempts: 5}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(testenv.Context(t))
 	ran := make(chan error, 1)
@@ -76,75 +80,98 @@ func TestOneJobShowsOneStateEverywhere(t *testing.T) {
 			t.Errorf("engine: %v", err)
 		}
 	})
-	waitClaim := func(what string) claim {
-		t.Helper()
-		select {
-		case c := <-started:
-			return c
-		case <-testenv.ContextTimeout(t, time.Minute).Done():
-			t.Fatalf("no claim of %s: %s", id, what)
-		}
-		return claim{}
-	}
-	apiState := func() queue.State {
-		var v httpapi.JobView
-		if code := api.call(t, "GET", "/v1/topics/"+topic+"/jobs/"+id, "", &v); code == 404 {
-			return queue.StateUnknown
-		}
-		return v.State
-	}
-	waitState := func(want queue.State) {
-		t.Helper()
-		testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%s %s in the API", id, want), func() bool { return apiState() == want })
-	}
-
 	browser := newBrowser(t)
 	tab, _ := newTab(t, browser)
 	openDashboard(t, tab, api.url)
 
-	// 1. Due in two hours, beyond the one-hour horizon: in SQL only.
+	w := walk{t: t, api: api, tab: tab, store: store, started: started, outcome: outcome}
+	t.Run("durable", func(t *testing.T) { w.t = t; w.through(durableTopic, "walk:1", true) })
+	t.Run("redis", func(t *testing.T) { w.t = t; w.through(redisTopic, "walk:2", false) })
+}
+
+// walk takes one job through every state.
+type walk struct {
+	t       *testing.T
+	api     *server
+	tab     context.Context
+	store   *ledger.Ledger
+	started chan int
+	outcome chan error
+}
+
+func (w walk) through(topic, id string, durable bool) {
+	t, api, tab := w.t, w.api, w.tab
+	claimed := func(what string) int {
+		t.Helper()
+		select {
+		case a := <-w.started:
+			return a
+		case <-testenv.ContextTimeout(t, time.Minute).Done():
+			t.Fatalf("no claim of %s: %s", id, what)
+		}
+		return 0
+	}
+	waitState := func(want queue.State) {
+		t.Helper()
+		testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%s %s in the API", id, want), func() bool {
+			var v httpapi.JobView
+			code := api.call(t, "GET", "/v1/topics/"+topic+"/jobs/"+id, "", &v)
+			return code == 404 && want == queue.StateUnknown || code == 200 && v.State == want
+		})
+	}
+	// A waiting job has a row on a durable topic only.
+	waitingRow := queue.State("")
+	firstListing := "waiting"
+	if durable {
+		waitingRow, firstListing = queue.StateWaiting, "waiting_sql"
+	}
+
+	// 1. Due in two hours, beyond the one-hour horizon: on a durable
+	// topic, in SQL only.
 	api.do(t, "POST", "/v1/topics/"+topic+"/jobs", `{"id":"`+id+`","delay_ms":7200000}`, nil)
-	sameEverywhere(t, api, tab, topic, id, queue.StateWaiting, queue.StateWaiting, "waiting_sql")
+	sameEverywhere(t, api, tab, topic, id, queue.StateWaiting, waitingRow, firstListing)
 
 	// 2. Moved to now: the engine's worker claims it and holds it.
 	api.do(t, "PATCH", "/v1/topics/"+topic+"/jobs/"+id, `{"delay_ms":0}`, nil)
-	if c := waitClaim("after the reschedule to now"); c.attempt != 1 {
-		t.Fatalf("first claim: attempt %d", c.attempt)
+	if a := claimed("after the reschedule to now"); a != 1 {
+		t.Fatalf("first claim: attempt %d", a)
 	}
 	sameEverywhere(t, api, tab, topic, id, queue.StateInFlight, queue.StateInFlight, "in_flight")
 
 	// 3. It fails and waits an hour for its retry.
-	outcome <- queue.RetryAfter(errors.New("walk: try again"), time.Hour)
+	w.outcome <- queue.RetryAfter(errors.New("walk: try again"), time.Hour)
 	waitState(queue.StateRetrying)
 	sameEverywhere(t, api, tab, topic, id, queue.StateRetrying, queue.StateRetrying, "retrying")
 	sameEverywhere(t, api, tab, topic, id, queue.StateRetrying, queue.StateRetrying, "waiting") // the due set holds it too
 
 	// 4. Its retry moved to now; this attempt gives up for good.
 	api.do(t, "PATCH", "/v1/topics/"+topic+"/jobs/"+id, `{"delay_ms":0}`, nil)
-	if c := waitClaim("after the retry moved to now"); c.attempt != 2 {
-		t.Fatalf("second claim: attempt %d", c.attempt)
+	if a := claimed("after the retry moved to now"); a != 2 {
+		t.Fatalf("second claim: attempt %d", a)
 	}
 	sameEverywhere(t, api, tab, topic, id, queue.StateInFlight, queue.StateInFlight, "in_flight")
-	outcome <- queue.SkipRetry(errors.New("walk: give up"))
+	w.outcome <- queue.SkipRetry(errors.New("walk: give up"))
 	waitState(queue.StateDead)
 	sameEverywhere(t, api, tab, topic, id, queue.StateDead, "", "dead")
 
-	// 5. Requeued on a paused topic: it waits, with a fresh set of attempts.
+	// 5. Requeued on a paused topic: it waits, with a fresh set of attempts
+	// (a durable topic's requeue is a new job: its waiting row first).
 	api.do(t, "POST", "/v1/topics/"+topic+"/pause", "", nil)
 	api.do(t, "POST", "/v1/topics/"+topic+"/dead/requeue", `{"id":"`+id+`"}`, nil)
 	waitState(queue.StateWaiting)
-	// A durable topic's requeue is a new job: its waiting row first.
-	if e, err := store.Row(testenv.Context(t), topic, id); err != nil || e.State != queue.StateWaiting || e.Attempt != 0 {
-		t.Fatalf("the requeued job's row: %+v, %v; want waiting, attempt 0", e, err)
+	if durable {
+		if e, err := w.store.Row(testenv.Context(t), topic, id); err != nil || e.State != queue.StateWaiting || e.Attempt != 0 {
+			t.Fatalf("the requeued job's row: %+v, %v; want waiting, attempt 0", e, err)
+		}
 	}
-	sameEverywhere(t, api, tab, topic, id, queue.StateWaiting, queue.StateWaiting, "waiting")
+	sameEverywhere(t, api, tab, topic, id, queue.StateWaiting, waitingRow, "waiting")
 
 	// 6. Resumed, it runs and succeeds: no trace anywhere.
 	api.do(t, "POST", "/v1/topics/"+topic+"/resume", "", nil)
-	if c := waitClaim("after the resume"); c.attempt != 1 {
-		t.Fatalf("claim after the requeue: attempt %d", c.attempt)
+	if a := claimed("after the resume"); a != 1 {
+		t.Fatalf("claim after the requeue: attempt %d", a)
 	}
-	outcome <- nil
+	w.outcome <- nil
 	waitState(queue.StateUnknown)
 	sameEverywhere(t, api, tab, topic, id, queue.StateUnknown, "", "")
 }

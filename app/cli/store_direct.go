@@ -74,7 +74,7 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as
 // "cli:<user>@<host>", and logs the audit line the API logs.
 func (s *directStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
-	st, err := httpapi.SetPaused(ctx, s.b.Queue, s.b.Ledger, s.log, topic, cliActor(), paused)
+	st, err := engine.SetPaused(ctx, s.b.Queue, s.b.Ledger, s.log, topic, cliActor(), paused)
 	switch {
 	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return httpapi.PauseResponse{}, err

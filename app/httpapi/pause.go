@@ -7,11 +7,9 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
-
-	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 )
 
 // PauseResponse answers POST /v1/topics/{topic}/pause and /resume: the
@@ -57,7 +55,7 @@ func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	if err := a.refuseReadOnly(what); err != nil {
 		return err
 	}
-	st, err := SetPaused(r.Context(), a.q, a.l, a.log.WithField("remote", r.RemoteAddr), topic, actor(r), paused)
+	st, err := engine.SetPaused(r.Context(), a.q, a.l, a.log.WithField("remote", r.RemoteAddr), topic, actor(r), paused)
 	switch {
 	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return fromRedis(err) // SQL failed: nothing was written
@@ -67,31 +65,6 @@ func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	}
 	writeJSON(w, http.StatusOK, NewPauseResponse(topic, st))
 	return nil
-}
-
-// SetPaused pauses (or resumes) topic as who, and logs the audit line of
-// every call that reached SQL on log (which carries the caller's own
-// fields, the remote address of a request): topic, action, actor, time,
-// changed. The API and the CLI on the backends directly both call it. An
-// error wrapping queue.ErrNotApplied means the state is saved in SQL and
-// not in Redis yet; any other error means nothing changed.
-func SetPaused(ctx context.Context, q *queue.Client, store queue.PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (queue.PauseState, error) {
-	action, set := "resume", q.Resume
-	if paused {
-		action, set = "pause", q.Pause
-	}
-	st, err := set(ctx, store, topic, who)
-	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
-		return st, err
-	}
-	l := log.WithFields(logrus.Fields{"topic": topic, "action": action, "actor": who,
-		"at": time.UnixMilli(st.At).UTC().Format(time.RFC3339Nano), "changed": st.Changed})
-	if err != nil {
-		l.WithError(err).Warn("audit: topic " + action + " saved in SQL, not applied to Redis yet")
-		return st, err
-	}
-	l.Info("audit: topic " + action)
-	return st, nil
 }
 
 // actorKey is the context key of the authenticated caller's name.

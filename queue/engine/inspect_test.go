@@ -3,8 +3,11 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -145,5 +148,41 @@ func TestInspectorListsJobs(t *testing.T) {
 	if _, err := insp.Jobs(ctx, "far", engine.JobQuery{State: engine.ListRetrying, HasOffset: true}); !errors.Is(err, engine.ErrConflictingFields) ||
 		!errors.As(err, &ve) || ve.Field != "offset" {
 		t.Errorf("an offset on a keyset listing: %v, want ErrConflictingFields of offset", err)
+	}
+}
+
+// TestPauseIsAudited: Engine.Pause and Resume write the audit line the
+// API's and the CLI's pauses write (engine.SetPaused), with the actor and
+// whether the call changed anything.
+func TestPauseIsAudited(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log, hook := logtest.NewNullLogger()
+	eng := engine.Must(engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: log, Queue: queue.Config{Namespace: ns}}))
+	if _, err := eng.Pause(ctx, "mail", "ops:alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Pause(ctx, "mail", "ops:bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Resume(ctx, "mail", "ops:alice"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range hook.AllEntries() {
+		if strings.HasPrefix(e.Message, "audit: ") {
+			got = append(got, fmt.Sprintf("%s %v %v %v", e.Message, e.Data["topic"], e.Data["actor"], e.Data["changed"]))
+		}
+	}
+	want := []string{"audit: topic pause mail ops:alice true", "audit: topic pause mail ops:bob false", "audit: topic resume mail ops:alice true"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("audit lines %q, want %q", got, want)
 	}
 }

@@ -21,8 +21,8 @@ type JobInfo struct {
 // Find is Get, and for a durable topic whose job Redis does not have, the
 // job as its ledger row l describes it: a waiting job beyond the horizon
 // (or not pushed yet, or lost by Redis) is in its row's state (waiting or
-// retrying) with SQLOnly set; one a worker holds is StateInFlight. The API and the CLI show jobs this
-// way.
+// retrying) with SQLOnly set; one a worker holds is StateInFlight. The API
+// and the CLI show jobs this way.
 func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo, error) {
 	info, err := c.Get(ctx, topic, id)
 	if err != nil || info.State != StateUnknown || l == nil || !c.lifecycle(topic).waitsInSQL() {

@@ -46,7 +46,8 @@ type Ledger interface {
 	// in one transaction.
 	Bury(ctx context.Context, dead []DeadJob) error
 	// Lookup returns the row of one job as a RestoreRow (its State tells a
-	// waiting job from one a worker holds), or nil when there is none. Client.Cancel uses it for a job Redis has no trace of; the
-	// worker never calls it.
+	// waiting job from one a worker holds), or nil when there is none.
+	// Client.Cancel uses it for a job Redis has no trace of; the worker
+	// never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 }

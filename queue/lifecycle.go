@@ -144,6 +144,8 @@ func (t durableTopic) lastTicks(ctx context.Context, store TickStore, topic stri
 
 func (durableTopic) waitsInSQL() bool { return true }
 
+func (t durableTopic) tombstone() time.Duration { return t.c.cfg.TombstoneTTL }
+
 // noStore says store is nil, or an interface holding a nil pointer (a
 // program's *ledger.Ledger left unset), which would panic when called.
 func noStore(store TickStore) bool {
@@ -153,4 +155,3 @@ func noStore(store TickStore) bool {
 	v := reflect.ValueOf(store)
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
-func (t durableTopic) tombstone() time.Duration { return t.c.cfg.TombstoneTTL }

@@ -92,9 +92,9 @@ type RestoreOptions struct {
 // the whole slice. It returns one outcome per row, in order; rows of a
 // failed call are RestoreFailed and the error says why.
 //
-// Plumbing: a step of the recoverer's and the relay's, exported for delayq's own packages; a
-// service runs jobs through engine.Engine (or a Worker), never by
-// calling it.
+// Plumbing: a step of the recoverer's and the relay's, exported for
+// delayq's own packages; a service runs jobs through engine.Engine (or a
+// Worker), never by calling it.
 func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOptions) ([]RestoreOutcome, error) {
 	if opts.Chunk <= 0 {
 		opts.Chunk = 500

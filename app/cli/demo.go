@@ -44,7 +44,8 @@ func (a *app) demoCmd() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			// The demo turns the orders module on whatever the file says.
+			// demoConfig turned the orders module on whatever the file
+			// says: its topic's requirement again.
 			if err := requireOrders(&cfg); err != nil {
 				return err
 			}

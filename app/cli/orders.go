@@ -21,7 +21,7 @@ func requireOrders(cfg *config.Config) error {
 	if !cfg.Orders.Enabled {
 		return nil
 	}
-	want := string(orderclose.RequiredDurability)
+	want := orderclose.RequiredDurability
 	t := cfg.Queue.Topics[orderclose.Topic]
 	if t.Durability == "" {
 		// A copy: the map may be shared with the caller's other values.

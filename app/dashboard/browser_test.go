@@ -45,12 +45,7 @@ const testToken = "dashboard-test-token-0123456789"
 // the dashboard is saved in the test's artifact directory (go test
 // -artifacts keeps it).
 func TestDashboardInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser end-to-end test: skipped in -short mode")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("Chromium is not installed at %s (%v): scripts/test-services.sh installs it with apt-get when run as root (make test)", chromiumPath, err)
-	}
+	needBrowser(t)
 	rdb, ns := testenv.Redis(t)
 	dsn := testenv.MySQLDSN(t)
 	q, err := queue.New(rdb, queue.Config{Namespace: ns})
@@ -256,6 +251,18 @@ func TestDashboardInBrowser(t *testing.T) {
 // server is a running `delayq serve`.
 type server struct {
 	url string
+}
+
+// needBrowser skips a browser end-to-end test in -short mode, and where
+// Chromium is not installed (make test installs it).
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser end-to-end test: skipped in -short mode")
+	}
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("Chromium is not installed at %s (%v): scripts/test-services.sh installs it with apt-get when run as root (make test)", chromiumPath, err)
+	}
 }
 
 // startServe runs `delayq serve` in this process on the test's Redis

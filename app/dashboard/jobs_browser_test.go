@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +27,7 @@ import (
 // and (once the PATCH route of reschedule is there) the order's job is
 // rescheduled.
 func TestJobBrowserInBrowser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser end-to-end test: skipped in -short mode")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("Chromium is not installed at %s (%v): scripts/test-services.sh installs it with apt-get when run as root (make test)", chromiumPath, err)
-	}
+	needBrowser(t)
 	rdb, ns := testenv.Redis(t)
 	dsn := testenv.MySQLDSN(t)
 	q, err := queue.New(rdb, queue.Config{Namespace: ns})

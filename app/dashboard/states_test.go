@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +30,7 @@ import (
 // in_flight, retrying, in_flight again, dead, waiting after a requeue, and
 // unknown once it succeeded.
 func TestOneJobShowsOneStateEverywhere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("browser end-to-end test: skipped in -short mode")
-	}
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("Chromium is not installed at %s (%v): scripts/test-services.sh installs it with apt-get when run as root (make test)", chromiumPath, err)
-	}
+	needBrowser(t)
 	t.Setenv("DELAYQ_HTTP_TOKEN", testToken) // the CLI's token for the API
 	rdb, ns := testenv.Redis(t)
 	dsn := testenv.MySQLDSN(t)

@@ -38,6 +38,9 @@ type LedgerRow struct {
 	PayloadSize int         `json:"payload_size"`
 }
 
+// defaultPage is the page size of the audit routes' pages that do not say.
+const defaultPage = 100
+
 // LedgerPage answers the audit routes.
 type LedgerPage struct {
 	Rows []LedgerRow `json:"rows"`
@@ -55,6 +58,14 @@ func ledgerPage(rows []ledger.Entry) LedgerPage {
 		p.Rows = append(p.Rows, NewLedgerRow(e))
 	}
 	return p
+}
+
+// newSummaryRow renders a row read without its payload (ledger.Summary),
+// with the payload's size.
+func newSummaryRow(s ledger.Summary) LedgerRow {
+	row := NewLedgerRow(s.Entry)
+	row.PayloadSize = s.PayloadSize
+	return row
 }
 
 // NewLedgerRow renders a ledger row as the API and the CLI show it: no

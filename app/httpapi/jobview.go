@@ -82,8 +82,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 // is left out (its size stays), the row is attached.
 func NewRowView(s ledger.Summary) JobView {
 	e := s.Entry
-	row := NewLedgerRow(e)
-	row.PayloadSize = s.PayloadSize
+	row := newSummaryRow(s)
 	v := JobView{
 		Topic: e.Topic, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),

@@ -13,9 +13,6 @@ import (
 	"github.com/delayq/delayq/queue/engine"
 )
 
-// defaultPage is the page size of listings that do not say.
-const defaultPage = 100
-
 // JobPage is one page of a topic's jobs: in one state, or (a durable
 // topic's) with an id prefix. Payloads are left out (their sizes stay): a
 // page of a thousand 1 MiB payloads is not a listing; GET the job for its
@@ -66,7 +63,7 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	jq.Offset, jq.HasOffset = int(offset), q.Has("offset")
-	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
+	limit, err := httpjson.QueryInt(r, "limit", engine.DefaultPage, 1, queue.MaxPage)
 	if err != nil {
 		return err
 	}
@@ -93,7 +90,7 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, queue.MaxPage)
+	limit, err := httpjson.QueryInt(r, "limit", engine.DefaultPage, 1, queue.MaxPage)
 	if err != nil {
 		return err
 	}
@@ -110,16 +107,8 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) error {
 // parameter; a store's failure names the store.
 func BrowseJobs(ctx context.Context, insp *engine.Inspector, log logrus.FieldLogger, topic string, jq JobQuery) (JobPage, error) {
 	p, err := insp.Jobs(ctx, topic, jq)
-	var ve *queue.ValidationError
-	switch {
-	case errors.As(err, &ve) && errors.Is(err, engine.ErrConflictingFields):
-		return JobPage{}, badRequest(CodeConflictingFields, ve.Field, "%s", ve.Reason)
-	case errors.As(err, &ve) && ve.Field != "topic":
-		return JobPage{}, badRequest(CodeInvalidValue, ve.Field, "%s", ve.Reason)
-	case ve != nil:
-		return JobPage{}, err
-	case err != nil:
-		return JobPage{}, fromRedis(err)
+	if err != nil {
+		return JobPage{}, browseError(err)
 	}
 	out := JobPage{Topic: p.Topic, State: p.State, Prefix: p.Prefix, Total: p.Total, Offset: p.Offset, Limit: p.Limit,
 		Jobs: make([]JobView, 0, len(p.Jobs)), NextOffset: p.NextOffset, NextAfter: p.NextAfter}
@@ -130,8 +119,7 @@ func BrowseJobs(ctx context.Context, insp *engine.Inspector, log logrus.FieldLog
 		}
 		v := NewJobView(j.Info, false)
 		if j.Row != nil {
-			row := NewLedgerRow(j.Row.Entry)
-			row.PayloadSize = j.Row.PayloadSize
+			row := newSummaryRow(*j.Row)
 			v.Ledger = &row
 		}
 		out.Jobs = append(out.Jobs, v)
@@ -143,4 +131,20 @@ func BrowseJobs(ctx context.Context, insp *engine.Inspector, log logrus.FieldLog
 		out.LedgerError = "sql is unavailable: the ledger rows (worker, claim) are not shown"
 	}
 	return out, nil
+}
+
+// browseError is the answer to a failed listing: the engine's validation
+// errors are the 400 naming the parameter (a topic's has its own code,
+// classify's), the rest names the store that failed.
+func browseError(err error) error {
+	var ve *queue.ValidationError
+	switch {
+	case !errors.As(err, &ve):
+		return fromRedis(err)
+	case errors.Is(err, engine.ErrConflictingFields):
+		return badRequest(CodeConflictingFields, ve.Field, "%s", ve.Reason)
+	case ve.Field == "topic":
+		return err
+	}
+	return badRequest(CodeInvalidValue, ve.Field, "%s", ve.Reason)
 }

@@ -69,14 +69,8 @@ func TestNewRefusesConfigsThatCannotWork(t *testing.T) {
 // all and returns nil, with every job settled.
 func TestRunStartsWhatTheConfigNeeds(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := migratedLedger(t, testenv.MySQL(t))
 	ctx := testenv.Context(t)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	eng, err := engine.New(rdb, store, engine.Config{
 		Queue: queue.Config{Namespace: ns, Horizon: time.Second,
 			TopicDurability: map[string]queue.Durability{"close": queue.DurabilityDurable}},
@@ -146,14 +140,8 @@ func TestRunStartsWhatTheConfigNeeds(t *testing.T) {
 // that a durable topic it handles depends on another process's relay.
 func TestNoRecoveryWarnsOfDurableTopics(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	store, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := migratedLedger(t, testenv.SQLite(t))
 	ctx := testenv.Context(t)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	log := testenv.QuietLogger()
 	var buf testenv.SyncBuffer
 	log.SetOutput(&buf)

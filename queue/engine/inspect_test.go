@@ -22,14 +22,8 @@ import (
 // through a counter that has not counted yet (no counts at hand).
 func TestInspectorReadsBothStores(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := migratedLedger(t, testenv.MySQL(t))
 	ctx := testenv.Context(t)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	eng, err := engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: testenv.QuietLogger(),
 		Queue: queue.Config{Namespace: ns, Horizon: time.Minute,
 			TopicDurability: map[string]queue.Durability{"far": queue.DurabilityDurable}}})
@@ -94,14 +88,8 @@ func (neverCounted) Counts() (map[string]ledger.ScheduledCount, time.Time) { ret
 // keyset listing is ErrConflictingFields naming offset.
 func TestInspectorListsJobs(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := migratedLedger(t, testenv.MySQL(t))
 	ctx := testenv.Context(t)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	eng, err := engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: testenv.QuietLogger(),
 		Queue: queue.Config{Namespace: ns, Horizon: time.Minute}.WithDurableTopics("far")})
 	if err != nil {
@@ -156,14 +144,8 @@ func TestInspectorListsJobs(t *testing.T) {
 // whether the call changed anything.
 func TestPauseIsAudited(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	store, err := ledger.New(testenv.MySQL(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := migratedLedger(t, testenv.MySQL(t))
 	ctx := testenv.Context(t)
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	log, hook := logtest.NewNullLogger()
 	eng := engine.Must(engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: log, Queue: queue.Config{Namespace: ns}}))
 	if _, err := eng.Pause(ctx, "mail", "ops:alice"); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"gorm.io/driver/mysql"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -134,7 +135,7 @@ func TestEngineProgramInReadme(t *testing.T) {
 
 	// Once: the ledger row is settled and Redis has no trace of the job
 	// left, so nothing can run it again.
-	q, err := queue.New(srv.Client(t), queue.Config{})
+	q, err := dataplane.New(srv.Client(t), queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/internal/dataplane"
 )
 
 // The audit queries answer "what is in flight, what is stuck and since when,
@@ -106,9 +106,9 @@ func (l *Ledger) Row(ctx context.Context, topic, id string) (Entry, error) {
 	return rows[0], nil
 }
 
-// Lookup returns the row of one job as the queue reads it (queue.Ledger),
+// Lookup returns the row of one job as the queue reads it (dataplane.Ledger),
 // or nil when there is none.
-func (l *Ledger) Lookup(ctx context.Context, topic, id string) (*queue.RestoreRow, error) {
+func (l *Ledger) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRow, error) {
 	e, err := l.Row(ctx, topic, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -116,7 +116,7 @@ func (l *Ledger) Lookup(ctx context.Context, topic, id string) (*queue.RestoreRo
 	case err != nil:
 		return nil, err
 	}
-	return &queue.RestoreRow{
+	return &dataplane.RestoreRow{
 		Topic: e.Topic, ID: e.JobID, State: e.State,
 		RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
 	}, nil

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -32,7 +33,7 @@ func (l *Ledger) Complete(ctx context.Context, refs []queue.Ref) error {
 }
 
 // DropClaim deletes the row of one claim if it is still that claim's:
-// in flight, at ref's attempt, written by worker (queue.Ledger). Fenced
+// in flight, at ref's attempt, written by worker (dataplane.Ledger). Fenced
 // on the claim itself, not only its attempt: a release gives the attempt
 // back (Unclaim), so another claim's waiting row can carry the same one.
 func (l *Ledger) DropClaim(ctx context.Context, ref queue.Ref, worker string) error {
@@ -121,7 +122,7 @@ func (l *Ledger) Extend(ctx context.Context, refs []queue.Ref, leaseUntil int64)
 // job appears twice the last wins. A row already gone is not recreated.
 // Each request needs RunAt: a Delay alone means Redis's clock, which the
 // ledger cannot read.
-func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest) error {
+func (l *Ledger) MarkRetrying(ctx context.Context, retries []dataplane.RetryRequest) error {
 	if len(retries) == 0 {
 		return nil
 	}
@@ -148,7 +149,7 @@ func (l *Ledger) MarkRetrying(ctx context.Context, retries []queue.RetryRequest)
 }
 
 // retryBytes is roughly what MarkRetrying sends for retries.
-func retryBytes(retries []queue.RetryRequest) int {
+func retryBytes(retries []dataplane.RetryRequest) int {
 	n := 0
 	for _, r := range retries {
 		n += rowBytes + len(r.Error)
@@ -175,9 +176,9 @@ func refVars(refs []queue.Ref, fenced bool) []any {
 
 // lastRetries drops all but the last request of each job, so that "last one wins"
 // does not depend on the order the database applies the joined values in.
-func lastRetries(retries []queue.RetryRequest) []queue.RetryRequest {
+func lastRetries(retries []dataplane.RetryRequest) []dataplane.RetryRequest {
 	at := make(map[refKey]int, len(retries))
-	out := make([]queue.RetryRequest, 0, len(retries))
+	out := make([]dataplane.RetryRequest, 0, len(retries))
 	for _, r := range retries {
 		k := refKey{r.Topic, r.ID}
 		if i, dup := at[k]; dup {

@@ -27,7 +27,7 @@
 //
 // # The worker writes it
 //
-// A *Ledger is the queue.Ledger of a queue.Worker (WorkerConfig.Ledger).
+// A *Ledger is the dataplane.Ledger of a dataplane.Worker (WorkerConfig.Ledger).
 // The worker calls Record for every claimed batch before any handler runs (a
 // job without a row is one the recoverer could not bring back), Extend on
 // every heartbeat, and, when handlers finish, Complete (done), MarkRetrying
@@ -43,7 +43,7 @@
 // A *Ledger is also the queue.DurableStore of durable topics
 // (queue.Config.Store): Schedule writes a waiting row per job, due times on
 // the SQL server's clock, in two round trips per call. Tx and SQLTx bind it
-// to a caller's transaction (queue.Client.EnqueueTx), and Transaction runs
+// to a caller's transaction (dataplane.Client.EnqueueTx), and Transaction runs
 // one with a TxEnqueuer, so that business rows and their jobs commit
 // together; see ExampleLedger_Transaction. Scheduled, ScheduledCounts and
 // SQLNow are the relay's reads; Unclaim hands a released claim's row back to
@@ -79,8 +79,8 @@
 // # Its SQL
 //
 // Every statement against the ledger's tables is a method here: the
-// worker's writes (queue.Ledger), the row lookup and fenced delete that
-// queue.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
+// worker's writes (dataplane.Ledger), the row lookup and fenced delete that
+// dataplane.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
 // TopicCounts, Claims), the audit queries, the operators' pauses
 // (queue.PauseStore: SetPaused, TopicState, TopicStates on dq_topic_state),
 // Migrate and Drop. Other packages

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -15,15 +16,15 @@ import (
 // business rows and the jobs they need commit together or not at all (an
 // order and the job that closes it if unpaid). fn's error, or a failed
 // commit, rolls everything back and is returned; nothing reaches Redis.
-// After the commit, the jobs are pushed to Redis (queue.Client.Push); a push
+// After the commit, the jobs are pushed to Redis (dataplane.Client.Push); a push
 // that fails is not an error of the transaction, which did commit: the
 // relay pushes those jobs (docs/design.md §4.11).
 //
 // The transaction is not run again on a deadlock: fn may have done more
 // than SQL. See ExampleLedger_Transaction.
-func (l *Ledger) Transaction(ctx context.Context, q *queue.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
+func (l *Ledger) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	if q == nil {
-		return errors.New("ledger: transaction: a *queue.Client is required")
+		return errors.New("ledger: transaction: a *dataplane.Client is required")
 	}
 	var enq *TxEnqueuer
 	err := l.conn(ctx).Transaction(func(tx *gorm.DB) error {
@@ -45,13 +46,13 @@ func (l *Ledger) Transaction(ctx context.Context, q *queue.Client, fn func(tx *g
 // Like the transaction, it is for fn's goroutine only, and only until fn
 // returns.
 type TxEnqueuer struct {
-	q      *queue.Client
+	q      *dataplane.Client
 	store  queue.DurableStore
-	staged []*queue.Staged
+	staged []*dataplane.Staged
 }
 
 // Enqueue enqueues one job to a durable topic in the transaction
-// (queue.Client.EnqueueTx): its result is final once the transaction
+// (dataplane.Client.EnqueueTx): its result is final once the transaction
 // commits. An invalid job returns its *queue.ValidationError, and a topic
 // that is not durable queue.ErrNotDurable; neither writes anything.
 func (e *TxEnqueuer) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.BatchResult, error) {
@@ -66,7 +67,7 @@ func (e *TxEnqueuer) Enqueue(ctx context.Context, topic string, j queue.NewJob) 
 }
 
 // EnqueueBatch enqueues jobs to a durable topic in the transaction, one
-// result per job as queue.Client.EnqueueBatch gives them (invalid jobs are
+// result per job as dataplane.Client.EnqueueBatch gives them (invalid jobs are
 // reported and skipped).
 func (e *TxEnqueuer) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	s, err := e.q.EnqueueTx(ctx, e.store, topic, jobs...)

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -65,13 +66,13 @@ func ExampleTransactional() {
 	if err := db.AutoMigrate(&ClosedOrder{}); err != nil {
 		panic(err)
 	}
-	q, err := queue.New(rdb, queue.Config{})
+	q, err := dataplane.New(rdb, queue.Config{})
 	if err != nil {
 		panic(err)
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	w, err := queue.NewWorker(q, queue.WorkerConfig{Ledger: led, Logger: log})
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{Logger: log})
 	if err != nil {
 		panic(err)
 	}
@@ -142,7 +143,7 @@ func ExampleLedger_InFlight() {
 	if err := led.Migrate(ctx); err != nil {
 		panic(err)
 	}
-	q, err := queue.New(rdb, queue.Config{})
+	q, err := dataplane.New(rdb, queue.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -196,7 +197,7 @@ func ExampleLedger_Transaction() {
 	if err := db.AutoMigrate(&Order{}); err != nil {
 		panic(err)
 	}
-	q, err := queue.New(rdb, queue.Config{
+	q, err := dataplane.New(rdb, queue.Config{
 		TopicDurability: map[string]queue.Durability{"order_close": queue.DurabilityDurable},
 		Store:           led,
 	})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -22,8 +23,8 @@ func sortedRefs(refs []queue.Ref) []queue.Ref {
 	return out
 }
 
-func sortRetries(retries []queue.RetryRequest) {
-	slices.SortFunc(retries, func(a, b queue.RetryRequest) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
+func sortRetries(retries []dataplane.RetryRequest) {
+	slices.SortFunc(retries, func(a, b dataplane.RetryRequest) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
 }
 
 func sortEntries(rows []Entry) {

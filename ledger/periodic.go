@@ -8,6 +8,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -21,14 +22,14 @@ func (l *Ledger) PeriodicTable() string { return l.opts.TablePrefix + "periodic"
 // the job's waiting row commit in one transaction, so a tick is enqueued
 // once however many processes run the schedule, and one killed half-way
 // leaves either both or neither. After the commit the job is pushed to
-// Redis (queue.Client.Push; a failed push is the relay's).
+// Redis (dataplane.Client.Push; a failed push is the relay's).
 //
 // The transaction is run again if it was a deadlock victim: two processes
 // inserting a schedule's first row can deadlock on MySQL's gap locks; the
 // run again then finds the other's row and answers Duplicate.
-func (l *Ledger) EnqueueTick(ctx context.Context, q *queue.Client, topic, name string, tick int64, j queue.NewJob) (queue.TickResult, error) {
+func (l *Ledger) EnqueueTick(ctx context.Context, q *dataplane.Client, topic, name string, tick int64, j queue.NewJob) (queue.TickResult, error) {
 	if q == nil {
-		return queue.TickResult{}, errors.New("ledger: enqueue tick: a *queue.Client is required")
+		return queue.TickResult{}, errors.New("ledger: enqueue tick: a *dataplane.Client is required")
 	}
 	if err := checkKey(topic, j.ID); err != nil {
 		return queue.TickResult{}, err
@@ -37,7 +38,7 @@ func (l *Ledger) EnqueueTick(ctx context.Context, q *queue.Client, topic, name s
 		return queue.TickResult{}, err
 	}
 	var out queue.TickResult
-	var staged *queue.Staged
+	var staged *dataplane.Staged
 	err := l.transaction(ctx, func(tx *gorm.DB) error {
 		out, staged = queue.TickResult{}, nil
 		now := l.nowMs()

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -57,7 +58,7 @@ func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
 		mustSchedule(t, l, "t", queue.NewJob{ID: "a", Payload: []byte("pa"), MaxAttempts: 3})
 		mustRecord(t, l, "w:1", claimOf(t, l, "t", "a"))
 		retryAt := fixedNow.UnixMilli() + 5_000
-		err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "a", Attempt: 1},
+		err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "a", Attempt: 1},
 			RunAt: retryAt, LeaseUntil: retryAt + 30_000, Error: "boom"}})
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +230,7 @@ func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
 		}
 		mustRecord(t, l, "w:a", claim("mine"), claim("other-attempt"), claim("retrying"))
 		mustRecord(t, l, "w:b", claim("other-worker"))
-		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "retrying", Attempt: 2},
+		if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "retrying", Attempt: 2},
 			RunAt: fixedNow.UnixMilli(), LeaseUntil: fixedNow.UnixMilli() + 1_000, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -17,7 +18,7 @@ func TestTopicCountsAndClaims(t *testing.T) {
 		l, _ := newLedger(t, db, Options{})
 		a, b, c := job("t1", "a", 2), job("t1", "b", 1), job("t2", "c", 1)
 		mustRecord(t, l, "h:1", a, b, c)
-		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: b.Ref(), RunAt: 5, LeaseUntil: 6, Error: "e"}}); err != nil {
+		if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 5, LeaseUntil: 6, Error: "e"}}); err != nil {
 			t.Fatal(err)
 		}
 		counts, err := l.TopicCounts(ctx)

@@ -7,7 +7,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Reschedule moves the due time of a waiting row (queue.Client.Reschedule,
+// Reschedule moves the due time of a waiting row (dataplane.Client.Reschedule,
 // docs/design.md §4.14): run_at becomes runAt, and a retrying row's
 // lease_until moves with it (it stays one lease after the run time, so the
 // recoverer does not take the row for stale before the job's new time); a

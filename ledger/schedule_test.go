@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -92,7 +93,7 @@ func TestSchedule(t *testing.T) {
 		claimed := job("t", "b", 1)
 		mustRecord(t, l, "h:1", claimed)
 		retry := now + 60_000
-		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: retry, LeaseUntil: retry + 30_000}}); err != nil {
+		if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: retry, LeaseUntil: retry + 30_000}}); err != nil {
 			t.Fatal(err)
 		}
 		mustRecord(t, l, "h:1", job("t", "d", 1))

@@ -10,6 +10,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -165,7 +166,7 @@ func TestTransaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		rdb, ns := testenv.Redis(t)
-		q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: l,
+		q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: l,
 			TopicDurability: map[string]queue.Durability{"t": queue.DurabilityDurable}})
 		if err != nil {
 			t.Fatal(err)

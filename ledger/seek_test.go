@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -67,7 +68,7 @@ func TestOneJobWritesSeekTheRow(t *testing.T) {
 		{"Record (durable)", func() error { return l.Record(ctx, []*queue.Job{j}, "w:1") }},
 		{"Extend", func() error { return l.Extend(ctx, []queue.Ref{ref}, j.LeaseUntil+1) }},
 		{"MarkRetrying", func() error {
-			return l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: ref, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil, Error: "again"}})
+			return l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: ref, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil, Error: "again"}})
 		}},
 		{"Record (durable), the retry", func() error { return l.Record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
 		{"Unclaim", func() error { return l.Unclaim(ctx, []queue.Ref{{Topic: "t", ID: "one", Attempt: 2}}) }},

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -47,9 +48,9 @@ func TestOneStatementPerBatch(t *testing.T) {
 				}
 				log.Take()
 
-				marks := make([]queue.RetryRequest, n)
+				marks := make([]dataplane.RetryRequest, n)
 				for i, r := range refs {
-					marks[i] = queue.RetryRequest{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
+					marks[i] = dataplane.RetryRequest{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
 				}
 				if err := l.MarkRetrying(ctx, marks); err != nil {
 					t.Fatal(err)

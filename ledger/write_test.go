@@ -11,6 +11,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -178,7 +179,7 @@ func TestMarkRetrying(t *testing.T) {
 		now := fixedNow.UnixMilli()
 		longErr := strings.Repeat("ë", maxErrorBytes) // twice the byte limit
 
-		err := l.MarkRetrying(ctx, []queue.RetryRequest{
+		err := l.MarkRetrying(ctx, []dataplane.RetryRequest{
 			{Ref: a.Ref(), RunAt: now + 1_000, LeaseUntil: now + 31_000, Error: "timeout a"},
 			{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: now + 2_000, LeaseUntil: now + 32_000, Error: "stale"},
 			{Ref: d.Ref(), RunAt: now + 3_000, LeaseUntil: now + 33_000, Error: "bad \xff\xfe bytes"},
@@ -212,7 +213,7 @@ func TestMarkRetrying(t *testing.T) {
 
 		// A retry may shorten the lease (next run is sooner than the old
 		// lease): MarkRetrying sets it, unlike Extend.
-		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: a.Ref(), RunAt: now + 10, LeaseUntil: now + 20, Error: "again"}}); err != nil {
+		if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: a.Ref(), RunAt: now + 10, LeaseUntil: now + 20, Error: "again"}}); err != nil {
 			t.Fatal(err)
 		}
 		if ra := mustRow(t, l, "t", "a"); ra.LeaseUntil != now+20 || ra.LastError != "again" {
@@ -225,7 +226,7 @@ func TestMarkRetrying(t *testing.T) {
 			t.Fatal(err)
 		}
 		big := int64(1) << 53
-		err = l.MarkRetrying(ctx, []queue.RetryRequest{
+		err = l.MarkRetrying(ctx, []dataplane.RetryRequest{
 			{Ref: a.Ref(), RunAt: 1, LeaseUntil: 2, Error: "first"},
 			{Ref: c.Ref(), RunAt: 1, LeaseUntil: 2, Error: "gone"},
 			{Ref: a.Ref(), RunAt: big, LeaseUntil: big + 1, Error: "second"},
@@ -314,7 +315,7 @@ func TestLookup(t *testing.T) {
 		l, _ := newLedger(t, db, Options{})
 		a, b := job("t", "a", 4), job("t", "b", 1)
 		mustRecord(t, l, "h:1", a, b)
-		if err := l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: b.Ref(), RunAt: 7, LeaseUntil: 9, Error: "boom"}}); err != nil {
+		if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 7, LeaseUntil: 9, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}
 		ra, err := l.Lookup(ctx, "t", "a")

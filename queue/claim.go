@@ -1,34 +1,9 @@
 package queue
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"strconv"
-	"time"
 )
-
-// Claimed is what one Claim call took from a topic.
-type Claimed struct {
-	Jobs   []*Job // leased to the caller, attempt bumped, LeaseUntil set
-	Buried []*Job // came round more than max-attempts times (their workers died): now dead
-	// Now is Redis's clock when the claim ran, Unix ms.
-	Now int64
-	// nowMicros is Now in µs, for the worker's clock offset.
-	nowMicros int64
-	// NextDue is the earliest due time still waiting, Unix ms (0 if none);
-	// NextLease the earliest lease deadline (0 if none). A fetcher can sleep
-	// until the earlier of the two.
-	NextDue, NextLease int64
-	// NextToken, when the topic's rate limit held due jobs back (fewer or
-	// none claimed for lack of tokens), is when the next token is there,
-	// Redis ms; 0 otherwise. The fetcher sleeps until then.
-	NextToken int64
-	// Paused says the topic is paused (Client.Pause): nothing was claimed,
-	// and nothing will be until it is resumed, which publishes on the
-	// topic's wake channel.
-	Paused bool
-}
 
 // RateLimit caps a topic's handler starts across every worker of the
 // cluster: a token bucket in Redis, on Redis's clock (docs/design.md
@@ -68,100 +43,4 @@ func (l RateLimit) Validate() error {
 // the rate, while a claim still takes a useful batch.
 func DefaultRateBurst(perSecond float64) int {
 	return max(1, int(math.Ceil(perSecond/10)))
-}
-
-// Claim leases up to n due jobs of topic for lease. Jobs whose lease expired
-// go back first, bounded per call by Config.ExpiredPerClaim.
-//
-// Plumbing: a step of the Worker, exported for delayq's own packages. A
-// claim alone writes no ledger row: until Ledger.Record does, nothing
-// brings the job back if Redis loses it, which is why the Worker records
-// every claim before its handler runs. A service runs jobs through
-// engine.Engine (or a Worker), never by calling Claim.
-func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Duration) (*Claimed, error) {
-	return c.ClaimLimited(ctx, topic, n, lease, RateLimit{})
-}
-
-// ClaimLimited is Claim under the topic's rate limit: it takes no more jobs
-// than the topic's token bucket holds tokens, and reports in NextToken when
-// it held due jobs back. Every claimer of a topic should pass the same
-// limit: the bucket is shared, each claim refills it at its own rate.
-func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease time.Duration, limit RateLimit) (*Claimed, error) {
-	return c.claim(ctx, topic, n, n, lease, limit, 0)
-}
-
-// claim is ClaimLimited that also takes jobs due within ahead of Redis's
-// clock (TopicConfig.ClaimAhead): the caller must not start one before its
-// due time.
-//
-// Of the n, at most nDue may be due already: the rest are jobs due within
-// ahead (a fetcher whose handlers are busy leaves due jobs to others but
-// may still hold the coming ones).
-func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
-	if err := limit.Validate(); err != nil {
-		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
-	}
-	if n < 1 {
-		return nil, fmt.Errorf("queue: claim from %s: n = %d, must be positive", topic, n)
-	}
-	if lease < time.Millisecond {
-		return nil, fmt.Errorf("queue: claim from %s: lease %s too short", topic, lease)
-	}
-	k, err := c.keysFor(topic)
-	if err != nil {
-		return nil, err
-	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate},
-		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
-		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(ahead.Milliseconds(), 0), nDue).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
-	}
-	if len(reply) != 8 {
-		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
-	}
-	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
-		Paused: asInt64(reply[5]) == 1, NextToken: max(asInt64(reply[6]), 0), nowMicros: asInt64(reply[7])}
-	leaseUntil := res.Now + lease.Milliseconds()
-	if res.Jobs, err = decodeJobs(topic, reply[3]); err != nil {
-		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
-	}
-	durable := c.lifecycle(topic).waitsInSQL()
-	for _, j := range res.Jobs {
-		j.LeaseUntil, j.Durable = leaseUntil, durable
-	}
-	if res.Buried, err = decodeJobs(topic, reply[4]); err != nil {
-		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
-	}
-	return res, nil
-}
-
-// decodeJobs decodes a script's flat {id, envelope, ...} array.
-func decodeJobs(topic string, v any) ([]*Job, error) {
-	flat, _ := v.([]any)
-	if len(flat)%2 != 0 {
-		return nil, fmt.Errorf("%w: odd id/envelope list", ErrBadEnvelope)
-	}
-	jobs := make([]*Job, 0, len(flat)/2)
-	for i := 0; i < len(flat); i += 2 {
-		id, _ := flat[i].(string)
-		env, _ := flat[i+1].(string)
-		j := &Job{Topic: topic, ID: id}
-		if err := decodeEnvelope([]byte(env), j); err != nil {
-			return nil, fmt.Errorf("job %s: %w", id, err)
-		}
-		jobs = append(jobs, j)
-	}
-	return jobs, nil
-}
-
-// asInt64 reads an integer from a script reply.
-func asInt64(v any) int64 {
-	switch n := v.(type) {
-	case int64:
-		return n
-	case int:
-		return int64(n)
-	}
-	return 0
 }

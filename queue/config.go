@@ -73,19 +73,18 @@ type Config struct {
 	TombstoneTTL time.Duration
 }
 
-// Limits that no config can widen: they guard the envelope format and the
-// classic seconds-for-milliseconds mistake.
-const (
-	maxAttemptsLimit = 100
-	// maxCoalesce bounds one coalesced script call, which blocks Redis
-	// while it runs: 10,000 jobs take Redis a few tens of ms.
-	maxCoalesce = 10000
-	// earliestRunAt is 2001-01-01T00:00:00Z in Unix ms: a due time before it
-	// is almost surely seconds passed as milliseconds.
-	earliestRunAt = 978307200000
-)
+// MaxAttempts is the most attempts any job may have, whatever the
+// configuration: a bound of the envelope format.
+const MaxAttempts = 100
 
-func (c Config) withDefaults() (Config, error) {
+// maxCoalesce bounds one coalesced script call, which blocks Redis while it
+// runs: 10,000 jobs take Redis a few tens of ms.
+const maxCoalesce = 10000
+
+// WithDefaults is the configuration a Client runs with: every zero field
+// set to the default written next to it, or the error of a field out of
+// range.
+func (c Config) WithDefaults() (Config, error) {
 	if c.Namespace == "" {
 		c.Namespace = "dq"
 	}
@@ -139,8 +138,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("queue: MaxPayloadBytes %d: must be positive", c.MaxPayloadBytes)
 	case c.MaxDelay < 0:
 		return c, fmt.Errorf("queue: MaxDelay %s: must be positive", c.MaxDelay)
-	case c.DefaultMaxAttempts < 1 || c.DefaultMaxAttempts > maxAttemptsLimit:
-		return c, fmt.Errorf("queue: DefaultMaxAttempts %d: want 1-%d", c.DefaultMaxAttempts, maxAttemptsLimit)
+	case c.DefaultMaxAttempts < 1 || c.DefaultMaxAttempts > MaxAttempts:
+		return c, fmt.Errorf("queue: DefaultMaxAttempts %d: want 1-%d", c.DefaultMaxAttempts, MaxAttempts)
 	case c.MaxBatch < 1:
 		return c, fmt.Errorf("queue: MaxBatch %d: must be positive", c.MaxBatch)
 	case c.Coalesce < -1 || c.Coalesce > maxCoalesce:

@@ -15,7 +15,7 @@
 // Sentinel or Cluster). Enqueue schedules one job after a Delay or at a
 // RunAt; EnqueueBatch up to Config.MaxBatch in one round trip:
 //
-//	c, err := queue.New(rdb, queue.Config{})
+//	c, err := dataplane.New(rdb, queue.Config{})
 //	r, err := c.Enqueue(ctx, "order_close", queue.NewJob{
 //		ID:      "order_close:123",
 //		Payload: payload,
@@ -51,7 +51,7 @@
 // worker does. A Worker claims jobs of the topics it handles and runs
 // their handlers:
 //
-//	w, err := queue.NewWorker(c, queue.WorkerConfig{Ledger: led})
+//	w, err := dataplane.NewWorker(c, led, queue.WorkerConfig{})
 //	err = w.Handle("order_close", h, queue.TopicConfig{Concurrency: 50})
 //	err = w.Run(ctx) // until ctx ends, then a graceful shutdown
 //

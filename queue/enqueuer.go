@@ -1,6 +1,8 @@
 package queue
 
-import "context"
+import (
+	"context"
+)
 
 // Enqueuer schedules jobs. *Client implements it; a handler that enqueues
 // follow-up jobs can take an Enqueuer instead of a *Client, so that its
@@ -9,5 +11,3 @@ type Enqueuer interface {
 	Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueResult, error)
 	EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) ([]BatchResult, error)
 }
-
-var _ Enqueuer = (*Client)(nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 )
 
@@ -28,11 +27,6 @@ func (f HandlerFunc) Handle(ctx context.Context, job *Job) error { return f(ctx,
 // ErrSkipRetry is matched (errors.Is) by errors wrapped with SkipRetry.
 var ErrSkipRetry = errors.New("permanent failure")
 
-type skipRetry struct{ err error }
-
-func (e skipRetry) Error() string   { return "permanent: " + e.err.Error() }
-func (e skipRetry) Unwrap() []error { return []error{e.err, ErrSkipRetry} }
-
 // SkipRetry marks err as permanent: the job goes dead at once, whatever
 // attempts it has left.
 func SkipRetry(err error) error {
@@ -41,16 +35,6 @@ func SkipRetry(err error) error {
 	}
 	return skipRetry{err}
 }
-
-// retryAt asks for the next attempt at a given time, or after a delay.
-type retryAt struct {
-	err   error
-	delay time.Duration
-	at    time.Time
-}
-
-func (e *retryAt) Error() string { return e.err.Error() }
-func (e *retryAt) Unwrap() error { return e.err }
 
 // RetryAfter retries the job after d instead of the backoff, if attempts are
 // left (a rate limit's Retry-After, say).
@@ -78,12 +62,33 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
 
-// runHandler calls h, turning a panic into a *PanicError.
-func runHandler(ctx context.Context, h Handler, j *Job) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
-	}()
-	return h.Handle(ctx, j)
+type skipRetry struct{ err error }
+
+func (e skipRetry) Error() string { return "permanent: " + e.err.Error() }
+
+func (e skipRetry) Unwrap() []error { return []error{e.err, ErrSkipRetry} }
+
+// RetryRequested reports when the next attempt runs (Unix ms) if err
+// came from RetryAfter or RetryAt, counting a delay from now (Unix ms); ok
+// is false for any other error, which retries after the topic's backoff.
+func RetryRequested(err error, now int64) (runAt int64, ok bool) {
+	var ra *retryAt
+	if !errors.As(err, &ra) {
+		return 0, false
+	}
+	if ra.at.IsZero() {
+		return now + ra.delay.Milliseconds(), true
+	}
+	return ra.at.UnixMilli(), true
 }
+
+// retryAt asks for the next attempt at a given time, or after a delay.
+type retryAt struct {
+	err   error
+	delay time.Duration
+	at    time.Time
+}
+
+func (e *retryAt) Error() string { return e.err.Error() }
+
+func (e *retryAt) Unwrap() error { return e.err }

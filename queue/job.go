@@ -1,6 +1,8 @@
 package queue
 
-import "time"
+import (
+	"time"
+)
 
 // Job is one delayed job as Redis holds it: its identity, its payload and the
 // bookkeeping of its envelope. Times are Unix milliseconds, as everywhere in
@@ -24,6 +26,12 @@ type Job struct {
 	Durable bool
 }
 
+// Ref returns the reference of this claim of j.
+func (j *Job) Ref() Ref { return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attempt} }
+
+// RunTime returns RunAt as a time.Time.
+func (j *Job) RunTime() time.Time { return time.UnixMilli(j.RunAt) }
+
 // Ref names one claim of a job. The attempt acts as a fencing token: an
 // operation on a claim that was since taken over by another worker (lease
 // expired, job claimed again) does nothing.
@@ -32,9 +40,3 @@ type Ref struct {
 	ID      string
 	Attempt int
 }
-
-// Ref returns the reference of this claim of j.
-func (j *Job) Ref() Ref { return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attempt} }
-
-// RunTime returns RunAt as a time.Time.
-func (j *Job) RunTime() time.Time { return time.UnixMilli(j.RunAt) }

@@ -1,6 +1,8 @@
 package queue
 
-import "time"
+import (
+	"time"
+)
 
 // Observer is told what a worker does, for metrics: the program's
 // Prometheus collectors implement it (queue itself knows nothing of
@@ -95,8 +97,3 @@ func (NopObserver) Heartbeat(string, time.Time) {}
 
 // Enqueued does nothing.
 func (NopObserver) Enqueued(string, int) {}
-
-var (
-	_ Observer        = NopObserver{}
-	_ EnqueueObserver = NopObserver{}
-)

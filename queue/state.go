@@ -35,16 +35,6 @@ const (
 // States are the states a job can be found in, in lifecycle order.
 var States = []State{StateWaiting, StateRetrying, StateInFlight, StateDead, StateUnknown}
 
-// renamedStates are the older names of states, accepted on input until
-// the release after next (docs/design.md §4.1): "scheduled" was the
-// API's and the ledger's name of waiting, "in_progress" (and the CLI's
-// "in-progress") the ledger's name of in flight.
-var renamedStates = map[string]State{
-	"scheduled":   StateWaiting,
-	"in_progress": StateInFlight,
-	"in-progress": StateInFlight,
-}
-
 // ParseState reads a state given on input: a State's name, or an older
 // name of one (see State).
 func ParseState(s string) (State, error) {
@@ -58,42 +48,6 @@ func ParseState(s string) (State, error) {
 	}
 	return "", fmt.Errorf("state %q: want waiting, retrying, in_flight or dead", s)
 }
-
-// Where Redis holds a job, as get.lua and list.lua name its set.
-const (
-	inDue   = "due"
-	inLease = "lease"
-	inDead  = "dead"
-)
-
-// stateInRedis maps a job's set in Redis onto its State: the due set holds
-// first runs (waiting) and jobs that ran before (retrying) alike, told
-// apart by the envelope's attempt count.
-func stateInRedis(set string, attempt int) State {
-	switch set {
-	case inLease:
-		return StateInFlight
-	case inDead:
-		return StateDead
-	case inDue:
-		if attempt > 0 {
-			return StateRetrying
-		}
-		return StateWaiting
-	}
-	return StateUnknown
-}
-
-// A ledger row's state column spells the three states a row can be in
-// with the names the column had before State was one vocabulary, so that
-// processes of the previous release, sharing the database during a
-// rolling upgrade, read and write the same rows. Value and Scan convert;
-// Column gives the spelling to SQL built as text.
-const (
-	columnWaiting  = "scheduled"
-	columnInFlight = "in_progress"
-	columnRetrying = "retrying"
-)
 
 // Column is how the ledger's state column spells s; "" for a state no row
 // is in (dead, cancelled, unknown: those jobs have no row).
@@ -142,3 +96,24 @@ func (s *State) Scan(src any) error {
 	}
 	return nil
 }
+
+// renamedStates are the older names of states, accepted on input until
+// the release after next (docs/design.md §4.1): "scheduled" was the
+// API's and the ledger's name of waiting, "in_progress" (and the CLI's
+// "in-progress") the ledger's name of in flight.
+var renamedStates = map[string]State{
+	"scheduled":   StateWaiting,
+	"in_progress": StateInFlight,
+	"in-progress": StateInFlight,
+}
+
+// A ledger row's state column spells the three states a row can be in
+// with the names the column had before State was one vocabulary, so that
+// processes of the previous release, sharing the database during a
+// rolling upgrade, read and write the same rows. Value and Scan convert;
+// Column gives the spelling to SQL built as text.
+const (
+	columnWaiting  = "scheduled"
+	columnInFlight = "in_progress"
+	columnRetrying = "retrying"
+)

@@ -12,8 +12,6 @@ import (
 // WorkerConfig configures a Worker. The zero value of each field means the
 // default written next to it.
 type WorkerConfig struct {
-	// Ledger records every claimed job before its handler runs. Required.
-	Ledger Ledger
 	// ID names this worker in the ledger and in logs. Default "host:pid".
 	ID string
 	// Defaults for every topic; a topic's own TopicConfig overrides them
@@ -75,7 +73,7 @@ type TopicConfig struct {
 	// worker keep up with a backlog (docs/design.md §4.3). Never on a
 	// rate-limited topic, whose claims pace its starts. Default
 	// 8 × BatchSize (800; at most MaxConcurrency): as many as the eight
-	// batches being recorded at once (recordPipeline) hold; -1: none,
+	// batches being recorded at once (RecordPipeline) hold; -1: none,
 	// claims follow the free slots alone.
 	Prefetch int
 	// ClaimAhead is how long before its due time a job may be claimed and
@@ -146,24 +144,20 @@ const DefaultClaimAhead = 20 * time.Millisecond
 // needs.
 const MaxClaimAhead = time.Second
 
+// RecordPipeline is how many claimed batches of one topic a worker may be
+// recording in the ledger at once: it claims the next batch while earlier
+// ones commit, since a durable commit takes longer than a claim.
+const RecordPipeline = 8
+
 // DefaultPrefetch is TopicConfig.Prefetch when it is 0, for a topic
-// claiming batchSize jobs at a time: what recordPipeline full batches in
+// claiming batchSize jobs at a time: what RecordPipeline full batches in
 // the ledger at once hold. A drain of 50,000 empty jobs at 50 handlers
 // went from 8-9k jobs/s with 25 to 17-20k with 800 (one commit in
 // flight), the ledger's commits from 27 to 2.7 per 1,000 jobs; 1,600 did
 // no better (docs/benchmarks.md). The time bound of TopicConfig.Prefetch
 // keeps it from holding slow handlers' jobs.
 func DefaultPrefetch(batchSize int) int {
-	return min(recordPipeline*batchSize, MaxConcurrency)
-}
-
-// prefetch is the most jobs beyond the free slots the fetcher may hold
-// while the topic has a backlog.
-func (c TopicConfig) prefetch() int {
-	if c.Prefetch < 0 || c.RateLimit > 0 {
-		return 0
-	}
-	return c.Prefetch
+	return min(RecordPipeline*batchSize, MaxConcurrency)
 }
 
 // ValidateClaimAhead checks a claim-ahead (TopicConfig.ClaimAhead; 0 is
@@ -180,21 +174,6 @@ func ValidateClaimAhead(ahead, lease time.Duration) error {
 	return nil
 }
 
-// claimAhead is how far ahead of due the fetcher claims: none on a
-// rate-limited topic, whose claims pace its starts (jobs claimed a little
-// apart but due together would start together).
-func (c TopicConfig) claimAhead() time.Duration {
-	if c.ClaimAhead < 0 || c.RateLimit > 0 {
-		return 0
-	}
-	return c.ClaimAhead
-}
-
-// rateLimit is the topic's limit as the claim script takes it.
-func (c TopicConfig) rateLimit() RateLimit {
-	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}
-}
-
 // DefaultHeartbeat is the heartbeat of a topic that sets none: a third of
 // its lease, so a lease outlives two missed beats.
 func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
@@ -204,6 +183,17 @@ func DefaultHeartbeat(lease time.Duration) time.Duration { return lease / 3 }
 // at start, not gigabytes allocated. Far above what one process uses (a
 // handler waiting on I/O needs a slot the whole time).
 const MaxConcurrency = 10_000
+
+// Resolve is the configuration a worker runs a topic with: c's zero fields
+// taken from def (the worker's defaults for every topic), then from the
+// defaults written next to each field, and the result checked.
+func (c TopicConfig) Resolve(def TopicConfig) (TopicConfig, error) {
+	c = c.merged(def)
+	if err := c.validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
 
 func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 	pick := func(v, d time.Duration) time.Duration {
@@ -258,16 +248,16 @@ func (c TopicConfig) validate() error {
 		return fmt.Errorf("heartbeat %s: must be positive and shorter than the lease %s", c.Heartbeat, c.Lease)
 	case c.Timeout < 0:
 		return fmt.Errorf("timeout %s: must not be negative", c.Timeout)
-	case c.MaxAttempts < 0 || c.MaxAttempts > maxAttemptsLimit:
-		return fmt.Errorf("max attempts %d: want 0-%d", c.MaxAttempts, maxAttemptsLimit)
+	case c.MaxAttempts < 0 || c.MaxAttempts > MaxAttempts:
+		return fmt.Errorf("max attempts %d: want 0-%d", c.MaxAttempts, MaxAttempts)
 	}
-	return c.rateLimit().Validate()
+	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}.Validate()
 }
 
-func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
-	if c.Ledger == nil {
-		return c, fmt.Errorf("queue: worker: a Ledger is required")
-	}
+// WithDefaults is the configuration a worker runs with: every zero field
+// set to the default written next to it, or the error of a field out of
+// range.
+func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s:%d", host, os.Getpid())

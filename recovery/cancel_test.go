@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -19,7 +20,7 @@ import (
 // run happens before and after each of its ledger calls, that is at every
 // boundary between Cancel's steps.
 type interleaved struct {
-	queue.Ledger
+	dataplane.Ledger
 	t testing.TB
 	r *recovery.Recoverer
 }
@@ -36,7 +37,7 @@ func (l interleaved) Complete(ctx context.Context, refs []queue.Ref) error {
 	return l.Ledger.Complete(ctx, refs)
 }
 
-func (l interleaved) Lookup(ctx context.Context, topic, id string) (*queue.RestoreRow, error) {
+func (l interleaved) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRow, error) {
 	l.recover(ctx)
 	defer l.recover(ctx)
 	return l.Ledger.Lookup(ctx, topic, id)
@@ -90,10 +91,10 @@ func TestCancelAtEveryStepOfARecoveryRun(t *testing.T) {
 		if err := e.led.Record(ctx, []*queue.Job{j}, "w:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.led.MarkRetrying(ctx, []queue.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: now - 60_000, Error: "x"}}); err != nil {
+		if err := e.led.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: now - 60_000, Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.c.Retry(ctx, []queue.RetryRequest{{Ref: j.Ref(), RunAt: runAt, Error: "x"}}); err != nil {
+		if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,13 +187,13 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 				t.Errorf("record: %v", err)
 				return
 			}
-			var retry []queue.RetryRequest
-			var marks []queue.RetryRequest
+			var retry []dataplane.RetryRequest
+			var marks []dataplane.RetryRequest
 			var done []queue.Ref
 			for _, j := range cl.Jobs {
 				if j.Attempt < 3 { // fail into a retry, due at once
-					retry = append(retry, queue.RetryRequest{Ref: j.Ref(), RunAt: now - 30_000, Error: "again"})
-					marks = append(marks, queue.RetryRequest{Ref: j.Ref(), RunAt: now - 30_000, LeaseUntil: now - 60_000, Error: "again"})
+					retry = append(retry, dataplane.RetryRequest{Ref: j.Ref(), RunAt: now - 30_000, Error: "again"})
+					marks = append(marks, dataplane.RetryRequest{Ref: j.Ref(), RunAt: now - 30_000, LeaseUntil: now - 60_000, Error: "again"})
 				} else {
 					done = append(done, j.Ref())
 				}

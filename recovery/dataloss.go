@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -59,12 +60,12 @@ func (r *Recoverer) detectLoss(ctx context.Context, missing []string, counts map
 		if len(check) == 0 {
 			return nil
 		}
-		out, err := r.q.Restore(ctx, restoreRows(check), queue.RestoreOptions{DryRun: true, Chunk: r.cfg.Chunk})
+		out, err := r.q.Restore(ctx, restoreRows(check), dataplane.RestoreOptions{DryRun: true, Chunk: r.cfg.Chunk})
 		if err != nil {
 			return err
 		}
 		for i, o := range out {
-			if o == queue.RestoreCreated {
+			if o == dataplane.RestoreCreated {
 				s := suspects[check[i].Topic]
 				s.untracked++
 				if len(s.candidates) < confirmCandidates {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -25,7 +26,7 @@ const durableTopic = "dur"
 func newDurableEnv(t testing.TB, horizon time.Duration) renv {
 	t.Helper()
 	e := newREnv(t)
-	c, err := queue.New(e.rdb, queue.Config{
+	c, err := dataplane.New(e.rdb, queue.Config{
 		Namespace:       e.ns,
 		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
 		Store:           e.led,
@@ -214,7 +215,7 @@ func TestRelayPushesAJobWhosePushWasLost(t *testing.T) {
 	e.relayOnce(t, r)
 	// A transactional enqueue whose process "died" after the commit: Push
 	// is never called.
-	var staged *queue.Staged
+	var staged *dataplane.Staged
 	err := e.led.DB().WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		staged, err = e.c.EnqueueTx(ctx, e.led.Tx(tx), durableTopic, queue.NewJob{ID: "orphan", Payload: []byte(`1`)})
@@ -300,13 +301,13 @@ func TestTombstoneKeepsAFinishedJobFromComingBack(t *testing.T) {
 	if n, err := e.c.Ack(ctx, []queue.Ref{cl.Jobs[0].Ref()}); err != nil || n != 1 {
 		t.Fatalf("ack: %d %v", n, err)
 	}
-	rr := queue.RestoreRow{Topic: durableTopic, ID: "fast", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: row.MaxAttempts}
-	out, err := e.c.Restore(ctx, []queue.RestoreRow{rr}, queue.RestoreOptions{SeenAt: seen})
-	if err != nil || out[0] != queue.RestoreGone {
+	rr := dataplane.RestoreRow{Topic: durableTopic, ID: "fast", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: row.MaxAttempts}
+	out, err := e.c.Restore(ctx, []dataplane.RestoreRow{rr}, dataplane.RestoreOptions{SeenAt: seen})
+	if err != nil || out[0] != dataplane.RestoreGone {
 		t.Fatalf("restore of a row read before its ack: %v %v, want gone", out, err)
 	}
-	out, err = e.c.Restore(ctx, []queue.RestoreRow{rr}, queue.RestoreOptions{SeenAt: e.redisNow(t) + 1, DryRun: true})
-	if err != nil || out[0] != queue.RestoreCreated {
+	out, err = e.c.Restore(ctx, []dataplane.RestoreRow{rr}, dataplane.RestoreOptions{SeenAt: e.redisNow(t) + 1, DryRun: true})
+	if err != nil || out[0] != dataplane.RestoreCreated {
 		t.Fatalf("dry restore with a seen-at after the ack: %v %v, want created", out, err)
 	}
 }
@@ -328,9 +329,9 @@ func TestCancelOfAJobBeyondTheHorizon(t *testing.T) {
 	}
 	// ...and pushes it after the cancel: refused.
 	row := page["later"]
-	out, err := e.c.Restore(ctx, []queue.RestoreRow{{Topic: durableTopic, ID: "later", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: 1}},
-		queue.RestoreOptions{SeenAt: seen})
-	if err != nil || out[0] != queue.RestoreGone {
+	out, err := e.c.Restore(ctx, []dataplane.RestoreRow{{Topic: durableTopic, ID: "later", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: 1}},
+		dataplane.RestoreOptions{SeenAt: seen})
+	if err != nil || out[0] != dataplane.RestoreGone {
 		t.Fatalf("restore after cancel: %v %v", out, err)
 	}
 	if _, err := e.c.Cancel(ctx, e.led, durableTopic, "later"); !errors.Is(err, queue.ErrNotFound) {
@@ -342,7 +343,7 @@ func TestDurableEnqueueWithRedisDown(t *testing.T) {
 	srv := testenv.StartRedis(t, testenv.RedisOptions{})
 	e := newREnv(t)
 	rdb := srv.Client(t)
-	c, err := queue.New(rdb, queue.Config{
+	c, err := dataplane.New(rdb, queue.Config{
 		Namespace:       e.ns,
 		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
 		Store:           e.led,
@@ -374,7 +375,7 @@ func TestDurableEnqueueWithSQLDownWritesNothing(t *testing.T) {
 	e := newREnv(t)
 	ctx := testenv.Context(t)
 	proxy, led := cutLedger(t)
-	c, err := queue.New(e.rdb, queue.Config{
+	c, err := dataplane.New(e.rdb, queue.Config{
 		Namespace:       e.ns,
 		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
 		Store:           led,
@@ -461,7 +462,7 @@ func TestRelayAfterAnOutagePushesAheadOfTime(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: proxy.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := queue.New(rdb, queue.Config{Namespace: e.ns, Store: e.led, PushTimeout: 200 * time.Millisecond,
+	c, err := dataplane.New(rdb, queue.Config{Namespace: e.ns, Store: e.led, PushTimeout: 200 * time.Millisecond,
 		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)

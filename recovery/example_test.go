@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -47,7 +48,7 @@ func ExampleRecoverer_RunOnce() {
 	}
 	sqlDB.SetMaxOpenConns(1) // every connection to ":memory:" is a database of its own
 
-	q, err := queue.New(rdb, queue.Config{})
+	q, err := dataplane.New(rdb, queue.Config{})
 	if err != nil {
 		panic(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -148,7 +149,7 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 	defer stop()
 	exitWithParent(log)
 	p, err := newWorkerProc(s.RedisAddr, s.Namespace, s.DSN, s.WorkerID, s.Schedule, s.Grace, s.Lease, log,
-		func(led *ledger.Ledger, db *gorm.DB) queue.Ledger { return &claimLog{Ledger: led, db: db} })
+		func(led *ledger.Ledger, db *gorm.DB) dataplane.Ledger { return &claimLog{Ledger: led, db: db} })
 	if err != nil {
 		return err
 	}
@@ -174,31 +175,31 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 // beside it wired to the worker's reconnect hook, as the app does.
 type workerProc struct {
 	rdb *redis.Client
-	q   *queue.Client
+	q   *dataplane.Client
 	db  *gorm.DB
 	led *ledger.Ledger
-	w   *queue.Worker
+	w   *dataplane.Worker
 	rec *recovery.Recoverer
 }
 
 // newWorkerProc builds a workerProc; wrap, if set, wraps the ledger the
 // worker records into. The caller closes rdb.
 func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease time.Duration, log logrus.FieldLogger,
-	wrap func(*ledger.Ledger, *gorm.DB) queue.Ledger) (*workerProc, error) {
+	wrap func(*ledger.Ledger, *gorm.DB) dataplane.Ledger) (*workerProc, error) {
 	p := &workerProc{rdb: redis.NewClient(&redis.Options{Addr: redisAddr})}
 	var err error
-	if p.q, err = queue.New(p.rdb, queue.Config{Namespace: namespace}); err != nil {
+	if p.q, err = dataplane.New(p.rdb, queue.Config{Namespace: namespace}); err != nil {
 		return nil, err
 	}
 	if p.db, p.led, err = openDB(dsn); err != nil {
 		return nil, err
 	}
-	var led queue.Ledger = p.led
+	var led dataplane.Ledger = p.led
 	if wrap != nil {
 		led = wrap(p.led, p.db)
 	}
 	wcfg := queue.WorkerConfig{
-		Ledger: led, ID: id, Logger: log,
+		ID: id, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second,
 	}
@@ -211,12 +212,12 @@ func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease 
 		}
 		wcfg.OnRedisReconnect = p.rec.RedisReconnected
 	}
-	p.w, err = queue.NewWorker(p.q, wcfg)
+	p.w, err = dataplane.NewWorker(p.q, led, wcfg)
 	return p, err
 }
 
 // runWorker runs w, and rec beside it if set, until ctx ends.
-func runWorker(ctx context.Context, w *queue.Worker, rec *recovery.Recoverer) error {
+func runWorker(ctx context.Context, w *dataplane.Worker, rec *recovery.Recoverer) error {
 	recDone := make(chan struct{})
 	if rec != nil {
 		go func() { defer close(recDone); _ = rec.Run(ctx) }()
@@ -231,7 +232,7 @@ func runWorker(ctx context.Context, w *queue.Worker, rec *recovery.Recoverer) er
 // claimLog is the worker's ledger, which also notes every recorded job in
 // the claims table: "claimed before Redis died" is read from there.
 type claimLog struct {
-	queue.Ledger
+	dataplane.Ledger
 	db *gorm.DB
 }
 
@@ -310,7 +311,7 @@ func (h *faultHandler) Handle(ctx context.Context, j *queue.Job) error {
 func runRecovererProc(s recovererSpec, log *logrus.Logger) error {
 	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
 	defer rdb.Close()
-	q, err := queue.New(rdb, queue.Config{Namespace: s.Namespace})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: s.Namespace})
 	if err != nil {
 		return err
 	}

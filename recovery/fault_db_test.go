@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -147,10 +148,12 @@ func (o outcome) extraRuns() int {
 func jobID(i int) string { return fmt.Sprintf("j%d", i) }
 
 // enqueueJobs enqueues j0..jn-1 to topic, due now, in batches.
-func enqueueJobs(t testing.TB, c *queue.Client, topic string, n int) { enqueueRange(t, c, topic, 0, n) }
+func enqueueJobs(t testing.TB, c *dataplane.Client, topic string, n int) {
+	enqueueRange(t, c, topic, 0, n)
+}
 
 // enqueueRange enqueues j<lo>..j<hi-1> to topic, due now, in batches.
-func enqueueRange(t testing.TB, c *queue.Client, topic string, lo, hi int) {
+func enqueueRange(t testing.TB, c *dataplane.Client, topic string, lo, hi int) {
 	t.Helper()
 	for from := lo; from < hi; from += 1000 {
 		batch := make([]queue.NewJob, 0, 1000)

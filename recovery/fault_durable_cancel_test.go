@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -148,7 +149,7 @@ func TestFaultDurableCancelsRacingRecoveryAndRelay(t *testing.T) {
 	var mu sync.Mutex
 	runs := map[string]int{}
 	var ran testenv.Counter
-	w, err := queue.NewWorker(e.c, queue.WorkerConfig{Ledger: e.led, Logger: e.log, ID: "drain"})
+	w, err := dataplane.NewWorker(e.c, e.led, queue.WorkerConfig{Logger: e.log, ID: "drain"})
 	if err != nil {
 		t.Fatal(err)
 	}

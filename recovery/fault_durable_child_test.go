@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -89,8 +90,8 @@ func openPool(dsn string, maxConns int) (*gorm.DB, *ledger.Ledger, error) {
 }
 
 // durableClient is a queue client whose topic is durable over led.
-func durableClient(rdb redis.UniversalClient, ns, topic string, led *ledger.Ledger, horizon time.Duration) (*queue.Client, error) {
-	return queue.New(rdb, queue.Config{
+func durableClient(rdb redis.UniversalClient, ns, topic string, led *ledger.Ledger, horizon time.Duration) (*dataplane.Client, error) {
+	return dataplane.New(rdb, queue.Config{
 		Namespace:       ns,
 		TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable},
 		Store:           led,
@@ -121,8 +122,7 @@ func runDurableWorkerProc(s durableWorkerSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	w, err := queue.NewWorker(q, queue.WorkerConfig{
-		Ledger: led, ID: s.WorkerID, Logger: log,
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected,
 	})
@@ -238,7 +238,7 @@ func runEnqueuerProc(s enqueuerSpec, log *logrus.Logger) error {
 		}
 		jobs[i] = queue.NewJob{ID: fmt.Sprintf("%s%d", s.Prefix, i), Payload: p, RunAt: due}
 	}
-	var staged *queue.Staged
+	var staged *dataplane.Staged
 	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		staged, err = q.EnqueueTx(ctx, led.Tx(tx), s.Topic, jobs...)

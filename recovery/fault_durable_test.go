@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -43,7 +44,7 @@ func durableWorkers(t *testing.T, n int, spec durableWorkerSpec) []*child {
 
 // enqueueDurable enqueues jobs in batches of 1,000 from four goroutines
 // and fails t unless every one is created.
-func enqueueDurable(t *testing.T, q *queue.Client, jobs []queue.NewJob) {
+func enqueueDurable(t *testing.T, q *dataplane.Client, jobs []queue.NewJob) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
@@ -283,7 +284,7 @@ func TestFaultDurableEnqueuerKilledAfterCommit(t *testing.T) {
 	// The topic is in use already: its epoch marker is there (a first
 	// marker makes the recoverer reset the relay's mark, and the reload
 	// would push the jobs ahead of their due time: not the case at hand).
-	c, err := queue.New(rdb, queue.Config{Namespace: ns})
+	c, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

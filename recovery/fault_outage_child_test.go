@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -75,8 +76,7 @@ func runOutageWorkerProc(s outageWorkerSpec, logger *logrus.Logger) error {
 	}
 	// ErrorBackoffMin and Max left at their defaults (50 ms, 5 s): the
 	// pause after a failure grows during an outage as in production.
-	w, err := queue.NewWorker(q, queue.WorkerConfig{
-		Ledger: led, ID: s.WorkerID, Logger: logger,
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: logger,
 		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -38,7 +39,7 @@ func drainSpec(redisAddr, namespace, dsn string) workerSpec {
 
 // waitDrained waits until every one of n jobs is handled, the ledger is
 // empty and Redis holds nothing due or in flight.
-func waitDrained(t *testing.T, fdb faultDB, q *queue.Client, n int, limit time.Duration) {
+func waitDrained(t *testing.T, fdb faultDB, q *dataplane.Client, n int, limit time.Duration) {
 	t.Helper()
 	testenv.WaitFor(testenv.ContextTimeout(t, limit), t, fmt.Sprintf("all %d jobs handled", n), func() bool { return fdb.handled(t) >= int64(n) })
 	testenv.WaitFor(testenv.Context(t), t, "the ledger empty and Redis drained", func() bool {
@@ -52,7 +53,7 @@ func waitDrained(t *testing.T, fdb faultDB, q *queue.Client, n int, limit time.D
 // twice.
 func TestFaultWorkerKilledThreeTimes(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func redisCrashDrain(t *testing.T, opts testenv.RedisOptions, wantLoss bool) (ou
 	srv := testenv.StartRedis(t, opts)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	q, err := queue.New(rdb, queue.Config{})
+	q, err := dataplane.New(rdb, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func redisCrashDrain(t *testing.T, opts testenv.RedisOptions, wantLoss bool) (ou
 // claiming, through the cut.
 func TestFaultMariaDBCut(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestFaultMariaDBCut(t *testing.T) {
 // once and only the restore script's atomic check-and-write keeps one copy.
 func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,12 +347,12 @@ func TestFaultTwoRecoverersAtOnce(t *testing.T) {
 func seedStale(t *testing.T, fdb faultDB, n int, now int64) {
 	t.Helper()
 	jobs := make([]*queue.Job, n)
-	var marks []queue.RetryRequest
+	var marks []dataplane.RetryRequest
 	for i := range jobs {
 		jobs[i] = &queue.Job{Topic: faultTopic, ID: jobID(i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i)),
 			Attempt: 1 + i%3, MaxAttempts: 10, RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000}
 		if i%2 == 1 {
-			marks = append(marks, queue.RetryRequest{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
+			marks = append(marks, dataplane.RetryRequest{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
 		}
 	}
 	if err := fdb.led.Record(testenv.Context(t), jobs, "dead-worker:1"); err != nil {

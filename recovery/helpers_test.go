@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -21,7 +22,7 @@ import (
 // database with a migrated ledger, and a logger whose entries the test can
 // read.
 type renv struct {
-	c    *queue.Client
+	c    *dataplane.Client
 	rdb  redis.UniversalClient
 	ns   string
 	led  *ledger.Ledger
@@ -32,7 +33,7 @@ type renv struct {
 func newREnv(t testing.TB) renv {
 	t.Helper()
 	rdb, ns := testenv.Redis(t)
-	c, err := queue.New(rdb, queue.Config{Namespace: ns})
+	c, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +100,12 @@ func (e renv) record(t testing.TB, rows []row) {
 	for lo := 0; lo < len(rows); lo += 4000 {
 		batch := rows[lo:min(lo+4000, len(rows))]
 		jobs := make([]*queue.Job, len(batch))
-		var marks []queue.RetryRequest
+		var marks []dataplane.RetryRequest
 		for i, r := range batch {
 			jobs[i] = &queue.Job{Topic: r.topic, ID: r.id, Payload: []byte(fmt.Sprintf(`{"id":%q}`, r.id)),
 				Attempt: r.attempt, MaxAttempts: 5, RunAt: r.runAt, LeaseUntil: r.leaseUntil}
 			if r.retrying {
-				marks = append(marks, queue.RetryRequest{Ref: jobs[i].Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.lastError})
+				marks = append(marks, dataplane.RetryRequest{Ref: jobs[i].Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.lastError})
 			}
 		}
 		if err := e.led.Record(ctx, jobs, "test-worker:1"); err != nil {

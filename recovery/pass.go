@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -94,19 +95,19 @@ func (r *Recoverer) pass(ctx context.Context, cutoff int64, lost map[string]bool
 // trace of (restore script, dry run); the others are counted as still
 // tracked, or failed.
 func (r *Recoverer) untracked(ctx context.Context, rows []ledger.Entry, rep *Report, failed map[string]bool) ([]ledger.Entry, error) {
-	out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{DryRun: true, Chunk: r.cfg.Chunk})
+	out, err := r.q.Restore(ctx, restoreRows(rows), dataplane.RestoreOptions{DryRun: true, Chunk: r.cfg.Chunk})
 	var lost []ledger.Entry
 	nFailed := 0
 	for i, o := range out {
 		e := &rows[i]
 		switch o {
-		case queue.RestoreCreated:
+		case dataplane.RestoreCreated:
 			lost = append(lost, *e)
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Scanned++ })
-		case queue.RestoreTracked:
+		case dataplane.RestoreTracked:
 			rep.StillTracked++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Scanned++; tc.StillTracked++ })
-		case queue.RestoreGone: // acked or cancelled moments ago
+		case dataplane.RestoreGone: // acked or cancelled moments ago
 			rep.Moved++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Scanned++; tc.Moved++ })
 		default:
@@ -130,21 +131,21 @@ func (r *Recoverer) untracked(ctx context.Context, rows []ledger.Entry, rep *Rep
 // no row got through (Redis is down: the run stops); otherwise failed rows
 // are counted in the report and marked in failed.
 func (r *Recoverer) restore(ctx context.Context, rows []ledger.Entry, seenAt int64, rep *Report, failed map[string]bool) error {
-	out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{DryRun: r.cfg.DryRun, Chunk: r.cfg.Chunk, SeenAt: seenAt})
+	out, err := r.q.Restore(ctx, restoreRows(rows), dataplane.RestoreOptions{DryRun: r.cfg.DryRun, Chunk: r.cfg.Chunk, SeenAt: seenAt})
 	nFailed := 0
 	for i, o := range out {
 		e := &rows[i]
 		switch o {
-		case queue.RestoreCreated:
+		case dataplane.RestoreCreated:
 			rep.Reenqueued++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Reenqueued++ })
 			if len(rep.Sample) < r.cfg.SampleSize {
 				rep.Sample = append(rep.Sample, e.Topic+"/"+e.JobID)
 			}
-		case queue.RestoreTracked: // re-added meanwhile (an enqueue of the same id, another recoverer)
+		case dataplane.RestoreTracked: // re-added meanwhile (an enqueue of the same id, another recoverer)
 			rep.StillTracked++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.StillTracked++ })
-		case queue.RestoreGone: // acked or cancelled after the rows were read again
+		case dataplane.RestoreGone: // acked or cancelled after the rows were read again
 			rep.Moved++
 			r.tally(rep, e.Topic, func(tc *TopicCounts) { tc.Moved++ })
 		default:
@@ -172,10 +173,10 @@ func (r *Recoverer) tally(rep *Report, topic string, f func(tc *TopicCounts)) {
 }
 
 // restoreRows turns ledger rows into the restore script's rows.
-func restoreRows(rows []ledger.Entry) []queue.RestoreRow {
-	out := make([]queue.RestoreRow, len(rows))
+func restoreRows(rows []ledger.Entry) []dataplane.RestoreRow {
+	out := make([]dataplane.RestoreRow, len(rows))
 	for i, e := range rows {
-		out[i] = queue.RestoreRow{
+		out[i] = dataplane.RestoreRow{
 			Topic:       e.Topic,
 			ID:          e.JobID,
 			State:       e.State,

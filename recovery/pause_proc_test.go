@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -50,7 +51,7 @@ func runPauseWorkerProc(s pauseWorkerSpec, log *logrus.Logger) error {
 	if s.Durable {
 		qc.TopicDurability = map[string]queue.Durability{pauseTopic: queue.DurabilityDurable}
 	}
-	q, err := queue.New(rdb, qc)
+	q, err := dataplane.New(rdb, qc)
 	if err != nil {
 		return err
 	}
@@ -62,8 +63,7 @@ func runPauseWorkerProc(s pauseWorkerSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	w, err := queue.NewWorker(q, queue.WorkerConfig{
-		Ledger: led, ID: s.WorkerID, Logger: log,
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		OnRedisReconnect: rec.RedisReconnected,
 	})
@@ -98,7 +98,7 @@ type pauseWorld struct {
 	rdb redis.UniversalClient
 	db  *gorm.DB
 	led *ledger.Ledger
-	q   *queue.Client
+	q   *dataplane.Client
 }
 
 func newPauseWorld(t *testing.T, n int, durable bool) pauseWorld {
@@ -111,7 +111,7 @@ func newPauseWorld(t *testing.T, n int, durable bool) pauseWorld {
 	if durable {
 		qc.TopicDurability = map[string]queue.Durability{pauseTopic: queue.DurabilityDurable}
 	}
-	q, err := queue.New(rdb, qc)
+	q, err := dataplane.New(rdb, qc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,17 +10,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
-
-	"github.com/delayq/delayq/queue"
 )
 
 // Recoverer puts back into Redis the jobs the ledger holds and Redis lost.
 // It is safe for concurrent use; across processes, a Redis lock lets one run
 // at a time.
 type Recoverer struct {
-	q     *queue.Client
+	q     *dataplane.Client
 	store Store
 	cfg   Config
 	sched cron.Schedule
@@ -39,7 +38,7 @@ type Recoverer struct {
 // New returns a Recoverer over the queue client q (its Redis and namespace)
 // and the ledger store. It refuses a bad Config, among others a Grace not
 // greater than the HeartbeatInterval.
-func New(q *queue.Client, store Store, cfg Config) (*Recoverer, error) {
+func New(q *dataplane.Client, store Store, cfg Config) (*Recoverer, error) {
 	if q == nil || store == nil {
 		return nil, errors.New("recovery: a queue client and a ledger store are required")
 	}

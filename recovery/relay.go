@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -77,7 +78,7 @@ type RelayConfig struct {
 	// IdleEvery is how long an idle relay (no note in its inbox, nothing
 	// to load or check sooner, no failure to make up for) waits between
 	// two ticks, blocked on the bell that every enqueuer's note rings
-	// (queue.Client.WaitRelayBell), instead of ticking every Every: a note
+	// (dataplane.Client.WaitRelayBell), instead of ticking every Every: a note
 	// wakes it at once, so a lost push is still relayed within Every +
 	// Grace of its due time; what waits for IdleEvery is noticing that
 	// Redis lost the relay's mark without a restart (a FLUSHALL; a
@@ -214,7 +215,7 @@ func (r RelayReport) Pushed() int { return sum(r.Loaded) + sum(r.Relayed) + sum(
 // the tombstones of jobs acked or cancelled since the page was read, so a
 // pass never re-creates a job that finished meanwhile.
 type Relay struct {
-	q     *queue.Client
+	q     *dataplane.Client
 	store RelayStore
 	cfg   RelayConfig
 	log   logrus.FieldLogger
@@ -250,7 +251,7 @@ type RelayTotals struct {
 }
 
 // NewRelay returns a Relay over q and store.
-func NewRelay(q *queue.Client, store RelayStore, cfg RelayConfig) (*Relay, error) {
+func NewRelay(q *dataplane.Client, store RelayStore, cfg RelayConfig) (*Relay, error) {
 	if q == nil || store == nil {
 		return nil, errors.New("recovery: relay: a queue client and a ledger store are required")
 	}
@@ -299,7 +300,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && !errors.Is(err, queue.ErrLockNotHeld) {
+		if err != nil && !errors.Is(err, dataplane.ErrLockNotHeld) {
 			r.log.WithError(err).Debug("relay lock")
 			r.setNeedFull(WakeError)
 		}
@@ -513,7 +514,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
-		if err := r.q.SetRelayMark(ctx, queue.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil {
+		if err := r.q.SetRelayMark(ctx, dataplane.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil {
 			return err
 		}
 		if err := r.setNextLoad(ctx, local, sqlNow, upTo); err != nil {
@@ -585,15 +586,15 @@ func (r *Relay) push(ctx context.Context, after ledger.Cursor, upTo int64, creat
 		if len(rows) == 0 {
 			return nil
 		}
-		out, err := r.q.Restore(ctx, restoreRows(rows), queue.RestoreOptions{SeenAt: seen.UnixMilli()})
+		out, err := r.q.Restore(ctx, restoreRows(rows), dataplane.RestoreOptions{SeenAt: seen.UnixMilli()})
 		if err != nil {
 			return err
 		}
 		for i, o := range out {
 			switch o {
-			case queue.RestoreCreated:
+			case dataplane.RestoreCreated:
 				created[rows[i].Topic]++
-			case queue.RestoreGone:
+			case dataplane.RestoreGone:
 				rep.Gone++
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -168,7 +169,7 @@ func TestRelayNoteFindsACommitNeverPushed(t *testing.T) {
 	testenv.WaitFor(ctx, t, "the relay waiting on its bell", func() bool { return r.Totals().IdleWaits > 0 })
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	var staged *queue.Staged
+	var staged *dataplane.Staged
 	err := e.led.DB().WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var err error
 		staged, err = e.c.EnqueueTx(ctx, e.led.Tx(tx), durableTopic,

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -20,18 +21,18 @@ import (
 // relay or recovery pass that read the job's row before the update pushes
 // that old row, and a whole relay pass and recovery run happen too.
 type stalePasses struct {
-	queue.RescheduleLedger
+	dataplane.RescheduleLedger
 	t     testing.TB
-	c     *queue.Client
+	c     *dataplane.Client
 	relay *recovery.Relay
 	rec   *recovery.Recoverer
-	old   *queue.RestoreRow // the row as a pass read it before the update
-	seen  int64             // that pass's seen-at
+	old   *dataplane.RestoreRow // the row as a pass read it before the update
+	seen  int64                 // that pass's seen-at
 }
 
 func (l *stalePasses) passes(ctx context.Context) {
 	if l.old != nil {
-		if _, err := l.c.Restore(ctx, []queue.RestoreRow{*l.old}, queue.RestoreOptions{SeenAt: l.seen}); err != nil {
+		if _, err := l.c.Restore(ctx, []dataplane.RestoreRow{*l.old}, dataplane.RestoreOptions{SeenAt: l.seen}); err != nil {
 			l.t.Errorf("stale push: %v", err)
 		}
 	}
@@ -193,7 +194,7 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	succeeded := map[string]int{}
 	var done testenv.Counter
 
-	w, err := queue.NewWorker(e.c, queue.WorkerConfig{Ledger: e.led, Logger: e.log, ID: "race"})
+	w, err := dataplane.NewWorker(e.c, e.led, queue.WorkerConfig{Logger: e.log, ID: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}

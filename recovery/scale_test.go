@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -53,7 +54,7 @@ func BenchmarkScaleOut(b *testing.B) {
 // the ledger and Redis are empty at the end.
 func scaleDrain(tb testing.TB, procs, n int) time.Duration {
 	rdb, ns := testenv.Redis(tb)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		tb.Fatal(err)
 	}

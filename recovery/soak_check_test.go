@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
 
 // soakQuiet reports whether the soak has settled: every accepted job ran or
 // died, the ledger is empty, and Redis holds nothing due or in flight.
-func soakQuiet(t *testing.T, fdb faultDB, q *queue.Client, topics []string, accepted map[string]soakJob) bool {
+func soakQuiet(t *testing.T, fdb faultDB, q *dataplane.Client, topics []string, accepted map[string]soakJob) bool {
 	dies := 0
 	for _, j := range accepted {
 		if j.die {
@@ -37,7 +38,7 @@ func soakQuiet(t *testing.T, fdb faultDB, q *queue.Client, topics []string, acce
 // soakState says what keeps a soak from quiescence: the ledger rows left
 // (the first few, with their state and worker) and each topic's counts in
 // Redis, with the jobs in flight.
-func soakState(t *testing.T, fdb faultDB, q *queue.Client, topics []string) string {
+func soakState(t *testing.T, fdb faultDB, q *dataplane.Client, topics []string) string {
 	ctx := testenv.Context(t)
 	var rows []struct {
 		Topic, JobID, State, Worker  string

@@ -14,6 +14,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -204,10 +205,10 @@ orders: {enabled: false}
 }
 
 // queueClient returns a queue client of the test's own on addr.
-func queueClient(t *testing.T, addr, ns string) *queue.Client {
+func queueClient(t *testing.T, addr, ns string) *dataplane.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

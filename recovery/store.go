@@ -5,6 +5,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -33,7 +34,7 @@ var _ Store = (*ledger.Ledger)(nil)
 // those lifted since), from SQL, where they survive a Redis data loss
 // (docs/design.md §4.13). One read of the small topic state table and, when
 // it has rows, one pipelined EXISTS; writes only where Redis differs.
-func applyPauses(ctx context.Context, q *queue.Client, store interface {
+func applyPauses(ctx context.Context, q *dataplane.Client, store interface {
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
 }, log logrus.FieldLogger) error {
 	states, err := store.TopicStates(ctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq/app/apiclient"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -19,17 +20,17 @@ import (
 
 // api serves the real API handler on miniredis and SQLite; the client's
 // contract is with that handler, not with a mock of it.
-func api(t *testing.T, token string) (*httptest.Server, *queue.Client) {
+func api(t *testing.T, token string) (*httptest.Server, *dataplane.Client) {
 	t.Helper()
 	srv, q, _ := apiAndLedger(t, token)
 	return srv, q
 }
 
 // apiAndLedger is api with the ledger the handler reads.
-func apiAndLedger(t *testing.T, token string) (*httptest.Server, *queue.Client, *ledger.Ledger) {
+func apiAndLedger(t *testing.T, token string) (*httptest.Server, *dataplane.Client, *ledger.Ledger) {
 	t.Helper()
 	rdb, ns := testenv.MiniRedis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -22,7 +23,7 @@ import (
 type Backends struct {
 	Redis  redis.UniversalClient
 	DB     *gorm.DB
-	Queue  *queue.Client
+	Queue  *dataplane.Client
 	Ledger *ledger.Ledger
 	// Embedded is set when Redis or SQL is an embedded, not-for-production
 	// backend.
@@ -94,7 +95,7 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 	}
 	qc := QueueConfig(cfg, opts.QueueObserver)
 	qc.Store = b.Ledger
-	if b.Queue, err = queue.New(b.Redis, qc); err != nil {
+	if b.Queue, err = dataplane.New(b.Redis, qc); err != nil {
 		return nil, err
 	}
 	if cfg.SQL.AutoMigrate {

@@ -26,6 +26,7 @@ import (
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -388,7 +389,7 @@ const (
 type foProc struct {
 	id  string
 	b   *backend.Backends
-	w   *queue.Worker
+	w   *dataplane.Worker
 	rec *recovery.Recoverer
 }
 
@@ -420,8 +421,7 @@ func openFoProc(t *testing.T, cfg config.Config, log *logrus.Logger, id string, 
 		t.Fatal(err)
 	}
 	wc := cfg.Worker
-	w, err := queue.NewWorker(b.Queue, queue.WorkerConfig{
-		Ledger:           foRecordingLedger{Ledger: b.Ledger, log: claims},
+	w, err := dataplane.NewWorker(b.Queue, foRecordingLedger{Ledger: b.Ledger, log: claims}, queue.WorkerConfig{
 		ID:               id,
 		ShutdownTimeout:  wc.ShutdownTimeout,
 		MaxIdle:          wc.MaxIdle,
@@ -518,7 +518,7 @@ func (c *foClaimLog) times(id string, ref int64) []string {
 
 // foRecordingLedger is the worker's ledger, noting each recorded claim in log.
 type foRecordingLedger struct {
-	queue.Ledger
+	dataplane.Ledger
 	log *foClaimLog
 }
 
@@ -651,7 +651,7 @@ func (a *foAPI) enqueueUntilAccepted(ctx context.Context, topic, id string, dead
 // them (read-only scripts run on a replica): job id -> attempt.
 func foOnReplica(t *testing.T, replica *redis.Client, namespace string, state queue.State) map[string]int {
 	t.Helper()
-	q, err := queue.New(replica, queue.Config{Namespace: namespace})
+	q, err := dataplane.New(replica, queue.Config{Namespace: namespace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -18,9 +19,9 @@ type LedgerStats struct {
 	RowsPerDelete float64 `json:"rows_per_complete"`
 }
 
-// countingLedger is a queue.Ledger that counts the calls it passes on.
+// countingLedger is a dataplane.Ledger that counts the calls it passes on.
 type countingLedger struct {
-	queue.Ledger
+	dataplane.Ledger
 	records, recordedRows, completes, completedRows atomic.Int64
 }
 

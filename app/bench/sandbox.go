@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
-	"github.com/delayq/delayq/queue"
 )
 
 // sandbox is one run's corner of the backends: a Redis key namespace and
@@ -20,7 +20,7 @@ import (
 type sandbox struct {
 	env    Env
 	ns     string // Redis namespace, also the tables' prefix without its "_"
-	q      *queue.Client
+	q      *dataplane.Client
 	led    *ledger.Ledger
 	log    logrus.FieldLogger
 	offset int64 // Redis's clock minus the local one, µs (0 when within measuring precision)
@@ -61,7 +61,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	if horizon != 0 {
 		qc.Horizon = horizon
 	}
-	if s.q, err = queue.New(env.Redis, qc); err != nil {
+	if s.q, err = dataplane.New(env.Redis, qc); err != nil {
 		return nil, fmt.Errorf("bench: queue client: %w", err)
 	}
 	defer func() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -20,8 +21,7 @@ type runningWorker struct {
 // handlers and claims of at most claimBatch jobs, until stop.
 func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler, tc queue.TopicConfig) (*runningWorker, error) {
 	led := &countingLedger{Ledger: s.led}
-	w, err := queue.NewWorker(s.q, queue.WorkerConfig{
-		Ledger:          led,
+	w, err := dataplane.NewWorker(s.q, led, queue.WorkerConfig{
 		ID:              fmt.Sprintf("bench:%d", os.Getpid()),
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          s.log,

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -45,7 +46,7 @@ func TestLedgerList(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb, ns := testenv.MiniRedis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/cli"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -85,7 +86,7 @@ metrics: {listen: "127.0.0.1:%d"}
 `, redisAddr(), ns, filepath.Join(t.TempDir(), "ledger.db"), port), "worker")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -34,7 +35,7 @@ func TestWorkerRateLimitsTarget(t *testing.T) {
 	t.Cleanup(rc.Close)
 
 	rdb, ns := testenv.Redis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

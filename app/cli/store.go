@@ -23,7 +23,7 @@ type jobStore interface {
 	// Cancel cancels a job that has not started: queue.ErrNotFound,
 	// queue.ErrInFlight or queue.ErrDead otherwise.
 	Cancel(ctx context.Context, topic, id string) (*queue.Job, error)
-	// Reschedule moves a waiting job's due time (queue.Client.Reschedule):
+	// Reschedule moves a waiting job's due time (dataplane.Client.Reschedule):
 	// queue.ErrNotFound, queue.ErrInFlight or queue.ErrDead otherwise.
 	Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error)
 	// Get returns StateUnknown for a job that does not exist.
@@ -39,7 +39,7 @@ type jobStore interface {
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)
 	PurgeDead(ctx context.Context, topic string, before int64) (int, error)
-	// SetPaused pauses or resumes a topic (queue.Client.Pause, Resume):
+	// SetPaused pauses or resumes a topic (dataplane.Client.Pause, Resume):
 	// its state afterwards, as the API answers it.
 	SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error)
 	// List returns a page of ledger rows (ledger.List) as the API shows

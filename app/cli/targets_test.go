@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/app/cli"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -79,7 +80,7 @@ worker:
 metrics: {listen: "127.0.0.1:%d"}
 `, redisAddr(), ns, filepath.Join(t.TempDir(), "ledger.db"), rc.URL+"/hook?k=1", port), "worker")
 
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -81,14 +82,14 @@ func checkLoadError(t *testing.T, err error, keys map[string]bool, maps []string
 // nopLedger lets the fuzz target build a worker; it is never called.
 type nopLedger struct{}
 
-func (nopLedger) Record(context.Context, []*queue.Job, string) error       { return nil }
-func (nopLedger) Complete(context.Context, []queue.Ref) error              { return nil }
-func (nopLedger) Unclaim(context.Context, []queue.Ref) error               { return nil }
-func (nopLedger) DropClaim(context.Context, queue.Ref, string) error       { return nil }
-func (nopLedger) Extend(context.Context, []queue.Ref, int64) error         { return nil }
-func (nopLedger) MarkRetrying(context.Context, []queue.RetryRequest) error { return nil }
-func (nopLedger) Bury(context.Context, []queue.DeadJob) error              { return nil }
-func (nopLedger) Lookup(context.Context, string, string) (*queue.RestoreRow, error) {
+func (nopLedger) Record(context.Context, []*queue.Job, string) error           { return nil }
+func (nopLedger) Complete(context.Context, []queue.Ref) error                  { return nil }
+func (nopLedger) Unclaim(context.Context, []queue.Ref) error                   { return nil }
+func (nopLedger) DropClaim(context.Context, queue.Ref, string) error           { return nil }
+func (nopLedger) Extend(context.Context, []queue.Ref, int64) error             { return nil }
+func (nopLedger) MarkRetrying(context.Context, []dataplane.RetryRequest) error { return nil }
+func (nopLedger) Bury(context.Context, []queue.DeadJob) error                  { return nil }
+func (nopLedger) Lookup(context.Context, string, string) (*dataplane.RestoreRow, error) {
 	return nil, nil
 }
 
@@ -98,7 +99,7 @@ func (nopLedger) Lookup(context.Context, string, string) (*queue.RestoreRow, err
 // through.
 func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 	t.Helper()
-	q, err := queue.New(nil, queue.Config{
+	q, err := dataplane.New(nil, queue.Config{
 		Namespace:          c.Redis.Namespace,
 		MaxPayloadBytes:    c.Queue.MaxPayloadBytes,
 		MaxDelay:           c.Queue.MaxDelay,
@@ -113,8 +114,7 @@ func checkStarts(t *testing.T, c config.Config, db *gorm.DB) {
 		t.Fatalf("Load accepted a config the ledger refuses: %v", err)
 	}
 	wc := c.Worker
-	w, err := queue.NewWorker(q, queue.WorkerConfig{
-		Ledger: nopLedger{}, ID: wc.ID, ShutdownTimeout: wc.ShutdownTimeout, MaxIdle: wc.MaxIdle,
+	w, err := dataplane.NewWorker(q, nopLedger{}, queue.WorkerConfig{ID: wc.ID, ShutdownTimeout: wc.ShutdownTimeout, MaxIdle: wc.MaxIdle,
 		Topic: queue.TopicConfig{
 			Concurrency: wc.Concurrency, BatchSize: wc.BatchSize, Lease: wc.Lease, Heartbeat: wc.Heartbeat,
 			MaxAttempts: wc.MaxAttempts, Backoff: queue.Backoff{Base: wc.BackoffBase, Cap: wc.BackoffCap},

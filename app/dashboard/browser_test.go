@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/app/cli"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -48,7 +49,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	needBrowser(t)
 	rdb, ns := testenv.Redis(t)
 	dsn := testenv.MySQLDSN(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func seedDurable(t *testing.T, ctx context.Context, rdb redis.UniversalClient, n
 	if err := led.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: led, Horizon: time.Hour,
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: led, Horizon: time.Hour,
 		TopicDurability: map[string]queue.Durability{"invoices": queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)
@@ -656,7 +657,7 @@ func mustDo(t *testing.T, tab context.Context, what string, steps ...chromedp.Ac
 
 // deadJob puts a job straight into topic's dead set with reason as its
 // last error.
-func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
+func deadJob(t *testing.T, q *dataplane.Client, topic, id, reason string) {
 	t.Helper()
 	ctx := testenv.ContextTimeout(t, time.Minute)
 	mustEnqueue(t, q, topic, queue.NewJob{ID: id, MaxAttempts: 3})
@@ -669,14 +670,14 @@ func deadJob(t *testing.T, q *queue.Client, topic, id, reason string) {
 	}
 }
 
-func mustEnqueue(t *testing.T, q *queue.Client, topic string, j queue.NewJob) {
+func mustEnqueue(t *testing.T, q *dataplane.Client, topic string, j queue.NewJob) {
 	t.Helper()
 	if r, err := q.Enqueue(testenv.ContextTimeout(t, time.Minute), topic, j); err != nil || r.Duplicate {
 		t.Fatalf("enqueue %s/%s: %+v %v", topic, j.ID, r, err)
 	}
 }
 
-func mustGet(t *testing.T, q *queue.Client, topic, id string) *queue.JobInfo {
+func mustGet(t *testing.T, q *dataplane.Client, topic, id string) *queue.JobInfo {
 	t.Helper()
 	info, err := q.Get(testenv.ContextTimeout(t, time.Minute), topic, id)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -253,7 +254,7 @@ func sendEnqueue(base string, i int) request {
 type drainer struct {
 	rdb *redis.Client
 	led *ledger.Ledger
-	q   *queue.Client
+	q   *dataplane.Client
 
 	mu   sync.Mutex
 	runs map[string]int
@@ -275,7 +276,7 @@ func newDrainer(t *testing.T, srv *testenv.RedisServer, dsn string) *drainer {
 	if d.led, err = ledger.New(db, ledger.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	d.q, err = queue.New(d.rdb, queue.Config{Namespace: "dq", Store: d.led,
+	d.q, err = dataplane.New(d.rdb, queue.Config{Namespace: "dq", Store: d.led,
 		TopicDurability: map[string]queue.Durability{"t": queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +288,7 @@ func newDrainer(t *testing.T, srv *testenv.RedisServer, dsn string) *drainer {
 // stopped.
 func (d *drainer) start(t *testing.T) *testenv.Running {
 	t.Helper()
-	w, err := queue.NewWorker(d.q, queue.WorkerConfig{Ledger: d.led, ID: "drainer", Logger: testenv.QuietLogger(),
+	w, err := dataplane.NewWorker(d.q, d.led, queue.WorkerConfig{ID: "drainer", Logger: testenv.QuietLogger(),
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

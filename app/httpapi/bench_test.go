@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -31,7 +32,7 @@ func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 // own cost.
 func BenchmarkEnqueue(b *testing.B) {
 	rdb, ns := testenv.Redis(b)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		b.Fatal(err)
 	}

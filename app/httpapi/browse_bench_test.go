@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -45,7 +46,7 @@ func serve(b *testing.B, h http.Handler, path string, want int) {
 //	go test -run '^$' -bench BenchmarkJobBrowser -benchtime 200x ./app/httpapi/
 func BenchmarkJobBrowser(b *testing.B) {
 	rdb, ns := testenv.Redis(b)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func BenchmarkJobBrowser(b *testing.B) {
 // loadWaiting enqueues n jobs to topic in batches of the queue's largest,
 // a few batches at a time, ids order_close:00000000 on, due an hour from
 // now and later, one millisecond apart.
-func loadWaiting(b *testing.B, q *queue.Client, topic string, n int) {
+func loadWaiting(b *testing.B, q *dataplane.Client, topic string, n int) {
 	b.Helper()
 	const batch = 1000 // queue.Config.MaxBatch's default
 	runAt := time.Now().Add(time.Hour).UnixMilli()
@@ -160,7 +161,7 @@ func BenchmarkJobBrowserSQLPrefix(b *testing.B) {
 	if err := l.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: l, Horizon: time.Hour,
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: l, Horizon: time.Hour,
 		TopicDurability: map[string]queue.Durability{"orders": queue.DurabilityDurable}})
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -29,7 +30,7 @@ func TestJobBrowserStates(t *testing.T) {
 		}
 		// j0 fails: back in due (attempt 1) and its row retrying.
 		runAt := time.Now().Add(time.Hour).UnixMilli()
-		retry := []queue.RetryRequest{{Ref: jobs[0].Ref(), RunAt: runAt, LeaseUntil: runAt + 60000, Error: "smtp: 451 try later"}}
+		retry := []dataplane.RetryRequest{{Ref: jobs[0].Ref(), RunAt: runAt, LeaseUntil: runAt + 60000, Error: "smtp: 451 try later"}}
 		if err := e.l.MarkRetrying(ctx, retry); err != nil {
 			t.Fatal(err)
 		}

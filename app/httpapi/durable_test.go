@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -204,7 +205,7 @@ func apiOnDurable(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.D
 	for _, topic := range topics {
 		d[topic] = queue.DurabilityDurable
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: l, TopicDurability: d})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: l, TopicDurability: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -41,7 +42,7 @@ const (
 // resetting it with FlushAll touches nobody else.
 type fuzzServer struct {
 	mr    *miniredis.Miniredis
-	q     *queue.Client
+	q     *dataplane.Client
 	h     http.Handler
 	clean string // state right after reset
 }
@@ -57,7 +58,7 @@ func newFuzzServer(tb testing.TB) *fuzzServer {
 	tb.Cleanup(mr.Close)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	tb.Cleanup(func() { _ = rdb.Close() })
-	q, err := queue.New(rdb, queue.Config{Namespace: fuzzNS, MaxPayloadBytes: fuzzMaxPayload, MaxBatch: fuzzMaxBatch})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: fuzzNS, MaxPayloadBytes: fuzzMaxPayload, MaxBatch: fuzzMaxBatch})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -45,7 +46,7 @@ type Module struct {
 // Deps is what the API is built from.
 type Deps struct {
 	// Queue is the Redis data plane. Required.
-	Queue *queue.Client
+	Queue *dataplane.Client
 	// Ledger is the SQL ledger: the audit routes read it, and cancelling a
 	// job that waits for a retry deletes its row (or the recoverer would
 	// bring the job back). Required.
@@ -96,7 +97,7 @@ type Deps struct {
 
 // api is the handler's state: its dependencies, nothing mutable.
 type api struct {
-	q        *queue.Client
+	q        *dataplane.Client
 	l        *ledger.Ledger
 	rec      Recovery
 	inspect  *engine.Inspector

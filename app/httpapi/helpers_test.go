@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -40,7 +41,7 @@ var embedded = backends[1]
 // env is one API over a real listener, on its own Redis namespace and its
 // own database.
 type env struct {
-	q     *queue.Client
+	q     *dataplane.Client
 	l     *ledger.Ledger
 	rdb   redis.UniversalClient
 	ns    string
@@ -75,7 +76,7 @@ func newEnv(t *testing.T, b backend, opts ...func(*setup)) *env {
 	if len(s.qcfg.TopicDurability) > 0 || s.qcfg.Durability == queue.DurabilityDurable {
 		s.qcfg.Store = l // durable topics commit to the ledger
 	}
-	q, err := queue.New(rdb, s.qcfg)
+	q, err := dataplane.New(rdb, s.qcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -165,7 +165,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 
 // cancelJob handles DELETE /v1/topics/{topic}/jobs/{id...}: a waiting job
 // is removed; one a worker holds (409 job_in_flight) or a dead one (409
-// job_dead) is not. queue.Client.Cancel does it, in both stores, in the
+// job_dead) is not. dataplane.Client.Cancel does it, in both stores, in the
 // order its doc comment gives; a job Redis has lost is cancelled from its
 // ledger row. A failed DELETE (503) is safe to repeat.
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
@@ -204,7 +204,7 @@ type RescheduledView struct {
 // NewRescheduledView renders what a Reschedule returned: the job waiting
 // at its new due time, and the one it had.
 func NewRescheduledView(r *queue.Rescheduled) RescheduledView {
-	v := NewJobView(&queue.JobInfo{State: r.State(), Score: r.RunAt, Job: r.Job}, true)
+	v := NewJobView(&queue.JobInfo{State: r.State, Score: r.RunAt, Job: r.Job}, true)
 	return RescheduledView{JobView: v, PreviousRunAt: r.OldRunAt}
 }
 
@@ -245,7 +245,7 @@ func (req *RescheduleRequest) when() (queue.When, error) {
 
 // rescheduleJob handles PATCH /v1/topics/{topic}/jobs/{id...}: a waiting
 // job's due time moves (docs/design.md §4.14); one a worker holds (409
-// job_in_flight) or a dead one (409 job_dead) does not. queue.Client.
+// job_in_flight) or a dead one (409 job_dead) does not. dataplane.Client.
 // Reschedule does it, in both stores, in the order its doc comment gives.
 // It stays open on a read-only API, like cancel: the application moves its
 // own jobs with it (the orders module's extend). A failed PATCH (503) is

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -161,11 +162,11 @@ func TestCancel(t *testing.T) {
 		if err := e.l.Record(ctx, jobs, "host:1"); err != nil {
 			t.Fatal(err)
 		}
-		due, err := e.q.Retry(ctx, []queue.RetryRequest{{Ref: jobs[0].Ref(), Delay: time.Hour, Error: "timeout"}})
+		due, err := e.q.Retry(ctx, []dataplane.RetryRequest{{Ref: jobs[0].Ref(), Delay: time.Hour, Error: "timeout"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
+		if err := e.l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
 			t.Fatal(err)
 		}
 		r = e.del(t, "/v1/topics/t/jobs/retrying")
@@ -193,7 +194,7 @@ func TestCancelLedgerOnly(t *testing.T) {
 		if err := e.l.Record(ctx, lost, "host:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []queue.RetryRequest{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
+		if err := e.l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
 			t.Fatal(err)
 		}
 		r := e.del(t, "/v1/topics/t/jobs/lost-retrying")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -125,7 +126,7 @@ type slowServer struct {
 func newSlowServer(t *testing.T, cfg httpapi.ServerConfig, maxBody int64) *slowServer {
 	t.Helper()
 	rdb, ns := testenv.MiniRedis(t)
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, MaxPayloadBytes: 1024})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, MaxPayloadBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/coalesce"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -205,7 +206,7 @@ func TestRedisFailuresAre503(t *testing.T) {
 				}
 			}})
 			// One call in flight: the second enqueue waits for it.
-			q, err := queue.New(rdb, queue.Config{CoalesceInFlight: 1})
+			q, err := dataplane.New(rdb, queue.Config{CoalesceInFlight: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -300,7 +301,7 @@ func TestSQLFailuresAre503(t *testing.T) {
 				t.Fatal(err)
 			}
 			rdb, ns := testenv.MiniRedis(t)
-			q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: l,
+			q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: l,
 				TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable}})
 			if err != nil {
 				t.Fatal(err)

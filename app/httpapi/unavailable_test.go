@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -39,7 +40,7 @@ func unreachableSQL(t *testing.T) *gorm.DB {
 // apiOn serves the API over rdb and db.
 func apiOn(t *testing.T, rdb redis.UniversalClient, db *gorm.DB) *env {
 	t.Helper()
-	q, err := queue.New(rdb, queue.Config{})
+	q, err := dataplane.New(rdb, queue.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -145,7 +146,7 @@ func TestDurableMetricsFromARealRelay(t *testing.T) {
 	if err := led.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{
+	q, err := dataplane.New(rdb, queue.Config{
 		Namespace: ns, Store: led, Horizon: time.Hour, Observer: m,
 		TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable},
 	})

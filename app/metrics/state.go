@@ -14,14 +14,14 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// QueueReader is what the state metrics read of Redis (*queue.Client):
+// QueueReader is what the state metrics read of Redis (*dataplane.Client):
 // the topics set and one stats script per topic, no scans.
 type QueueReader interface {
 	Topics(ctx context.Context) ([]string, error)
 	Stats(ctx context.Context, topic string) (queue.Stats, error)
 }
 
-// PauseReader is what the paused gauge reads of Redis (*queue.Client):
+// PauseReader is what the paused gauge reads of Redis (*dataplane.Client):
 // the topics' pause keys, in one round trip. A QueueReader that is one
 // gets delayq_topic_paused.
 type PauseReader interface {

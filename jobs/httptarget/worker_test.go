@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/ledger"
@@ -47,11 +48,11 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 	if err := led.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns})
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := queue.NewWorker(q, queue.WorkerConfig{Ledger: led, MaxIdle: 100 * time.Millisecond, Logger: testenv.QuietLogger()})
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{MaxIdle: 100 * time.Millisecond, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -17,7 +18,7 @@ import (
 // Register attaches the close handler to w on Topic with tc (zero fields
 // take the worker's defaults). w must record its jobs in the Service's
 // ledger: the handler deletes the job's row in its own transaction.
-func Register(w *queue.Worker, s *Service, tc queue.TopicConfig) error {
+func Register(w *dataplane.Worker, s *Service, tc queue.TopicConfig) error {
 	if err := w.Handle(Topic, s.CloseHandler(), tc); err != nil {
 		return fmt.Errorf("orderclose: register the close handler: %w", err)
 	}

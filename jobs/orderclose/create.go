@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -63,7 +64,7 @@ func (l line) field(name string) string { return fmt.Sprintf("items[%d].%s", l.i
 // the stock of every line (a conditional update that never lets stock go
 // below zero), inserts the order and its lines, and enqueues the order's
 // close job, due at the pay deadline, as a waiting row of the durable
-// topic (queue.Client.EnqueueTx): the order and its close job commit
+// topic (dataplane.Client.EnqueueTx): the order and its close job commit
 // together or not at all. After the commit the job is pushed to Redis; if
 // that fails (Redis down) or the process dies first, the relay pushes it
 // (docs/design.md §4.11), so the create does not fail for it.
@@ -89,7 +90,7 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 	now := s.cfg.Now()
 	var order Order
 	var items []OrderItem
-	var staged *queue.Staged
+	var staged *dataplane.Staged
 	// An order number is 40 random bits per second: a collision is
 	// improbable, but would only cost another try.
 	for try := 1; ; try++ {
@@ -257,7 +258,7 @@ type closePayload struct {
 
 // enqueueClose writes the order's close job, due at its pay deadline, in
 // the order's transaction tx.
-func (s *Service) enqueueClose(ctx context.Context, tx *gorm.DB, o *Order) (*queue.Staged, error) {
+func (s *Service) enqueueClose(ctx context.Context, tx *gorm.DB, o *Order) (*dataplane.Staged, error) {
 	payload, err := json.Marshal(closePayload{OrderNo: o.OrderNo, PayDeadline: o.PayDeadline})
 	if err != nil {
 		return nil, fmt.Errorf("orderclose: create order %s: close job: %w", o.OrderNo, err)
@@ -286,7 +287,7 @@ func (s *Service) enqueueClose(ctx context.Context, tx *gorm.DB, o *Order) (*que
 // ctx (a client that hung up after the commit) but not
 // Config.EnqueueTimeout; a failure is only logged: the job is safe in SQL
 // and the relay pushes it.
-func (s *Service) pushClose(ctx context.Context, o *Order, staged *queue.Staged) {
+func (s *Service) pushClose(ctx context.Context, o *Order, staged *dataplane.Staged) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
 	defer cancel()
 	if err := s.q.Push(pctx, staged); err != nil {

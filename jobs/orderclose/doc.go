@@ -14,7 +14,7 @@
 //     first order instead of making another.
 //   - Service.Pay moves pending_payment to paid with a conditional update and
 //     then cancels the close job, best effort.
-//   - The close handler (Register attaches it to a queue.Worker) runs under
+//   - The close handler (Register attaches it to a dataplane.Worker) runs under
 //     ledger.Transactional: pending_payment to closed, the close-log row and
 //     the stock given back commit together with the deletion of the job's
 //     ledger row. The conditional update and the unique key of

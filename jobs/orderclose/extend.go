@@ -31,7 +31,7 @@ var (
 //
 // The order's pay_deadline moves first, in one conditional update
 // (pending, deadline not passed); then the close job is rescheduled to the
-// new deadline (queue.Client.Reschedule, both stores). The order's row is
+// new deadline (dataplane.Client.Reschedule, both stores). The order's row is
 // what decides: the close handler closes only an order past its deadline,
 // and a close job that runs before it retries after it. So a reschedule
 // that fails (Redis down), or finds the job in flight, leaves a job that

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -23,7 +24,7 @@ type world struct {
 	ns  string
 	db  *gorm.DB
 	led *ledger.Ledger
-	q   *queue.Client
+	q   *dataplane.Client
 	svc *orderclose.Service
 	// settled hears the outcomes of the worlds' workers.
 	settled *settledEvent
@@ -52,7 +53,7 @@ func newWorldOn(t *testing.T, rdb redis.UniversalClient, ns string, db *gorm.DB,
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: led,
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: led,
 		TopicDurability: map[string]queue.Durability{orderclose.Topic: queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +140,9 @@ func (w *world) closeLogs(no string) int64 {
 
 // newWorker returns a worker on the world's queue and ledger with the close
 // handler registered.
-func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
+func (w *world) newWorker(tc queue.TopicConfig) *dataplane.Worker {
 	w.t.Helper()
-	wk, err := queue.NewWorker(w.q, queue.WorkerConfig{Ledger: w.led, Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
+	wk, err := dataplane.NewWorker(w.q, w.led, queue.WorkerConfig{Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func (w *world) newWorker(tc queue.TopicConfig) *queue.Worker {
 
 // startWorker runs wk until the test ends (or the returned stop is called),
 // failing the test if Run fails.
-func startWorker(t *testing.T, wk *queue.Worker) (stop func()) {
+func startWorker(t *testing.T, wk *dataplane.Worker) (stop func()) {
 	t.Helper()
 	return stopChecked(t, "worker", testenv.Start(t, wk.Run))
 }

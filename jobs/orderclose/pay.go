@@ -73,7 +73,7 @@ func (s *Service) Pay(ctx context.Context, orderNo string) (*Order, error) {
 }
 
 // cancelClose removes a paid order's close job if it is still waiting,
-// with queue.Client.Cancel (its ledger row too, if it waits for a retry). It
+// with dataplane.Client.Cancel (its ledger row too, if it waits for a retry). It
 // never fails the payment: a job it cannot remove finds the order paid and
 // does nothing.
 func (s *Service) cancelClose(ctx context.Context, orderNo string) {

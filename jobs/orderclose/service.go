@@ -8,8 +8,8 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
-	"github.com/delayq/delayq/queue"
 )
 
 // Service creates, pays, reads and closes orders. It is safe for concurrent
@@ -17,14 +17,14 @@ import (
 type Service struct {
 	led *ledger.Ledger
 	db  *gorm.DB // the ledger's database
-	q   *queue.Client
+	q   *dataplane.Client
 	cfg Config
 	log logrus.FieldLogger
 }
 
 // New returns a Service whose orders live in the ledger's database (see
 // Migrate) and whose close jobs go through q. The caller owns both.
-func New(led *ledger.Ledger, q *queue.Client, cfg Config) (*Service, error) {
+func New(led *ledger.Ledger, q *dataplane.Client, cfg Config) (*Service, error) {
 	if led == nil || q == nil {
 		return nil, errors.New("orderclose: New needs a ledger and a queue client")
 	}

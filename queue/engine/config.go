@@ -62,9 +62,6 @@ func (c Config) check() error {
 	if c.Queue.Store != nil {
 		return errors.New("engine: Config.Queue.Store: leave it nil; the store is New's argument")
 	}
-	if c.Worker.Ledger != nil {
-		return errors.New("engine: Config.Worker.Ledger: leave it nil; the store is New's argument")
-	}
 	return nil
 }
 

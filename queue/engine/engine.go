@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
@@ -26,10 +27,10 @@ import (
 type Engine struct {
 	cfg   Config
 	log   logrus.FieldLogger
-	q     *queue.Client
+	q     *dataplane.Client
 	store *ledger.Ledger
 
-	worker *queue.Worker
+	worker *dataplane.Worker
 	rec    *recovery.Recoverer
 	dryRec *recovery.Recoverer // Recover's dry runs: the same lock, nothing changed
 	relay  *recovery.Relay     // nil with NoRecovery
@@ -64,21 +65,20 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	qc := cfg.Queue
 	qc.Store = store
 	var err error
-	if e.q, err = queue.New(rdb, qc); err != nil {
+	if e.q, err = dataplane.New(rdb, qc); err != nil {
 		return nil, err
 	}
 	if err := e.buildRecovery(); err != nil {
 		return nil, err
 	}
 	wc := cfg.Worker
-	wc.Ledger = store
 	if wc.Logger == nil {
 		wc.Logger = component(e.log, "worker")
 	}
 	if !cfg.NoRecovery || cfg.Worker.OnRedisReconnect != nil {
 		wc.OnRedisReconnect = e.redisReconnected
 	}
-	if e.worker, err = queue.NewWorker(e.q, wc); err != nil {
+	if e.worker, err = dataplane.NewWorker(e.q, store, wc); err != nil {
 		return nil, err
 	}
 	if len(cfg.Schedules) > 0 {

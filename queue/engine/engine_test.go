@@ -36,7 +36,6 @@ func TestNewRefusesConfigsThatCannotWork(t *testing.T) {
 		{name: "no Redis", nilR: true, want: "Redis client is required"},
 		{name: "no store", nilS: true, want: "store (the SQL ledger) is required"},
 		{name: "a second store", cfg: engine.Config{Queue: queue.Config{Store: store}}, want: "Config.Queue.Store"},
-		{name: "a second ledger", cfg: engine.Config{Worker: queue.WorkerConfig{Ledger: store}}, want: "Config.Worker.Ledger"},
 		{name: "a durable topic that is not a name", cfg: engine.Config{Queue: queue.Config{
 			TopicDurability: map[string]queue.Durability{"a b": queue.DurabilityDurable}}}, want: "TopicDurability"},
 		{name: "grace within the heartbeat", cfg: engine.Config{

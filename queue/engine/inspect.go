@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -44,7 +45,7 @@ type Counter interface {
 // the CLI's topic views show. Build it with NewInspector, or take the
 // engine's (Engine.Inspector).
 type Inspector struct {
-	q      *queue.Client
+	q      *dataplane.Client
 	store  *ledger.Ledger
 	counts Counter // nil: count in SQL on each call that needs it
 }
@@ -53,7 +54,7 @@ type Inspector struct {
 // counts (a relay's, which counts every RelayConfig.CountEvery, so that no
 // read costs a SQL query); nil counts them in SQL on every call that needs
 // them (one GROUP BY over the waiting rows' index), for a one-off read.
-func NewInspector(q *queue.Client, store *ledger.Ledger, counts Counter) *Inspector {
+func NewInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *Inspector {
 	return &Inspector{q: q, store: store, counts: counts}
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Enqueue schedules one job (queue.Client.Enqueue): on a durable topic it
+// Enqueue schedules one job (dataplane.Client.Enqueue): on a durable topic it
 // is committed to the store before Enqueue returns. The id is the
 // idempotency key; bad input is a *queue.ValidationError naming the field,
 // and writes nothing.
@@ -18,7 +18,7 @@ func (e *Engine) Enqueue(ctx context.Context, topic string, j queue.NewJob) (que
 }
 
 // EnqueueBatch schedules up to Queue.MaxBatch jobs of one topic in one
-// round trip, each with its own result (queue.Client.EnqueueBatch).
+// round trip, each with its own result (dataplane.Client.EnqueueBatch).
 func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	return e.q.EnqueueBatch(ctx, topic, jobs)
 }
@@ -55,7 +55,7 @@ func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) erro
 
 // Find returns a job wherever it is: in Redis, or, for a durable job that
 // Redis does not hold (beyond the horizon, not pushed yet, lost), as its
-// row in the store says (queue.Client.Find). A job that neither store
+// row in the store says (dataplane.Client.Find). A job that neither store
 // holds (never enqueued, finished, cancelled or purged) is
 // queue.StateUnknown.
 func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
@@ -63,13 +63,13 @@ func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, er
 }
 
 // Cancel removes a job that waits to run, from Redis and from the store
-// (queue.Client.Cancel); queue.ErrInFlight while a worker holds it,
+// (dataplane.Client.Cancel); queue.ErrInFlight while a worker holds it,
 // queue.ErrDead once it died.
 func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
 	return e.q.Cancel(ctx, e.store, topic, id)
 }
 
-// Reschedule moves the due time of a job that waits (queue.Client.
+// Reschedule moves the due time of a job that waits (dataplane.Client.
 // Reschedule): to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
 // never runs before the last due time a Reschedule returned.
 func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
@@ -79,12 +79,12 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When
 // Pause stops every worker of the deployment from claiming topic's jobs
 // until Resume, on behalf of actor (kept with the state); the state is
 // written to the store first, so that no Redis loss lifts it
-// (queue.Client.Pause).
+// (dataplane.Client.Pause).
 func (e *Engine) Pause(ctx context.Context, topic, actor string) (queue.PauseState, error) {
 	return SetPaused(ctx, e.q, e.store, e.log, topic, actor, true)
 }
 
-// Resume lifts a Pause (queue.Client.Resume).
+// Resume lifts a Pause (dataplane.Client.Resume).
 func (e *Engine) Resume(ctx context.Context, topic, actor string) (queue.PauseState, error) {
 	return SetPaused(ctx, e.q, e.store, e.log, topic, actor, false)
 }

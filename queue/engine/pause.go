@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -17,7 +18,7 @@ import (
 // Resume all call it, so that every pause is audited alike. An
 // error wrapping queue.ErrNotApplied means the state is saved in SQL and
 // not in Redis yet; any other error means nothing changed.
-func SetPaused(ctx context.Context, q *queue.Client, store queue.PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (queue.PauseState, error) {
+func SetPaused(ctx context.Context, q *dataplane.Client, store queue.PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (queue.PauseState, error) {
 	action, set := "resume", q.Resume
 	if paused {
 		action, set = "pause", q.Pause

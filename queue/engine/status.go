@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
-	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
@@ -78,7 +78,7 @@ func (e *Engine) Schedules(ctx context.Context) ([]periodic.Info, error) {
 // methods do not cover (scripts' limits, epoch markers, the relay's
 // state). A job claimed through it is not recorded in the store: leave
 // claiming to Run.
-func (e *Engine) Client() *queue.Client { return e.q }
+func (e *Engine) Client() *dataplane.Client { return e.q }
 
 // Store is the store given to New.
 func (e *Engine) Store() *ledger.Ledger { return e.store }

@@ -20,7 +20,7 @@
 // the tick. Every process running the schedule wakes at the tick and
 // claims it in the topic's store of truth, with the enqueue in the same
 // atomic step: on a Redis topic, a script compares the tick with the last
-// one in the topic's ticks hash (queue.Client.EnqueueTick); on a durable
+// one in the topic's ticks hash (dataplane.Client.EnqueueTick); on a durable
 // topic, a conditional update of dq_periodic in the transaction that writes
 // the job's waiting row (ledger.Ledger.EnqueueTick). The first claim
 // enqueues; any other, at the same time or long after (a process paused,

@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -81,7 +82,7 @@ func childMain(raw string) int {
 		log.WithError(err).Error("ledger")
 		return 1
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: spec.Namespace, Store: led,
+	q, err := dataplane.New(rdb, queue.Config{Namespace: spec.Namespace, Store: led,
 		TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable}})
 	if err != nil {
 		log.WithError(err).Error("queue")
@@ -95,7 +96,7 @@ func childMain(raw string) int {
 		log.WithError(err).Error("scheduler")
 		return 1
 	}
-	w, err := queue.NewWorker(q, queue.WorkerConfig{Ledger: led, ID: spec.ID, Logger: log,
+	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: spec.ID, Logger: log,
 		Topic: queue.TopicConfig{Concurrency: 4, Lease: 2 * time.Second}})
 	if err != nil {
 		log.WithError(err).Error("worker")

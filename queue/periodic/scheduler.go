@@ -12,12 +12,13 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
 // Store is the SQL side of the schedules of durable topics: *ledger.Ledger.
 // The queue client decides, per topic, whether a tick goes through it.
-type Store = queue.TickStore
+type Store = dataplane.TickStore
 
 // Result is the outcome of one claim of a tick, for metrics.
 type Result string
@@ -52,7 +53,7 @@ type Options struct {
 // Scheduler runs schedules: Run enqueues their ticks, List shows them.
 // Any number of processes may run the same schedules.
 type Scheduler struct {
-	q       *queue.Client
+	q       *dataplane.Client
 	store   Store
 	opts    Options
 	entries []*entry
@@ -70,9 +71,9 @@ type entry struct {
 // New checks the schedules and returns their Scheduler. store may be nil
 // when no schedule's topic is durable. An invalid schedule returns an *Error
 // naming it and the field.
-func New(q *queue.Client, store Store, schedules []Schedule, opts Options) (*Scheduler, error) {
+func New(q *dataplane.Client, store Store, schedules []Schedule, opts Options) (*Scheduler, error) {
 	if q == nil {
-		return nil, errors.New("periodic: a *queue.Client is required")
+		return nil, errors.New("periodic: a *dataplane.Client is required")
 	}
 	if opts.Logger == nil {
 		l := logrus.New()

@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -18,7 +19,7 @@ import (
 // env is a queue client on the test Redis with topic "dur" durable in a
 // ledger on db.
 type env struct {
-	q   *queue.Client
+	q   *dataplane.Client
 	led *ledger.Ledger
 	ns  string
 }
@@ -33,7 +34,7 @@ func newEnv(t *testing.T, db *gorm.DB) env {
 	if err := led.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(rdb, queue.Config{Namespace: ns, Store: led,
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: led,
 		TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 // signupHandler is the handler under test: for each signup it schedules a
 // reminder a day later. It enqueues through a queue.Enqueuer, which is a
-// *queue.Client in production.
+// *dataplane.Client in production.
 func signupHandler(q queue.Enqueuer) queue.Handler {
 	return queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		var s struct {

@@ -4,7 +4,7 @@
 // A handler is a function of a context and a *queue.Job. NewJob builds the
 // job a worker would hand it; Run calls the handler the way the worker does
 // (a context that ends at the job's lease deadline, a panic turned into a
-// *queue.PanicError); Recorder stands in for the *queue.Client through
+// *queue.PanicError); Recorder stands in for the *dataplane.Client through
 // which a handler enqueues follow-up jobs, and records them. What the worker
 // then does with the handler's error is the queue package's rule: nil
 // completes the job, an error wrapped with queue.SkipRetry buries it, any

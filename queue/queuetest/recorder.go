@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -21,14 +22,14 @@ type Enqueued struct {
 }
 
 // Recorder is a queue.Enqueuer that records what is enqueued through it.
-// Behind it runs a real *queue.Client on an in-process Redis (miniredis),
+// Behind it runs a real *dataplane.Client on an in-process Redis (miniredis),
 // so input is validated, ids are deduplicated and due times computed
 // exactly as in production; nothing runs the jobs. It is safe for
 // concurrent use. Close it when done.
 type Recorder struct {
 	mr  *miniredis.Miniredis
 	rdb *redis.Client
-	c   *queue.Client
+	c   *dataplane.Client
 
 	mu   sync.Mutex
 	jobs []Enqueued
@@ -45,7 +46,7 @@ func NewRecorder(cfg queue.Config) (*Recorder, error) {
 		return nil, fmt.Errorf("queuetest: start in-process Redis: %w", err)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	c, err := queue.New(rdb, cfg)
+	c, err := dataplane.New(rdb, cfg)
 	if err != nil {
 		_ = rdb.Close()
 		mr.Close()
@@ -78,7 +79,7 @@ func (r *Recorder) failure() error {
 	return r.fail
 }
 
-// Enqueue is queue.Client.Enqueue: a job it creates is recorded; a
+// Enqueue is dataplane.Client.Enqueue: a job it creates is recorded; a
 // duplicate or an invalid one is not.
 func (r *Recorder) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
 	if err := r.failure(); err != nil {
@@ -91,7 +92,7 @@ func (r *Recorder) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	return res, err
 }
 
-// EnqueueBatch is queue.Client.EnqueueBatch: the jobs it creates are
+// EnqueueBatch is dataplane.Client.EnqueueBatch: the jobs it creates are
 // recorded, in order.
 func (r *Recorder) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	if err := r.failure(); err != nil {
@@ -144,4 +145,4 @@ func (r *Recorder) Reset() {
 
 // Client is the queue client behind the Recorder, to read back what Redis
 // holds (Get, Stats, List).
-func (r *Recorder) Client() *queue.Client { return r.c }
+func (r *Recorder) Client() *dataplane.Client { return r.c }

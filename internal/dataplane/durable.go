@@ -1,0 +1,272 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Staged is what a transactional enqueue wrote: the results, and the jobs to
+// push to Redis once the transaction has committed (Client.Push).
+type Staged struct {
+	topic   string
+	results []BatchResult
+	// rows are the created jobs; Push sends those within the horizon's
+	// reach then, on SQL's clock as of the insert (sqlNow) plus the time
+	// since (at): a transaction that lasts may see jobs enter the horizon
+	// before it commits, which the relay's loader may have missed.
+	rows   []RestoreRow
+	sqlNow int64
+	at     time.Time
+	// note is the relay's note written for the batch ("" if none).
+	note string
+}
+
+// Results are the outcomes of the staged jobs, in input order: valid once
+// the transaction commits (a rollback undoes them all).
+func (s *Staged) Results() []BatchResult {
+	if s == nil {
+		return nil
+	}
+	return s.results
+}
+
+// Topic is the topic the jobs were enqueued to.
+func (s *Staged) Topic() string { return s.topic }
+
+// EnqueueTx enqueues jobs to a durable topic inside the caller's transaction:
+// store is bound to it (ledger.Ledger.Tx for a *gorm.DB, SQLTx for a
+// *sql.Tx). The jobs exist exactly when the transaction commits; a rollback
+// leaves nothing anywhere. After the commit, call Push with the returned
+// Staged so the jobs reach Redis at once; if the process dies before that,
+// the relay pushes them (recovery.Relay, at the latest when they fall due).
+//
+// Invalid jobs are reported as BatchInvalid and not written, as in
+// EnqueueBatch. A topic that is not durable returns ErrNotDurable.
+func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string, jobs ...NewJob) (*Staged, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if store == nil {
+		return nil, errors.New("queue: enqueue in a transaction: a DurableStore is required")
+	}
+	if !c.lifecycle(topic).waitsInSQL() {
+		return nil, fmt.Errorf("queue: enqueue to %s in a transaction: %w", topic, ErrNotDurable)
+	}
+	if len(jobs) > c.cfg.MaxBatch {
+		return nil, &ValidationError{Field: "jobs", Kind: ErrBatchTooLarge,
+			Reason: fmt.Sprintf("%d jobs: limit is %d", len(jobs), c.cfg.MaxBatch)}
+	}
+	results, valid, at := c.validateBatch(jobs)
+	s := &Staged{topic: topic, results: results}
+	if len(valid) == 0 {
+		return s, nil
+	}
+	// The relay's note goes with the statements, and is in Redis before
+	// the caller can commit: if the process dies between the commit and
+	// Push, the relay finds the jobs when they fall due (or at once if they
+	// are due), as their lost push.
+	var out []EnqueueResult
+	var now int64
+	note, err := c.noteAlong(ctx, c.planNote(valid), func() (err error) {
+		out, now, err = schedule(ctx, store, topic, valid)
+		return err
+	})
+	if err != nil {
+		c.unnote(ctx, note) // a refused enqueue writes nothing
+		return nil, err
+	}
+	mergeResults(results, at, out)
+	s.rows, s.sqlNow, s.at, s.note = c.created(topic, valid, out, now), now, time.Now(), note
+	return s, nil
+}
+
+// Push sends the jobs of a committed transactional enqueue to Redis. Its
+// error is only worth a log line: the relay pushes whatever it could not.
+// Calling it before the commit is a mistake the relay cannot undo (a job
+// pushed and then rolled back would run); calling it twice is harmless.
+func (c *Client) Push(ctx context.Context, s *Staged) error {
+	if s == nil {
+		return nil
+	}
+	limit := s.sqlNow + time.Since(s.at).Milliseconds() + c.reach()
+	var rows []RestoreRow
+	for _, r := range s.rows {
+		if r.RunAt <= limit {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		c.unnote(ctx, s.note) // nothing to push (duplicates, or beyond the horizon): nothing to wake the relay for
+		return nil
+	}
+	return c.pushScheduled(ctx, s.topic, rows, s.note)
+}
+
+// reach is how far ahead of SQL's clock an enqueue pushes its jobs: the
+// horizon and its slack.
+func (c *Client) reach() int64 { return (c.cfg.Horizon + c.HorizonSlack()).Milliseconds() }
+
+// schedule writes validated jobs' rows through store, one result per job;
+// a store error wraps ErrLedger.
+func schedule(ctx context.Context, store DurableStore, topic string, jobs []NewJob) ([]EnqueueResult, int64, error) {
+	out, now, err := store.Schedule(ctx, topic, jobs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
+	}
+	if len(out) != len(jobs) {
+		return nil, 0, fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", topic, len(out), len(jobs))
+	}
+	return out, now, nil
+}
+
+// validateBatch validates jobs as EnqueueBatch does: the results with the
+// invalid ones filled in, the valid jobs, and the index in jobs of each.
+func (c *Client) validateBatch(jobs []NewJob) (results []BatchResult, valid []NewJob, at []int) {
+	results = make([]BatchResult, len(jobs))
+	valid = make([]NewJob, 0, len(jobs))
+	at = make([]int, 0, len(jobs))
+	now := time.Now()
+	for i, j := range jobs {
+		results[i].ID = j.ID
+		if err := c.validate(&j, now); err != nil {
+			results[i].Status, results[i].Err = BatchInvalid, err
+			continue
+		}
+		valid = append(valid, j)
+		at = append(at, i)
+	}
+	return results, valid, at
+}
+
+// mergeResults writes the results of the valid jobs (out, in the order of
+// at) into results.
+func mergeResults(results []BatchResult, at []int, out []EnqueueResult) {
+	for k, r := range out {
+		res := &results[at[k]]
+		res.RunAt = r.RunAt
+		res.Status = BatchCreated
+		if r.Duplicate {
+			res.Status = BatchDuplicate
+		}
+	}
+}
+
+// created returns the rows of the jobs Schedule created (now: SQL's clock
+// at the insert), for Push, which sends those within the horizon's reach;
+// the others stay in SQL until the relay loads them.
+func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now int64) []RestoreRow {
+	var rows []RestoreRow
+	for i, r := range out {
+		if r.Duplicate {
+			continue
+		}
+		j := &jobs[i]
+		rows = append(rows, RestoreRow{
+			Topic: topic, ID: j.ID, State: StateWaiting, RunAt: r.RunAt, EnqueuedAt: now,
+			MaxAttempts: j.MaxAttempts, Payload: j.Payload,
+		})
+	}
+	return rows
+}
+
+// enqueue is a durable topic's enqueue of validated jobs (coalesced by
+// the caller like a redis topic's): one Schedule, committed, then one push of
+// the new jobs within the horizon. The push's failure is not the caller's:
+// the jobs are safe in SQL and the relay pushes them.
+//
+// The relay's note is written before the statements: Schedule's INSERT
+// commits on its own (autocommit), so there is no COMMIT to hold back
+// until the note is in Redis, and a note sent alongside could lose the
+// race with the commit if the process died right then (the job would wait
+// for the relay's backstop). One Redis round trip in series per batch
+// costs far less than the commit's flush; the push removes the note.
+func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
+	note := c.writeNote(ctx, c.planNote(jobs))
+	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
+	if err != nil {
+		// Refused, or SQL out of reach: nothing was committed (an
+		// ambiguous failure whose commit did land is left to the relay's
+		// backstop, relay_check_every).
+		c.unnote(ctx, note)
+		return nil, err
+	}
+	created := 0
+	for _, r := range out {
+		if !r.Duplicate {
+			created++
+		}
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
+	}
+	// The push after a transactional enqueue's commit, at once.
+	_ = c.Push(ctx, &Staged{topic: topic, rows: c.created(topic, jobs, out, now), sqlNow: now, at: time.Now(), note: note})
+	return out, nil
+}
+
+// pushScheduled pushes waiting rows of one topic to Redis (restore.lua,
+// mode scheduled), bounded by Config.PushTimeout. After a failure, pushes
+// are skipped for PushTimeout: with Redis down, durable enqueues answer at
+// the speed of SQL, and the relay pushes their jobs once Redis is back.
+// note, the relay's note of the batch, goes in the push's round trip; a
+// skipped push leaves it for the relay, a failed one puts it back due now.
+func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow, note string) error {
+	if c.pushesPaused() {
+		c.observePush(topic, 0, len(rows))
+		return fmt.Errorf("queue: push to %s: %w", topic, errPushPaused)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	// Seen-at: the insert (SQL's clock) less the clocks' allowed skew. A
+	// job the relay pushed first, that then ran and was acked, has a
+	// tombstone after it, so this late push does not bring it back.
+	seen := rows[0].EnqueuedAt
+	for _, r := range rows {
+		seen = min(seen, r.EnqueuedAt)
+	}
+	out, err := c.Restore(ctx, rows, RestoreOptions{SeenAt: max(seen-pushClockSkew.Milliseconds(), 1), note: note})
+	pushed := 0
+	for _, o := range out {
+		if o == RestoreCreated {
+			pushed++
+		}
+	}
+	if err != nil {
+		c.pausePushes()
+		if note != "" {
+			c.renote(ctx, note)
+		}
+	} else {
+		c.pushDownUntil.Store(0)
+	}
+	c.observePush(topic, pushed, len(rows)-pushed)
+	return err
+}
+
+// pushesPaused says whether a push or a note failed less than PushTimeout
+// ago: the next ones are skipped (left to the relay) until then.
+func (c *Client) pushesPaused() bool {
+	until := c.pushDownUntil.Load()
+	return until != 0 && time.Now().UnixNano() < until
+}
+
+// pausePushes skips pushes and notes for PushTimeout after a failure.
+func (c *Client) pausePushes() { c.pushDownUntil.Store(time.Now().Add(c.cfg.PushTimeout).UnixNano()) }
+
+// pushClockSkew is how far Redis's clock may run ahead of SQL's before a
+// push right after a commit could be refused for the tombstone of an
+// earlier job with the same id (it then waits for the relay).
+const pushClockSkew = time.Second
+
+// errPushPaused: a push was skipped because the one before failed less than
+// PushTimeout ago.
+var errPushPaused = errors.New("skipped: Redis failed a push moments ago; the relay will push")
+
+func (c *Client) observePush(topic string, pushed, notPushed int) {
+	if o, ok := c.cfg.Observer.(PushObserver); ok {
+		o.Pushed(topic, pushed, notPushed)
+	}
+}

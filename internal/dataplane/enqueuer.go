@@ -1,0 +1,3 @@
+package dataplane
+
+var _ Enqueuer = (*Client)(nil)

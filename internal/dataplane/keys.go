@@ -1,0 +1,40 @@
+package dataplane
+
+// keys are the Redis keys of one topic. Every one carries the hash tag
+// {topic}, so all keys a script touches live in one Redis Cluster slot.
+type keys struct {
+	due   string // ZSET id -> due time, Unix ms
+	job   string // HASH id -> envelope
+	lease string // ZSET id -> lease deadline, Unix ms
+	dead  string // ZSET id -> time of death, Unix ms
+	epoch string // STRING written by the recoverer; gone means Redis lost data
+	wake  string // pub/sub channel: a job became due earlier than the head
+	gone  string // ZSET id -> when it was acked (durable) or cancelled: tombstones restore honours
+	// paused is a STRING with no TTL: it exists while the operator has the
+	// topic paused, and holds {"at":ms,"by":actor} (pause.go).
+	paused string
+	rate   string // HASH tokens, at (Redis ms): the rate limit's token bucket (claim.lua)
+	ticks  string // HASH periodic schedule name -> last tick enqueued, Unix ms (periodic.lua)
+}
+
+// newKeys builds the keys of topic. Call it only through Client.keysFor,
+// which validates the topic first: the name goes into the keys as is.
+func newKeys(namespace, topic string) keys {
+	p := namespace + ":{" + topic + "}:"
+	return keys{
+		due:    p + "due",
+		job:    p + "job",
+		lease:  p + "lease",
+		dead:   p + "dead",
+		epoch:  p + "epoch",
+		wake:   p + "wake",
+		gone:   p + "gone",
+		paused: p + "paused",
+		rate:   p + "rate",
+		ticks:  p + "ticks",
+	}
+}
+
+// topicsKey is the SET of known topics. It has no hash tag (it spans
+// topics), so no script touches it.
+func topicsKey(namespace string) string { return namespace + ":topics" }

@@ -1,0 +1,53 @@
+package dataplane
+
+import "context"
+
+// Ledger is the durable record of claimed jobs that the worker keeps in SQL
+// (package ledger implements it). The worker writes a job's row before its
+// handler runs and deletes it only after the handler succeeded, so whatever a
+// crash or a Redis data loss drops, the recoverer can put back.
+//
+// Every method is one statement (or one transaction) per call, however many
+// jobs it carries, committed before it returns; an implementation may
+// commit the writes of concurrent calls together (package ledger's group
+// commit), which changes no caller's guarantee. Methods that take a Ref are fenced by its attempt: a row
+// rewritten by a later claim of the same job is left alone. A method must
+// not modify the slice it is given: the worker hands the same one to Redis.
+//
+// Client.Cancel takes one too: it deletes a cancelled job's row (Complete)
+// before the job's Redis entries, and reads the row (Lookup) of a job Redis
+// has no trace of.
+type Ledger interface {
+	// Record writes one in-flight row per job (keyed by topic and id),
+	// in one statement as a rule: attempt, lease until, worker; a new row
+	// for a redis topic's job, the waiting row for a Durable one. The jobs
+	// are ones Claim returned, so LeaseUntil and Durable are set.
+	Record(ctx context.Context, jobs []*Job, worker string) error
+	// Complete deletes the rows of finished jobs.
+	Complete(ctx context.Context, refs []Ref) error
+	// DropClaim deletes the row of one claim if it is still that claim's
+	// row: in progress, at ref's attempt, written by worker. The worker
+	// calls it for a claim whose lease ran out before its handler started
+	// once Redis shows the job dead or settled: a worker that stalled
+	// between its claim and its record wrote the row after another worker
+	// had the job, and left it would outlive the job.
+	DropClaim(ctx context.Context, ref Ref, worker string) error
+	// Unclaim hands the rows of released jobs of durable topics back to
+	// waiting: attempt given back (one less), waiting when that is 0,
+	// retrying otherwise. A durable job's row is its only durable copy, so
+	// a release must not delete it.
+	Unclaim(ctx context.Context, refs []Ref) error
+	// Extend moves lease_until of the given rows to leaseUntil (Unix ms).
+	Extend(ctx context.Context, refs []Ref, leaseUntil int64) error
+	// MarkRetrying marks rows as waiting for a retry at RunAt, leased until
+	// LeaseUntil, so a Redis loss during the backoff loses nothing.
+	MarkRetrying(ctx context.Context, retries []RetryRequest) error
+	// Bury archives dead jobs with their last error and deletes their rows,
+	// in one transaction.
+	Bury(ctx context.Context, dead []DeadJob) error
+	// Lookup returns the row of one job as a RestoreRow (its State tells a
+	// waiting job from one a worker holds), or nil when there is none.
+	// Client.Cancel uses it for a job Redis has no trace of; the worker
+	// never calls it.
+	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
+}

@@ -1,0 +1,134 @@
+package dataplane_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/tcpproxy"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// failCounter counts failed Record calls of the ledger it wraps.
+type failCounter struct {
+	dataplane.Ledger
+	recordFails testenv.Counter
+}
+
+func (f *failCounter) Record(ctx context.Context, jobs []*dataplane.Job, worker string) error {
+	err := f.Ledger.Record(ctx, jobs, worker)
+	if err != nil {
+		f.recordFails.Add(1)
+	}
+	return err
+}
+
+func openGorm(t *testing.T, dsn string) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
+// MariaDB cut off mid-drain (a TCP proxy between worker and database): no
+// handler runs without its ledger row, no attempt is spent, and once the
+// link is back every job is handled, by the worker on its own.
+func TestWorkerSurvivesLedgerOutage(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := testenv.MySQLDSN(t)
+	// The driver logs every cut connection on its own global logger.
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+	direct := migratedLedger(t, openGorm(t, dsn))
+
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
+	led := &failCounter{Ledger: viaProxy}
+
+	const total = 3000
+	enqueueMany(t, c, "t", "j", total, nil)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var handled testenv.Counter
+	var unrecorded, spent atomic.Int64
+	obs := &settled{}
+	w, err := dataplane.NewWorker(c, led, dataplane.WorkerConfig{Logger: testenv.QuietLogger(), Observer: obs,
+		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		if row, err := direct.Row(ctx, j.Topic, j.ID); err != nil || row.Attempt != j.Attempt {
+			unrecorded.Add(1)
+		}
+		if j.Attempt != 1 {
+			spent.Add(1)
+		}
+		mu.Lock()
+		seen[j.ID]++
+		mu.Unlock()
+		handled.Add(1)
+		time.Sleep(time.Millisecond) // a handler doing some work, so the cut lands mid-drain
+		return nil
+	}), dataplane.TopicConfig{Concurrency: 20, BatchSize: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+
+	handled.WaitAtLeast(testenv.Context(t), t, 500, "a first part handled")
+	proxy.Cut()
+	led.recordFails.WaitAtLeast(testenv.Context(t), t, 5, "claims refused while the ledger is down")
+	during := handled.Load()
+	proxy.Restore()
+	obs.completed.WaitAtLeast(testenv.Context(t), t, total, "every job completed")
+	if n, err := direct.Count(testenv.Context(t)); err != nil || n != 0 {
+		t.Fatalf("ledger holds %d rows after every job completed (%v)", n, err)
+	}
+	if during >= total {
+		t.Fatalf("the cut came too late to matter (%d handled)", during)
+	}
+	if n := unrecorded.Load(); n != 0 {
+		t.Fatalf("%d handlers ran without their ledger row", n)
+	}
+	if n := spent.Load(); n != 0 {
+		t.Fatalf("%d jobs ran with an attempt spent by the outage", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != total {
+		t.Fatalf("%d of %d jobs handled", len(seen), total)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s handled %d times", id, n)
+		}
+	}
+}

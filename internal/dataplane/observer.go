@@ -1,0 +1,6 @@
+package dataplane
+
+var (
+	_ Observer        = NopObserver{}
+	_ EnqueueObserver = NopObserver{}
+)

@@ -1,0 +1,284 @@
+package dataplane
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The relay's inbox (docs/design.md §4.11, "A relay that sleeps"): what
+// lets the relay read only Redis while nothing is coming, and pass over SQL
+// only when a durable job needs it.
+//
+//   - <ns>:{relay}:inbox, a ZSET of notes, one per durable enqueue batch
+//     with a job due within the horizon (or Client.HorizonSlack past it): written
+//     before the batch's commit, removed by its push after the commit in the
+//     same round trip. A note still there past its score (the batch's
+//     earliest due time, on the enqueuer's clock) plus the relay's grace is
+//     a push that was lost, skipped or never made: the relay passes.
+//   - <ns>:{relay}:bell, a LIST of at most one element: every note
+//     written rings it (RPUSH, then LTRIM to one), so that an idle relay
+//     blocked on it (BLPOP, WaitRelayBell) wakes for the new note instead
+//     of reading the inbox five times a second for nothing.
+//   - <ns>:{relay}:next, a ZSET of one member, "load": when the next
+//     waiting row beyond the horizon enters it (Unix ms, local clocks).
+//     The relay sets it from SQL after each pass; an enqueuer of a job
+//     beyond the horizon lowers it (ZADD LT) before its commit.
+//
+// The three keys share a hash tag, so one script can touch several in a
+// cluster (relayunnote.lua). A
+// Redis that lost them lost the relay's mark too, which makes the relay
+// reload the whole horizon from SQL.
+
+// HorizonSlack is how far past Config.Horizon an enqueue still pushes a
+// durable job itself (and notes it in the relay's inbox) instead of leaving
+// it to the relay's loader: Horizon/8, at most 2s. It covers a commit that
+// lands after the job entered the horizon (the loader's read may have
+// missed the row: it was not committed yet), and the enqueuer's and the
+// relay's clocks, which may differ from SQL's by this much at most.
+func (c *Client) HorizonSlack() time.Duration { return min(2*time.Second, c.cfg.Horizon/8) }
+
+// nextLoadMember is the one member of the next-load key.
+const nextLoadMember = "load"
+
+func relayInboxKey(namespace string) string { return namespace + ":{relay}:inbox" }
+func relayNextKey(namespace string) string  { return namespace + ":{relay}:next" }
+func relayBellKey(namespace string) string  { return namespace + ":{relay}:bell" }
+
+// relayNote is what one durable enqueue batch writes into the relay's inbox
+// before its commit.
+type relayNote struct {
+	// member is the note in the inbox ("" when the batch has no job within
+	// the horizon's reach): "<ref>:<latest>", with latest the latest due
+	// time (Unix ms, the enqueuer's clock) of the batch's jobs it covers.
+	member string
+	due    int64 // the earliest due time of those jobs (score)
+	// load is when the earliest job beyond the horizon enters it (0:
+	// none).
+	load int64
+}
+
+// planNote estimates, on this process's clock, the due times of jobs and
+// returns the note that covers them. SQL decides the real due times; the
+// slack on each side covers the difference of the clocks.
+func (c *Client) planNote(jobs []NewJob) relayNote {
+	now := time.Now().UnixMilli()
+	h := c.cfg.Horizon.Milliseconds()
+	reach := now + h + c.HorizonSlack().Milliseconds()
+	var n relayNote
+	var latest int64
+	for i := range jobs {
+		j := &jobs[i]
+		due := now + j.Delay.Milliseconds()
+		if j.RunAt != 0 {
+			due = max(j.RunAt, now)
+		}
+		if due <= reach {
+			if n.due == 0 || due < n.due {
+				n.due = due
+			}
+			latest = max(latest, due)
+		}
+		if due > now+h {
+			if at := due - h; n.load == 0 || at < n.load {
+				n.load = at
+			}
+		}
+	}
+	if n.due != 0 {
+		n.member = c.noteRef() + ":" + strconv.FormatInt(latest, 10)
+	}
+	return n
+}
+
+// noteRef is a reference no other batch has: this client's random prefix and
+// a counter.
+func (c *Client) noteRef() string {
+	return c.notePrefix + strconv.FormatUint(c.noteSeq.Add(1), 36)
+}
+
+func newNotePrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:]) + "."
+}
+
+// writeNote writes n into the relay's inbox (and lowers the next load) in
+// one round trip, bounded by PushTimeout like a push, and returns the
+// note's member once it is in the inbox ("" when the batch needs none or
+// the write failed). A failure is not the caller's: SQL is the truth, and a
+// Redis that failed the note fails the relay's own reads too, so its next
+// pass is a full one.
+func (c *Client) writeNote(ctx context.Context, n relayNote) string {
+	// Redis failed a push or a note moments ago: the push will be skipped
+	// too, and the relay, which fails its own reads, passes in full.
+	if n.member == "" && n.load == 0 || c.pushesPaused() {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	if n.member != "" {
+		pipe.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: float64(n.due), Member: n.member})
+	}
+	if n.load != 0 {
+		pipe.ZAddLT(ctx, relayNextKey(c.cfg.Namespace), redis.Z{Score: float64(n.load), Member: nextLoadMember})
+	}
+	c.ringBell(ctx, pipe)
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.pausePushes()
+		return ""
+	}
+	return n.member
+}
+
+// noteAlong runs fn (the batch's SQL statements) while the note goes to
+// Redis, and waits for both: the note adds no round trip in series. It
+// returns what writeNote does, and fn's error.
+func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (note string, err error) {
+	if n.member == "" && n.load == 0 {
+		return "", fn()
+	}
+	done := make(chan string, 1)
+	go func() { done <- c.writeNote(ctx, n) }()
+	err = fn()
+	return <-done, err
+}
+
+// unnote takes back a note (and the bell's ring, when no other note is
+// left) whose batch has nothing for the relay: its SQL statements failed (a
+// refused enqueue writes nothing), or it has no job to push. Best effort,
+// like the note: a note left behind costs the relay one pass. A "" note is
+// a no-op.
+func (c *Client) unnote(ctx context.Context, member string) {
+	if member == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	_ = c.scripts.relayUnnote.Run(ctx, c.rdb,
+		[]string{relayInboxKey(c.cfg.Namespace), relayBellKey(c.cfg.Namespace)}, member).Err()
+}
+
+// renote puts back a note whose push failed after the pipeline removed it,
+// due at once: the relay passes at its next tick.
+func (c *Client) renote(ctx context.Context, member string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	pipe.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: 0, Member: member})
+	c.ringBell(ctx, pipe)
+	_, _ = pipe.Exec(ctx)
+}
+
+// ringBell queues the ring of the relay's bell on pipe: one element at
+// most, however many notes come while the relay is busy.
+func (c *Client) ringBell(ctx context.Context, pipe redis.Pipeliner) {
+	pipe.RPush(ctx, relayBellKey(c.cfg.Namespace), "1")
+	pipe.LTrim(ctx, relayBellKey(c.cfg.Namespace), 0, 0)
+}
+
+// WaitRelayBell blocks until an enqueuer rings the relay's bell (a note
+// was written) or d passes, whichever comes first, in whole seconds (at
+// least 1s): a blocked BLPOP costs neither this process nor Redis
+// anything. The relay waits on it while nothing is pending.
+func (c *Client) WaitRelayBell(ctx context.Context, d time.Duration) error {
+	err := c.rdb.BLPop(ctx, max(d.Truncate(time.Second), time.Second), relayBellKey(c.cfg.Namespace)).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("queue: wait for the relay's bell: %w", err)
+	}
+	return nil
+}
+
+// RelayTick is what the relay reads from Redis every tick, in one round
+// trip: its mark, the notes due, and whether the next load is due.
+type RelayTick struct {
+	Mark   RelayMark
+	MarkOK bool // false: Redis has no mark (first start, or it lost data)
+	// Notes are the inbox's notes due at or before the notesUpTo asked
+	// for (at most RelayTickNotes), and Latest the latest due time they
+	// cover (Unix ms, the enqueuers' clocks).
+	Notes  []string
+	Latest int64
+	// LoadDue: the next waiting row beyond the horizon has entered it
+	// (or an enqueuer said one will have by now). NextLoad is when it
+	// does (Unix ms; 0: no row beyond the horizon is known).
+	LoadDue  bool
+	NextLoad int64
+	// Pending counts every note in the inbox, those not due yet included:
+	// a relay with notes pending ticks; one with none may wait for the bell.
+	Pending int64
+}
+
+// RelayTickNotes is the most notes one tick reads; the rest wait for the
+// next tick.
+const RelayTickNotes = 1000
+
+// ReadRelayTick reads the relay's mark, the notes due by notesUpTo and
+// whether the next load is due by loadUpTo (Unix ms, this process's clock).
+func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (RelayTick, error) {
+	var t RelayTick
+	pipe := c.rdb.Pipeline()
+	mark := pipe.HMGet(ctx, relayKey(c.cfg.Namespace), "loaded", "checked")
+	notes := pipe.ZRangeByScore(ctx, relayInboxKey(c.cfg.Namespace), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(notesUpTo, 10), Count: RelayTickNotes})
+	load := pipe.ZScore(ctx, relayNextKey(c.cfg.Namespace), nextLoadMember)
+	pending := pipe.ZCard(ctx, relayInboxKey(c.cfg.Namespace))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return t, fmt.Errorf("queue: read the relay's tick: %w", err)
+	}
+	m, ok, err := parseMark(mark.Val())
+	if err != nil {
+		return t, err
+	}
+	t.Mark, t.MarkOK = m, ok
+	t.Notes = notes.Val()
+	for _, n := range t.Notes {
+		if i := strings.LastIndexByte(n, ':'); i >= 0 {
+			if v, err := strconv.ParseInt(n[i+1:], 10, 64); err == nil {
+				t.Latest = max(t.Latest, v)
+			}
+		}
+	}
+	if at, err := load.Result(); err == nil {
+		t.NextLoad = int64(at)
+		t.LoadDue = t.NextLoad <= loadUpTo
+	}
+	t.Pending = pending.Val()
+	return t, nil
+}
+
+// DropRelayNotes removes notes the relay has handled.
+func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
+	if len(notes) == 0 {
+		return nil
+	}
+	members := make([]any, len(notes))
+	for i, n := range notes {
+		members[i] = n
+	}
+	if err := c.rdb.ZRem(ctx, relayInboxKey(c.cfg.Namespace), members...).Err(); err != nil {
+		return fmt.Errorf("queue: drop the relay's notes: %w", err)
+	}
+	return nil
+}
+
+// SetRelayNextLoad records when the next waiting row beyond the horizon
+// enters it (next, Unix ms on this process's clock; 0: no such row), after
+// a pass that loaded every row that had entered it by covered
+// (relaynext.lua): a time an enqueuer wrote that this pass covered goes,
+// and one it did not cover stays if it is earlier than next.
+func (c *Client) SetRelayNextLoad(ctx context.Context, covered, next int64) error {
+	err := c.scripts.relayNext.Run(ctx, c.rdb, []string{relayNextKey(c.cfg.Namespace)}, covered, next).Err()
+	if err != nil {
+		return fmt.Errorf("queue: set the relay's next load: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RelayMark is how far the relay (recovery.Relay) has got through the
+// durable topics' waiting rows, on the SQL server's clock (Unix ms):
+// every waiting row due up to Loaded was pushed to Redis (or is there
+// already), and every one due up to Checked was checked after falling due.
+//
+// It lives in Redis on purpose, like the epoch markers (§5.3): another
+// process can take the relay over where it stopped, and a Redis that lost
+// data loses the mark with the jobs, which makes the relay reload the whole
+// horizon from SQL.
+type RelayMark struct {
+	Loaded, Checked int64
+}
+
+// relayKey is the relay's mark: a HASH with fields loaded and checked. No
+// hash tag: it spans topics, and no script touches it.
+func relayKey(namespace string) string { return namespace + ":relay" }
+
+// RelayMark reads the relay's mark; ok is false when Redis has none (never
+// written, or lost with Redis's data).
+//
+// Plumbing: a step of the relay's, exported for delayq's own packages; a
+// service runs jobs through engine.Engine (or a Worker), never by
+// calling it.
+func (c *Client) RelayMark(ctx context.Context) (m RelayMark, ok bool, err error) {
+	vals, err := c.rdb.HMGet(ctx, relayKey(c.cfg.Namespace), "loaded", "checked").Result()
+	if err != nil {
+		return m, false, fmt.Errorf("queue: read the relay mark: %w", err)
+	}
+	return parseMark(vals)
+}
+
+// parseMark reads the mark's two fields as HMGET returns them.
+func parseMark(vals []any) (m RelayMark, ok bool, err error) {
+	if len(vals) != 2 || vals[0] == nil || vals[1] == nil {
+		return m, false, nil
+	}
+	l, err1 := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+	k, err2 := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		// Not ours to trust: reloading is always safe.
+		return m, false, nil
+	}
+	return RelayMark{Loaded: l, Checked: k}, true, nil
+}
+
+// SetRelayMark writes the relay's mark.
+func (c *Client) SetRelayMark(ctx context.Context, m RelayMark) error {
+	err := c.rdb.HSet(ctx, relayKey(c.cfg.Namespace), "loaded", m.Loaded, "checked", m.Checked).Err()
+	if err != nil {
+		return fmt.Errorf("queue: write the relay mark: %w", err)
+	}
+	return nil
+}
+
+// ResetRelayMark deletes the relay's mark, so that its next pass reloads
+// every waiting row due within the horizon: what the recoverer asks for
+// when it finds that a topic lost data.
+func (c *Client) ResetRelayMark(ctx context.Context) error {
+	if err := c.rdb.Del(ctx, relayKey(c.cfg.Namespace)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("queue: reset the relay mark: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,254 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RestoreRow is one job the ledger holds, to be put back if Redis has no
+// trace of it (the recoverer builds these from stale ledger rows).
+type RestoreRow struct {
+	Topic string
+	ID    string
+	// State is the row's: retrying goes back due at RunAt; in_flight (its
+	// worker died) goes back due at once; waiting (a durable job waiting
+	// for its first run, §4.11) goes in due at RunAt, and a dead job's
+	// envelope with the same id is replaced (SQL, the truth, says a new
+	// job exists).
+	State       State
+	RunAt       int64 // Unix ms
+	EnqueuedAt  int64 // Unix ms; 0 means RunAt
+	Attempt     int   // claims so far, kept: the next claim bumps it
+	MaxAttempts int
+	LastError   string
+	Payload     []byte
+}
+
+// RestoreOutcome is what Restore did with one row.
+type RestoreOutcome uint8
+
+// The outcomes of Restore, per row.
+const (
+	// RestoreFailed: the script call carrying the row failed (see the
+	// error Restore returned); nothing is known about the job.
+	RestoreFailed RestoreOutcome = iota
+	// RestoreTracked: Redis still tracks the job (due, leased, dead);
+	// nothing was written.
+	RestoreTracked
+	// RestoreCreated: Redis had no trace of the job; its envelope and due
+	// entry were re-created (in a dry run: would have been).
+	RestoreCreated
+	// RestoreGone: the job was acked (durable topic) or cancelled since
+	// RestoreOptions.SeenAt, so the row was read before its removal; or
+	// SeenAt is older than Config.TombstoneTTL and that cannot be told.
+	// Nothing was written.
+	RestoreGone
+)
+
+func (o RestoreOutcome) String() string {
+	switch o {
+	case RestoreTracked:
+		return "tracked"
+	case RestoreCreated:
+		return "created"
+	case RestoreGone:
+		return "gone"
+	}
+	return "failed"
+}
+
+// RestoreOptions tune one Restore call.
+type RestoreOptions struct {
+	// DryRun decides every row but writes nothing.
+	DryRun bool
+	// Chunk is the most rows one script call carries. Default 500.
+	Chunk int
+	// ChunkBytes closes a chunk early once its payloads and error texts
+	// reach this many bytes, so big payloads never make one huge call.
+	// Default 4 MiB.
+	ChunkBytes int
+	// SeenAt is Redis's clock (Unix ms) read before the rows were read from
+	// SQL: a job removed at or after it (acked on a durable topic, or
+	// cancelled: the tombstones of docs/design.md §4.11) is not re-created,
+	// since its row was read before the removal. 0 means any tombstone
+	// counts. A SeenAt older than Config.TombstoneTTL decides nothing
+	// (RestoreGone): read the rows again.
+	SeenAt int64
+
+	// note is the relay's note (relayinbox.go) that the push of a durable
+	// enqueue removes in its round trip.
+	note string
+}
+
+// Restore puts back the jobs of rows that Redis has no trace of, each at
+// once (in progress) or at its run time (retrying), and leaves alone those it
+// still tracks: per row, the check and the write are one atomic step, so
+// concurrent Restores of the same rows re-create each job once. Rows are
+// grouped by topic into chunks, one restore.lua call each, and all the calls
+// go in one pipeline: one round trip (two after Redis forgot its scripts) for
+// the whole slice. It returns one outcome per row, in order; rows of a
+// failed call are RestoreFailed and the error says why.
+//
+// Plumbing: a step of the recoverer's and the relay's, exported for
+// delayq's own packages; a service runs jobs through engine.Engine (or a
+// Worker), never by calling it.
+func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOptions) ([]RestoreOutcome, error) {
+	if opts.Chunk <= 0 {
+		opts.Chunk = 500
+	}
+	if opts.ChunkBytes <= 0 {
+		opts.ChunkBytes = 4 << 20
+	}
+	out := make([]RestoreOutcome, len(rows))
+	var bad error
+	calls := c.restoreCalls(rows, opts, func(err error) { bad = errors.Join(bad, err) })
+	if len(calls) == 0 {
+		return out, bad
+	}
+	mode := "write"
+	if opts.DryRun {
+		mode = "check"
+	}
+
+	head := []any{mode, opts.SeenAt, c.cfg.TombstoneTTL.Milliseconds()}
+	cmds := c.runRestoreCalls(ctx, calls, head, false, opts.note)
+	var retry []int // calls Redis had no script for (it restarted): sent again with EVAL
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		again := make([]restoreCall, len(retry))
+		for k, i := range retry {
+			again[k] = calls[i]
+		}
+		for k, cmd := range c.runRestoreCalls(ctx, again, head, true, "") {
+			cmds[retry[k]] = cmd
+		}
+	}
+
+	var errs []error
+	if bad != nil {
+		errs = append(errs, bad)
+	}
+	for i, cmd := range cmds {
+		call := calls[i]
+		reply, err := cmd.Int64Slice()
+		if err == nil && len(reply) != 1+len(call.rows) {
+			err = fmt.Errorf("reply of %d values for %d rows", len(reply), len(call.rows))
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("queue: restore %d jobs of %s: %w", len(call.rows), call.topic, err))
+			continue
+		}
+		created := false
+		for k, at := range call.rows {
+			switch reply[1+k] {
+			case 1:
+				out[at] = RestoreCreated
+				created = true
+			case 2:
+				out[at] = RestoreGone
+			default:
+				out[at] = RestoreTracked
+			}
+		}
+		// A durable topic's jobs reach Redis only this way (the push after
+		// the commit, the relay): the topics set must list the topic, as
+		// an enqueue would, for the stats, the metrics and the dashboard.
+		if created && !opts.DryRun {
+			if err := c.noteTopic(ctx, call.topic); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// restoreCall is one restore.lua call: rows (indexes into the caller's
+// slice) of one topic.
+type restoreCall struct {
+	topic string
+	rows  []int
+	args  []any // without the mode, which goes first
+}
+
+// restoreCalls groups valid rows by topic into chunks; invalid rows are
+// reported to bad and left out.
+func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(err error)) []restoreCall {
+	var calls []restoreCall
+	open := make(map[string]int) // topic -> index in calls of its open chunk
+	size := make(map[string]int) // topic -> bytes in its open chunk
+	for i, r := range rows {
+		if err := ValidateTopic(r.Topic); err != nil {
+			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
+			continue
+		}
+		if err := ValidateID(r.ID); err != nil {
+			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
+			continue
+		}
+		at, ok := open[r.Topic]
+		if !ok || len(calls[at].rows) >= opts.Chunk || size[r.Topic] >= opts.ChunkBytes {
+			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 8*min(opts.Chunk, len(rows)-i))})
+			at = len(calls) - 1
+			open[r.Topic] = at
+			size[r.Topic] = 0
+		}
+		mode := "p"
+		switch {
+		case r.State == StateWaiting:
+			mode = "s"
+		case r.State == StateRetrying:
+			mode = "r"
+		}
+		call := &calls[at]
+		call.rows = append(call.rows, i)
+		if opts.DryRun { // a check reads ids only: the bulky fields stay home
+			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "")
+			continue
+		}
+		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload)
+		size[r.Topic] += len(r.Payload) + len(r.LastError)
+	}
+	return calls
+}
+
+// runRestoreCalls sends calls in one pipeline, with EVALSHA, or with EVAL
+// when eval is set, and returns their commands in order; head are the
+// arguments before the rows' (mode, seen at, tombstone TTL). Per-call
+// errors are in the commands. A note, if set, is removed from the relay's
+// inbox after the calls, in the same round trip.
+func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head []any, eval bool, note string) []*redis.Cmd {
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		// restoreCalls left invalid topics out, so this cannot fail;
+		// the error is checked all the same.
+		k, err := c.keysFor(call.topic)
+		if err != nil {
+			cmd := redis.NewCmd(ctx)
+			cmd.SetErr(err)
+			cmds[i] = cmd
+			continue
+		}
+		keys := []string{k.due, k.lease, k.job, k.wake, k.dead, k.gone}
+		args := make([]any, 0, len(head)+len(call.args))
+		args = append(args, head...)
+		args = append(args, call.args...)
+		if eval {
+			cmds[i] = c.scripts.restore.Eval(ctx, pipe, keys, args...)
+		} else {
+			cmds[i] = c.scripts.restore.EvalSha(ctx, pipe, keys, args...)
+		}
+	}
+	if note != "" {
+		pipe.ZRem(ctx, relayInboxKey(c.cfg.Namespace), note)
+	}
+	_, _ = pipe.Exec(ctx) // errors are per command
+	return cmds
+}

@@ -1,0 +1,294 @@
+package dataplane_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// A job Redis lost comes back from its ledger row: an in-progress one due at
+// once, a retrying one due at its planned time, each with the row's attempt,
+// max attempts, last error and (binary-safe) payload; the next claim bumps
+// the attempt as after a lease expiry.
+func TestRestoreRecreatesLostJobs(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		now := redisNow(t, e)
+		payload := []byte("a|b\x00c|{\"n\":1}")
+		rows := []dataplane.RestoreRow{
+			{Topic: "t", ID: "running", RunAt: now - 5000, Attempt: 2, MaxAttempts: 5, LastError: "boom|x", Payload: payload},
+			{Topic: "t", ID: "waiting", State: dataplane.StateRetrying, RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3, LastError: "failed once"},
+		}
+		out, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out, []dataplane.RestoreOutcome{dataplane.RestoreCreated, dataplane.RestoreCreated}) {
+			t.Fatalf("outcomes %v", out)
+		}
+		// The topics set lists the topic, as after an enqueue: a durable
+		// topic's jobs reach Redis only by Restore.
+		if topics, err := e.c.Topics(ctx); err != nil || !slices.Equal(topics, []string{"t"}) {
+			t.Fatalf("topics after a restore: %v, %v", topics, err)
+		}
+		info := mustGet(t, e, "t", "running")
+		if info.State != dataplane.StateRetrying || info.Score != now-5000 {
+			t.Fatalf("running: %s at %d, want retrying at its run time %d", info.State, info.Score, now-5000)
+		}
+		j := info.Job
+		if j.Attempt != 2 || j.MaxAttempts != 5 || j.LastError != "boom|x" || !bytes.Equal(j.Payload, payload) || j.RunAt != now-5000 {
+			t.Fatalf("running envelope %+v", j)
+		}
+		info = mustGet(t, e, "t", "waiting")
+		if info.State != dataplane.StateRetrying || info.Score != rows[1].RunAt || info.Job.Attempt != 1 || info.Job.LastError != "failed once" {
+			t.Fatalf("waiting: %+v %+v", info, info.Job)
+		}
+		c := mustClaim(t, e, "t", 10, time.Minute)
+		if len(c.Jobs) != 1 || c.Jobs[0].ID != "running" || c.Jobs[0].Attempt != 3 {
+			t.Fatalf("claim after restore: %v (attempt %v)", ids(c.Jobs), c.Jobs)
+		}
+	})
+}
+
+// An in-progress row whose run time lies ahead (a clock mistake) is still
+// due at once; a retrying row whose run time passed is due at once too.
+func TestRestoreDueTimes(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		now := redisNow(t, e)
+		rows := []dataplane.RestoreRow{
+			{Topic: "t", ID: "ahead", RunAt: now + time.Hour.Milliseconds(), Attempt: 1, MaxAttempts: 3},
+			{Topic: "t", ID: "late-retry", State: dataplane.StateRetrying, RunAt: now - 1000, Attempt: 1, MaxAttempts: 3},
+		}
+		if _, err := e.c.Restore(testenv.Context(t), rows, dataplane.RestoreOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if info := mustGet(t, e, "t", "ahead"); info.Score > now+5000 {
+			t.Fatalf("in-progress row restored due at %d, %d ms ahead", info.Score, info.Score-now)
+		}
+		if c := mustClaim(t, e, "t", 10, time.Minute); len(c.Jobs) != 2 {
+			t.Fatalf("claimed %v, want both", ids(c.Jobs))
+		}
+	})
+}
+
+// A job Redis still tracks (waiting, leased, waiting for a retry, dead) is
+// left exactly as it is.
+func TestRestoreLeavesTrackedJobsAlone(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "due", Delay: time.Hour})
+		claimOne(t, e, "t", "leased", time.Minute)
+		r := claimOne(t, e, "t", "retrying", time.Minute)
+		if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: r.Ref(), Delay: time.Hour, Error: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+		d := claimOne(t, e, "t", "dead", time.Minute)
+		if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: d, Error: "r"}}); err != nil {
+			t.Fatal(err)
+		}
+		before := dumpNamespace(t, e)
+		var rows []dataplane.RestoreRow
+		for _, id := range []string{"due", "leased", "retrying", "dead"} {
+			rows = append(rows, dataplane.RestoreRow{Topic: "t", ID: id, RunAt: 1, Attempt: 7, MaxAttempts: 9, Payload: []byte("other")})
+		}
+		out, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range out {
+			if o != dataplane.RestoreTracked {
+				t.Fatalf("%s: %s, want tracked", rows[i].ID, o)
+			}
+		}
+		if after := dumpNamespace(t, e); after != before {
+			t.Fatalf("Redis changed:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}
+
+// A dry run reports what it would re-create and writes nothing.
+func TestRestoreDryRunWritesNothing(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "kept", Delay: time.Hour})
+		before := dumpNamespace(t, e)
+		rows := []dataplane.RestoreRow{
+			{Topic: "t", ID: "kept", Attempt: 1, MaxAttempts: 3, RunAt: 1},
+			{Topic: "t", ID: "lost", Attempt: 1, MaxAttempts: 3, RunAt: 1},
+			{Topic: "u", ID: "lost", State: dataplane.StateRetrying, Attempt: 1, MaxAttempts: 3, RunAt: 1},
+		}
+		out, err := e.c.Restore(testenv.Context(t), rows, dataplane.RestoreOptions{DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []dataplane.RestoreOutcome{dataplane.RestoreTracked, dataplane.RestoreCreated, dataplane.RestoreCreated}
+		if !slices.Equal(out, want) {
+			t.Fatalf("outcomes %v, want %v", out, want)
+		}
+		if after := dumpNamespace(t, e); after != before {
+			t.Fatalf("a dry run changed Redis:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}
+
+// Many rows over several topics, in small chunks: every row is decided once,
+// in input order; a second pass finds every job tracked. Duplicate ids in
+// one call are re-created once.
+func TestRestoreChunksAcrossTopics(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		var rows []dataplane.RestoreRow
+		for i := 0; i < 1250; i++ {
+			topic := []string{"a", "b", "c"}[i%3]
+			rows = append(rows, dataplane.RestoreRow{Topic: topic, ID: fmt.Sprintf("j%d", i), Attempt: 1, MaxAttempts: 3,
+				RunAt: 1, Payload: bytes.Repeat([]byte("x"), 100)})
+		}
+		rows = append(rows, rows[0]) // the same job twice in one call
+		out, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{Chunk: 100, ChunkBytes: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range out[:1250] {
+			if o != dataplane.RestoreCreated {
+				t.Fatalf("row %d: %s", i, o)
+			}
+		}
+		if out[1250] != dataplane.RestoreTracked {
+			t.Fatalf("repeated row: %s, want tracked", out[1250])
+		}
+		out, err = e.c.Restore(ctx, rows, dataplane.RestoreOptions{Chunk: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range out {
+			if o != dataplane.RestoreTracked {
+				t.Fatalf("second pass, row %d: %s", i, o)
+			}
+		}
+		for topic, want := range map[string]int64{"a": 417, "b": 417, "c": 416} {
+			st, err := e.c.Stats(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Due != want {
+				t.Fatalf("topic %s: %d due, want %d", topic, st.Due, want)
+			}
+		}
+	})
+}
+
+// Two restores of the same rows at once re-create each job exactly once:
+// the check and the write are one atomic step.
+func TestRestoreConcurrentCreatesOnce(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		var rows []dataplane.RestoreRow
+		for i := 0; i < 2000; i++ {
+			rows = append(rows, dataplane.RestoreRow{Topic: "t", ID: fmt.Sprintf("j%d", i), Attempt: 1, MaxAttempts: 3, RunAt: 1})
+		}
+		ctx := testenv.Context(t)
+		var wg sync.WaitGroup
+		created := make([]int, 4)
+		for g := range created {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{Chunk: 50})
+				if err != nil {
+					t.Error(err)
+				}
+				for _, o := range out {
+					if o == dataplane.RestoreCreated {
+						created[g]++
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		total := 0
+		for _, n := range created {
+			total += n
+		}
+		if total != len(rows) {
+			t.Fatalf("created %v = %d jobs for %d rows", created, total, len(rows))
+		}
+	})
+}
+
+// After Redis forgot its scripts (a restart), Restore loads its script
+// again by itself.
+func TestRestoreAfterScriptFlush(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		rows := []dataplane.RestoreRow{{Topic: "t", ID: "a", Attempt: 1, MaxAttempts: 3, RunAt: 1}}
+		if _, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows[0].ID = "b"
+		out, err := e.c.Restore(ctx, rows, dataplane.RestoreOptions{})
+		if err != nil || out[0] != dataplane.RestoreCreated {
+			t.Fatalf("after SCRIPT FLUSH: %v, %v", out, err)
+		}
+	})
+}
+
+// A bad row is reported and skipped; the others are restored.
+func TestRestoreReportsBadRows(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		rows := []dataplane.RestoreRow{
+			{Topic: "t", ID: "ok", Attempt: 1, MaxAttempts: 3, RunAt: 1},
+			{Topic: "t", ID: "bad id", Attempt: 1, MaxAttempts: 3, RunAt: 1},
+			{Topic: "{bad}", ID: "x", Attempt: 1, MaxAttempts: 3, RunAt: 1},
+		}
+		out, err := e.c.Restore(testenv.Context(t), rows, dataplane.RestoreOptions{})
+		if err == nil {
+			t.Fatal("no error for bad rows")
+		}
+		want := []dataplane.RestoreOutcome{dataplane.RestoreCreated, dataplane.RestoreFailed, dataplane.RestoreFailed}
+		if !slices.Equal(out, want) {
+			t.Fatalf("outcomes %v, want %v", out, want)
+		}
+	})
+}
+
+// dumpNamespace renders every key of the test's namespace with its content,
+// to compare Redis before and after.
+func dumpNamespace(t *testing.T, e env) string {
+	t.Helper()
+	ctx := testenv.Context(t)
+	keys := keysOf(t, e)
+	slices.Sort(keys)
+	var b bytes.Buffer
+	for _, k := range keys {
+		typ, err := e.rdb.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		switch typ {
+		case "zset":
+			v, err = e.rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+		case "hash":
+			v, err = e.rdb.HGetAll(ctx, k).Result()
+		case "set":
+			var m []string
+			m, err = e.rdb.SMembers(ctx, k).Result()
+			slices.Sort(m)
+			v = m
+		default:
+			v, err = e.rdb.Get(ctx, k).Result()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s=%v;", k, v)
+	}
+	return b.String()
+}

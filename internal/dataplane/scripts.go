@@ -1,0 +1,80 @@
+package dataplane
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Each script is one atomic step of the job lifecycle; its .lua file opens
+// with the KEYS, ARGV and reply it works with. redis.Script runs them with
+// EVALSHA and loads them on NOSCRIPT.
+var (
+	//go:embed lua/enqueue.lua
+	enqueueLua string
+	//go:embed lua/claim.lua
+	claimLua string
+	//go:embed lua/ack.lua
+	ackLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/retry.lua
+	retryLua string
+	//go:embed lua/bury.lua
+	buryLua string
+	//go:embed lua/extend.lua
+	extendLua string
+	//go:embed lua/cancel.lua
+	cancelLua string
+	//go:embed lua/requeue.lua
+	requeueLua string
+	//go:embed lua/purge.lua
+	purgeLua string
+	//go:embed lua/get.lua
+	getLua string
+	//go:embed lua/stats.lua
+	statsLua string
+	//go:embed lua/restore.lua
+	restoreLua string
+	//go:embed lua/resume.lua
+	resumeLua string
+	//go:embed lua/reschedule.lua
+	rescheduleLua string
+	//go:embed lua/periodic.lua
+	periodicLua string
+	//go:embed lua/relaynext.lua
+	relayNextLua string
+	//go:embed lua/relayunnote.lua
+	relayUnnoteLua string
+)
+
+// scripts holds the compiled scripts of one Client (no package-level state).
+type scripts struct {
+	enqueue, claim, ack, release, retry, bury, extend *redis.Script
+	cancel, requeue, purge, get, stats                *redis.Script
+	restore, resume, reschedule, periodic             *redis.Script
+	relayNext, relayUnnote                            *redis.Script
+}
+
+func newScripts() scripts {
+	return scripts{
+		enqueue:     redis.NewScript(enqueueLua),
+		claim:       redis.NewScript(claimLua),
+		ack:         redis.NewScript(ackLua),
+		release:     redis.NewScript(releaseLua),
+		retry:       redis.NewScript(retryLua),
+		bury:        redis.NewScript(buryLua),
+		extend:      redis.NewScript(extendLua),
+		cancel:      redis.NewScript(cancelLua),
+		requeue:     redis.NewScript(requeueLua),
+		purge:       redis.NewScript(purgeLua),
+		get:         redis.NewScript(getLua),
+		stats:       redis.NewScript(statsLua),
+		restore:     redis.NewScript(restoreLua),
+		reschedule:  redis.NewScript(rescheduleLua),
+		resume:      redis.NewScript(resumeLua),
+		periodic:    redis.NewScript(periodicLua),
+		relayNext:   redis.NewScript(relayNextLua),
+		relayUnnote: redis.NewScript(relayUnnoteLua),
+	}
+}

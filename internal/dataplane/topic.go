@@ -1,0 +1,707 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// topicRunner is one topic's part of a worker: a fetcher that claims and
+// records jobs, and a pool of handler goroutines fed through work.
+type topicRunner struct {
+	w     *Worker
+	topic string
+	h     Handler
+	cfg   TopicConfig
+	log   logrus.FieldLogger
+
+	work  chan *Job     // claimed, recorded and due, not started; cap = concurrency + prefetch
+	busy  atomic.Int64  // jobs claimed, held, in work or running: never above cap(work)
+	freed chan struct{} // a handler slot came free (cap 1, never blocks)
+	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
+
+	stopping  <-chan struct{} // closed when the worker stops claiming (Run's ctx)
+	tokens    chan struct{}   // one per batch being claimed or recorded
+	holds     sync.WaitGroup  // recorded batches waiting for their jobs' due times
+	recordErr chan error      // the last ledger failure, for the fetcher's backoff
+
+	// paused: the last claim found the topic paused (the fetcher's own,
+	// read and written by it alone).
+	paused bool
+	// backlog: the last claim left due jobs behind, so the fetcher may
+	// claim up to the prefetch beyond its free slots (the fetcher's own).
+	backlog bool
+	// runNanos is a moving average of the handlers' run times (ns; 0
+	// before the first): prefetch only while they are quick.
+	runNanos atomic.Int64
+
+	clock redisClock // Redis's clock, as this topic's claims tell it
+
+	// mu guards active, queued and the LeaseUntil of queued jobs: the
+	// heartbeat renews the leases of both.
+	mu     sync.Mutex
+	active map[Ref]*activeJob // running handlers
+	queued map[Ref]*Job       // recorded, waiting in work for a handler
+}
+
+// activeJob is a running handler: its lease timer ends its context when the
+// lease runs out, and the heartbeat moves it on.
+type activeJob struct {
+	timer    *time.Timer
+	deadline int64     // the lease's deadline, Redis ms
+	began    time.Time // for prefetching: is a handler running long?
+}
+
+func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicRunner {
+	return &topicRunner{
+		w: w, topic: topic, h: h, cfg: cfg,
+		log:       w.log.WithField("topic", topic),
+		work:      make(chan *Job, cfg.Concurrency+prefetchOf(cfg)),
+		freed:     make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+		tokens:    make(chan struct{}, RecordPipeline),
+		recordErr: make(chan error, 1),
+		active:    make(map[Ref]*activeJob),
+		queued:    make(map[Ref]*Job),
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop claims jobs until stop ends. It never polls at a fixed rate: it
+// sleeps until the earliest due time or lease deadline that the last claim
+// reported, a wake message, a freed slot, or MaxIdle, whichever comes first.
+// While the topic is paused it waits for a wake alone (Resume publishes
+// one), or pausedRecheck.
+//
+// Recording a batch in the ledger (a durable commit) takes longer than
+// claiming it, so the fetcher does not wait for it: up to RecordPipeline
+// batches are being recorded while it claims the next one.
+func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
+	defer func() { // every batch recorded or released before shutdown goes on
+		for i := 0; i < cap(tr.tokens); i++ {
+			tr.tokens <- struct{}{}
+		}
+		tr.holds.Wait()
+	}()
+	// After a failed claim or record the fetcher waits for the store that
+	// failed to answer again, at most errPause (outage.go).
+	errPause := time.Duration(0)
+	backOff := func(err error) {
+		errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
+		logFailure(tr.log.WithField("retry_in", errPause), err, "fetch failed")
+		awaitStore(detached, stop.Done(), err, errPause)
+	}
+	for stop.Err() == nil {
+		// A batch whose record failed posts the error before its jobs are
+		// due again, so looking here first never claims them again at once.
+		select {
+		case err := <-tr.recordErr:
+			backOff(err)
+			continue
+		default:
+		}
+		n, nDue := tr.claimable()
+		if n <= 0 {
+			select {
+			case <-tr.freed:
+			case <-stop.Done():
+			}
+			continue
+		}
+		select {
+		case tr.tokens <- struct{}{}:
+		case <-stop.Done():
+			continue
+		}
+		wait, until, err := tr.fetch(detached, min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize))
+		if err == nil {
+			select {
+			case err = <-tr.recordErr:
+			default:
+			}
+		}
+		if err != nil {
+			backOff(err)
+			continue
+		}
+		errPause = 0
+		if wait < 0 {
+			continue // took a full batch: more may be due
+		}
+		if until == untilToken {
+			tr.waitToken(stop, wait)
+			continue
+		}
+		// A handler finishing matters only when claimable jobs were left
+		// for want of a slot: otherwise it would wake the fetcher for a
+		// claim of the one or two jobs that became claimable since the
+		// last, a commit each, instead of one claim at the timer.
+		var freed chan struct{}
+		if until == untilSlot {
+			freed = tr.freed
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-tr.wake:
+		case <-freed:
+		case <-stop.Done():
+		}
+		timer.Stop()
+	}
+}
+
+// waitToken sleeps until the rate limit's next token (wait), or a wake
+// message or shutdown. A freed slot does not end it: without a token the
+// claim would take nothing.
+func (tr *topicRunner) waitToken(stop context.Context, wait time.Duration) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-tr.wake:
+	case <-stop.Done():
+	}
+}
+
+// pausedRecheck is how long a fetcher of a paused topic waits for the
+// resume's wake before it claims again anyway: a safety net only, since a
+// wake lost while the subscription was down is made up for by the
+// re-subscription, which wakes every fetcher.
+const pausedRecheck = 30 * time.Second
+
+// untilWhat says what the fetcher waits for after a claim, besides its
+// timer, a wake message and shutdown.
+type untilWhat int
+
+const (
+	untilTime  untilWhat = iota // the next due time (less the claim-ahead) or lease deadline
+	untilSlot                   // a freed slot: claimable jobs are left
+	untilToken                  // the rate limit's next token: due jobs were held back
+)
+
+// fetch claims up to n jobs, at most nDue of them due already (the rest
+// due within the claim-ahead), and starts recording them; the recording
+// goroutine queues them for the handlers, each at its due time, or hands
+// them back if the ledger fails. It holds one token of tr.tokens and gives
+// it back. It returns how long to wait before the next claim, or -1 to
+// claim again at once, and what else ends the wait.
+func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.Duration, until untilWhat, err error) {
+	ctx, cancel := withOpTimeout(detached)
+	defer cancel()
+	ahead := claimAheadOf(tr.cfg)
+	sentAt := time.Now()
+	cl, err := tr.w.c.claim(ctx, tr.topic, n, nDue, tr.cfg.Lease, rateLimitOf(tr.cfg), ahead)
+	if err = tr.w.redisWatch.result(err); err != nil {
+		<-tr.tokens
+		return 0, untilTime, err
+	}
+	// Redis read its clock before the reply travelled back, so its time
+	// at replyAt is at least cl.nowMicros: holds measured from here err
+	// late, never early (holdUntilDue).
+	replyAt := time.Now()
+	tr.clock.seen(cl.nowMicros, sentAt, replyAt)
+	switch {
+	case cl.Paused && !tr.paused:
+		tr.log.Info("topic paused: claims stopped until it is resumed")
+	case !cl.Paused && tr.paused:
+		tr.log.Info("topic resumed: claiming again")
+	}
+	tr.paused = cl.Paused
+	tr.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
+	if len(cl.Buried) > 0 {
+		buried := make([]outcome, len(cl.Buried))
+		for i, j := range cl.Buried {
+			buried[i] = buriedOutcome(j, cl.Now)
+		}
+		tr.w.completer.add(buried...)
+	}
+	if len(cl.Jobs) == 0 {
+		<-tr.tokens
+	} else {
+		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
+		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
+		go tr.record(detached, cl.Jobs, claimClock{cl.Now, cl.nowMicros, replyAt})
+		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
+			return -1, untilTime, nil
+		}
+	}
+	if cl.Paused {
+		// Nothing was claimed (buried jobs aside): wait for the resume.
+		return max(tr.w.cfg.MaxIdle, pausedRecheck), untilTime, nil
+	}
+	if cl.NextToken > 0 {
+		tr.observeRateLimited()
+		// MaxIdle still bounds the sleep: a bucket reset meanwhile (Redis
+		// lost it) is full again.
+		return min(max(time.Duration(cl.NextToken-cl.Now)*time.Millisecond, 0), tr.w.cfg.MaxIdle), untilToken, nil
+	}
+	wait = tr.w.cfg.MaxIdle
+	if cl.NextDue > 0 {
+		if cl.NextDue-ahead.Milliseconds() <= cl.Now {
+			// Claimable jobs are left but every slot is taken: a freed
+			// slot wakes us.
+			return wait, untilSlot, nil
+		}
+		// Claimed once the next job is half the claim-ahead from due, a
+		// batch takes what falls due over the next half: a claim (and a
+		// commit) per half claim-ahead, not per job, and still half of it
+		// for the commit before the first is due.
+		claimAt := cl.NextDue - ahead.Milliseconds()/2
+		wait = min(wait, time.Duration(claimAt-cl.Now)*time.Millisecond)
+	}
+	if cl.NextLease > 0 {
+		// An expired lease (a dead worker) is put back by the next claim.
+		wait = min(wait, time.Duration(cl.NextLease-cl.Now+1)*time.Millisecond)
+	}
+	return max(wait, 0), untilTime, nil
+}
+
+// prefetchQuick is the longest average handler run at which a fetcher
+// prefetches: a prefetched job then waits for a slot about as long as a
+// ledger commit would have made it wait, never behind slow handlers while
+// another process may have a free slot.
+const prefetchQuick = 10 * time.Millisecond
+
+// claimable is how many jobs the fetcher may claim now (n), and how many
+// of them may be due already (nDue). Due jobs: its free handler slots,
+// plus the prefetch while prefetching. With the claim-ahead on, jobs not
+// due yet may take what quick handlers start in about 10ms beyond the free
+// slots (quickRoom), backlog or not: they need their slots within the
+// claim-ahead. Behind slow handlers claims follow the free slots alone, so
+// no job, due or coming, waits here for a slot while another worker may
+// have one.
+func (tr *topicRunner) claimable() (n, nDue int) {
+	busy := int(tr.busy.Load())
+	room := cap(tr.work) - busy // what never blocks a push into work
+	quick := tr.quickRoom()
+	free := tr.cfg.Concurrency - busy
+	nDue = free
+	if tr.backlog {
+		nDue += quick // the prefetch
+	}
+	nDue = max(min(nDue, room), 0)
+	if claimAheadOf(tr.cfg) <= 0 {
+		return nDue, nDue
+	}
+	return max(min(free+quick, room), 0), nDue
+}
+
+// quickRoom is how many jobs beyond its free slots the fetcher may hold
+// now: none unless its handlers are quick; then no more than they start
+// in about prefetchQuick at their average run (a held job waits for a
+// slot about as long as a commit would have made it wait), and no more
+// than the topic's Prefetch. Prefetching (a backlog) and the claim-ahead
+// share it.
+func (tr *topicRunner) quickRoom() int {
+	if !tr.quick() {
+		return 0
+	}
+	quick := int64(tr.cfg.Concurrency) * int64(prefetchQuick) / max(tr.runNanos.Load(), 1)
+	return int(min(int64(prefetchOf(tr.cfg)), quick))
+}
+
+// quick says whether the topic's handlers are quick, both those that
+// finished lately and those running (one running long would hold the
+// jobs held back however quick the others were).
+func (tr *topicRunner) quick() bool {
+	avg := tr.runNanos.Load()
+	if avg <= 0 || avg >= int64(prefetchQuick) {
+		return false
+	}
+	slow := time.Now().Add(-prefetchQuick)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, a := range tr.active {
+		if a.began.Before(slow) {
+			return false
+		}
+	}
+	return true
+}
+
+// ran folds one handler run into the moving average (weight 1/8).
+func (tr *topicRunner) ran(d time.Duration) {
+	for {
+		old := tr.runNanos.Load()
+		avg := int64(d)
+		if old > 0 {
+			avg = old + (int64(d)-old)/8
+		}
+		if tr.runNanos.CompareAndSwap(old, max(avg, 1)) {
+			return
+		}
+	}
+}
+
+// observeRateLimited counts a claim the rate limit held back, if the
+// observer cares.
+func (tr *topicRunner) observeRateLimited() {
+	if o, ok := tr.w.cfg.Observer.(RateLimitObserver); ok {
+		o.RateLimited(tr.topic)
+	}
+}
+
+// record writes claimed jobs to the ledger, then queues them for the
+// handlers. No handler runs unrecorded: if the ledger fails, the jobs go
+// back to due with their attempt unspent and the fetcher backs off.
+// Those claimed before their due time (after the claim's clock) are
+// queued at it.
+func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClock) {
+	ctx, cancel := withOpTimeout(detached)
+	defer cancel()
+	err := tr.w.ledgerWatch.result(tr.w.led.Record(ctx, jobs, tr.w.cfg.ID))
+	if err != nil {
+		tr.unrecorded(ctx, jobs, err)
+		<-tr.tokens
+		return
+	}
+	// From here on the heartbeat renews their leases: the wait for a
+	// handler (or for the rate limit's start time) may outlast one.
+	tr.mu.Lock()
+	for _, j := range jobs {
+		tr.queued[j.Ref()] = j
+	}
+	tr.mu.Unlock()
+	tr.holdStart(ctx, cc)
+	var early []*Job
+	for _, j := range jobs {
+		if j.RunAt > cc.now {
+			early = append(early, j)
+			continue
+		}
+		tr.work <- j // never blocks: busy <= cap(work)
+	}
+	// The batch's record is done: its token goes back to the fetcher while
+	// the jobs claimed ahead wait for their due times. The hold is counted
+	// first, so that a shutdown that has every token back waits for it.
+	if len(early) > 0 {
+		tr.holds.Add(1)
+		defer tr.holds.Done()
+	}
+	<-tr.tokens
+	tr.queueAtDue(detached, early, cc) // the claim handed them out in due order
+}
+
+// unrecorded hands back jobs whose record failed, attempt unspent, and
+// tells the fetcher.
+func (tr *topicRunner) unrecorded(ctx context.Context, jobs []*Job, err error) {
+	// The fetcher hears of the failure before the jobs are due again, so it
+	// backs off instead of claiming them straight back.
+	select {
+	case tr.recordErr <- fmt.Errorf("ledger record of %d jobs: %w", len(jobs), err):
+	default:
+	}
+	if n, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
+		// Their leases expire and they run later.
+		tr.log.WithError(rerr).WithField("jobs", len(jobs)).Warn("release after a failed ledger record failed")
+	} else if n > 0 {
+		tr.w.cfg.Observer.Released(tr.topic, n)
+	}
+	tr.busy.Add(-int64(len(jobs)))
+	signal(tr.freed)
+}
+
+// queueAtDue queues jobs claimed ahead of their due times (in due order)
+// for the handlers, each once it is due on Redis's clock and never before,
+// so that none starts early. At shutdown the rest go back, attempt
+// unspent.
+func (tr *topicRunner) queueAtDue(detached context.Context, jobs []*Job, cc claimClock) {
+	for i, j := range jobs {
+		if !tr.holdUntilDue(cc.at(j.RunAt)) {
+			tr.handBack(detached, jobs[i:], "shutdown: released jobs claimed ahead of their due times")
+			return
+		}
+		tr.work <- j // never blocks: busy <= cap(work)
+	}
+}
+
+// claimClock is when a claim ran: Redis's clock, and the local instant
+// its reply arrived (with its monotonic reading, so that a step of the
+// wall clock moves no hold).
+type claimClock struct {
+	now     int64 // Redis ms
+	micros  int64 // Redis µs
+	replyAt time.Time
+}
+
+// at is the local instant at which Redis's clock has reached ms: never
+// before, since Redis read its clock before the reply travelled back.
+func (c claimClock) at(ms int64) time.Time {
+	return c.replyAt.Add(time.Duration(ms*1000-c.micros) * time.Microsecond)
+}
+
+// holdStart waits, on a rate-limited topic, until RateStartLag after the
+// batch's claim (Redis's clock), so that its handlers start at the claims'
+// pacing however long its ledger write took (TopicConfig.RateStartLag).
+// Measured from the claim's reply (claimClock), which errs late: the
+// topic's clock estimate errs ahead, and a start measured on it came up
+// to a round trip short of the lag. The fetcher's shutdown waits for this
+// goroutine, so the jobs still reach the queue that shutdown hands back.
+func (tr *topicRunner) holdStart(ctx context.Context, cc claimClock) {
+	if tr.cfg.RateLimit <= 0 || tr.cfg.RateStartLag <= 0 {
+		return
+	}
+	wait := time.Until(cc.replyAt.Add(tr.cfg.RateStartLag))
+	if wait <= 0 {
+		return
+	}
+	sleep(ctx, wait)
+}
+
+// releaseQueued hands back every job claimed but not started (shutdown).
+func (tr *topicRunner) releaseQueued(detached context.Context) {
+	var jobs []*Job
+	for {
+		select {
+		case j := <-tr.work:
+			jobs = append(jobs, j)
+			continue
+		default:
+		}
+		break
+	}
+	tr.handBack(detached, jobs, "shutdown: released jobs not started")
+}
+
+// handBack returns recorded jobs that never started to due, attempt
+// unspent (shutdown), and logs done on success.
+func (tr *topicRunner) handBack(detached context.Context, jobs []*Job, done string) {
+	if len(jobs) == 0 {
+		return
+	}
+	tr.mu.Lock()
+	for _, j := range jobs {
+		delete(tr.queued, j.Ref())
+	}
+	tr.mu.Unlock()
+	tr.busy.Add(-int64(len(jobs)))
+	ctx, cancel := withOpTimeout(detached)
+	defer cancel()
+	refs := refsOf(jobs)
+	n, err := tr.w.c.Release(ctx, refs)
+	if err == nil {
+		if n > 0 {
+			tr.w.cfg.Observer.Released(tr.topic, n)
+		}
+		err = tr.w.unclaimRows(ctx, refs)
+	}
+	if err != nil {
+		tr.log.WithError(err).WithField("jobs", len(jobs)).Error("shutdown: release failed; the jobs run again after their lease")
+		return
+	}
+	tr.log.WithField("jobs", n).Info(done)
+}
+
+// holdUntilDue waits until due, the local instant of a job's due time
+// (claimClock.at), when it was claimed ahead of it (TopicConfig.ClaimAhead);
+// the job stays queued meanwhile, its lease renewed by the heartbeat. It
+// reports false once the worker is stopping: the job goes back rather than
+// to a handler that might still take it.
+func (tr *topicRunner) holdUntilDue(due time.Time) bool {
+	select {
+	case <-tr.stopping:
+		return false
+	default:
+	}
+	d := time.Until(due)
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-tr.stopping:
+		return false
+	}
+}
+
+// handleLoop runs queued jobs until work is closed.
+func (tr *topicRunner) handleLoop(base context.Context) {
+	for j := range tr.work {
+		tr.run(base, j)
+	}
+}
+
+// run runs one job's handler and passes the outcome to the completer.
+func (tr *topicRunner) run(base context.Context, j *Job) {
+	ctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	ref := j.Ref()
+	// From the queue to the running jobs in one step, so that no heartbeat
+	// misses the job; its LeaseUntil is the heartbeat's while it is queued.
+	tr.mu.Lock()
+	delete(tr.queued, ref)
+	leaseUntil := j.LeaseUntil
+	if tr.clock.until(leaseUntil) <= 0 {
+		tr.mu.Unlock()
+		// The lease ran out before the handler could start (a stalled
+		// process): another worker may own the job now. Leave it to the
+		// lease expiry; its ledger row is rewritten by the next claim, or
+		// dropped here if another claim has had the job already.
+		tr.w.jobLog(j).Warn("lease expired before the handler started: not running it")
+		tr.dropSuperseded(context.WithoutCancel(base), j)
+		tr.busy.Add(-1)
+		signal(tr.freed)
+		return
+	}
+	a := &activeJob{deadline: leaseUntil, began: time.Now(),
+		timer: time.AfterFunc(tr.clock.until(leaseUntil), func() { cancel(ErrLeaseExpired) })}
+	tr.active[ref] = a
+	tr.mu.Unlock()
+	if tr.cfg.Timeout > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, tr.cfg.Timeout)
+		defer c()
+	}
+
+	late := time.Duration(tr.clock.now()-j.RunAt) * time.Millisecond
+	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
+	began := time.Now()
+	err := runHandler(ctx, tr.h, j)
+	took := time.Since(began)
+	tr.ran(took)
+	tr.w.cfg.Observer.Handled(tr.topic, took, err)
+
+	tr.mu.Lock()
+	a.timer.Stop()
+	a.deadline = 0 // returned: a beat now renews its lease, not its timer
+	tr.mu.Unlock()
+	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		// Cut off by shutdown, not failed: back to due, attempt unspent.
+		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
+		tr.w.completer.add(releasedOutcome(j))
+	} else {
+		tr.settle(j, err)
+	}
+	// The completer has the outcome before the job leaves the running
+	// ones: the heartbeat renews its lease until it is settled.
+	tr.mu.Lock()
+	delete(tr.active, ref)
+	tr.mu.Unlock()
+	tr.busy.Add(-1)
+	signal(tr.freed)
+}
+
+// dropSuperseded deletes the ledger row of a claim whose lease ran out
+// before its handler started, once Redis shows the job dead or settled
+// (Client.claimSuperseded). A worker that stalled between its claim and
+// its record wrote that row after another worker had the job: left, it
+// would outlive the job (dead in Redis, the recoverer keeps it forever;
+// settled, the recoverer runs the job again). The delete is fenced on the
+// claim itself (Ledger.DropClaim: attempt, worker, in progress), so no
+// other claim's row goes. On an error the row stays: the recoverer's rules
+// apply to it, as before.
+func (tr *topicRunner) dropSuperseded(detached context.Context, j *Job) {
+	ctx, cancel := withOpTimeout(detached)
+	defer cancel()
+	log := tr.w.jobLog(j)
+	gone, err := tr.w.c.claimSuperseded(ctx, j.Ref())
+	if err = tr.w.redisWatch.result(err); err != nil {
+		log.WithError(err).Warn("could not tell whether the job is dead or settled: its ledger row stays")
+		return
+	}
+	if !gone {
+		return
+	}
+	if err := tr.w.ledgerWatch.result(tr.w.led.DropClaim(ctx, j.Ref(), tr.w.cfg.ID)); err != nil {
+		log.WithError(err).Warn("dropping the ledger row of a superseded claim failed")
+		return
+	}
+	log.Info("the job is dead or settled elsewhere: this claim's ledger row dropped")
+}
+
+// settle decides what a handler's result means and queues it for the
+// completer.
+func (tr *topicRunner) settle(j *Job, err error) {
+	if err == nil {
+		tr.w.completer.add(completedOutcome(j))
+		return
+	}
+	log := tr.w.jobLog(j).WithError(err)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		log = log.WithField("stack", string(pe.Stack))
+	}
+	maxAttempts := j.MaxAttempts
+	if tr.cfg.MaxAttempts > 0 {
+		maxAttempts = min(maxAttempts, tr.cfg.MaxAttempts)
+	}
+	if errors.Is(err, ErrSkipRetry) || j.Attempt >= maxAttempts {
+		log.Error("job failed for good: dead")
+		tr.w.completer.add(deadOutcome(j, err, tr.clock.now()))
+		return
+	}
+	runAt := tr.clock.now() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
+	if at, ok := RetryRequested(err, tr.clock.now()); ok {
+		runAt = at
+	}
+	log.WithField("retry_at", time.UnixMilli(runAt).UTC().Format(time.RFC3339Nano)).Warn("job failed: retrying")
+	tr.w.completer.add(retryOutcome(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds()))
+}
+
+// leasedRefs lists the jobs whose leases the heartbeat renews: the running
+// ones, the ones queued for a handler, and unsettled, the ones whose outcome
+// waits in the completer. Each once.
+func (tr *topicRunner) leasedRefs(unsettled []Ref) []Ref {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	refs := make([]Ref, 0, len(tr.active)+len(tr.queued)+len(unsettled))
+	for r := range tr.active {
+		refs = append(refs, r)
+	}
+	for r := range tr.queued {
+		if _, ok := tr.active[r]; !ok {
+			refs = append(refs, r)
+		}
+	}
+	for _, r := range unsettled {
+		_, running := tr.active[r]
+		_, queued := tr.queued[r]
+		if !running && !queued {
+			refs = append(refs, r)
+		}
+	}
+	return refs
+}
+
+// extended moves the leases of the running and queued jobs among refs to
+// deadline (Redis ms), as extend.lua just did at Redis time now. Only a
+// lease still running at now was surely this claim's: one that had run out
+// may have been claimed again by another worker (extend.lua renews any
+// lease of the id), so its job keeps its old deadline and its handler's
+// context ends there, or it does not start.
+func (tr *topicRunner) extended(refs []Ref, now, deadline int64) {
+	d := tr.clock.until(deadline)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, r := range refs {
+		if a, ok := tr.active[r]; ok && a.deadline > now {
+			a.deadline = deadline
+			a.timer.Reset(d)
+		} else if j, ok := tr.queued[r]; ok && j.LeaseUntil > now {
+			j.LeaseUntil = deadline
+		}
+	}
+}
+
+func refsOf(jobs []*Job) []Ref {
+	refs := make([]Ref, len(jobs))
+	for i, j := range jobs {
+		refs[i] = j.Ref()
+	}
+	return refs
+}

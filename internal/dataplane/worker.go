@@ -1,0 +1,195 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// Worker claims jobs of its registered topics, records them in the ledger,
+// runs their handlers and settles the outcome. docs/design.md, §4 Lifecycle,
+// describes the lifecycle it implements.
+type Worker struct {
+	c   *Client
+	led Ledger
+	cfg WorkerConfig
+	log logrus.FieldLogger
+
+	topics    map[string]*topicRunner
+	completer *completer
+	// redisWatch and ledgerWatch follow the two stores' outages: after a
+	// failed call the completer and the fetchers wait on them, and resume
+	// as soon as the store answers again (outage.go).
+	redisWatch, ledgerWatch *storeWatch
+	ran                     atomic.Bool
+}
+
+// NewWorker returns a worker over c that records every claimed job in led
+// before its handler runs. Register handlers with Handle, then call Run.
+func NewWorker(c *Client, led Ledger, cfg WorkerConfig) (*Worker, error) {
+	if led == nil {
+		return nil, fmt.Errorf("queue: worker: a Ledger is required")
+	}
+	cfg, err := cfg.WithDefaults()
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		c:      c,
+		led:    led,
+		cfg:    cfg,
+		log:    cfg.Logger.WithField("worker", cfg.ID),
+		topics: make(map[string]*topicRunner),
+	}
+	w.completer = newCompleter(w)
+	w.redisWatch = newStoreWatch("redis", c.Ping, cfg.ErrorBackoffMin, cfg.ErrorBackoffMax, w.log)
+	var ping func(context.Context) error
+	if p, ok := led.(Pinger); ok {
+		ping = p.Ping
+	}
+	w.ledgerWatch = newStoreWatch("ledger", ping, cfg.ErrorBackoffMin, cfg.ErrorBackoffMax, w.log)
+	return w, nil
+}
+
+// Handle registers h for topic with tc (zero fields take the worker's
+// defaults). It must be called before Run.
+func (w *Worker) Handle(topic string, h Handler, tc TopicConfig) error {
+	if w.ran.Load() {
+		return fmt.Errorf("queue: worker: Handle(%s) after Run", topic)
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	if _, dup := w.topics[topic]; dup {
+		return fmt.Errorf("queue: worker: topic %s registered twice", topic)
+	}
+	tc, err := tc.Resolve(w.cfg.Topic)
+	if err != nil {
+		return fmt.Errorf("queue: worker: topic %s: %w", topic, err)
+	}
+	w.topics[topic] = newTopicRunner(w, topic, h, tc)
+	return nil
+}
+
+// ID is the worker's name in the ledger and logs.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run works until ctx ends, then shuts down gracefully: it stops claiming,
+// hands jobs claimed but not started back at once, waits for running
+// handlers up to the shutdown timeout (then cancels their contexts), and
+// flushes the completer. It returns nil after a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.ran.CompareAndSwap(false, true) {
+		return errors.New("queue: worker: Run called twice")
+	}
+	if len(w.topics) == 0 {
+		return errors.New("queue: worker: no topic registered")
+	}
+	// I/O outlives ctx: a claim or ledger write cut off half way would leave
+	// jobs leased for nothing. Every call derives its own timeout from
+	// detached instead (withOpTimeout).
+	detached := context.WithoutCancel(ctx)
+	handlerCtx, stopHandlers := context.WithCancelCause(detached)
+	defer stopHandlers(ErrShutdown)
+
+	completerDone := make(chan struct{})
+	go func() { defer close(completerDone); w.completer.run(detached) }()
+
+	// Heartbeats go on until the last handler returned.
+	bg, stopBG := context.WithCancel(detached)
+	defer stopBG()
+	var bgWG sync.WaitGroup
+	bgWG.Add(2)
+	go func() { defer bgWG.Done(); w.listenWake(bg) }()
+	go func() { defer bgWG.Done(); w.heartbeat(bg, detached) }()
+
+	var fetchers, handlers sync.WaitGroup
+	for _, tr := range w.topics {
+		tr.stopping = ctx.Done()
+		for i := 0; i < tr.cfg.Concurrency; i++ {
+			handlers.Add(1)
+			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx) }()
+		}
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, detached) }()
+	}
+	w.log.WithField("topics", len(w.topics)).Info("worker started")
+
+	<-ctx.Done()
+	w.log.Info("worker stopping: no more claims")
+	fetchers.Wait()
+	for _, tr := range w.topics {
+		tr.releaseQueued(detached)
+		close(tr.work)
+	}
+	handlersDone := make(chan struct{})
+	go func() { handlers.Wait(); close(handlersDone) }()
+	timer := time.NewTimer(w.cfg.ShutdownTimeout)
+	select {
+	case <-handlersDone:
+		timer.Stop()
+	case <-timer.C:
+		w.log.Warn("shutdown timeout: cancelling running handlers")
+		stopHandlers(ErrShutdown)
+		<-handlersDone
+	}
+	stopBG()
+	bgWG.Wait()
+	w.completer.close()
+	<-completerDone
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// opTimeout bounds one Redis or ledger call of the runtime.
+const opTimeout = 10 * time.Second
+
+func withOpTimeout(detached context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(detached, opTimeout)
+}
+
+// jobLog returns a logger with the job's fields.
+func (w *Worker) jobLog(j *Job) logrus.FieldLogger {
+	return w.log.WithFields(logrus.Fields{"topic": j.Topic, "job": j.ID, "attempt": j.Attempt})
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// unclaimRows is the ledger step of every release (completer, shutdown),
+// after the jobs are due again in Redis: the rows of a redis topic are
+// debris and are deleted (fenced: a later claim's row stays); those of a
+// durable topic are the jobs' durable copies and go back to waiting
+// (Ledger.Unclaim).
+func (w *Worker) unclaimRows(ctx context.Context, refs []Ref) error {
+	var durable, other []Ref
+	for _, r := range refs {
+		if w.c.lifecycle(r.Topic).waitsInSQL() {
+			durable = append(durable, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	var errs []error
+	if len(other) > 0 {
+		errs = append(errs, w.led.Complete(ctx, other))
+	}
+	if len(durable) > 0 {
+		errs = append(errs, w.led.Unclaim(ctx, durable))
+	}
+	return errors.Join(errs...)
+}

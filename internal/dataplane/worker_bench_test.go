@@ -1,0 +1,185 @@
+package dataplane_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+)
+
+// benchWEnv is newWEnv for benchmarks.
+func benchWEnv(b *testing.B) wenv {
+	rdb, ns := testenv.Redis(b)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := testenv.MySQL(b)
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := led.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return wenv{env: env{c: c, rdb: rdb, ns: ns}, db: db, led: led}
+}
+
+// BenchmarkDrain: 50,000 jobs already due, a no-op handler, concurrency 50,
+// every job recorded in the MariaDB ledger before it runs. Reports jobs/s
+// from the worker's start to the last handler.
+func BenchmarkDrain(b *testing.B) {
+	const total = 50_000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := benchWEnv(b)
+		enqueueManyB(b, e.c, "drain", total, nil)
+		var handled atomic.Int64
+		done := make(chan struct{})
+		w := benchWorker(b, e, dataplane.WorkerConfig{})
+		if err := w.Handle("drain", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+			if handled.Add(1) == total {
+				close(done)
+			}
+			return nil
+		}), dataplane.TopicConfig{Concurrency: 50}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		start := time.Now()
+		b.StartTimer()
+		go func() { stopped <- w.Run(ctx) }()
+		<-done
+		elapsed := time.Since(start)
+		b.StopTimer()
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(total/elapsed.Seconds(), "jobs/s")
+	}
+}
+
+// BenchmarkLateness: 20,000 jobs due uniformly over 10 s, concurrency 50.
+// Reports handler start minus due time, p50/p99/max in ms, and fails if any
+// job started before its due time.
+func BenchmarkLateness(b *testing.B) {
+	const total, window = 20_000, 10 * time.Second
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := benchWEnv(b)
+		start := time.Now().Add(2 * time.Second).UnixMilli()
+		enqueueManyB(b, e.c, "late", total, func(k int, j *dataplane.NewJob) {
+			j.RunAt = start + int64(k)*window.Milliseconds()/total
+		})
+		var mu sync.Mutex
+		late := make([]int64, 0, total) // µs
+		early := 0
+		done := make(chan struct{})
+		w := benchWorker(b, e, dataplane.WorkerConfig{})
+		if err := w.Handle("late", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+			d := time.Now().UnixMicro() - j.RunAt*1000
+			mu.Lock()
+			late = append(late, d)
+			if d < 0 {
+				early++
+			}
+			if len(late) == total {
+				close(done)
+			}
+			mu.Unlock()
+			return nil
+		}), dataplane.TopicConfig{Concurrency: 50}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		b.StartTimer()
+		go func() { stopped <- w.Run(ctx) }()
+		<-done
+		b.StopTimer()
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		slices.Sort(late)
+		pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) / 1000 }
+		b.ReportMetric(pct(0.50), "p50-ms")
+		b.ReportMetric(pct(0.99), "p99-ms")
+		b.ReportMetric(pct(1), "max-ms")
+		b.ReportMetric(float64(early), "early")
+		if early > 0 {
+			b.Fatalf("%d jobs started before their due time", early)
+		}
+	}
+}
+
+// BenchmarkIdle: a worker on an empty topic for 5 s; reports the process's
+// CPU use as a percentage of one core.
+func BenchmarkIdle(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := benchWEnv(b)
+		w := benchWorker(b, e, dataplane.WorkerConfig{})
+		if err := w.Handle("idle", dataplane.HandlerFunc(func(context.Context, *dataplane.Job) error { return nil }), dataplane.TopicConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Run(ctx) }()
+		time.Sleep(500 * time.Millisecond) // let start-up work pass before measuring
+		b.StartTimer()
+		before, t0 := cpuTime(b), time.Now()
+		time.Sleep(5 * time.Second)
+		used, wall := cpuTime(b)-before, time.Since(t0)
+		b.StopTimer()
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(100*used.Seconds()/wall.Seconds(), "%core")
+	}
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func benchWorker(b *testing.B, e wenv, cfg dataplane.WorkerConfig) *dataplane.Worker {
+	cfg.Logger = testenv.QuietLogger()
+	w, err := dataplane.NewWorker(e.c, e.led, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+func enqueueManyB(b *testing.B, c *dataplane.Client, topic string, n int, mod func(int, *dataplane.NewJob)) {
+	ctx := context.Background()
+	for start := 0; start < n; start += 1000 {
+		batch := make([]dataplane.NewJob, 0, 1000)
+		for k := start; k < min(n, start+1000); k++ {
+			j := dataplane.NewJob{ID: fmt.Sprintf("j%d", k), Payload: benchPayload}
+			if mod != nil {
+				mod(k, &j)
+			}
+			batch = append(batch, j)
+		}
+		if _, err := c.EnqueueBatch(ctx, topic, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -61,7 +61,7 @@ chaos: services
 ## soak: the soak test for 10 minutes (DELAYQ_SOAK_DURATION to change it) and
 ## the 100,000-job scale-out drain, with their tables (-v).
 soak: services
-	DELAYQ_SOAK=long $(GO) test -race -count=1 -v -timeout $(SOAK_TIMEOUT) -run 'Soak|Scale' $(TESTFLAGS) ./recovery/
+	DELAYQ_SOAK=long $(GO) test -race -count=1 -v -timeout $(SOAK_TIMEOUT) -run 'Soak|Scale' $(TESTFLAGS) ./internal/recoverer/
 
 ## fuzz: every fuzz target for FUZZTIME each (seed corpora in testdata/fuzz).
 fuzz:

@@ -80,7 +80,7 @@
 //
 // Every statement against the ledger's tables is a method here: the
 // worker's writes (dataplane.Ledger), the row lookup and fenced delete that
-// dataplane.Client.Cancel makes, the recoverer's reads (recovery.Store: Stale,
+// dataplane.Client.Cancel makes, the recoverer's reads (recoverer.Store: Stale,
 // TopicCounts, Claims), the audit queries, the operators' pauses
 // (queue.PauseStore: SetPaused, TopicState, TopicStates on dq_topic_state),
 // Migrate and Drop. Other packages

@@ -11,7 +11,7 @@ import (
 
 // NeverStale is the lease_until of a waiting row: a durable job waiting
 // for its first run is kept in step with Redis by the relay
-// (recovery.Relay), so the recoverer's stale scan, and the stale-rows
+// (recoverer.Relay), so the recoverer's stale scan, and the stale-rows
 // metric, never count it, however long a backlog keeps it waiting.
 const NeverStale int64 = math.MaxInt64
 

@@ -7,7 +7,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// The recoverer's queries (recovery.Store): Stale pages through the rows
+// The recoverer's queries (recoverer.Store): Stale pages through the rows
 // (audit.go), TopicCounts and Claims below.
 
 // Claim is the part of a row that changes while its job is in flight;

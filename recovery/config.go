@@ -67,16 +67,9 @@ type Config struct {
 	Logger logrus.FieldLogger
 }
 
-// parseSchedule parses a cron spec of five fields, or six with a leading
-// seconds field, or an @ descriptor.
-func parseSchedule(spec string) (cron.Schedule, error) {
-	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-	return p.Parse(spec)
-}
-
-// withDefaults fills in defaults and checks the result; it also returns the
+// WithDefaults fills in defaults and checks the result; it also returns the
 // parsed schedule.
-func (c Config) withDefaults(namespace string) (Config, cron.Schedule, error) {
+func (c Config) WithDefaults(namespace string) (Config, cron.Schedule, error) {
 	if c.Schedule == "" {
 		c.Schedule = "@every 30s"
 	}
@@ -142,4 +135,11 @@ func (c Config) withDefaults(namespace string) (Config, cron.Schedule, error) {
 		return c, nil, fmt.Errorf("recovery: SampleSize %d: must not be negative", c.SampleSize)
 	}
 	return c, sched, nil
+}
+
+// parseSchedule parses a cron spec of five fields, or six with a leading
+// seconds field, or an @ descriptor.
+func parseSchedule(spec string) (cron.Schedule, error) {
+	p := cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+	return p.Parse(spec)
 }

@@ -1,9 +1,6 @@
 package recovery
 
 import (
-	"errors"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -53,8 +50,9 @@ type Report struct {
 	// EpochsWritten lists the topics whose epoch marker this run wrote
 	// (new topics, and topics that lost data).
 	EpochsWritten []string `json:"epochs_written,omitempty"`
-
-	err error // every error of the run, joined
+	// Err joins every error of the run (ErrorMessages keeps the first few
+	// as text).
+	Err error `json:"-"`
 }
 
 // TopicLoss is one topic whose epoch marker was gone while the ledger held
@@ -77,41 +75,3 @@ type TopicCounts struct {
 
 // DataLossDetected reports whether the run found a topic that lost data.
 func (r Report) DataLossDetected() bool { return len(r.DataLoss) > 0 }
-
-// maxErrorMessages bounds Report.ErrorMessages.
-const maxErrorMessages = 10
-
-// addError counts n errors, err standing for them, and keeps its message if
-// there is room.
-func (r *Report) addError(n int, err error) {
-	r.Errors += n
-	r.err = errors.Join(r.err, err)
-	if len(r.ErrorMessages) < maxErrorMessages {
-		r.ErrorMessages = append(r.ErrorMessages, err.Error())
-	}
-}
-
-// history keeps the latest reports.
-type history struct {
-	mu      sync.Mutex
-	keep    int
-	reports []Report // oldest first
-}
-
-func (h *history) add(r Report) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.reports = append(h.reports, r)
-	if n := len(h.reports) - h.keep; n > 0 {
-		h.reports = slices.Delete(h.reports, 0, n)
-	}
-}
-
-// list returns the kept reports, newest first.
-func (h *history) list() []Report {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := slices.Clone(h.reports)
-	slices.Reverse(out)
-	return out
-}

@@ -27,6 +27,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -390,7 +391,7 @@ type foProc struct {
 	id  string
 	b   *backend.Backends
 	w   *dataplane.Worker
-	rec *recovery.Recoverer
+	rec *recoverer.Recoverer
 }
 
 // openFoProc opens cfg's backends and builds a worker and a recoverer over
@@ -407,7 +408,7 @@ func openFoProc(t *testing.T, cfg config.Config, log *logrus.Logger, id string, 
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	heartbeat := cfg.Worker.Lease / 3
-	rec, err := recovery.New(b.Queue, b.Ledger, recovery.Config{
+	rec, err := recoverer.New(b.Queue, b.Ledger, recovery.Config{
 		Schedule:          cfg.Recovery.Spec,
 		Grace:             cfg.Recovery.Grace,
 		HeartbeatInterval: heartbeat,
@@ -564,7 +565,7 @@ func startFoAPI(t *testing.T, p *foProc, log *logrus.Logger) *foAPI {
 }
 
 // foRecoveryAPI hands the recoverer to the API.
-type foRecoveryAPI struct{ r *recovery.Recoverer }
+type foRecoveryAPI struct{ r *recoverer.Recoverer }
 
 func (a foRecoveryAPI) Run(ctx context.Context, dryRun bool) (any, error) {
 	if dryRun {

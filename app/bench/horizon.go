@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -79,7 +80,7 @@ const horizonWarmup = time.Second
 // Concurrency goroutines, with queue Horizon (1h): Redis holds only those
 // due within the horizon. Their Redis memory is compared with CompareJobs
 // jobs of the same due times on a redis topic (scaled to Jobs when fewer).
-// Then a relay (recovery.Relay) runs for Duration, loading the jobs that
+// Then a relay (recoverer.Relay) runs for Duration, loading the jobs that
 // enter the horizon, and its CPU is this process's (Rate, % of one core).
 // Last, every key of the run is deleted (Redis lost its data) and one relay
 // pass and one recoverer run put the horizon back: Seconds is the two
@@ -239,7 +240,7 @@ func (s *sandbox) recoverHorizon(ctx context.Context, topic string, horizon int6
 		r.Notes = append(r.Notes, fmt.Sprintf("after the wipe the relay put back %d jobs; %d rows due within the horizon are not in Redis", h.InRedisAfter, lost))
 	}
 
-	rec, err := recovery.New(s.q, s.led, recovery.Config{Grace: 2 * time.Second, HeartbeatInterval: time.Second, Logger: quietLogger()})
+	rec, err := recoverer.New(s.q, s.led, recovery.Config{Grace: 2 * time.Second, HeartbeatInterval: time.Second, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
@@ -258,8 +259,8 @@ func (s *sandbox) recoverHorizon(ctx context.Context, topic string, horizon int6
 	return nil
 }
 
-func (s *sandbox) newRelay() (*recovery.Relay, error) {
-	return recovery.NewRelay(s.q, s.led, recovery.RelayConfig{Logger: quietLogger()})
+func (s *sandbox) newRelay() (*recoverer.Relay, error) {
+	return recoverer.NewRelay(s.q, s.led, recovery.RelayConfig{Logger: quietLogger()})
 }
 
 func relayErr(what string, ran bool, err error) error {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/delayq/delayq/recovery"
+	"github.com/delayq/delayq/internal/recoverer"
 )
 
 // idleWarmup lets a new worker's start-up work pass before the watch (and
@@ -34,7 +34,7 @@ func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	if err != nil {
 		return err
 	}
-	var relay *recovery.Relay
+	var relay *recoverer.Relay
 	stopRecovery := func() error { return nil }
 	if o.Durable {
 		if relay, stopRecovery, err = s.startRecovery(ctx); err != nil {
@@ -75,16 +75,16 @@ func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 
 // startRecovery runs a relay and a recoverer over the sandbox, with the
 // Env's settings as `delayq serve` would, until the returned stop.
-func (s *sandbox) startRecovery(ctx context.Context) (*recovery.Relay, func() error, error) {
+func (s *sandbox) startRecovery(ctx context.Context) (*recoverer.Relay, func() error, error) {
 	rc := s.env.Relay
 	rc.LockKey, rc.OnPass, rc.Logger = "", nil, s.log
-	relay, err := recovery.NewRelay(s.q, s.led, rc)
+	relay, err := recoverer.NewRelay(s.q, s.led, rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: relay: %w", err)
 	}
 	cc := s.env.Recovery
 	cc.LockKey, cc.OnReport, cc.Logger = "", nil, s.log
-	rec, err := recovery.New(s.q, s.led, cc)
+	rec, err := recoverer.New(s.q, s.led, cc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: recoverer: %w", err)
 	}

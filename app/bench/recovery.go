@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -20,7 +21,7 @@ const recoveryRowsPerRecord = 4000
 // written as a worker that claimed the jobs and died would have left them
 // (stale for a minute), while Redis has no trace of the jobs, nor, unless
 // KeepEpoch, of the topic's epoch marker (a Redis that lost its data). One
-// recovery run (recovery.Recoverer.RunOnce) then puts them back; Seconds is
+// recovery run (recoverer.Recoverer.RunOnce) then puts them back; Seconds is
 // its duration, Rate rows per second. A worker then handles every job.
 func Recovery(ctx context.Context, o Options) (Result, error) {
 	return run(ctx, "recovery", o, recoveryBody)
@@ -40,7 +41,7 @@ func recoveryBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	// would only alarm; its report says the same in the result's notes.
 	quiet := logrus.New()
 	quiet.SetOutput(discard{})
-	rec, err := recovery.New(s.q, s.led, recovery.Config{
+	rec, err := recoverer.New(s.q, s.led, recovery.Config{
 		Grace:             2 * time.Second,
 		HeartbeatInterval: time.Second,
 		Logger:            quiet,

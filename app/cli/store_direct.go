@@ -16,6 +16,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -137,7 +138,7 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
 	rcfg := recoveryConfig(s.cfg, s.log)
 	rcfg.DryRun = dryRun
-	r, err := recovery.New(s.b.Queue, s.b.Ledger, rcfg)
+	r, err := recoverer.New(s.b.Queue, s.b.Ledger, rcfg)
 	if err != nil {
 		return nil, err
 	}

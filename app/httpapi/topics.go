@@ -68,7 +68,7 @@ type SQLCounts struct {
 }
 
 // SQLCounter gives the counts of the durable topics' waiting jobs, cached
-// (*recovery.Relay: its Counts, refreshed by its own loop). A zero time
+// (*recoverer.Relay: its Counts, refreshed by its own loop). A zero time
 // means nothing was counted yet.
 type SQLCounter interface {
 	Counts() (map[string]ledger.ScheduledCount, time.Time)

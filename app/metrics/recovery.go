@@ -63,7 +63,7 @@ func (m *Metrics) recoveryTimes() *recoveryTimes {
 
 // WatchRecoverer registers the recoverer's metrics: its runs by result,
 // rows scanned and data-loss detections (read from counters at scrape
-// time, e.g. (*recovery.Recoverer).Counters), the times of its last run and
+// time, e.g. (*recoverer.Recoverer).Counters), the times of its last run and
 // last successful run (fed by RecoveryReport), and the period of its cron
 // schedule, so that alerts can say "not run for 3 periods". Call it once.
 func (m *Metrics) WatchRecoverer(counters func() recovery.Counters, schedule string) error {

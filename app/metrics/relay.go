@@ -16,7 +16,7 @@ import (
 // relay runs, its work and the waiting jobs in SQL.
 
 // RelayReader is what the relay metrics read at scrape time
-// (*recovery.Relay): its running totals and its cached counts of the
+// (*recoverer.Relay): its running totals and its cached counts of the
 // waiting rows (refreshed by the relay itself, never by a scrape).
 type RelayReader interface {
 	Totals() recovery.RelayTotals

@@ -40,7 +40,7 @@ func (s *Staged) Topic() string { return s.topic }
 // *sql.Tx). The jobs exist exactly when the transaction commits; a rollback
 // leaves nothing anywhere. After the commit, call Push with the returned
 // Staged so the jobs reach Redis at once; if the process dies before that,
-// the relay pushes them (recovery.Relay, at the latest when they fall due).
+// the relay pushes them (recoverer.Relay, at the latest when they fall due).
 //
 // Invalid jobs are reported as BatchInvalid and not written, as in
 // EnqueueBatch. A topic that is not durable returns ErrNotDurable.

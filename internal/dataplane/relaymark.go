@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RelayMark is how far the relay (recovery.Relay) has got through the
+// RelayMark is how far the relay (recoverer.Relay) has got through the
 // durable topics' waiting rows, on the SQL server's clock (Unix ms):
 // every waiting row due up to Loaded was pushed to Redis (or is there
 // already), and every one due up to Checked was checked after falling due.

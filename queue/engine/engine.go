@@ -13,10 +13,10 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
-	"github.com/delayq/delayq/recovery"
 )
 
 // Engine is delayq inside a Go service: the data plane on Redis, the
@@ -31,10 +31,10 @@ type Engine struct {
 	store *ledger.Ledger
 
 	worker *dataplane.Worker
-	rec    *recovery.Recoverer
-	dryRec *recovery.Recoverer // Recover's dry runs: the same lock, nothing changed
-	relay  *recovery.Relay     // nil with NoRecovery
-	sched  *periodic.Scheduler // nil without Schedules
+	rec    *recoverer.Recoverer
+	dryRec *recoverer.Recoverer // Recover's dry runs: the same lock, nothing changed
+	relay  *recoverer.Relay     // nil with NoRecovery
+	sched  *periodic.Scheduler  // nil without Schedules
 
 	mu      sync.Mutex
 	handled []string // the topics given to Handle, in order
@@ -102,11 +102,11 @@ func (e *Engine) buildRecovery() (err error) {
 	if rc.HeartbeatInterval == 0 {
 		rc.HeartbeatInterval = e.heartbeat(queue.TopicConfig{}) // Worker.Topic's
 	}
-	if e.rec, err = recovery.New(e.q, e.store, rc); err != nil {
+	if e.rec, err = recoverer.New(e.q, e.store, rc); err != nil {
 		return err
 	}
 	rc.DryRun, rc.OnReport = true, nil // a dry run changes nothing worth a report hook
-	if e.dryRec, err = recovery.New(e.q, e.store, rc); err != nil {
+	if e.dryRec, err = recoverer.New(e.q, e.store, rc); err != nil {
 		return err
 	}
 	if e.cfg.NoRecovery {
@@ -116,7 +116,7 @@ func (e *Engine) buildRecovery() (err error) {
 	if relay.Logger == nil {
 		relay.Logger = component(e.log, "relay")
 	}
-	e.relay, err = recovery.NewRelay(e.q, e.store, relay)
+	e.relay, err = recoverer.NewRelay(e.q, e.store, relay)
 	return err
 }
 

@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -114,7 +115,7 @@ func childMain(raw string) int {
 			return 1
 		}
 	}
-	relay, err := recovery.NewRelay(q, led, recovery.RelayConfig{Logger: log})
+	relay, err := recoverer.NewRelay(q, led, recovery.RelayConfig{Logger: log})
 	if err != nil {
 		log.WithError(err).Error("relay")
 		return 1

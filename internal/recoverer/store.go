@@ -1,0 +1,49 @@
+package recoverer
+
+import (
+	"context"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// Store is what the recoverer reads from the SQL ledger; *ledger.Ledger is
+// one, and the statements are its own. Tests wrap it to inject faults.
+type Store interface {
+	// Stale lists rows whose lease_until is before olderThan (Unix ms) and
+	// whose id is greater than afterID, by id, at most limit of them
+	// (ledger.Ledger.Stale).
+	Stale(ctx context.Context, olderThan, afterID int64, limit int) ([]ledger.Entry, error)
+	// TopicCounts returns how many rows each topic has (topics without rows
+	// are absent).
+	TopicCounts(ctx context.Context) (map[string]int64, error)
+	// Claims reads again the rows with the given ids (ledger.Entry.ID),
+	// without their payloads; rows gone are absent from the map.
+	Claims(ctx context.Context, ids []int64) (map[int64]ledger.Claim, error)
+	// TopicStates are the operators' pauses (queue.PauseStore): a run
+	// applies them to Redis before it restores any job.
+	TopicStates(ctx context.Context) ([]queue.PauseState, error)
+}
+
+var _ Store = (*ledger.Ledger)(nil)
+
+// applyPauses writes to Redis the operators' pauses it lacks (and removes
+// those lifted since), from SQL, where they survive a Redis data loss
+// (docs/design.md §4.13). One read of the small topic state table and, when
+// it has rows, one pipelined EXISTS; writes only where Redis differs.
+func applyPauses(ctx context.Context, q *dataplane.Client, store interface {
+	TopicStates(ctx context.Context) ([]queue.PauseState, error)
+}, log logrus.FieldLogger) error {
+	states, err := store.TopicStates(ctx)
+	if err != nil {
+		return err
+	}
+	changed, err := q.ApplyPauses(ctx, states)
+	if len(changed) > 0 {
+		log.WithField("topics", changed).Warn("operators' pause state re-applied to Redis from SQL (Redis lost it, or a pause/resume failed at its Redis step)")
+	}
+	return err
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -327,7 +328,7 @@ func (r relayReader) Counts() (map[string]ledger.ScheduledCount, time.Time) {
 
 // newScheduler returns the scheduler of cfg's periodic jobs, nil without
 // any: for listing them where no engine runs (the CLI on the stores).
-func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger) (*periodic.Scheduler, error) {
+func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger) (*scheduler.Scheduler, error) {
 	if len(cfg.Periodic) == 0 {
 		return nil, nil
 	}
@@ -335,5 +336,5 @@ func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger
 	if err != nil {
 		return nil, err
 	}
-	return periodic.New(b.Queue, b.Ledger, schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
+	return scheduler.New(b.Queue, b.Ledger, schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
 }

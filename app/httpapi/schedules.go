@@ -8,7 +8,7 @@ import (
 )
 
 // Schedules is what the API needs of the periodic scheduler
-// (*periodic.Scheduler): its schedules, with the last tick of each read
+// (*scheduler.Scheduler): its schedules, with the last tick of each read
 // from Redis and SQL.
 type Schedules interface {
 	List(ctx context.Context) ([]periodic.Info, error)

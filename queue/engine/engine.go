@@ -14,9 +14,9 @@ import (
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/recoverer"
+	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
-	"github.com/delayq/delayq/queue/periodic"
 )
 
 // Engine is delayq inside a Go service: the data plane on Redis, the
@@ -34,7 +34,7 @@ type Engine struct {
 	rec    *recoverer.Recoverer
 	dryRec *recoverer.Recoverer // Recover's dry runs: the same lock, nothing changed
 	relay  *recoverer.Relay     // nil with NoRecovery
-	sched  *periodic.Scheduler  // nil without Schedules
+	sched  *scheduler.Scheduler // nil without Schedules
 
 	mu      sync.Mutex
 	handled []string // the topics given to Handle, in order
@@ -86,7 +86,7 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 		if opts.Logger == nil {
 			opts.Logger = component(e.log, "periodic")
 		}
-		if e.sched, err = periodic.New(e.q, store, cfg.Schedules, opts); err != nil {
+		if e.sched, err = scheduler.New(e.q, store, cfg.Schedules, opts); err != nil {
 			return nil, err
 		}
 	}

@@ -55,12 +55,6 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("periodic: schedule %s: %s: %s", e.Schedule, e.Field, e.Reason)
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-
-// parser reads specs with an optional seconds field and descriptors, as
-// the recoverer's and the sweeper's schedules do.
-var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
 // ParseSpec parses a schedule's spec in loc (nil: UTC) unless the spec names
 // its own zone with CRON_TZ= or TZ=. @every schedules tick on multiples of
 // their interval since the Unix epoch. An error names what is wrong; a spec
@@ -91,22 +85,6 @@ func ParseSpec(spec string, loc *time.Location) (cron.Schedule, error) {
 		return nil, fmt.Errorf("%q never ticks", spec)
 	}
 	return s, nil
-}
-
-func hasZone(spec string) bool {
-	spec = strings.TrimSpace(spec)
-	return strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
-}
-
-// every is an @every schedule aligned on the Unix epoch. robfig/cron's own
-// counts from the time it is asked, which differs between processes, and
-// so would their ticks.
-type every struct{ d time.Duration }
-
-func (e every) Next(t time.Time) time.Time {
-	d := e.d.Milliseconds()
-	ms := t.UnixMilli()
-	return time.UnixMilli((ms/d + 1) * d).In(t.Location())
 }
 
 // JobID is the id of the job of a schedule's tick: "<name>:<tick as Unix
@@ -186,39 +164,48 @@ func (s *Schedule) check(at string) (cron.Schedule, error) {
 	return sched, nil
 }
 
-// latestTick returns the latest tick t of sched with after < t <= now, or
-// the zero time if there is none. It searches back from now in a window
-// that doubles, so a long outage of a frequent schedule costs a few dozen
-// Next calls, not one per missed tick.
-func latestTick(sched cron.Schedule, after, now time.Time) time.Time {
-	first := sched.Next(after)
-	if first.IsZero() || first.After(now) {
-		return time.Time{}
-	}
-	for w := time.Second; ; w *= 2 {
-		start := now.Add(-w)
-		if !start.After(after) {
-			start = after
-		}
-		t := sched.Next(start)
-		if !t.IsZero() && !t.After(now) {
-			for {
-				n := sched.Next(t)
-				if n.IsZero() || n.After(now) {
-					return t
-				}
-				t = n
-			}
-		}
-		if start.Equal(after) {
-			return first // not reached: first <= now
-		}
-	}
-}
-
 // Validate checks the schedule (not its topic, which New checks against
 // the queue's configuration): an *Error names the bad field.
 func (s Schedule) Validate() error {
 	_, err := s.check(s.Name)
 	return err
+}
+
+// Check is Validate that also returns the parsed spec; its errors name the
+// schedule as label (its name, or its place in a list when it has none).
+func (s Schedule) Check(label string) (cron.Schedule, error) { return s.check(label) }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// parser reads specs with an optional seconds field and descriptors, as
+// the recoverer's and the sweeper's schedules do.
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ZoneName is the zone the schedule's times are read in, as Info shows it:
+// Location's name (UTC when nil), or "" when the spec names its own zone
+// (CRON_TZ=).
+func (s Schedule) ZoneName() string {
+	switch {
+	case hasZone(s.Spec):
+		return ""
+	case s.Location != nil:
+		return s.Location.String()
+	}
+	return "UTC"
+}
+
+func hasZone(spec string) bool {
+	spec = strings.TrimSpace(spec)
+	return strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")
+}
+
+// every is an @every schedule aligned on the Unix epoch. robfig/cron's own
+// counts from the time it is asked, which differs between processes, and
+// so would their ticks.
+type every struct{ d time.Duration }
+
+func (e every) Next(t time.Time) time.Time {
+	d := e.d.Milliseconds()
+	ms := t.UnixMilli()
+	return time.UnixMilli((ms/d + 1) * d).In(t.Location())
 }

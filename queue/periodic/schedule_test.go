@@ -117,28 +117,6 @@ func TestJobIDFormat(t *testing.T) {
 	}
 }
 
-func TestLatestTick(t *testing.T) {
-	s := mustParse(t, "* * * * * *", nil)
-	now := time.Date(2026, 1, 1, 12, 0, 0, 300e6, time.UTC)
-	// Nothing missed: the last tick is the latest.
-	if got := latestTick(s, now.Truncate(time.Second), now); !got.IsZero() {
-		t.Fatalf("nothing missed: %s", got)
-	}
-	// A day of a per-second schedule missed: the latest, found quickly.
-	got := latestTick(s, now.Add(-24*time.Hour), now)
-	if want := now.Truncate(time.Second); !got.Equal(want) {
-		t.Fatalf("latest missed %s, want %s", got, want)
-	}
-	h := mustParse(t, "@daily", nil)
-	got = latestTick(h, now.Add(-72*time.Hour), now)
-	if want := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
-		t.Fatalf("daily: %s, want %s", got, want)
-	}
-	if got := latestTick(h, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), now); !got.IsZero() {
-		t.Fatalf("daily, today's done: %s", got)
-	}
-}
-
 func TestPayloadOf(t *testing.T) {
 	for _, c := range []struct {
 		in   any

@@ -1,4 +1,4 @@
-package periodic_test
+package scheduler_test
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
-	"github.com/delayq/delayq/queue/periodic"
 )
 
 // env is a queue client on the test Redis with topic "dur" durable in a
@@ -43,7 +43,7 @@ func newEnv(t *testing.T, db *gorm.DB) env {
 }
 
 func tickJob(name string, tick time.Time) queue.NewJob {
-	return queue.NewJob{ID: periodic.JobID(name, tick), RunAt: tick.UnixMilli(), Payload: []byte("p")}
+	return queue.NewJob{ID: scheduler.JobID(name, tick), RunAt: tick.UnixMilli(), Payload: []byte("p")}
 }
 
 // runAll claims and acks every job of topic that is due, as a worker
@@ -88,7 +88,7 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 	if err != nil || r.Duplicate || r.Job.Duplicate || r.Job.RunAt < tick.UnixMilli() {
 		t.Fatalf("first claim: %+v %v", r, err)
 	}
-	if ids := runAll(t, e, "t"); len(ids) != 1 || ids[0] != periodic.JobID("s", tick) {
+	if ids := runAll(t, e, "t"); len(ids) != 1 || ids[0] != scheduler.JobID("s", tick) {
 		t.Fatalf("ran %v", ids)
 	}
 	for _, tk := range []time.Time{tick, tick.Add(-time.Second)} {
@@ -116,7 +116,7 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 	if r, err := e.q.EnqueueTick(ctx, e.led, "dur", "ds", next.UnixMilli(), tickJob("ds", next)); err != nil || r.Duplicate {
 		t.Fatalf("a durable topic's tick through the client: %+v %v", r, err)
 	}
-	if row, err := e.led.Row(ctx, "dur", periodic.JobID("ds", next)); err != nil || row.State != queue.StateWaiting {
+	if row, err := e.led.Row(ctx, "dur", scheduler.JobID("ds", next)); err != nil || row.State != queue.StateWaiting {
 		t.Fatalf("the tick's job row: %+v %v", row, err)
 	}
 	if last, err := e.q.LastTicks(ctx, e.led, "dur", "ds"); err != nil || last["ds"] != next.UnixMilli() {
@@ -156,7 +156,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 	if enqueued.Load() != 1 || dups.Load() != 7 {
 		t.Fatalf("enqueued %d, duplicates %d", enqueued.Load(), dups.Load())
 	}
-	if _, err := e.led.Row(ctx, "dur", periodic.JobID("d", tick)); err != nil {
+	if _, err := e.led.Row(ctx, "dur", scheduler.JobID("d", tick)); err != nil {
 		t.Fatalf("the tick's scheduled row: %v", err)
 	}
 	if ids := runAll(t, e, "dur"); len(ids) != 1 {
@@ -184,15 +184,15 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 // recorder is an Observer that counts results.
 type recorder struct {
 	mu   sync.Mutex
-	n    map[periodic.Result]int
+	n    map[scheduler.Result]int
 	next time.Time
 	ev   testenv.Event
 }
 
-func (r *recorder) Tick(_ string, res periodic.Result) {
+func (r *recorder) Tick(_ string, res scheduler.Result) {
 	r.mu.Lock()
 	if r.n == nil {
-		r.n = map[periodic.Result]int{}
+		r.n = map[scheduler.Result]int{}
 	}
 	r.n[res]++
 	r.mu.Unlock()
@@ -206,7 +206,7 @@ func (r *recorder) NextRun(_ string, next time.Time) {
 	r.ev.Notify()
 }
 
-func (r *recorder) count(res periodic.Result) int {
+func (r *recorder) count(res scheduler.Result) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[res]
@@ -219,10 +219,10 @@ func TestSchedulersShareTicks(t *testing.T) {
 		t.Run(topic, func(t *testing.T) {
 			e := newEnv(t, testenv.SQLite(t))
 			ctx := testenv.Context(t)
-			sc := []periodic.Schedule{{Name: "each", Spec: "* * * * * *", Topic: topic}}
+			sc := []scheduler.Schedule{{Name: "each", Spec: "* * * * * *", Topic: topic}}
 			var obs [2]recorder
 			for i := range obs {
-				s, err := periodic.New(e.q, e.led, sc, periodic.Options{Observer: &obs[i]})
+				s, err := scheduler.New(e.q, e.led, sc, scheduler.Options{Observer: &obs[i]})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -230,19 +230,19 @@ func TestSchedulersShareTicks(t *testing.T) {
 				defer r.Stop()
 			}
 			total := func() int {
-				return obs[0].count(periodic.ResultEnqueued) + obs[1].count(periodic.ResultEnqueued)
+				return obs[0].count(scheduler.ResultEnqueued) + obs[1].count(scheduler.ResultEnqueued)
 			}
 			claims := func() int {
 				n := 0
 				for i := range obs {
-					n += obs[i].count(periodic.ResultEnqueued) + obs[i].count(periodic.ResultDuplicate)
+					n += obs[i].count(scheduler.ResultEnqueued) + obs[i].count(scheduler.ResultDuplicate)
 				}
 				return n
 			}
 			for claims() < 6 {
 				obs[0].ev.Wait(ctx, t, "6 claims", func() bool { return claims() >= 6 })
 			}
-			if errs := obs[0].count(periodic.ResultError) + obs[1].count(periodic.ResultError); errs != 0 {
+			if errs := obs[0].count(scheduler.ResultError) + obs[1].count(scheduler.ResultError); errs != 0 {
 				t.Fatalf("%d errors", errs)
 			}
 			ids := runAll(t, e, topic)
@@ -256,7 +256,7 @@ func TestSchedulersShareTicks(t *testing.T) {
 			if len(ids) < 3 || len(ids) > total() {
 				t.Fatalf("%d jobs ran, %d enqueued", len(ids), total())
 			}
-			s, _ := periodic.New(e.q, e.led, sc, periodic.Options{})
+			s, _ := scheduler.New(e.q, e.led, sc, scheduler.Options{})
 			list, err := s.List(ctx)
 			if err != nil || len(list) != 1 {
 				t.Fatalf("list %v %v", list, err)
@@ -283,19 +283,19 @@ func TestMissedPolicy(t *testing.T) {
 	runAll(t, e, "t")
 	// Every minute: no regular tick comes within the test (unless it runs
 	// across a minute's turn, which only adds a tick the asserts allow).
-	sc := []periodic.Schedule{
-		{Name: "once", Spec: "0 * * * * *", Topic: "t", Missed: periodic.MissedOnce},
+	sc := []scheduler.Schedule{
+		{Name: "once", Spec: "0 * * * * *", Topic: "t", Missed: scheduler.MissedOnce},
 		{Name: "skip", Spec: "0 * * * * *", Topic: "t"},
-		{Name: "new", Spec: "0 * * * * *", Topic: "t", Missed: periodic.MissedOnce},
+		{Name: "new", Spec: "0 * * * * *", Topic: "t", Missed: scheduler.MissedOnce},
 	}
 	var obs recorder
-	s, err := periodic.New(e.q, e.led, sc, periodic.Options{Observer: &obs})
+	s, err := scheduler.New(e.q, e.led, sc, scheduler.Options{Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	r := testenv.Start(t, s.Run)
-	obs.ev.Wait(ctx, t, "the missed tick enqueued", func() bool { return obs.count(periodic.ResultEnqueued) >= 1 })
+	obs.ev.Wait(ctx, t, "the missed tick enqueued", func() bool { return obs.count(scheduler.ResultEnqueued) >= 1 })
 	list, err := s.List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestMissedPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	latest := start.Truncate(time.Minute)
-	byName := map[string]periodic.Info{}
+	byName := map[string]scheduler.Info{}
 	for _, l := range list {
 		byName[l.Name] = l
 	}
@@ -318,25 +318,25 @@ func TestMissedPolicy(t *testing.T) {
 		t.Fatalf("new: last tick %d, a tick before its start", got)
 	}
 	ids := runAll(t, e, "t")
-	if len(ids) < 1 || ids[0] != periodic.JobID("once", latest) && ids[0] != periodic.JobID("once", latest.Add(time.Minute)) {
+	if len(ids) < 1 || ids[0] != scheduler.JobID("once", latest) && ids[0] != scheduler.JobID("once", latest.Add(time.Minute)) {
 		t.Fatalf("ran %v", ids)
 	}
 }
 
-var _ periodic.Store = (*ledger.Ledger)(nil)
+var _ scheduler.Store = (*ledger.Ledger)(nil)
 
 func TestNewRefusesBadSchedules(t *testing.T) {
 	e := newEnv(t, testenv.SQLite(t))
-	for _, sc := range [][]periodic.Schedule{
+	for _, sc := range [][]scheduler.Schedule{
 		{{Name: "a", Spec: "@hourly", Topic: "bad topic"}},
 		{{Name: "a", Spec: "@hourly", Topic: "t"}, {Name: "a", Spec: "@daily", Topic: "t"}},
 		{{Name: "a", Spec: "@hourly", Topic: "t", Payload: make([]byte, 2<<20)}},
 	} {
-		if _, err := periodic.New(e.q, e.led, sc, periodic.Options{}); err == nil {
+		if _, err := scheduler.New(e.q, e.led, sc, scheduler.Options{}); err == nil {
 			t.Errorf("%+v accepted", sc)
 		}
 	}
-	if _, err := periodic.New(e.q, nil, []periodic.Schedule{{Name: "a", Spec: "@hourly", Topic: "dur"}}, periodic.Options{}); err == nil {
+	if _, err := scheduler.New(e.q, nil, []scheduler.Schedule{{Name: "a", Spec: "@hourly", Topic: "dur"}}, scheduler.Options{}); err == nil {
 		t.Error("durable topic without a store accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package periodic_test
+package scheduler_test
 
 import (
 	"bufio"
@@ -24,10 +24,10 @@ import (
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/recoverer"
+	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
-	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
 )
 
@@ -89,10 +89,10 @@ func childMain(raw string) int {
 		log.WithError(err).Error("queue")
 		return 1
 	}
-	s, err := periodic.New(q, led, []periodic.Schedule{
-		{Name: "r", Spec: "* * * * * *", Topic: "t", Missed: periodic.MissedOnce},
-		{Name: "d", Spec: "* * * * * *", Topic: "dur", Missed: periodic.MissedOnce},
-	}, periodic.Options{Logger: log.WithField("proc", spec.ID)})
+	s, err := scheduler.New(q, led, []scheduler.Schedule{
+		{Name: "r", Spec: "* * * * * *", Topic: "t", Missed: scheduler.MissedOnce},
+		{Name: "d", Spec: "* * * * * *", Topic: "dur", Missed: scheduler.MissedOnce},
+	}, scheduler.Options{Logger: log.WithField("proc", spec.ID)})
 	if err != nil {
 		log.WithError(err).Error("scheduler")
 		return 1
@@ -259,7 +259,7 @@ func TestThreeProcessesOneJobPerTick(t *testing.T) {
 	last := time.Now().Truncate(time.Second).Add(-time.Second)
 	var want []string
 	for tk := first; !tk.After(last); tk = tk.Add(time.Second) {
-		want = append(want, "t/"+periodic.JobID("r", tk), "dur/"+periodic.JobID("d", tk))
+		want = append(want, "t/"+scheduler.JobID("r", tk), "dur/"+scheduler.JobID("d", tk))
 	}
 	runs := func() map[string]string {
 		m, err := rdb.HGetAll(ctx, firstRuns(ns)).Result()

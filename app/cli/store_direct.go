@@ -35,7 +35,11 @@ func (s *directStore) Enqueue(ctx context.Context, topic string, j queue.NewJob)
 }
 
 func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuery) (httpapi.JobPage, error) {
-	p, err := httpapi.BrowseJobs(ctx, engine.NewInspector(s.b.Queue, s.b.Ledger, nil), s.log, topic, jq)
+	insp, err := s.inspector()
+	if err != nil {
+		return httpapi.JobPage{}, err
+	}
+	p, err := httpapi.BrowseJobs(ctx, insp, s.log, topic, jq)
 	var bad *httpjson.Error
 	if errors.As(err, &bad) && bad.Status == http.StatusBadRequest {
 		// The API's 400: the command's usage (exit 2), as through the API.
@@ -61,7 +65,11 @@ func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo
 // relay does), so that durable topics whose jobs all wait beyond the
 // horizon are listed too.
 func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.TopicStats, error) {
-	infos, err := engine.NewInspector(s.b.Queue, s.b.Ledger, nil).Topics(ctx, topics...)
+	insp, err := s.inspector()
+	if err != nil {
+		return nil, err
+	}
+	infos, err := insp.Topics(ctx, topics...)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +83,7 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as
 // "cli:<user>@<host>", and logs the audit line the API logs.
 func (s *directStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {
-	st, err := engine.SetPaused(ctx, s.b.Queue, s.b.Ledger, s.log, topic, cliActor(), paused)
+	st, err := s.b.Queue.SetPaused(ctx, s.b.Ledger, s.log, topic, cliActor(), paused)
 	switch {
 	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return httpapi.PauseResponse{}, err
@@ -162,3 +170,9 @@ func (s *directStore) SmokeRan(ctx context.Context, id string) (int64, bool, err
 func (s *directStore) Where() string { return "this Redis (namespace " + s.cfg.Redis.Namespace + ")" }
 
 func (s *directStore) Close() error { return s.b.Close() }
+
+// inspector reads the backends for one command: durable counts are taken
+// in SQL when needed, as no relay counts in this process.
+func (s *directStore) inspector() (*engine.Inspector, error) {
+	return engine.NewInspector(s.b.Redis, s.b.Ledger, s.b.Queue.Config(), nil)
+}

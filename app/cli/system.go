@@ -113,9 +113,6 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	if s.eng, err = engine.New(s.b.Redis, s.b.Ledger, ecfg); err != nil {
 		return nil, err
 	}
-	// One data-plane client in the process: the engine's (its coalescing
-	// and relay notes are shared by every enqueue).
-	s.b.Queue = s.eng.Client()
 	if cfg.Orders.Enabled {
 		if cfg.SQL.AutoMigrate {
 			if err := orderclose.Migrate(ctx, s.b.DB); err != nil {

@@ -129,11 +129,15 @@ func New(d Deps) (http.Handler, error) {
 	if d.SQLCounts != nil {
 		counts = d.SQLCounts
 	}
+	inspect, err := engine.NewInspector(d.Queue.Redis(), d.Ledger, d.Queue.Config(), counts)
+	if err != nil {
+		return nil, err
+	}
 	a := &api{
 		q:         d.Queue,
 		l:         d.Ledger,
 		rec:       d.Recovery,
-		inspect:   engine.NewInspector(d.Queue, d.Ledger, counts),
+		inspect:   inspect,
 		readOnly:  d.ReadOnly,
 		maxBody:   d.MaxBodyBytes,
 		ready:     d.Ready,

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/delayq/delayq/queue"
-	"github.com/delayq/delayq/queue/engine"
 )
 
 // PauseResponse answers POST /v1/topics/{topic}/pause and /resume: the
@@ -55,7 +54,7 @@ func (a *api) setPaused(w http.ResponseWriter, r *http.Request, paused bool) err
 	if err := a.refuseReadOnly(what); err != nil {
 		return err
 	}
-	st, err := engine.SetPaused(r.Context(), a.q, a.l, a.log.WithField("remote", r.RemoteAddr), topic, actor(r), paused)
+	st, err := a.q.SetPaused(r.Context(), a.l, a.log.WithField("remote", r.RemoteAddr), topic, actor(r), paused)
 	switch {
 	case err != nil && !errors.Is(err, queue.ErrNotApplied):
 		return fromRedis(err) // SQL failed: nothing was written

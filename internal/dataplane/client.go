@@ -49,6 +49,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua), notePrefix: newNotePrefix()}, nil
 }
 
+// Redis is the client's Redis, for a reader that needs a data plane of its
+// own over it (engine.NewInspector).
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
 // Config returns the client's configuration with defaults filled in.
 func (c *Client) Config() Config { return c.cfg }
 

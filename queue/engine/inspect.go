@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/redis/go-redis/v9"
 )
 
 // TopicInfo is one topic as both stores see it: Redis's counts at one
@@ -50,11 +52,29 @@ type Inspector struct {
 	counts Counter // nil: count in SQL on each call that needs it
 }
 
-// NewInspector reads through q and store. counts gives the durable topics'
-// counts (a relay's, which counts every RelayConfig.CountEvery, so that no
-// read costs a SQL query); nil counts them in SQL on every call that needs
-// them (one GROUP BY over the waiting rows' index), for a one-off read.
-func NewInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *Inspector {
+// NewInspector reads the topics kept in rdb and store by processes that
+// run with the data plane's configuration cfg (its Namespace and which
+// topics are durable; cfg.Store is store), without an engine: a dashboard
+// or a one-off report. counts gives the durable topics' counts (a relay's,
+// which counts every RelayConfig.CountEvery, so that no read costs a SQL
+// query); nil counts them in SQL on every call that needs them (one GROUP
+// BY over the waiting rows' index), for a one-off read.
+func NewInspector(rdb redis.UniversalClient, store *ledger.Ledger, cfg queue.Config, counts Counter) (*Inspector, error) {
+	if rdb == nil {
+		return nil, errors.New("engine: NewInspector: a Redis client is required")
+	}
+	if store != nil {
+		cfg.Store = store
+	}
+	q, err := dataplane.New(rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newInspector(q, store, counts), nil
+}
+
+// newInspector reads through q, a data plane the caller has already.
+func newInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *Inspector {
 	return &Inspector{q: q, store: store, counts: counts}
 }
 
@@ -63,9 +83,9 @@ func NewInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *In
 // with NoRecovery).
 func (e *Engine) Inspector() *Inspector {
 	if e.cfg.NoRecovery || !e.ran.Load() {
-		return NewInspector(e.q, e.store, nil)
+		return newInspector(e.q, e.store, nil)
 	}
-	return NewInspector(e.q, e.store, relayCounter{e})
+	return newInspector(e.q, e.store, relayCounter{e})
 }
 
 type relayCounter struct{ e *Engine }

@@ -67,7 +67,11 @@ func TestInspectorReadsBothStores(t *testing.T) {
 
 	// A relay's counter that has not counted yet: no SQL counts, so a
 	// durable topic only in SQL is not listed, and no SQL is read.
-	idle := engine.NewInspector(eng.Client(), store, neverCounted{})
+	idle, err := engine.NewInspector(rdb, store, queue.Config{Namespace: ns,
+		TopicDurability: map[string]queue.Durability{"far": queue.DurabilityDurable}}, neverCounted{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	infos, err = idle.Topics(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +144,7 @@ func TestInspectorListsJobs(t *testing.T) {
 }
 
 // TestPauseIsAudited: Engine.Pause and Resume write the audit line the
-// API's and the CLI's pauses write (engine.SetPaused), with the actor and
+// API's and the CLI's pauses write (the data plane's SetPaused), with the actor and
 // whether the call changed anything.
 func TestPauseIsAudited(t *testing.T) {
 	rdb, ns := testenv.Redis(t)

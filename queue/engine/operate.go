@@ -81,12 +81,12 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When
 // written to the store first, so that no Redis loss lifts it
 // (dataplane.Client.Pause).
 func (e *Engine) Pause(ctx context.Context, topic, actor string) (queue.PauseState, error) {
-	return SetPaused(ctx, e.q, e.store, e.log, topic, actor, true)
+	return e.q.SetPaused(ctx, e.store, e.log, topic, actor, true)
 }
 
 // Resume lifts a Pause (dataplane.Client.Resume).
 func (e *Engine) Resume(ctx context.Context, topic, actor string) (queue.PauseState, error) {
-	return SetPaused(ctx, e.q, e.store, e.log, topic, actor, false)
+	return e.q.SetPaused(ctx, e.store, e.log, topic, actor, false)
 }
 
 // Stats counts one topic's jobs in Redis at one instant of Redis's clock.

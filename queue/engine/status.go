@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
@@ -73,12 +72,6 @@ func (e *Engine) Schedules(ctx context.Context) ([]periodic.Info, error) {
 	}
 	return e.sched.List(ctx)
 }
-
-// Client is the engine's data-plane client, for what the engine's own
-// methods do not cover (scripts' limits, epoch markers, the relay's
-// state). A job claimed through it is not recorded in the store: leave
-// claiming to Run.
-func (e *Engine) Client() *dataplane.Client { return e.q }
 
 // Store is the store given to New.
 func (e *Engine) Store() *ledger.Ledger { return e.store }

@@ -24,9 +24,13 @@ func newRecorder(t *testing.T, cfg queue.Config) *queuetest.Recorder {
 
 // NewJob's job is a first attempt with the queue's defaults.
 func TestNewJobHasTheQueuesDefaults(t *testing.T) {
-	rec := newRecorder(t, queue.Config{})
+
 	j := queuetest.NewJob("emails", "welcome:1", []byte("x"))
-	if want := rec.Client().Config().DefaultMaxAttempts; j.MaxAttempts != want {
+	def, err := queue.Config{}.WithDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := def.DefaultMaxAttempts; j.MaxAttempts != want {
 		t.Errorf("MaxAttempts %d, want the queue's default %d", j.MaxAttempts, want)
 	}
 	if j.Attempt != 1 || j.Topic != "emails" || j.ID != "welcome:1" || string(j.Payload) != "x" {
@@ -118,7 +122,7 @@ func TestRecorderEnqueue(t *testing.T) {
 		t.Fatalf("all %+v", rec.All())
 	}
 	// The job really waits in the recorder's Redis.
-	info, err := rec.Client().Get(ctx, "reminders", "r:1")
+	info, err := rec.Get(ctx, "reminders", "r:1")
 	if err != nil || info.State != queue.StateWaiting {
 		t.Fatalf("get: %+v, %v", info, err)
 	}

@@ -143,6 +143,8 @@ func (r *Recorder) Reset() {
 	r.mr.FlushAll()
 }
 
-// Client is the queue client behind the Recorder, to read back what Redis
-// holds (Get, Stats, List).
-func (r *Recorder) Client() *dataplane.Client { return r.c }
+// Get reads back a job as the Recorder's Redis holds it: its state
+// (waiting), due time and envelope, as a worker would claim it.
+func (r *Recorder) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
+	return r.c.Get(ctx, topic, id)
+}

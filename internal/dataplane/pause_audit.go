@@ -1,4 +1,4 @@
-package engine
+package dataplane
 
 import (
 	"context"
@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-
-	"github.com/delayq/delayq/internal/dataplane"
-	"github.com/delayq/delayq/queue"
 )
 
 // SetPaused pauses (or resumes) topic as who, and logs the audit line of
@@ -16,15 +13,15 @@ import (
 // fields, the remote address of a request): topic, action, actor, time,
 // changed. The API, the CLI on the backends directly and Engine.Pause and
 // Resume all call it, so that every pause is audited alike. An
-// error wrapping queue.ErrNotApplied means the state is saved in SQL and
+// error wrapping ErrNotApplied means the state is saved in SQL and
 // not in Redis yet; any other error means nothing changed.
-func SetPaused(ctx context.Context, q *dataplane.Client, store queue.PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (queue.PauseState, error) {
+func (q *Client) SetPaused(ctx context.Context, store PauseStore, log logrus.FieldLogger, topic, who string, paused bool) (PauseState, error) {
 	action, set := "resume", q.Resume
 	if paused {
 		action, set = "pause", q.Pause
 	}
 	st, err := set(ctx, store, topic, who)
-	if err != nil && !errors.Is(err, queue.ErrNotApplied) {
+	if err != nil && !errors.Is(err, ErrNotApplied) {
 		return st, err
 	}
 	l := log.WithFields(logrus.Fields{"topic": topic, "action": action, "actor": who,

@@ -15,9 +15,9 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/delayq/delayq/queue/engine"
 )
 
 // exampleBackends starts an in-process Redis (miniredis) and opens an
@@ -66,13 +66,9 @@ func ExampleTransactional() {
 	if err := db.AutoMigrate(&ClosedOrder{}); err != nil {
 		panic(err)
 	}
-	q, err := dataplane.New(rdb, queue.Config{})
-	if err != nil {
-		panic(err)
-	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{Logger: log})
+	eng, err := engine.New(rdb, led, engine.Config{NoRecovery: true, Logger: log})
 	if err != nil {
 		panic(err)
 	}
@@ -85,7 +81,7 @@ func ExampleTransactional() {
 	})
 	var seen *queue.Job
 	committed := make(chan struct{})
-	err = w.Handle("order_close", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+	err = eng.Handle("order_close", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
 		defer close(committed)
 		seen = j
 		return closeOrder(ctx, j)
@@ -93,12 +89,12 @@ func ExampleTransactional() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := q.Enqueue(ctx, "order_close", queue.NewJob{ID: "order_close:1", Payload: []byte("1")}); err != nil {
+	if _, err := eng.Enqueue(ctx, "order_close", queue.NewJob{ID: "order_close:1", Payload: []byte("1")}); err != nil {
 		panic(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
-	go func() { ran <- w.Run(runCtx) }()
+	go func() { ran <- eng.Run(runCtx) }()
 	<-committed
 	stop()
 	if err := <-ran; err != nil {
@@ -125,10 +121,9 @@ func ExampleTransactional() {
 	// orders closed: 1
 }
 
-// The audit side of the ledger: what is in flight now, which rows are past
-// their lease (what the recoverer looks at), and who holds them. Here a
-// worker claimed a job and recorded it, as the worker does before running
-// its handler.
+// The audit side of the ledger: what is in flight now, and who holds it
+// until when. Here a worker claimed a job and recorded it, as it does
+// before running its handler; the handler is still running.
 func ExampleLedger_InFlight() {
 	ctx := context.Background()
 	mr, rdb, db := exampleBackends()
@@ -143,20 +138,36 @@ func ExampleLedger_InFlight() {
 	if err := led.Migrate(ctx); err != nil {
 		panic(err)
 	}
-	q, err := dataplane.New(rdb, queue.Config{})
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	eng, err := engine.New(rdb, led, engine.Config{NoRecovery: true, Logger: log,
+		Worker: queue.WorkerConfig{ID: "host-a:4242"}})
 	if err != nil {
 		panic(err)
 	}
-	if _, err := q.Enqueue(ctx, "emails", queue.NewJob{ID: "welcome:42"}); err != nil {
-		panic(err)
-	}
-	cl, err := q.Claim(ctx, "emails", 10, 30*time.Second)
+	running, finish := make(chan struct{}), make(chan struct{})
+	err = eng.Handle("emails", queue.HandlerFunc(func(context.Context, *queue.Job) error {
+		close(running)
+		<-finish
+		return nil
+	}), queue.TopicConfig{Lease: 30 * time.Second})
 	if err != nil {
 		panic(err)
 	}
-	if err := led.Record(ctx, cl.Jobs, "host-a:4242"); err != nil {
+	if _, err := eng.Enqueue(ctx, "emails", queue.NewJob{ID: "welcome:42"}); err != nil {
 		panic(err)
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error)
+	go func() { ran <- eng.Run(runCtx) }()
+	<-running
+	defer func() {
+		close(finish)
+		stop()
+		if err := <-ran; err != nil {
+			panic(err)
+		}
+	}()
 
 	rows, err := led.InFlight(ctx, "emails", 10)
 	if err != nil {
@@ -168,78 +179,4 @@ func ExampleLedger_InFlight() {
 	}
 	// Output:
 	// emails welcome:42 attempt 1 in_flight held by host-a:4242 until 12:00:30
-}
-
-// Order is the business row of ExampleLedger_Transaction.
-type Order struct {
-	OrderNo string `gorm:"primaryKey;type:varchar(64)"`
-	Status  string `gorm:"type:varchar(16);not null"`
-}
-
-// An order and the job that closes it if it is still unpaid in 30 minutes
-// commit in one transaction: there is never an order without its close job,
-// nor a close job for an order that was rolled back. The topic is durable,
-// so the job lives in the ledger from the commit on; it is pushed to Redis
-// after the commit (and by the relay if that push fails).
-func ExampleLedger_Transaction() {
-	ctx := context.Background()
-	mr, rdb, db := exampleBackends()
-	defer mr.Close()
-	defer rdb.Close()
-
-	led, err := ledger.New(db, ledger.Options{})
-	if err != nil {
-		panic(err)
-	}
-	if err := led.Migrate(ctx); err != nil {
-		panic(err)
-	}
-	if err := db.AutoMigrate(&Order{}); err != nil {
-		panic(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{
-		TopicDurability: map[string]queue.Durability{"order_close": queue.DurabilityDurable},
-		Store:           led,
-	})
-	if err != nil {
-		panic(err)
-	}
-
-	createOrder := func(no string, fail bool) error {
-		return led.Transaction(ctx, q, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
-			if err := tx.Create(&Order{OrderNo: no, Status: "pending_payment"}).Error; err != nil {
-				return err
-			}
-			if _, err := enq.Enqueue(ctx, "order_close", queue.NewJob{
-				ID: "order_close:" + no, Payload: []byte(no), Delay: 30 * time.Minute,
-			}); err != nil {
-				return err
-			}
-			if fail {
-				return errors.New("payment provider unreachable")
-			}
-			return nil
-		})
-	}
-	fmt.Println("order 1:", createOrder("1", false))
-	fmt.Println("order 2:", createOrder("2", true))
-
-	for _, no := range []string{"1", "2"} {
-		var orders int64
-		db.Model(&Order{}).Where("order_no = ?", no).Count(&orders)
-		state := queue.State("none")
-		if row, err := led.Row(ctx, "order_close", "order_close:"+no); err == nil {
-			state = row.State
-		}
-		info, err := q.Get(ctx, "order_close", "order_close:"+no)
-		if err != nil {
-			panic(err)
-		}
-		fmt.Printf("order %s: %d order rows, ledger row %s, Redis %s\n", no, orders, state, info.State)
-	}
-	// Output:
-	// order 1: <nil>
-	// order 2: payment provider unreachable
-	// order 1: 1 order rows, ledger row waiting, Redis waiting
-	// order 2: 0 order rows, ledger row none, Redis unknown
 }

@@ -10,15 +10,20 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
+// Handlers is what the close handler registers with: an *engine.Engine, or
+// the worker of one.
+type Handlers interface {
+	Handle(topic string, h queue.Handler, tc queue.TopicConfig) error
+}
+
 // Register attaches the close handler to w on Topic with tc (zero fields
 // take the worker's defaults). w must record its jobs in the Service's
 // ledger: the handler deletes the job's row in its own transaction.
-func Register(w *dataplane.Worker, s *Service, tc queue.TopicConfig) error {
+func Register(w Handlers, s *Service, tc queue.TopicConfig) error {
 	if err := w.Handle(Topic, s.CloseHandler(), tc); err != nil {
 		return fmt.Errorf("orderclose: register the close handler: %w", err)
 	}

@@ -37,8 +37,8 @@ type Config struct {
 	// other clients meanwhile). A caller over it alone still runs.
 	// Default 4 MiB.
 	CoalesceBytes int
-	// ExpiredPerClaim bounds how many expired leases one Claim call puts
-	// back, so a mass worker death cannot make one script call long.
+	// ExpiredPerClaim bounds how many expired leases one claim (a script
+	// call) puts back, so a mass worker death cannot make one call long.
 	// Default 1,000.
 	ExpiredPerClaim int
 	// Observer, if set, is told how many new jobs each enqueue wrote, for
@@ -46,8 +46,8 @@ type Config struct {
 	Observer EnqueueObserver
 
 	// Durability is the durability of every topic not in TopicDurability
-	// (docs/design.md §4.11). Default DurabilityRedis: a Client then needs
-	// no SQL database, and an enqueue costs one script call; choose
+	// (docs/design.md §4.11). Default DurabilityRedis: the data plane then
+	// needs no SQL database, and an enqueue costs one script call; choose
 	// DurabilityDurable for the topics whose waiting jobs must survive any
 	// Redis loss.
 	Durability Durability
@@ -81,7 +81,7 @@ const MaxAttempts = 100
 // runs: 10,000 jobs take Redis a few tens of ms.
 const maxCoalesce = 10000
 
-// WithDefaults is the configuration a Client runs with: every zero field
+// WithDefaults is the configuration the data plane runs with: every zero field
 // set to the default written next to it, or the error of a field out of
 // range.
 func (c Config) WithDefaults() (Config, error) {

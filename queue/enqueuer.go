@@ -4,9 +4,9 @@ import (
 	"context"
 )
 
-// Enqueuer schedules jobs. *Client implements it; a handler that enqueues
-// follow-up jobs can take an Enqueuer instead of a *Client, so that its
-// tests can hand it a queuetest.Recorder.
+// Enqueuer schedules jobs. *engine.Engine implements it; a handler that
+// enqueues follow-up jobs can take an Enqueuer instead of the engine, so
+// that its tests can hand it a queuetest.Recorder.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueResult, error)
 	EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) ([]BatchResult, error)

@@ -17,12 +17,13 @@ type Job struct {
 	RunAt       int64  // Unix ms the job is (or was) due, Redis clock
 	LastError   string // error of the previous failed attempt, if any
 
-	// LeaseUntil is set on jobs returned by Claim: the lease deadline (Unix
-	// ms, Redis clock) after which another worker may take the job over.
+	// LeaseUntil is set on a claimed job (the one a handler runs): the
+	// lease deadline (Unix ms, Redis clock) after which another worker may
+	// take the job over.
 	LeaseUntil int64
-	// Durable is set on jobs returned by Claim of a durable topic
+	// Durable is set on a claimed job of a durable topic
 	// (Config.TopicDurability): the job has had its ledger row since its
-	// enqueue, so recording the claim updates that row (Ledger.Record).
+	// enqueue, so recording the claim updated that row.
 	Durable bool
 }
 

@@ -11,8 +11,8 @@ type Durability string
 const (
 	// DurabilityRedis keeps a waiting job in Redis only: the fastest
 	// enqueue (one script call), protected by Redis's persistence until a
-	// worker claims it and writes its ledger row. The library's default: a
-	// Client needs no SQL database for it.
+	// worker claims it and writes its ledger row. The library's default: it
+	// needs no SQL database.
 	DurabilityRedis Durability = "redis"
 	// DurabilityDurable commits every job to the SQL ledger before the
 	// enqueue returns (a waiting row), then pushes it to Redis, which

@@ -9,7 +9,8 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// WorkerConfig configures a Worker. The zero value of each field means the
+// WorkerConfig configures an engine's worker (engine.Config.Worker). The
+// zero value of each field means the
 // default written next to it.
 type WorkerConfig struct {
 	// ID names this worker in the ledger and in logs. Default "host:pid".
@@ -31,7 +32,7 @@ type WorkerConfig struct {
 	// ErrorBackoff bounds the pause after a failed Redis or ledger call,
 	// which doubles from ErrorBackoffMin up to ErrorBackoffMax. Meanwhile
 	// the store that failed is pinged every ErrorBackoffMin (the ledger if
-	// it is a Pinger), and the pause ends as soon as it answers after an
+	// it can be pinged), and the pause ends as soon as it answers after an
 	// outage (docs/design.md §4.5). Defaults
 	// 50ms and 5s.
 	ErrorBackoffMin, ErrorBackoffMax time.Duration

@@ -1,10 +1,11 @@
-// Package recovery is delayq's recoverer and relay (docs/design.md, §5
-// Recovery, §4.11 durable topics). The recoverer is a cron-driven job that
-// puts back into Redis the jobs the SQL ledger holds and Redis has lost: it
-// is the last step of a job's way through delayq (package queue enqueues it
-// and its worker claims it, package ledger records the claim before the
-// handler runs, and this package brings back from the ledger whatever a
-// worker crash or a Redis data loss dropped). The Relay serves durable
+// Package recovery configures and reports delayq's recoverer and relay
+// (docs/design.md, §5 Recovery, §4.11 durable topics), which an
+// engine.Engine runs. The recoverer is a cron-driven job that puts back
+// into Redis the jobs the SQL ledger holds and Redis has lost: it is the
+// last step of a job's way through delayq (the engine enqueues it and its
+// worker claims it, package ledger records the claim before the handler
+// runs, and the recoverer brings back from the ledger whatever a worker
+// crash or a Redis data loss dropped). The Relay serves durable
 // topics, whose waiting jobs live in SQL from their enqueue on: it pushes
 // into Redis the rows that come within the horizon, and the jobs an
 // enqueuer committed but could not push (its note, or the full pass that
@@ -12,23 +13,23 @@
 //
 // # Run it
 //
-// Create a Recoverer with New over the queue client and the ledger, and
-// run it next to the workers (every process may run one: the lock lets one
-// at a time work):
+// Engine.Run runs the recoverer and the relay next to the workers (every
+// process may run them: a lock lets one at a time work), configured by
+// engine.Config's Recovery (a Config) and Relay (a RelayConfig), unless
+// engine.Config.NoRecovery leaves them to other processes:
 //
-//   - Run schedules runs with robfig/cron (Config.Schedule, default every
-//     30 s; one at start) until its context ends;
-//   - RunOnce runs one now and returns its Report (see
-//     ExampleRecoverer_RunOnce, where a job Redis lost comes back);
+//   - runs are scheduled with robfig/cron (Config.Schedule, default every
+//     30 s; one at start);
+//   - Engine.Recover runs one now and returns its Report (see the engine's
+//     ExampleEngine_Recover, where a job Redis lost comes back);
 //     Config.DryRun reports what a run would do and changes nothing;
-//   - Trigger asks Run for a run now (an operator, the API);
-//   - RedisReconnected is meant as the worker's
-//     queue.WorkerConfig.OnRedisReconnect hook: a Redis that came back
-//     without its epoch markers is recovered at once, not at the next tick.
+//   - a Redis that came back without its epoch markers is recovered at
+//     once, not at the next tick: the engine's worker tells the recoverer
+//     when it reconnects.
 //
 // Config.Grace must exceed the workers' heartbeat, so a worker one beat late
-// is not taken for dead. Reports and Counters feed logs, metrics and the
-// API.
+// is not taken for dead. Reports (Engine.RecoveryReports), Counters and
+// RelayTotals feed logs, metrics and the API.
 //
 // # A run
 //

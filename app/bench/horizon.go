@@ -315,7 +315,7 @@ func spreadDue(now int64, over time.Duration, n int) func(k int, j *queue.NewJob
 	}
 }
 
-// topicKeys is the pattern of topic's keys in namespace ns (queue/keys.go).
+// topicKeys is the pattern of topic's keys in namespace ns (internal/dataplane/keys.go).
 func topicKeys(ns, topic string) string { return ns + ":{" + topic + "}:*" }
 
 // keysMemory sums MEMORY USAGE ... SAMPLES 0 (every element counted) over

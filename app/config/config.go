@@ -505,7 +505,7 @@ func Defaults() Config {
 
 // ConfigureLifecycles writes queue.durability and the topics' durability into
 // the queue client's configuration, which decides each topic's lifecycle
-// from them (queue/lifecycle.go).
+// from them (internal/dataplane/lifecycle.go).
 func (q Queue) ConfigureLifecycles(c *queue.Config) {
 	c.Durability = queue.Durability(q.Durability)
 	c.TopicDurability = make(map[string]queue.Durability, len(q.Topics))

@@ -73,7 +73,6 @@ type Page = queue.Page
 type PanicError = queue.PanicError
 type PauseState = queue.PauseState
 type PauseStore = queue.PauseStore
-type Pinger = queue.Pinger
 type PushObserver = queue.PushObserver
 type RateLimit = queue.RateLimit
 type RateLimitObserver = queue.RateLimitObserver

@@ -205,3 +205,11 @@ func (s *storeWatch) answered() {
 	s.log.WithField("down_for", time.Since(s.downAt).Round(time.Millisecond).String()).
 		Info(s.store + " answers again: claims and settlements resume")
 }
+
+// Pinger is a Ledger that can tell cheaply whether its database answers
+// (*ledger.Ledger is one). After a failed ledger write the worker pings it
+// every ErrorBackoffMin and writes again as soon as it answers; a Ledger
+// without Ping is tried again after the error backoff alone.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}

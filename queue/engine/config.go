@@ -21,9 +21,8 @@ type Config struct {
 	Queue queue.Config
 	// Worker configures the worker that runs the handlers given to Handle:
 	// its id, the defaults of every topic (Worker.Topic), the shutdown
-	// timeout, hooks and metrics (see queue.WorkerConfig). Leave
-	// Worker.Ledger nil: the worker records its claims in New's store.
-	// Worker.OnRedisReconnect, if set, runs after the engine's own
+	// timeout, hooks and metrics (see queue.WorkerConfig). The worker
+	// records its claims in New's store. Worker.OnRedisReconnect, if set, runs after the engine's own
 	// reconnect check.
 	Worker queue.WorkerConfig
 	// Recovery configures the recoverer: the cron schedule, the grace past

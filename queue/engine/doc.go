@@ -44,4 +44,11 @@
 // job, only in SQL), Stats, List, Topics and Schedules read them; Recover
 // runs recovery now, or a dry run. The examples walk through each of them:
 // a pause, a reschedule, a cancel, a dead letter requeued, a dry run.
+// Inspector (Engine.Inspector, or NewInspector for a reader without an
+// engine, such as a dashboard) lists topics across Redis and the store and
+// pages through their jobs by state (ExampleInspector_Jobs).
+//
+// The parts that Run starts (the worker, the recoverer, the relay, the
+// scheduler) are internal to the module: a service configures them through
+// Config and reads them through the engine, and never builds them.
 package engine

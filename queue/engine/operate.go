@@ -9,8 +9,8 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Enqueue schedules one job (dataplane.Client.Enqueue): on a durable topic it
-// is committed to the store before Enqueue returns. The id is the
+// Enqueue schedules one job: on a durable topic it is
+// committed to the store before Enqueue returns. The id is the
 // idempotency key; bad input is a *queue.ValidationError naming the field,
 // and writes nothing.
 func (e *Engine) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
@@ -18,15 +18,14 @@ func (e *Engine) Enqueue(ctx context.Context, topic string, j queue.NewJob) (que
 }
 
 // EnqueueBatch schedules up to Queue.MaxBatch jobs of one topic in one
-// round trip, each with its own result (dataplane.Client.EnqueueBatch).
+// round trip, each with its own result.
 func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	return e.q.EnqueueBatch(ctx, topic, jobs)
 }
 
 // Transaction runs fn in a transaction on the store's database with an
 // enqueuer whose jobs (of durable topics) commit or roll back with fn's
-// own writes; after the commit they are pushed to Redis at once
-// (ledger.Ledger.Transaction). fn's error rolls everything back.
+// own writes; after the commit they are pushed to Redis at once. fn's error rolls everything back.
 func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
 	return e.store.Transaction(ctx, e.q, fn)
 }
@@ -55,22 +54,21 @@ func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) erro
 
 // Find returns a job wherever it is: in Redis, or, for a durable job that
 // Redis does not hold (beyond the horizon, not pushed yet, lost), as its
-// row in the store says (dataplane.Client.Find). A job that neither store
+// row in the store says. A job that neither store
 // holds (never enqueued, finished, cancelled or purged) is
 // queue.StateUnknown.
 func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
 	return e.q.Find(ctx, e.store, topic, id)
 }
 
-// Cancel removes a job that waits to run, from Redis and from the store
-// (dataplane.Client.Cancel); queue.ErrInFlight while a worker holds it,
+// Cancel removes a job that waits to run, from Redis and from the store:
+// queue.ErrInFlight while a worker holds it,
 // queue.ErrDead once it died.
 func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
 	return e.q.Cancel(ctx, e.store, topic, id)
 }
 
-// Reschedule moves the due time of a job that waits (dataplane.Client.
-// Reschedule): to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
+// Reschedule moves the due time of a job that waits: to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
 // never runs before the last due time a Reschedule returned.
 func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
 	return e.q.Reschedule(ctx, e.store, topic, id, to)
@@ -78,13 +76,14 @@ func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When
 
 // Pause stops every worker of the deployment from claiming topic's jobs
 // until Resume, on behalf of actor (kept with the state); the state is
-// written to the store first, so that no Redis loss lifts it
-// (dataplane.Client.Pause).
+// written to the store first, so that no Redis loss lifts it.
+// Every call is logged as an audit line (topic, action, actor, time,
+// changed).
 func (e *Engine) Pause(ctx context.Context, topic, actor string) (queue.PauseState, error) {
 	return e.q.SetPaused(ctx, e.store, e.log, topic, actor, true)
 }
 
-// Resume lifts a Pause (dataplane.Client.Resume).
+// Resume lifts a Pause, audited like it.
 func (e *Engine) Resume(ctx context.Context, topic, actor string) (queue.PauseState, error) {
 	return e.q.SetPaused(ctx, e.store, e.log, topic, actor, false)
 }
@@ -120,3 +119,6 @@ func (e *Engine) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 func (e *Engine) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
 	return e.q.PurgeDead(ctx, topic, before)
 }
+
+// The engine is the Enqueuer a handler's follow-up jobs go through.
+var _ queue.Enqueuer = (*Engine)(nil)

@@ -20,9 +20,9 @@
 // the tick. Every process running the schedule wakes at the tick and
 // claims it in the topic's store of truth, with the enqueue in the same
 // atomic step: on a Redis topic, a script compares the tick with the last
-// one in the topic's ticks hash (dataplane.Client.EnqueueTick); on a durable
+// one in the topic's ticks hash; on a durable
 // topic, a conditional update of dq_periodic in the transaction that writes
-// the job's waiting row (ledger.Ledger.EnqueueTick). The first claim
+// the job's waiting row. The first claim
 // enqueues; any other, at the same time or long after (a process paused,
 // slow to start), is a duplicate, even when the tick's job already ran and
 // is gone. Ticks at or before the last one are never enqueued again. No
@@ -33,9 +33,16 @@
 //
 // Ticks that pass while no process runs the schedule (every process down,
 // or this one stalled for longer than a tick) are missed. On start, and
-// after such a stall, a Scheduler reads the schedule's last tick: with
+// after such a stall, the engine's scheduler reads the schedule's last tick: with
 // Missed "once", if at least one tick after it has passed, it enqueues the
 // job of the latest missed tick (due now); with "skip" (the default) it
 // enqueues nothing for them. A schedule never enqueued before starts at
 // its next tick.
+//
+// # Run them
+//
+// An engine runs the schedules of engine.Config.Schedules (tuned by
+// engine.Config.Periodic, an Options), unless engine.Config.NoPeriodic
+// leaves them to other processes; Engine.Schedules lists them with their
+// next tick (Info). See the engine's Example_periodic.
 package periodic

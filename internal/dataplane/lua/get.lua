@@ -8,7 +8,7 @@
 --
 -- Returns  {set, score, envelope}: set "due" (score = due time), "lease"
 --          (score = lease deadline), "dead" (score = time of death), or
---          {"unknown"} alone. queue/state.go maps the set onto a State.
+--          {"unknown"} alone. state.go (stateInRedis) maps the set onto a State.
 local id = ARGV[1]
 local env = redis.call('HGET', KEYS[3], id)
 if not env then return {'unknown'} end

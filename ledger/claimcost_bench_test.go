@@ -82,7 +82,7 @@ func BenchmarkClaimCost(b *testing.B) {
 				for _, j := range js {
 					j.Durable = c.durable && !c.upsert
 				}
-				return cc.l.Record(ctx, js, "bench:1")
+				return cc.l.record(ctx, js, "bench:1")
 			})
 		})
 	}
@@ -396,7 +396,7 @@ func (cc *claimCostEnv) run(b *testing.B, durable bool, record func(ctx context.
 		c1 := cc.read(ctx, b)
 		b.StartTimer()
 		t2 := time.Now()
-		if err := l.Complete(ctx, refsOf(js)); err != nil {
+		if err := l.complete(ctx, refsOf(js)); err != nil {
 			b.Fatal(err)
 		}
 		t3 := time.Now()

@@ -25,30 +25,31 @@
 // isolation: the ledger is on the hot path of every job. Options.TablePrefix
 // lets several deployments share one database.
 //
-// # The worker writes it
+// Then give it to engine.New: the engine's worker, recoverer, relay and
+// scheduler all work through it, and every operation of the engine uses it.
 //
-// A *Ledger is the dataplane.Ledger of a dataplane.Worker (WorkerConfig.Ledger).
-// The worker calls Record for every claimed batch before any handler runs (a
-// job without a row is one the recoverer could not bring back), Extend on
-// every heartbeat, and, when handlers finish, Complete (done), MarkRetrying
-// (waiting in Redis for another attempt: the row stays, so a Redis loss
-// during the backoff loses nothing) or Bury (dead: archived with its last
-// error, and its row deleted, in one transaction). Each of these is one
-// statement per call, however many jobs it carries, so the ledger's cost
-// grows with the number of batches, not jobs. Each is fenced by the claim's
-// attempt: a row that a later claim of the same job rewrote is left alone.
+// # The engine's worker writes it
+//
+// The worker records every claimed batch before any handler runs (a job
+// without a row is one the recoverer could not bring back), extends the
+// rows' leases on every heartbeat, and, when handlers finish, deletes the
+// rows (done), marks them retrying (waiting in Redis for another attempt:
+// the row stays, so a Redis loss during the backoff loses nothing) or
+// buries them (dead: archived with the last error, and the row deleted, in
+// one transaction). Each of these is one statement per call, however many
+// jobs it carries, so the ledger's cost grows with the number of batches,
+// not jobs. Each is fenced by the claim's attempt: a row that a later claim
+// of the same job rewrote is left alone. These steps are the engine's own:
+// they are not methods a service calls.
 //
 // # Durable topics: the ledger from the enqueue on
 //
-// A *Ledger is also the queue.DurableStore of durable topics
-// (queue.Config.Store): Schedule writes a waiting row per job, due times on
-// the SQL server's clock, in two round trips per call. Tx and SQLTx bind it
-// to a caller's transaction (dataplane.Client.EnqueueTx), and Transaction runs
-// one with a TxEnqueuer, so that business rows and their jobs commit
-// together; see ExampleLedger_Transaction. Scheduled, ScheduledCounts and
-// SQLNow are the relay's reads; Unclaim hands a released claim's row back to
-// waiting, and DropClaim deletes the row of a stalled claim whose job is
-// dead or settled elsewhere.
+// A *Ledger is also the queue.DurableStore of durable topics: Schedule
+// writes a waiting row per job, due times on the SQL server's clock, in
+// two round trips per call. Tx and SQLTx bind it to a caller's
+// transaction, which is how Engine.EnqueueTx and Engine.Transaction commit
+// business rows and their jobs together (TxEnqueuer). ScheduledCounts and
+// SQLNow are the relay's reads, and what the inspector counts.
 //
 // # Exactly once: transactional completion
 //
@@ -57,8 +58,7 @@
 // ledger's database; with a unique key in the business table, the effect
 // happens once however often the job is delivered. A claim that was lost
 // meanwhile (the job taken over after a lease expiry, or cancelled) gets
-// ErrClaimLost and commits nothing. DeleteInTx is the same step for a
-// handler that runs its own transaction. See ExampleTransactional.
+// ErrClaimLost and commits nothing. See ExampleTransactional.
 //
 // # Audit
 //
@@ -72,18 +72,19 @@
 //
 // # Recovery reads it
 //
-// Package recovery pages through the stale rows, asks Redis which of their
-// jobs it no longer has, and re-creates those: the ledger is how a job
-// survives a worker crash or a Redis data loss.
+// The engine's recoverer pages through the stale rows, asks Redis which of
+// their jobs it no longer has, and re-creates those: the ledger is how a
+// job survives a worker crash or a Redis data loss.
 //
 // # Its SQL
 //
-// Every statement against the ledger's tables is a method here: the
-// worker's writes (dataplane.Ledger), the row lookup and fenced delete that
-// dataplane.Client.Cancel makes, the recoverer's reads (recoverer.Store: Stale,
-// TopicCounts, Claims), the audit queries, the operators' pauses
-// (queue.PauseStore: SetPaused, TopicState, TopicStates on dq_topic_state),
-// Migrate and Drop. Other packages
-// get none of the tables' SQL; DB is the handle for a caller's own tables in
-// the same database (Transactional).
+// Every statement against the ledger's tables is in this package: the
+// worker's writes, the row lookup and fenced delete of a cancel, the
+// recoverer's reads, the audit queries, the operators' pauses
+// (queue.PauseStore: SetPaused, TopicState, TopicStates on
+// dq_topic_state), Migrate and Drop. Other packages get none of the
+// tables' SQL; DB is the handle for a caller's own tables in the same
+// database (Transactional). The steps that only the engine takes are
+// reached through Internal, whose key cannot be made outside delayq's
+// module.
 package ledger

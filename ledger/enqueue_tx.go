@@ -11,7 +11,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Transaction runs fn in a transaction on the ledger's database, with a
+// enqueueTransaction runs fn in a transaction on the ledger's database, with a
 // TxEnqueuer that enqueues jobs of durable topics in that same transaction:
 // business rows and the jobs they need commit together or not at all (an
 // order and the job that closes it if unpaid). fn's error, or a failed
@@ -21,8 +21,8 @@ import (
 // relay pushes those jobs (docs/design.md §4.11).
 //
 // The transaction is not run again on a deadlock: fn may have done more
-// than SQL. See ExampleLedger_Transaction.
-func (l *Ledger) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
+// than SQL. See the engine's ExampleEngine_Transaction.
+func (l *Ledger) enqueueTransaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	if q == nil {
 		return errors.New("ledger: transaction: a *dataplane.Client is required")
 	}
@@ -42,7 +42,7 @@ func (l *Ledger) Transaction(ctx context.Context, q *dataplane.Client, fn func(t
 	return nil
 }
 
-// TxEnqueuer enqueues jobs inside the transaction of Ledger.Transaction.
+// TxEnqueuer enqueues jobs inside the transaction of Engine.Transaction.
 // Like the transaction, it is for fn's goroutine only, and only until fn
 // returns.
 type TxEnqueuer struct {
@@ -52,7 +52,7 @@ type TxEnqueuer struct {
 }
 
 // Enqueue enqueues one job to a durable topic in the transaction
-// (dataplane.Client.EnqueueTx): its result is final once the transaction
+// (the engine's EnqueueTx): its result is final once the transaction
 // commits. An invalid job returns its *queue.ValidationError, and a topic
 // that is not durable queue.ErrNotDurable; neither writes anything.
 func (e *TxEnqueuer) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.BatchResult, error) {
@@ -67,7 +67,7 @@ func (e *TxEnqueuer) Enqueue(ctx context.Context, topic string, j queue.NewJob) 
 }
 
 // EnqueueBatch enqueues jobs to a durable topic in the transaction, one
-// result per job as dataplane.Client.EnqueueBatch gives them (invalid jobs are
+// result per job as Engine.EnqueueBatch gives them (invalid jobs are
 // reported and skipped).
 func (e *TxEnqueuer) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	s, err := e.q.EnqueueTx(ctx, e.store, topic, jobs...)

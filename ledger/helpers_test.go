@@ -98,7 +98,7 @@ func refsOf(js []*queue.Job) []queue.Ref {
 
 func mustRecord(t testing.TB, l *Ledger, worker string, js ...*queue.Job) {
 	t.Helper()
-	if err := l.Record(context.Background(), js, worker); err != nil {
+	if err := l.record(context.Background(), js, worker); err != nil {
 		t.Fatalf("Record: %v", err)
 	}
 }

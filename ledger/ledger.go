@@ -8,13 +8,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/coalesce"
-	"github.com/delayq/delayq/internal/dataplane"
-)
-
-// The worker's view of the ledger is dataplane.Ledger; Ledger must stay one.
-var (
-	_ dataplane.Ledger           = (*Ledger)(nil)
-	_ dataplane.RescheduleLedger = (*Ledger)(nil)
 )
 
 // Ledger is the SQL ledger on one database. It is safe for concurrent use; it

@@ -67,7 +67,7 @@ const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at,
 // only: Schedule then reads the ids again and repeats the INSERT with the
 // jobs still new, up to 5 times.
 //
-// The jobs must be valid already (dataplane.Client validates them and fills in
+// The jobs must be valid already (the engine validates them and fills in
 // MaxAttempts); the topic and ids are checked against the column sizes
 // before anything is written.
 func (l *Ledger) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
@@ -75,7 +75,7 @@ func (l *Ledger) Schedule(ctx context.Context, topic string, jobs []queue.NewJob
 }
 
 // Tx returns the ledger's DurableStore bound to tx, a transaction the caller
-// runs on the ledger's database (dataplane.Client.EnqueueTx): Schedule then
+// runs on the ledger's database (Engine.EnqueueTx): Schedule then
 // writes in tx, opens no transaction of its own, and its rows exist exactly
 // when tx commits. A unique key race is handled inside tx as Schedule does
 // it (the failed statement alone is undone), reading the ids again with a

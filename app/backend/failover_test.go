@@ -27,6 +27,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -408,7 +409,7 @@ func openFoProc(t *testing.T, cfg config.Config, log *logrus.Logger, id string, 
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	heartbeat := cfg.Worker.Lease / 3
-	rec, err := recoverer.New(b.Queue, b.Ledger, recovery.Config{
+	rec, err := recoverer.New(b.Queue, ledgerops.Of(b.Ledger), recovery.Config{
 		Schedule:          cfg.Recovery.Spec,
 		Grace:             cfg.Recovery.Grace,
 		HeartbeatInterval: heartbeat,
@@ -422,7 +423,7 @@ func openFoProc(t *testing.T, cfg config.Config, log *logrus.Logger, id string, 
 		t.Fatal(err)
 	}
 	wc := cfg.Worker
-	w, err := dataplane.NewWorker(b.Queue, foRecordingLedger{Ledger: b.Ledger, log: claims}, queue.WorkerConfig{
+	w, err := dataplane.NewWorker(b.Queue, foRecordingLedger{Ledger: ledgerops.Of(b.Ledger), log: claims}, queue.WorkerConfig{
 		ID:               id,
 		ShutdownTimeout:  wc.ShutdownTimeout,
 		MaxIdle:          wc.MaxIdle,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -205,10 +206,10 @@ func TestMySQLTLS(t *testing.T) {
 		ctx := context.Background()
 		job := &queue.Job{Topic: "t", ID: "tls-" + strings.ReplaceAll(t.Name(), "/", "-"), Attempt: 1, MaxAttempts: 3,
 			RunAt: time.Now().UnixMilli(), LeaseUntil: time.Now().Add(time.Minute).UnixMilli()}
-		if err := b.Ledger.Record(ctx, []*queue.Job{job}, "w"); err != nil {
+		if err := ledgerops.Of(b.Ledger).Record(ctx, []*queue.Job{job}, "w"); err != nil {
 			t.Fatalf("record over TLS: %v", err)
 		}
-		if err := b.Ledger.Complete(ctx, []queue.Ref{job.Ref()}); err != nil {
+		if err := ledgerops.Of(b.Ledger).Complete(ctx, []queue.Ref{job.Ref()}); err != nil {
 			t.Fatalf("complete over TLS: %v", err)
 		}
 	}
@@ -238,7 +239,7 @@ func TestMySQLTLS(t *testing.T) {
 		ledgerWorks(t, b)
 		ctx := context.Background()
 		dead := queue.DeadJob{Job: &queue.Job{Topic: "t", ID: "rt-dead", Attempt: 1, MaxAttempts: 1}, Error: "x", DiedAt: time.Now().UnixMilli()}
-		if err := b.Ledger.Bury(ctx, []queue.DeadJob{dead}); err != nil {
+		if err := ledgerops.Of(b.Ledger).Bury(ctx, []queue.DeadJob{dead}); err != nil {
 			t.Fatalf("bury with runtime grants: %v", err)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -240,7 +241,7 @@ func (s *sandbox) recoverHorizon(ctx context.Context, topic string, horizon int6
 		r.Notes = append(r.Notes, fmt.Sprintf("after the wipe the relay put back %d jobs; %d rows due within the horizon are not in Redis", h.InRedisAfter, lost))
 	}
 
-	rec, err := recoverer.New(s.q, s.led, recovery.Config{Grace: 2 * time.Second, HeartbeatInterval: time.Second, Logger: quietLogger()})
+	rec, err := recoverer.New(s.q, ledgerops.Of(s.led), recovery.Config{Grace: 2 * time.Second, HeartbeatInterval: time.Second, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (s *sandbox) recoverHorizon(ctx context.Context, topic string, horizon int6
 }
 
 func (s *sandbox) newRelay() (*recoverer.Relay, error) {
-	return recoverer.NewRelay(s.q, s.led, recovery.RelayConfig{Logger: quietLogger()})
+	return recoverer.NewRelay(s.q, ledgerops.Of(s.led), recovery.RelayConfig{Logger: quietLogger()})
 }
 
 func relayErr(what string, ran bool, err error) error {

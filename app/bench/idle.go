@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 )
 
@@ -78,13 +79,13 @@ func idleBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 func (s *sandbox) startRecovery(ctx context.Context) (*recoverer.Relay, func() error, error) {
 	rc := s.env.Relay
 	rc.LockKey, rc.OnPass, rc.Logger = "", nil, s.log
-	relay, err := recoverer.NewRelay(s.q, s.led, rc)
+	relay, err := recoverer.NewRelay(s.q, ledgerops.Of(s.led), rc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: relay: %w", err)
 	}
 	cc := s.env.Recovery
 	cc.LockKey, cc.OnReport, cc.Logger = "", nil, s.log
-	rec, err := recoverer.New(s.q, s.led, cc)
+	rec, err := recoverer.New(s.q, ledgerops.Of(s.led), cc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: recoverer: %w", err)
 	}

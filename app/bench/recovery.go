@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
@@ -41,7 +42,7 @@ func recoveryBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 	// would only alarm; its report says the same in the result's notes.
 	quiet := logrus.New()
 	quiet.SetOutput(discard{})
-	rec, err := recoverer.New(s.q, s.led, recovery.Config{
+	rec, err := recoverer.New(s.q, ledgerops.Of(s.led), recovery.Config{
 		Grace:             2 * time.Second,
 		HeartbeatInterval: time.Second,
 		Logger:            quiet,
@@ -93,7 +94,7 @@ func (s *sandbox) writeLostRows(ctx context.Context, topic string, o Options) er
 				EnqueuedAt: now - 120_000, RunAt: now - 90_000, LeaseUntil: now - 60_000,
 			})
 		}
-		if err := s.led.Record(ctx, jobs, "bench-dead-worker:1"); err != nil {
+		if err := ledgerops.Of(s.led).Record(ctx, jobs, "bench-dead-worker:1"); err != nil {
 			return err
 		}
 		written.Add(int64(hi - lo))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -67,7 +68,7 @@ periodic:
 		if err != nil {
 			t.Fatal(err)
 		}
-		sched, err := scheduler.New(q, l, []periodic.Schedule{{Name: "hourly", Spec: "0 0 * * * *", Topic: "reports", Missed: periodic.MissedOnce}}, periodic.Options{})
+		sched, err := scheduler.New(q, ledgerops.Of(l), []periodic.Schedule{{Name: "hourly", Spec: "0 0 * * * *", Topic: "reports", Missed: periodic.MissedOnce}}, periodic.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -49,15 +50,15 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 }
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
-	return s.b.Queue.Cancel(ctx, s.b.Ledger, topic, id)
+	return s.b.Queue.Cancel(ctx, ledgerops.Of(s.b.Ledger), topic, id)
 }
 
 func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
-	return s.b.Queue.Reschedule(ctx, s.b.Ledger, topic, id, to)
+	return s.b.Queue.Reschedule(ctx, ledgerops.Of(s.b.Ledger), topic, id, to)
 }
 
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	return s.b.Queue.Find(ctx, s.b.Ledger, topic, id)
+	return s.b.Queue.Find(ctx, ledgerops.Of(s.b.Ledger), topic, id)
 }
 
 // Stats reads Redis's counts, and for durable topics counts their waiting
@@ -146,7 +147,7 @@ func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
 	rcfg := recoveryConfig(s.cfg, s.log)
 	rcfg.DryRun = dryRun
-	r, err := recoverer.New(s.b.Queue, s.b.Ledger, rcfg)
+	r, err := recoverer.New(s.b.Queue, ledgerops.Of(s.b.Ledger), rcfg)
 	if err != nil {
 		return nil, err
 	}

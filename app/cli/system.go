@@ -17,6 +17,7 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
@@ -333,5 +334,5 @@ func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger
 	if err != nil {
 		return nil, err
 	}
-	return scheduler.New(b.Queue, b.Ledger, schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
+	return scheduler.New(b.Queue, ledgerops.Of(b.Ledger), schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
 }

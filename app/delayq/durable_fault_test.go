@@ -20,6 +20,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -288,7 +289,7 @@ func newDrainer(t *testing.T, srv *testenv.RedisServer, dsn string) *drainer {
 // stopped.
 func (d *drainer) start(t *testing.T) *testenv.Running {
 	t.Helper()
-	w, err := dataplane.NewWorker(d.q, d.led, queue.WorkerConfig{ID: "drainer", Logger: testenv.QuietLogger(),
+	w, err := dataplane.NewWorker(d.q, ledgerops.Of(d.led), queue.WorkerConfig{ID: "drainer", Logger: testenv.QuietLogger(),
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

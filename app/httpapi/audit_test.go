@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -22,7 +23,7 @@ func TestLedgerAudit(t *testing.T) {
 			{Topic: "a", ID: "running", Payload: []byte("x"), Attempt: 1, MaxAttempts: 5, RunAt: now, LeaseUntil: future},
 			{Topic: "b", ID: "stuck-2", Attempt: 1, MaxAttempts: 3, RunAt: past, LeaseUntil: past},
 		}
-		if err := e.l.Record(testenv.Context(t), rows, "host-7:4242"); err != nil {
+		if err := ledgerops.Of(e.l).Record(testenv.Context(t), rows, "host-7:4242"); err != nil {
 			t.Fatal(err)
 		}
 
@@ -81,7 +82,7 @@ func TestLedgerList(t *testing.T) {
 		ctx := testenv.Context(t)
 		now := time.Now().UnixMilli()
 		const hour = 3_600_000
-		if err := e.l.Record(ctx, []*queue.Job{
+		if err := ledgerops.Of(e.l).Record(ctx, []*queue.Job{
 			{Topic: "a", ID: "running", Attempt: 1, MaxAttempts: 5, RunAt: now - hour, LeaseUntil: now + 60_000},
 			{Topic: "b", ID: "running", Attempt: 1, MaxAttempts: 5, RunAt: now, LeaseUntil: now + 60_000},
 		}, "host-7:4242"); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
 )
@@ -25,13 +26,13 @@ func TestJobBrowserStates(t *testing.T) {
 			expect(t, e.post(t, "/v1/topics/t/jobs", fmt.Sprintf(`{"id":"j%d","payload":{"n":%d}}`, i, i)), http.StatusAccepted)
 		}
 		jobs := e.claimAll(t, "t") // j0..j3 in flight
-		if err := e.l.Record(ctx, jobs, "host-a:42"); err != nil {
+		if err := ledgerops.Of(e.l).Record(ctx, jobs, "host-a:42"); err != nil {
 			t.Fatal(err)
 		}
 		// j0 fails: back in due (attempt 1) and its row retrying.
 		runAt := time.Now().Add(time.Hour).UnixMilli()
 		retry := []dataplane.RetryRequest{{Ref: jobs[0].Ref(), RunAt: runAt, LeaseUntil: runAt + 60000, Error: "smtp: 451 try later"}}
-		if err := e.l.MarkRetrying(ctx, retry); err != nil {
+		if err := ledgerops.Of(e.l).MarkRetrying(ctx, retry); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.q.Retry(ctx, retry); err != nil {

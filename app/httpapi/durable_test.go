@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -235,7 +236,7 @@ func TestDurableEnqueueWithRedisDown(t *testing.T) {
 	e := apiOnDurable(t, rdb, "", db, "dur")
 
 	expect(t, e.post(t, "/v1/topics/dur/jobs", `{"id":"a","delay_ms":1000}`), http.StatusAccepted)
-	row, err := e.l.Lookup(testenv.Context(t), "dur", "a")
+	row, err := ledgerops.Of(e.l).Lookup(testenv.Context(t), "dur", "a")
 	if err != nil || row == nil || row.State != queue.StateWaiting {
 		t.Fatalf("the row of a job accepted with Redis down: %+v, %v", row, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -99,6 +100,7 @@ type Deps struct {
 type api struct {
 	q        *dataplane.Client
 	l        *ledger.Ledger
+	ops      ledgerops.Ops // l's internal steps: find, cancel, reschedule
 	rec      Recovery
 	inspect  *engine.Inspector
 	readOnly bool
@@ -136,6 +138,7 @@ func New(d Deps) (http.Handler, error) {
 	a := &api{
 		q:         d.Queue,
 		l:         d.Ledger,
+		ops:       ledgerops.Of(d.Ledger),
 		rec:       d.Recovery,
 		inspect:   inspect,
 		readOnly:  d.ReadOnly,

@@ -140,7 +140,7 @@ func jobPath(topic, id string) string {
 // getJob handles GET /v1/topics/{topic}/jobs/{id...}.
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	topic, id := r.PathValue("topic"), r.PathValue("id")
-	info, err := a.q.Find(r.Context(), a.l, topic, id)
+	info, err := a.q.Find(r.Context(), a.ops, topic, id)
 	if err != nil {
 		return fromRedis(err)
 	}
@@ -170,7 +170,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 // ledger row. A failed DELETE (503) is safe to repeat.
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	topic, id := r.PathValue("topic"), r.PathValue("id")
-	job, err := a.q.Cancel(r.Context(), a.l, topic, id)
+	job, err := a.q.Cancel(r.Context(), a.ops, topic, id)
 	switch {
 	case errors.Is(err, queue.ErrLedger):
 		return fromSQL(err)
@@ -267,7 +267,7 @@ func (a *api) rescheduleJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := a.q.Reschedule(r.Context(), a.l, topic, id, to)
+	res, err := a.q.Reschedule(r.Context(), a.ops, topic, id, to)
 	switch {
 	case errors.Is(err, queue.ErrLedger):
 		return fromSQL(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -159,14 +160,14 @@ func TestCancel(t *testing.T) {
 		// would bring the job back.
 		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"retrying"}`), http.StatusAccepted)
 		jobs := e.claimAll(t, "t")
-		if err := e.l.Record(ctx, jobs, "host:1"); err != nil {
+		if err := ledgerops.Of(e.l).Record(ctx, jobs, "host:1"); err != nil {
 			t.Fatal(err)
 		}
 		due, err := e.q.Retry(ctx, []dataplane.RetryRequest{{Ref: jobs[0].Ref(), Delay: time.Hour, Error: "timeout"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
+		if err := ledgerops.Of(e.l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: jobs[0].Ref(), RunAt: due[0], LeaseUntil: due[0] + 60000, Error: "timeout"}}); err != nil {
 			t.Fatal(err)
 		}
 		r = e.del(t, "/v1/topics/t/jobs/retrying")
@@ -191,10 +192,10 @@ func TestCancelLedgerOnly(t *testing.T) {
 			{Topic: "t", ID: "lost-retrying", Payload: []byte(`{"n":1}`), Attempt: 2, MaxAttempts: 5, RunAt: lease, LeaseUntil: lease},
 			{Topic: "t", ID: "lost-running", Attempt: 1, MaxAttempts: 5, RunAt: lease, LeaseUntil: lease},
 		}
-		if err := e.l.Record(ctx, lost, "host:1"); err != nil {
+		if err := ledgerops.Of(e.l).Record(ctx, lost, "host:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
+		if err := ledgerops.Of(e.l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: lost[0].Ref(), RunAt: lease, LeaseUntil: lease, Error: "e"}}); err != nil {
 			t.Fatal(err)
 		}
 		r := e.del(t, "/v1/topics/t/jobs/lost-retrying")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
@@ -32,7 +33,7 @@ func (failingSchedules) List(context.Context) ([]periodic.Info, error) {
 func TestListSchedules(t *testing.T) {
 	late := &lateSchedules{}
 	e := newEnv(t, embedded, withDurable(time.Hour, "dur"), func(s *setup) { s.deps.Schedules = late })
-	sched, err := scheduler.New(e.q, e.l, []periodic.Schedule{
+	sched, err := scheduler.New(e.q, ledgerops.Of(e.l), []periodic.Schedule{
 		{Name: "r", Spec: "0 0 * * * *", Topic: "t"},
 		{Name: "d", Spec: "@daily", Topic: "dur", Missed: periodic.MissedOnce},
 	}, periodic.Options{})

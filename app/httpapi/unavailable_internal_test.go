@@ -22,6 +22,7 @@ import (
 
 	"github.com/delayq/delayq/internal/coalesce"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -230,11 +231,11 @@ func TestRedisFailuresAre503(t *testing.T) {
 			expect503(t, "enqueue", fromRedis, err, "redis")
 			_, err = q.EnqueueBatch(ctx, "t", []queue.NewJob{{ID: "d"}, {ID: "e"}})
 			expect503(t, "batch", fromRedis, err, "redis")
-			_, err = q.Find(ctx, l, "t", "a")
+			_, err = q.Find(ctx, ledgerops.Of(l), "t", "a")
 			expect503(t, "find", fromRedis, err, "redis")
-			_, err = q.Cancel(ctx, l, "t", "a")
+			_, err = q.Cancel(ctx, ledgerops.Of(l), "t", "a")
 			expect503(t, "cancel", fromRedis, err, "redis")
-			_, err = q.Reschedule(ctx, l, "t", "a", queue.RescheduleIn(time.Minute))
+			_, err = q.Reschedule(ctx, ledgerops.Of(l), "t", "a", queue.RescheduleIn(time.Minute))
 			expect503(t, "reschedule", fromRedis, err, "redis")
 			_, err = q.Stats(ctx, "t")
 			expect503(t, "stats", fromRedis, err, "redis")
@@ -312,9 +313,9 @@ func TestSQLFailuresAre503(t *testing.T) {
 			expect503(t, "durable enqueue", fromRedis, err, "sql")
 			_, err = q.EnqueueBatch(ctx, "dur", []queue.NewJob{{ID: "b"}, {ID: "c"}})
 			expect503(t, "durable batch", fromRedis, err, "sql")
-			_, err = q.Cancel(ctx, l, "t", "unknown")
+			_, err = q.Cancel(ctx, ledgerops.Of(l), "t", "unknown")
 			expect503(t, "cancel of a job Redis does not know", fromRedis, err, "sql")
-			_, err = q.Find(ctx, l, "dur", "unknown")
+			_, err = q.Find(ctx, ledgerops.Of(l), "dur", "unknown")
 			expect503(t, "find of a job Redis does not know", fromRedis, err, "sql")
 			_, err = l.Row(ctx, "t", "a")
 			expect503(t, "ledger row", fromSQL, err, "sql")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/app/metrics"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -27,10 +28,10 @@ func TestLedgerWriteMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := &queue.Job{Topic: "t", ID: "a", Attempt: 1, MaxAttempts: 3, Payload: []byte("{}"), LeaseUntil: 1 << 40}
-	if err := led.Record(ctx, []*queue.Job{j}, "w1"); err != nil {
+	if err := ledgerops.Of(led).Record(ctx, []*queue.Job{j}, "w1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Complete(ctx, []queue.Ref{j.Ref()}); err != nil {
+	if err := ledgerops.Of(led).Complete(ctx, []queue.Ref{j.Ref()}); err != nil {
 		t.Fatal(err)
 	}
 	none := map[string]string{}

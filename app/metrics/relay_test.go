@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayq/delayq/app/metrics"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -169,7 +170,7 @@ func TestDurableMetricsFromARealRelay(t *testing.T) {
 		t.Errorf("pushes after commit %v, want 1 (the job beyond the horizon stays in SQL, the staged one is not pushed)", got)
 	}
 
-	r, err := recoverer.NewRelay(q, led, recovery.RelayConfig{
+	r, err := recoverer.NewRelay(q, ledgerops.Of(led), recovery.RelayConfig{
 		Every: 20 * time.Millisecond, Grace: time.Nanosecond, CountEvery: time.Second,
 		OnPass: m.RelayPass, Logger: testenv.QuietLogger(),
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -15,7 +16,7 @@ import (
 func claimRecord(t *testing.T, e wenv, topic, id string) *dataplane.Job {
 	t.Helper()
 	j := claimOne(t, e.env, topic, id, time.Minute)
-	if err := e.led.Record(testenv.Context(t), []*dataplane.Job{j}, "w:1"); err != nil {
+	if err := ledgerops.Of(e.led).Record(testenv.Context(t), []*dataplane.Job{j}, "w:1"); err != nil {
 		t.Fatal(err)
 	}
 	return j
@@ -26,7 +27,7 @@ func claimRecord(t *testing.T, e wenv, topic, id string) *dataplane.Job {
 func failRetry(t *testing.T, e wenv, j *dataplane.Job, runAt int64) {
 	t.Helper()
 	ctx := testenv.Context(t)
-	if err := e.led.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: runAt + 60_000, Error: "x"}}); err != nil {
+	if err := ledgerops.Of(e.led).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: runAt + 60_000, Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, Error: "x"}}); err != nil {
@@ -50,20 +51,20 @@ func TestCancel(t *testing.T) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "waiting", Payload: []byte("w"), Delay: time.Hour})
-	j, err := e.c.Cancel(ctx, e.led, "t", "waiting")
+	j, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "waiting")
 	if err != nil || j.ID != "waiting" || string(j.Payload) != "w" || j.Attempt != 0 {
 		t.Fatalf("cancel = %+v, %v", j, err)
 	}
 	if info := mustGet(t, e.env, "t", "waiting"); info.State != dataplane.StateUnknown {
 		t.Fatalf("cancelled job is %s", info.State)
 	}
-	if _, err := e.c.Cancel(ctx, e.led, "t", "waiting"); !errors.Is(err, dataplane.ErrNotFound) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "waiting"); !errors.Is(err, dataplane.ErrNotFound) {
 		t.Fatalf("second cancel: %v, want ErrNotFound", err)
 	}
 
 	// Held by a worker, then dead: refused, and the row stays.
 	held := claimRecord(t, e, "t", "held")
-	if _, err := e.c.Cancel(ctx, e.led, "t", "held"); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "held"); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("cancel in flight: %v, want ErrInFlight", err)
 	}
 	if !hasRow(t, e, "t", "held") {
@@ -72,21 +73,21 @@ func TestCancel(t *testing.T) {
 	if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: held, Error: "r"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Cancel(ctx, e.led, "t", "held"); !errors.Is(err, dataplane.ErrDead) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "held"); !errors.Is(err, dataplane.ErrDead) {
 		t.Fatalf("cancel dead: %v, want ErrDead", err)
 	}
 
 	// Waiting for a retry: the row goes too, or a recovery run would bring
 	// the job back.
 	failRetry(t, e, claimRecord(t, e, "t", "retrying"), later)
-	if j, err := e.c.Cancel(ctx, e.led, "t", "retrying"); err != nil || j.Attempt != 1 || j.LastError != "x" {
+	if j, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "retrying"); err != nil || j.Attempt != 1 || j.LastError != "x" {
 		t.Fatalf("cancel retrying = %+v, %v", j, err)
 	}
 	if hasRow(t, e, "t", "retrying") || mustGet(t, e.env, "t", "retrying").State != dataplane.StateUnknown {
 		t.Fatal("the cancelled retrying job left a trace")
 	}
 
-	if _, err := e.c.Cancel(ctx, e.led, "bad topic", "x"); !errors.Is(err, dataplane.ErrInvalidTopic) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "bad topic", "x"); !errors.Is(err, dataplane.ErrInvalidTopic) {
 		t.Fatalf("bad topic: %v", err)
 	}
 	if _, err := e.c.Cancel(ctx, nil, "t", "x"); err == nil {
@@ -106,14 +107,14 @@ func TestCancelJobRedisLost(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	j, err := e.c.Cancel(ctx, e.led, "t", "lost-retrying")
+	j, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "lost-retrying")
 	if err != nil || j.Attempt != 1 || j.RunAt != later || j.LastError != "x" || string(j.Payload) != "p-lost-retrying" {
 		t.Fatalf("cancel of a lost retrying job = %+v, %v", j, err)
 	}
 	if hasRow(t, e, "t", "lost-retrying") {
 		t.Fatal("its row is still there")
 	}
-	if _, err := e.c.Cancel(ctx, e.led, "t", "lost-running"); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "lost-running"); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("cancel of a lost running job: %v, want ErrInFlight", err)
 	}
 	if !hasRow(t, e, "t", "lost-running") {
@@ -144,12 +145,12 @@ func TestCancelJobRetriedMeanwhile(t *testing.T) {
 	later := time.Now().Add(time.Hour).UnixMilli()
 	first := claimRecord(t, e, "t", "j")
 	failRetry(t, e, first, time.Now().Add(-time.Second).UnixMilli())
-	led := &hookLedger{Ledger: e.led, before: func() {
+	led := &hookLedger{Ledger: ledgerops.Of(e.led), before: func() {
 		c := mustClaim(t, e.env, "t", 1, time.Minute)
 		if len(c.Jobs) != 1 || c.Jobs[0].Attempt != 2 {
 			t.Fatalf("claim again: %+v", c.Jobs)
 		}
-		if err := e.led.Record(ctx, c.Jobs, "w:2"); err != nil {
+		if err := ledgerops.Of(e.led).Record(ctx, c.Jobs, "w:2"); err != nil {
 			t.Fatal(err)
 		}
 		failRetry(t, e, c.Jobs[0], later)
@@ -176,7 +177,7 @@ func TestCancelLedgerFails(t *testing.T) {
 	e := newWEnv(t)
 	ctx := testenv.Context(t)
 	failRetry(t, e, claimRecord(t, e, "t", "j"), time.Now().Add(time.Hour).UnixMilli())
-	if _, err := e.c.Cancel(ctx, failingComplete{e.led}, "t", "j"); !errors.Is(err, dataplane.ErrLedger) {
+	if _, err := e.c.Cancel(ctx, failingComplete{ledgerops.Of(e.led)}, "t", "j"); !errors.Is(err, dataplane.ErrLedger) {
 		t.Fatalf("cancel: %v, want ErrLedger", err)
 	}
 	if mustGet(t, e.env, "t", "j").State != dataplane.StateRetrying || !hasRow(t, e, "t", "j") {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -85,7 +86,7 @@ func TestClusterLifecycleAcrossTopics(t *testing.T) {
 		if n, err := c.RequeueAllDead(ctx, topic); err != nil || n != 10 {
 			t.Fatalf("requeue dead of %s: %d, %v", topic, n, err)
 		}
-		if _, err := c.Cancel(ctx, sqliteLedger(t), topic, "single"); err != nil {
+		if _, err := c.Cancel(ctx, ledgerops.Of(sqliteLedger(t)), topic, "single"); err != nil {
 			t.Fatalf("cancel on %s: %v", topic, err)
 		}
 		if info, err := c.Get(ctx, topic, topic+":0"); err != nil || info.State != dataplane.StateUnknown {

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -75,7 +76,7 @@ func TestDurableClaimIsRecordedByUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := led.Record(ctx, c.Jobs, "w:1"); err != nil {
+	if err := ledgerops.Of(led).Record(ctx, c.Jobs, "w:1"); err != nil {
 		t.Fatal(err)
 	}
 	if v := testenv.Verbs(log.Take()); fmt.Sprint(v) != "[UPDATE]" {
@@ -134,7 +135,7 @@ func TestDurableJobRowFollowsItsLife(t *testing.T) {
 		t.Fatalf("flaky between attempts: %+v %v", r, ok)
 	}
 	close(retried)
-	if _, err := e.c.Reschedule(ctx, e.led, durableT, "flaky", dataplane.RescheduleIn(0)); err != nil {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, "flaky", dataplane.RescheduleIn(0)); err != nil {
 		t.Fatal(err)
 	}
 	obs.completed.WaitAtLeast(ctx, t, 2, "two jobs completed")
@@ -205,7 +206,7 @@ func TestDurableRequeueDeadWritesTheRowFirst(t *testing.T) {
 	ctx := testenv.Context(t)
 	mustEnqueue(t, e.env, durableT, dataplane.NewJob{ID: "x", Payload: []byte(`{"n":1}`), MaxAttempts: 2})
 	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
-	if err := e.led.Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
+	if err := ledgerops.Of(e.led).Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {

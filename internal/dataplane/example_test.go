@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
 )
 
@@ -124,7 +125,7 @@ func ExampleWorker() {
 	if err != nil {
 		panic(err)
 	}
-	w, err := dataplane.NewWorker(c, led, dataplane.WorkerConfig{Logger: quiet()})
+	w, err := dataplane.NewWorker(c, ledgerops.Of(led), dataplane.WorkerConfig{Logger: quiet()})
 	if err != nil {
 		panic(err)
 	}

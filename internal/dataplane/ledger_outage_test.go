@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
 )
@@ -69,7 +70,7 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	cfg.Addr = proxy.Addr()
 	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
-	led := &failCounter{Ledger: viaProxy}
+	led := &failCounter{Ledger: ledgerops.Of(viaProxy)}
 
 	const total = 3000
 	enqueueMany(t, c, "t", "j", total, nil)

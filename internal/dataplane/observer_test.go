@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -143,7 +144,7 @@ func TestObserverSeesReleases(t *testing.T) {
 	e := newWEnv(t)
 	rec := newRecorder()
 	mustEnqueue(t, e.env, "rel", dataplane.NewJob{ID: "a"})
-	w := newWorkerWith(t, e, failingLedger{e.led}, dataplane.WorkerConfig{
+	w := newWorkerWith(t, e, failingLedger{ledgerops.Of(e.led)}, dataplane.WorkerConfig{
 		Observer: rec,
 		// Back off for long after the first failure. Up to two batches are
 		// in the ledger at once, so the job may be claimed and released

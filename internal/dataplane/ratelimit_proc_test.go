@@ -24,6 +24,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -88,7 +89,7 @@ func rateWorkerMain(specJSON string) error {
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	log.SetLevel(logrus.WarnLevel)
-	w, err := dataplane.NewWorker(q, led, dataplane.WorkerConfig{ID: s.ID, Logger: log})
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), dataplane.WorkerConfig{ID: s.ID, Logger: log})
 	if err != nil {
 		return err
 	}

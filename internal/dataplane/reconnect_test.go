@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ func TestWorkerCallsReconnectHook(t *testing.T) {
 	}
 	e := newWEnv(t)
 	var calls testenv.Counter
-	w, err := dataplane.NewWorker(c, e.led, dataplane.WorkerConfig{Logger: testenv.QuietLogger(),
+	w, err := dataplane.NewWorker(c, ledgerops.Of(e.led), dataplane.WorkerConfig{Logger: testenv.QuietLogger(),
 		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond,
 		OnRedisReconnect: func(ctx context.Context) { calls.Add(1) }})
 	if err != nil {

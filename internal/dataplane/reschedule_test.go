@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -25,7 +26,7 @@ func redisMs(t *testing.T, e env) int64 {
 // Redis's due entry and envelope, and the row when there is one.
 func mustReschedule(t *testing.T, e wenv, topic, id string, to dataplane.When) *dataplane.Rescheduled {
 	t.Helper()
-	r, err := e.c.Reschedule(testenv.Context(t), e.led, topic, id, to)
+	r, err := e.c.Reschedule(testenv.Context(t), ledgerops.Of(e.led), topic, id, to)
 	if err != nil {
 		t.Fatalf("reschedule %s %s: %v", id, to, err)
 	}
@@ -77,17 +78,17 @@ func TestReschedule(t *testing.T) {
 	}
 
 	// Refusals: in flight, dead, unknown; the job is left as it was.
-	if _, err := e.c.Reschedule(ctx, e.led, "t", "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("in flight: %v", err)
 	}
 	info := mustGet(t, e.env, "t", "a")
 	if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: info.Job, Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, "t", "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrDead) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrDead) {
 		t.Fatalf("dead: %v", err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, "t", "nope", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrNotFound) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "nope", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrNotFound) {
 		t.Fatalf("unknown: %v", err)
 	}
 }
@@ -109,13 +110,13 @@ func TestRescheduleBadInput(t *testing.T) {
 		{dataplane.RescheduleBy(365*24*time.Hour - time.Minute), "shift"}, // within the range, but lands past now + MaxDelay
 		{dataplane.When{}, "run_at"},
 	} {
-		_, err := e.c.Reschedule(ctx, e.led, "t", "a", c.to)
+		_, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "a", c.to)
 		var ve *dataplane.ValidationError
 		if !errors.As(err, &ve) || ve.Field != c.field || !errors.Is(err, dataplane.ErrInvalidRunAt) {
 			t.Errorf("%s: %v, want a validation error of %s", c.to, err, c.field)
 		}
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, "t", "a b", dataplane.RescheduleIn(0)); !errors.Is(err, dataplane.ErrInvalidID) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "a b", dataplane.RescheduleIn(0)); !errors.Is(err, dataplane.ErrInvalidID) {
 		t.Errorf("bad id: %v", err)
 	}
 	if info := mustGet(t, e.env, "t", "a"); info.Score != r.RunAt {
@@ -167,7 +168,7 @@ func TestRescheduleEarlierWakesTheWorker(t *testing.T) {
 	startWorker(t, w)
 	waitSubscribed(t, e.rdb, e.c.WakeChannel("t"))
 	// The fetcher has claimed once and sleeps until the head, an hour off.
-	if _, err := e.c.Reschedule(testenv.Context(t), e.led, "t", "far", dataplane.RescheduleAt(longAgo)); err != nil {
+	if _, err := e.c.Reschedule(testenv.Context(t), ledgerops.Of(e.led), "t", "far", dataplane.RescheduleAt(longAgo)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -258,10 +259,10 @@ func TestRescheduleDurable(t *testing.T) {
 	// Claimed: refused, the row stays the claim's.
 	mustReschedule(t, e, durableT, "near", dataplane.RescheduleAt(longAgo))
 	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
-	if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+	if err := ledgerops.Of(e.led).Record(ctx, cl.Jobs, "w:1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, durableT, "near", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, "near", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("claimed: %v", err)
 	}
 	if row, _ := e.row(t, "near"); row.State != dataplane.StateInFlight {
@@ -271,7 +272,7 @@ func TestRescheduleDurable(t *testing.T) {
 	if err := e.rdb.Del(ctx, e.ns+":{"+durableT+"}:lease", e.ns+":{"+durableT+"}:job").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, durableT, "near", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, "near", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("held, lost by Redis: %v", err)
 	}
 }
@@ -288,7 +289,7 @@ func TestRescheduleLedgerFails(t *testing.T) {
 	if err := sqlDB.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, durableT, "a", dataplane.RescheduleBy(time.Hour)); !errors.Is(err, dataplane.ErrLedger) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, "a", dataplane.RescheduleBy(time.Hour)); !errors.Is(err, dataplane.ErrLedger) {
 		t.Fatalf("ledger down: %v, want ErrLedger", err)
 	}
 	if info := mustGet(t, e.env, durableT, "a"); info.Score != r.RunAt {
@@ -308,7 +309,7 @@ func TestRescheduleRefusesAJobBeingTakenOver(t *testing.T) {
 	ctx := testenv.Context(t)
 	mustEnqueue(t, e.env, durableT, dataplane.NewJob{ID: "a"})
 	cl := mustClaim(t, e.env, durableT, 1, time.Minute)
-	if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+	if err := ledgerops.Of(e.led).Record(ctx, cl.Jobs, "w:1"); err != nil {
 		t.Fatal(err)
 	}
 	// What claim.lua does with an expired lease: back to due at its deadline.
@@ -319,7 +320,7 @@ func TestRescheduleRefusesAJobBeingTakenOver(t *testing.T) {
 	if err := e.rdb.ZAdd(ctx, p+"due", redisZ(float64(cl.Jobs[0].LeaseUntil), "a")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Reschedule(ctx, e.led, durableT, "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, "a", dataplane.RescheduleIn(time.Hour)); !errors.Is(err, dataplane.ErrInFlight) {
 		t.Fatalf("%v, want ErrInFlight", err)
 	}
 	if info := mustGet(t, e.env, durableT, "a"); info.Score != cl.Jobs[0].LeaseUntil {
@@ -346,7 +347,7 @@ func TestRescheduleConcurrentShiftsAllApply(t *testing.T) {
 		errs := make(chan error, callers)
 		for range callers {
 			go func() {
-				_, err := e.c.Reschedule(ctx, e.led, durableT, id, dataplane.RescheduleBy(time.Second))
+				_, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableT, id, dataplane.RescheduleBy(time.Second))
 				errs <- err
 			}()
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -55,7 +56,7 @@ func TestAStalledClaimLeavesNoRowBehind(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newWEnv(t)
 			ctx := testenv.ContextTimeout(t, 30*time.Second)
-			stalled := &stallFirstRecord{Ledger: e.led, entered: make(chan struct{}), gate: make(chan struct{}),
+			stalled := &stallFirstRecord{Ledger: ledgerops.Of(e.led), entered: make(chan struct{}), gate: make(chan struct{}),
 				landed: make(chan struct{})}
 			var ranStalled testenv.Counter
 			a := newWorkerWith(t, e, stalled, dataplane.WorkerConfig{ID: "stalled"})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -45,7 +46,7 @@ func TestEveryTopicMethodRefusesBadNames(t *testing.T) {
 				"Get":            func() error { _, err := e.c.Get(ctx, topic, "j"); return err },
 				"Stats":          func() error { _, err := e.c.Stats(ctx, topic); return err },
 				"List":           func() error { _, err := e.c.List(ctx, topic, dataplane.StateWaiting, 0, 10); return err },
-				"Cancel":         func() error { _, err := e.c.Cancel(ctx, led, topic, "j"); return err },
+				"Cancel":         func() error { _, err := e.c.Cancel(ctx, ledgerops.Of(led), topic, "j"); return err },
 				"RequeueDead":    func() error { return e.c.RequeueDead(ctx, topic, "j") },
 				"RequeueAllDead": func() error { _, err := e.c.RequeueAllDead(ctx, topic); return err },
 				"PurgeDead":      func() error { _, err := e.c.PurgeDead(ctx, topic, time.Now().UnixMilli()); return err },

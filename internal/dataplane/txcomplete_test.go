@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -39,7 +40,7 @@ func TestTransactionalCompletion(t *testing.T) {
 	}
 	between := make(chan leftover, 1)
 	obs := &settled{}
-	w := newWorkerWith(t, e, beforeRecord{Ledger: e.led, look: func(ctx context.Context, jobs []*dataplane.Job) {
+	w := newWorkerWith(t, e, beforeRecord{Ledger: ledgerops.Of(e.led), look: func(ctx context.Context, jobs []*dataplane.Job) {
 		for _, j := range jobs {
 			if j.Attempt == 2 {
 				var l leftover

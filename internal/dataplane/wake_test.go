@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -72,7 +73,7 @@ func TestWorkerReconnectsAfterRedisRestart(t *testing.T) {
 			return ran[id]
 		}
 	}
-	w, err := dataplane.NewWorker(c, e.led, dataplane.WorkerConfig{Logger: testenv.QuietLogger(), MaxIdle: time.Hour,
+	w, err := dataplane.NewWorker(c, ledgerops.Of(e.led), dataplane.WorkerConfig{Logger: testenv.QuietLogger(), MaxIdle: time.Hour,
 		ErrorBackoffMin: 10 * time.Millisecond, ErrorBackoffMax: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

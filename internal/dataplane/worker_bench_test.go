@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -160,7 +161,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 func benchWorker(b *testing.B, e wenv, cfg dataplane.WorkerConfig) *dataplane.Worker {
 	cfg.Logger = testenv.QuietLogger()
-	w, err := dataplane.NewWorker(e.c, e.led, cfg)
+	w, err := dataplane.NewWorker(e.c, ledgerops.Of(e.led), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

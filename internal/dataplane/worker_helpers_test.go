@@ -7,6 +7,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -51,7 +52,7 @@ func startWorker(t *testing.T, w *dataplane.Worker) (stop func() error) {
 
 func newWorker(t *testing.T, e wenv, cfg dataplane.WorkerConfig) *dataplane.Worker {
 	t.Helper()
-	return newWorkerWith(t, e, e.led, cfg)
+	return newWorkerWith(t, e, ledgerops.Of(e.led), cfg)
 }
 
 // newWorkerWith is newWorker recording in led instead of the test's ledger.

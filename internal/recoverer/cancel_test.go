@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -88,10 +89,10 @@ func TestCancelAtEveryStepOfARecoveryRun(t *testing.T) {
 		if j.ID == "retrying-later" {
 			runAt = now + 3_600_000
 		}
-		if err := e.led.Record(ctx, []*queue.Job{j}, "w:1"); err != nil {
+		if err := ledgerops.Of(e.led).Record(ctx, []*queue.Job{j}, "w:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.led.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: now - 60_000, Error: "x"}}); err != nil {
+		if err := ledgerops.Of(e.led).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, LeaseUntil: now - 60_000, Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: runAt, Error: "x"}}); err != nil {
@@ -109,7 +110,7 @@ func TestCancelAtEveryStepOfARecoveryRun(t *testing.T) {
 	mustEnqueue("first", time.Hour) // never claimed: no row
 
 	r := e.recoverer(t, recoverer.Config{})
-	led := interleaved{Ledger: e.led, t: t, r: r}
+	led := interleaved{Ledger: ledgerops.Of(e.led), t: t, r: r}
 	for _, id := range []string{"retrying", "retrying-later", "lost", "first"} {
 		if _, err := e.c.Cancel(ctx, led, "t", id); err != nil {
 			t.Fatalf("cancel %s: %v", id, err)
@@ -183,7 +184,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 				// Every row stale at once, so each recovery run looks at it.
 				j.LeaseUntil = now - 60_000
 			}
-			if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+			if err := ledgerops.Of(e.led).Record(ctx, cl.Jobs, "w:1"); err != nil {
 				t.Errorf("record: %v", err)
 				return
 			}
@@ -199,7 +200,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 				}
 			}
 			// The worker's order: the ledger first, then Redis.
-			if err := e.led.MarkRetrying(ctx, marks); err != nil {
+			if err := ledgerops.Of(e.led).MarkRetrying(ctx, marks); err != nil {
 				t.Errorf("mark retrying: %v", err)
 				return
 			}
@@ -207,7 +208,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 				t.Errorf("retry: %v", err)
 				return
 			}
-			if err := e.led.Complete(ctx, done); err != nil {
+			if err := ledgerops.Of(e.led).Complete(ctx, done); err != nil {
 				t.Errorf("complete: %v", err)
 				return
 			}
@@ -242,7 +243,7 @@ func TestCancelRacingRecoveryAndClaims(t *testing.T) {
 		go func() {
 			defer cw.Done()
 			for i := g * 2; i < n; i += 8 {
-				if _, err := e.c.Cancel(ctx, e.led, "t", ids[i]); err != nil {
+				if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", ids[i]); err != nil {
 					if !errors.Is(err, queue.ErrInFlight) && !errors.Is(err, queue.ErrNotFound) {
 						t.Errorf("cancel %s: %v", ids[i], err)
 					}

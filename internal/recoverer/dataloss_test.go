@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -117,7 +118,7 @@ func TestRunLossNeedsRowsStillThere(t *testing.T) {
 	e := newREnv(t)
 	now := e.redisNow(t)
 	e.record(t, []row{{topic: "t", id: "done", attempt: 1, runAt: now, leaseUntil: now + 60_000}})
-	r, err := recoverer.New(e.c, vanishingRows{e.led}, recoverer.Config{
+	r, err := recoverer.New(e.c, vanishingRows{ledgerops.Of(e.led)}, recoverer.Config{
 		Logger: e.log, Grace: 2 * time.Second, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
@@ -49,7 +50,7 @@ func (e renv) relay(t testing.TB, cfg recoverer.RelayConfig) *recoverer.Relay {
 	if cfg.Grace == 0 {
 		cfg.Grace = time.Nanosecond
 	}
-	r, err := recoverer.NewRelay(e.c, e.led, cfg)
+	r, err := recoverer.NewRelay(e.c, ledgerops.Of(e.led), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func (e renv) inRedis(t testing.TB, topic, id string) (int64, bool) {
 // scheduledRows returns the topic's scheduled rows by id.
 func (e renv) scheduledRows(t testing.TB, topic string) map[string]ledger.Entry {
 	t.Helper()
-	rows, err := e.led.Scheduled(testenv.Context(t), topic, ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}, math.MaxInt64, 100000)
+	rows, err := ledgerops.Of(e.led).Scheduled(testenv.Context(t), topic, ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}, math.MaxInt64, 100000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
 	e := newDurableEnv(t, time.Minute)
 	ctx := testenv.Context(t)
 	boom := errors.New("business rule failed")
-	err := e.led.Transaction(ctx, e.c, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+	err := ledgerops.Of(e.led).Transaction(ctx, e.c, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
 		if _, err := enq.Enqueue(ctx, durableTopic, queue.NewJob{ID: "rolled-back"}); err != nil {
 			return err
 		}
@@ -262,7 +263,7 @@ func TestRolledBackEnqueueLeavesNothing(t *testing.T) {
 		t.Fatalf("rolled-back job in Redis: %s", info.State)
 	}
 	// The same with a commit pushes at once.
-	err = e.led.Transaction(ctx, e.c, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+	err = ledgerops.Of(e.led).Transaction(ctx, e.c, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
 		_, err := enq.Enqueue(ctx, durableTopic, queue.NewJob{ID: "committed"})
 		return err
 	})
@@ -292,10 +293,10 @@ func TestTombstoneKeepsAFinishedJobFromComingBack(t *testing.T) {
 	if err != nil || len(cl.Jobs) != 1 {
 		t.Fatalf("claim: %v %v", cl, err)
 	}
-	if err := e.led.Record(ctx, cl.Jobs, "w:1"); err != nil {
+	if err := ledgerops.Of(e.led).Record(ctx, cl.Jobs, "w:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.led.Complete(ctx, []queue.Ref{cl.Jobs[0].Ref()}); err != nil {
+	if err := ledgerops.Of(e.led).Complete(ctx, []queue.Ref{cl.Jobs[0].Ref()}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := e.c.Ack(ctx, []queue.Ref{cl.Jobs[0].Ref()}); err != nil || n != 1 {
@@ -320,7 +321,7 @@ func TestCancelOfAJobBeyondTheHorizon(t *testing.T) {
 	}
 	seen := e.redisNow(t)
 	page := e.scheduledRows(t, durableTopic) // a relay pass reads the row...
-	job, err := e.c.Cancel(ctx, e.led, durableTopic, "later")
+	job, err := e.c.Cancel(ctx, ledgerops.Of(e.led), durableTopic, "later")
 	if err != nil || job.ID != "later" {
 		t.Fatalf("cancel: %v %v", job, err)
 	}
@@ -334,7 +335,7 @@ func TestCancelOfAJobBeyondTheHorizon(t *testing.T) {
 	if err != nil || out[0] != dataplane.RestoreGone {
 		t.Fatalf("restore after cancel: %v %v", out, err)
 	}
-	if _, err := e.c.Cancel(ctx, e.led, durableTopic, "later"); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), durableTopic, "later"); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("second cancel: %v", err)
 	}
 }

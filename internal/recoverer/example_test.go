@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -68,7 +69,7 @@ func ExampleRecoverer_RunOnce() {
 	if err != nil {
 		panic(err)
 	}
-	if err := led.Record(ctx, cl.Jobs, "worker-a:1"); err != nil {
+	if err := ledgerops.Of(led).Record(ctx, cl.Jobs, "worker-a:1"); err != nil {
 		panic(err)
 	}
 	// The worker dies, and Redis restarts empty. An hour later the row is
@@ -78,7 +79,7 @@ func ExampleRecoverer_RunOnce() {
 
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	rec, err := recoverer.New(q, led, recoverer.Config{Logger: log})
+	rec, err := recoverer.New(q, ledgerops.Of(led), recoverer.Config{Logger: log})
 	if err != nil {
 		panic(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -149,7 +150,9 @@ func runWorkerProc(s workerSpec, log *logrus.Logger) error {
 	defer stop()
 	exitWithParent(log)
 	p, err := newWorkerProc(s.RedisAddr, s.Namespace, s.DSN, s.WorkerID, s.Schedule, s.Grace, s.Lease, log,
-		func(led *ledger.Ledger, db *gorm.DB) dataplane.Ledger { return &claimLog{Ledger: led, db: db} })
+		func(led *ledger.Ledger, db *gorm.DB) dataplane.Ledger {
+			return &claimLog{Ledger: ledgerops.Of(led), db: db}
+		})
 	if err != nil {
 		return err
 	}
@@ -194,7 +197,7 @@ func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease 
 	if p.db, p.led, err = openDB(dsn); err != nil {
 		return nil, err
 	}
-	var led dataplane.Ledger = p.led
+	var led dataplane.Ledger = ledgerops.Of(p.led)
 	if wrap != nil {
 		led = wrap(p.led, p.db)
 	}
@@ -204,7 +207,7 @@ func newWorkerProc(redisAddr, namespace, dsn, id, schedule string, grace, lease 
 		ShutdownTimeout: 10 * time.Second,
 	}
 	if schedule != "" {
-		p.rec, err = recoverer.New(p.q, p.led, recoverer.Config{
+		p.rec, err = recoverer.New(p.q, ledgerops.Of(p.led), recoverer.Config{
 			Schedule: schedule, Grace: grace, HeartbeatInterval: lease / 3, Logger: log,
 		})
 		if err != nil {
@@ -319,7 +322,7 @@ func runRecovererProc(s recovererSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recoverer.New(q, led, recoverer.Config{
+	rec, err := recoverer.New(q, ledgerops.Of(led), recoverer.Config{
 		LockKey: s.LockKey, PageSize: s.PageSize, Chunk: s.Chunk, Logger: log,
 	})
 	if err != nil {

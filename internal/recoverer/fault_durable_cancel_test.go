@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -125,7 +126,7 @@ func TestFaultDurableCancelsRacingRecoveryAndRelay(t *testing.T) {
 				if d := time.Until(at[i]); d > 0 {
 					time.Sleep(d) // pacing against the clock: cancel around the due time
 				}
-				j, err := e.c.Cancel(ctx, e.led, durableTopic, jobID(i))
+				j, err := e.c.Cancel(ctx, ledgerops.Of(e.led), durableTopic, jobID(i))
 				if err != nil || j.ID != jobID(i) {
 					t.Errorf("cancel %s (due in %d ms): %v, %v", jobID(i), due[i]-time.Now().UnixMilli(), j, err)
 					continue
@@ -149,7 +150,7 @@ func TestFaultDurableCancelsRacingRecoveryAndRelay(t *testing.T) {
 	var mu sync.Mutex
 	runs := map[string]int{}
 	var ran testenv.Counter
-	w, err := dataplane.NewWorker(e.c, e.led, queue.WorkerConfig{Logger: e.log, ID: "drain"})
+	w, err := dataplane.NewWorker(e.c, ledgerops.Of(e.led), queue.WorkerConfig{Logger: e.log, ID: "drain"})
 	if err != nil {
 		t.Fatal(err)
 	}

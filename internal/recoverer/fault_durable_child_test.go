@@ -22,6 +22,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -114,15 +115,15 @@ func runDurableWorkerProc(s durableWorkerSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recoverer.New(q, led, recoverer.Config{Schedule: s.Schedule, Grace: s.Grace, HeartbeatInterval: s.Lease / 3, Logger: log})
+	rec, err := recoverer.New(q, ledgerops.Of(led), recoverer.Config{Schedule: s.Schedule, Grace: s.Grace, HeartbeatInterval: s.Lease / 3, Logger: log})
 	if err != nil {
 		return err
 	}
-	relay, err := recoverer.NewRelay(q, led, recoverer.RelayConfig{Logger: log})
+	relay, err := recoverer.NewRelay(q, ledgerops.Of(led), recoverer.RelayConfig{Logger: log})
 	if err != nil {
 		return err
 	}
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: log,
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{ID: s.WorkerID, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected,
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/queue"
 )
@@ -66,17 +67,17 @@ func runOutageWorkerProc(s outageWorkerSpec, logger *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recoverer.New(q, led, recoverer.Config{Schedule: "@every 1s", Grace: 2 * s.Lease, HeartbeatInterval: s.Lease / 3, Logger: logger})
+	rec, err := recoverer.New(q, ledgerops.Of(led), recoverer.Config{Schedule: "@every 1s", Grace: 2 * s.Lease, HeartbeatInterval: s.Lease / 3, Logger: logger})
 	if err != nil {
 		return err
 	}
-	relay, err := recoverer.NewRelay(q, led, recoverer.RelayConfig{Logger: logger})
+	relay, err := recoverer.NewRelay(q, ledgerops.Of(led), recoverer.RelayConfig{Logger: logger})
 	if err != nil {
 		return err
 	}
 	// ErrorBackoffMin and Max left at their defaults (50 ms, 5 s): the
 	// pause after a failure grows during an outage as in production.
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: logger,
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{ID: s.WorkerID, Logger: logger,
 		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected,
 	})
 	if err != nil {

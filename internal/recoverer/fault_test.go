@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
@@ -355,10 +356,10 @@ func seedStale(t *testing.T, fdb faultDB, n int, now int64) {
 			marks = append(marks, dataplane.RetryRequest{Ref: jobs[i].Ref(), RunAt: now - 7_200_000, LeaseUntil: now - 3_600_000, Error: "failed"})
 		}
 	}
-	if err := fdb.led.Record(testenv.Context(t), jobs, "dead-worker:1"); err != nil {
+	if err := ledgerops.Of(fdb.led).Record(testenv.Context(t), jobs, "dead-worker:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fdb.led.MarkRetrying(testenv.Context(t), marks); err != nil {
+	if err := ledgerops.Of(fdb.led).MarkRetrying(testenv.Context(t), marks); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -65,7 +66,7 @@ func (e renv) recoverer(t testing.TB, cfg recoverer.Config) *recoverer.Recoverer
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = time.Second
 	}
-	r, err := recoverer.New(e.c, e.led, cfg)
+	r, err := recoverer.New(e.c, ledgerops.Of(e.led), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +109,10 @@ func (e renv) record(t testing.TB, rows []row) {
 				marks = append(marks, dataplane.RetryRequest{Ref: jobs[i].Ref(), RunAt: r.runAt, LeaseUntil: r.leaseUntil, Error: r.lastError})
 			}
 		}
-		if err := e.led.Record(ctx, jobs, "test-worker:1"); err != nil {
+		if err := ledgerops.Of(e.led).Record(ctx, jobs, "test-worker:1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.led.MarkRetrying(ctx, marks); err != nil {
+		if err := ledgerops.Of(e.led).MarkRetrying(ctx, marks); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +138,7 @@ func (e renv) claimAndRecord(t testing.TB, topic string, ids []string, leaseUnti
 	for _, j := range cl.Jobs {
 		j.LeaseUntil = leaseUntil
 	}
-	if err := e.led.Record(ctx, cl.Jobs, "test-worker:1"); err != nil {
+	if err := ledgerops.Of(e.led).Record(ctx, cl.Jobs, "test-worker:1"); err != nil {
 		t.Fatal(err)
 	}
 }

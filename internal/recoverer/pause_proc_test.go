@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -55,15 +56,15 @@ func runPauseWorkerProc(s pauseWorkerSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	rec, err := recoverer.New(q, led, recoverer.Config{Schedule: "@every 1s", Grace: 5 * time.Second, HeartbeatInterval: s.Lease / 3, Logger: log})
+	rec, err := recoverer.New(q, ledgerops.Of(led), recoverer.Config{Schedule: "@every 1s", Grace: 5 * time.Second, HeartbeatInterval: s.Lease / 3, Logger: log})
 	if err != nil {
 		return err
 	}
-	relay, err := recoverer.NewRelay(q, led, recoverer.RelayConfig{Logger: log})
+	relay, err := recoverer.NewRelay(q, ledgerops.Of(led), recoverer.RelayConfig{Logger: log})
 	if err != nil {
 		return err
 	}
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: s.WorkerID, Logger: log,
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{ID: s.WorkerID, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
 		OnRedisReconnect: rec.RedisReconnected,
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/redislock"
 	"github.com/delayq/delayq/internal/testenv"
@@ -199,13 +200,13 @@ func TestConfigValidation(t *testing.T) {
 		{LockTTL: time.Millisecond},
 	}
 	for _, cfg := range bad {
-		if _, err := recoverer.New(e.c, e.led, cfg); err == nil {
+		if _, err := recoverer.New(e.c, ledgerops.Of(e.led), cfg); err == nil {
 			t.Errorf("config %+v accepted", cfg)
 		} else if cfg.Grace != 0 && !strings.Contains(err.Error(), "Grace") {
 			t.Errorf("config %+v: error %q does not name Grace", cfg, err)
 		}
 	}
-	r, err := recoverer.New(e.c, e.led, recoverer.Config{})
+	r, err := recoverer.New(e.c, ledgerops.Of(e.led), recoverer.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	for _, spec := range []string{"*/5 * * * *", "*/10 * * * * *", "@hourly", "@every 1m30s"} {
-		if _, err := recoverer.New(e.c, e.led, recoverer.Config{Schedule: spec}); err != nil {
+		if _, err := recoverer.New(e.c, ledgerops.Of(e.led), recoverer.Config{Schedule: spec}); err != nil {
 			t.Errorf("spec %q refused: %v", spec, err)
 		}
 	}
@@ -275,7 +276,7 @@ func (f *finishing) Stale(ctx context.Context, olderThan, afterID int64, limit i
 	if f.reads++; f.reads == 1 && err == nil {
 		for _, e := range rows {
 			if f.ids[e.JobID] {
-				if err := f.led.Complete(ctx, []queue.Ref{{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt}}); err != nil {
+				if err := ledgerops.Of(f.led).Complete(ctx, []queue.Ref{{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt}}); err != nil {
 					return nil, err
 				}
 			}
@@ -294,7 +295,7 @@ func TestRunLeavesRowsThatFinishedMeanwhile(t *testing.T) {
 		{topic: "t", id: "finished", attempt: 1, runAt: now, leaseUntil: now - 10_000},
 		{topic: "t", id: "lost", attempt: 1, runAt: now, leaseUntil: now - 10_000},
 	})
-	store := &finishing{Store: e.led, led: e.led, ids: map[string]bool{"finished": true}}
+	store := &finishing{Store: ledgerops.Of(e.led), led: e.led, ids: map[string]bool{"finished": true}}
 	r, err := recoverer.New(e.c, store, recoverer.Config{Logger: e.log, Grace: 2 * time.Second, HeartbeatInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -34,8 +34,6 @@ type RelayStore interface {
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
 }
 
-var _ RelayStore = (*ledger.Ledger)(nil)
-
 // Relay keeps Redis in step with the SQL ledger's waiting rows (the
 // durable topics' waiting jobs, docs/design.md §4.11). Holding a lock so one
 // process at a time relays, it ticks every Every, reading only Redis (its

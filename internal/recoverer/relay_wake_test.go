@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -26,7 +27,7 @@ type countingStore struct {
 
 func (s *countingStore) Scheduled(ctx context.Context, topic string, after ledger.Cursor, upTo int64, limit int) ([]ledger.Entry, error) {
 	s.reads.Add(1)
-	return s.Ledger.Scheduled(ctx, topic, after, upTo, limit)
+	return ledgerops.Of(s.Ledger).Scheduled(ctx, topic, after, upTo, limit)
 }
 
 // tickCounter counts the relay's ticks: the pipelines that read its inbox.
@@ -125,7 +126,7 @@ func TestRelayWakesWhenAJobEntersTheHorizon(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r, ticks := e.runRelay(t, e.led, recoverer.RelayConfig{Every: 20 * time.Millisecond, CheckEvery: 30 * time.Second})
+			r, ticks := e.runRelay(t, ledgerops.Of(e.led), recoverer.RelayConfig{Every: 20 * time.Millisecond, CheckEvery: 30 * time.Second})
 			testenv.WaitFor(ctx, t, "the relay's first pass", func() bool { return r.Totals().Passes > 0 })
 			if !tc.before {
 				waitTicks(t, ticks, 2)
@@ -164,7 +165,7 @@ func TestRelayNoteFindsACommitNeverPushed(t *testing.T) {
 	ctx := testenv.Context(t)
 	// An idle relay waits on its bell for up to 30 s: only the note's ring
 	// can wake it in time for the wait below.
-	r, _ := e.runRelay(t, e.led, recoverer.RelayConfig{Every: 200 * time.Millisecond, Grace: 300 * time.Millisecond,
+	r, _ := e.runRelay(t, ledgerops.Of(e.led), recoverer.RelayConfig{Every: 200 * time.Millisecond, Grace: 300 * time.Millisecond,
 		CheckEvery: 30 * time.Second, IdleEvery: 30 * time.Second})
 	testenv.WaitFor(ctx, t, "the relay waiting on its bell", func() bool { return r.Totals().IdleWaits > 0 })
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -231,7 +232,7 @@ func TestRelayReloadsAfterRedisLostItsData(t *testing.T) {
 	if _, err := e.c.Enqueue(ctx, durableTopic, queue.NewJob{ID: "j", Delay: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	r, ticks := e.runRelay(t, e.led, recoverer.RelayConfig{Every: 20 * time.Millisecond, CheckEvery: 30 * time.Second})
+	r, ticks := e.runRelay(t, ledgerops.Of(e.led), recoverer.RelayConfig{Every: 20 * time.Millisecond, CheckEvery: 30 * time.Second})
 	testenv.WaitFor(ctx, t, "the relay's first pass", func() bool { return r.Totals().Passes > 0 })
 	waitTicks(t, ticks, 2)
 	keys, err := e.rdb.Keys(ctx, e.ns+":*").Result()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -113,11 +114,11 @@ func TestRescheduleAtEveryStepOfStalePasses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {
 			seen := e.redisNow(t)
-			old, err := e.led.Lookup(ctx, c.topic, c.id)
+			old, err := ledgerops.Of(e.led).Lookup(ctx, c.topic, c.id)
 			if err != nil || old == nil {
 				t.Fatalf("row: %v, %v", old, err)
 			}
-			l := &stalePasses{RescheduleLedger: e.led, t: t, c: e.c, relay: relay, rec: rec, old: old, seen: seen}
+			l := &stalePasses{RescheduleLedger: ledgerops.Of(e.led), t: t, c: e.c, relay: relay, rec: rec, old: old, seen: seen}
 			r, err := e.c.Reschedule(ctx, l, c.topic, c.id, c.to)
 			if err != nil {
 				t.Fatal(err)
@@ -130,7 +131,7 @@ func TestRescheduleAtEveryStepOfStalePasses(t *testing.T) {
 			if !ok || at != r.RunAt {
 				t.Fatalf("Redis has it at %d (%v), want the accepted %d (old %d)", at, ok, r.RunAt, old.RunAt)
 			}
-			row, err := e.led.Lookup(ctx, c.topic, c.id)
+			row, err := ledgerops.Of(e.led).Lookup(ctx, c.topic, c.id)
 			if err != nil || row == nil || row.RunAt != r.RunAt {
 				t.Fatalf("row %+v, %v; want run_at %d", row, err, r.RunAt)
 			}
@@ -194,7 +195,7 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	succeeded := map[string]int{}
 	var done testenv.Counter
 
-	w, err := dataplane.NewWorker(e.c, e.led, queue.WorkerConfig{Logger: e.log, ID: "race"})
+	w, err := dataplane.NewWorker(e.c, ledgerops.Of(e.led), queue.WorkerConfig{Logger: e.log, ID: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 				default:
 					to = queue.RescheduleBy(shift)
 				}
-				r, err := e.c.Reschedule(ctx, e.led, durableTopic, jobID(i), to)
+				r, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableTopic, jobID(i), to)
 				switch {
 				case err == nil:
 					mu.Lock()

@@ -28,8 +28,6 @@ type Store interface {
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
 }
 
-var _ Store = (*ledger.Ledger)(nil)
-
 // applyPauses writes to Redis the operators' pauses it lacks (and removes
 // those lifted since), from SQL, where they survive a Redis data loss
 // (docs/design.md §4.13). One read of the small topic state table and, when

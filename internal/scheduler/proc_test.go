@@ -23,6 +23,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/internal/testenv"
@@ -89,7 +90,7 @@ func childMain(raw string) int {
 		log.WithError(err).Error("queue")
 		return 1
 	}
-	s, err := scheduler.New(q, led, []scheduler.Schedule{
+	s, err := scheduler.New(q, ledgerops.Of(led), []scheduler.Schedule{
 		{Name: "r", Spec: "* * * * * *", Topic: "t", Missed: scheduler.MissedOnce},
 		{Name: "d", Spec: "* * * * * *", Topic: "dur", Missed: scheduler.MissedOnce},
 	}, scheduler.Options{Logger: log.WithField("proc", spec.ID)})
@@ -97,7 +98,7 @@ func childMain(raw string) int {
 		log.WithError(err).Error("scheduler")
 		return 1
 	}
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{ID: spec.ID, Logger: log,
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{ID: spec.ID, Logger: log,
 		Topic: queue.TopicConfig{Concurrency: 4, Lease: 2 * time.Second}})
 	if err != nil {
 		log.WithError(err).Error("worker")
@@ -115,7 +116,7 @@ func childMain(raw string) int {
 			return 1
 		}
 	}
-	relay, err := recoverer.NewRelay(q, led, recovery.RelayConfig{Logger: log})
+	relay, err := recoverer.NewRelay(q, ledgerops.Of(led), recovery.RelayConfig{Logger: log})
 	if err != nil {
 		log.WithError(err).Error("relay")
 		return 1

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -60,7 +61,7 @@ func runAll(t *testing.T, e env, topic string) []string {
 		if len(c.Jobs) == 0 {
 			return ids
 		}
-		if err := e.led.Record(ctx, c.Jobs, "w"); err != nil {
+		if err := ledgerops.Of(e.led).Record(ctx, c.Jobs, "w"); err != nil {
 			t.Fatal(err)
 		}
 		refs := make([]queue.Ref, len(c.Jobs))
@@ -71,7 +72,7 @@ func runAll(t *testing.T, e env, topic string) []string {
 		if _, err := e.q.Ack(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.led.Complete(ctx, refs); err != nil {
+		if err := ledgerops.Of(e.led).Complete(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,13 +114,13 @@ func TestRedisTickLateEnqueueOfAnAckedTickIsADuplicate(t *testing.T) {
 	}
 	// With the store, the client sends a durable topic's tick to SQL: the
 	// tick's row and its job's, then the push.
-	if r, err := e.q.EnqueueTick(ctx, e.led, "dur", "ds", next.UnixMilli(), tickJob("ds", next)); err != nil || r.Duplicate {
+	if r, err := e.q.EnqueueTick(ctx, ledgerops.Of(e.led), "dur", "ds", next.UnixMilli(), tickJob("ds", next)); err != nil || r.Duplicate {
 		t.Fatalf("a durable topic's tick through the client: %+v %v", r, err)
 	}
 	if row, err := e.led.Row(ctx, "dur", scheduler.JobID("ds", next)); err != nil || row.State != queue.StateWaiting {
 		t.Fatalf("the tick's job row: %+v %v", row, err)
 	}
-	if last, err := e.q.LastTicks(ctx, e.led, "dur", "ds"); err != nil || last["ds"] != next.UnixMilli() {
+	if last, err := e.q.LastTicks(ctx, ledgerops.Of(e.led), "dur", "ds"); err != nil || last["ds"] != next.UnixMilli() {
 		t.Fatalf("a durable topic's last ticks through the client: %v %v", last, err)
 	}
 	if inRedis, err := e.q.LastTicks(ctx, nil, "t", "ds"); err != nil || len(inRedis) != 0 {
@@ -140,7 +141,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
+			r, err := ledgerops.Of(e.led).EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
 			if err != nil {
 				t.Error(err)
 				return
@@ -162,7 +163,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 	if ids := runAll(t, e, "dur"); len(ids) != 1 {
 		t.Fatalf("ran %v", ids)
 	}
-	r, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
+	r, err := ledgerops.Of(e.led).EnqueueTick(ctx, e.q, "dur", "d", tick.UnixMilli(), tickJob("d", tick))
 	if err != nil || !r.Duplicate || r.LastTick != tick.UnixMilli() {
 		t.Fatalf("late claim: %+v %v", r, err)
 	}
@@ -173,7 +174,7 @@ func TestDurableTickClaimedOnceOnMariaDB(t *testing.T) {
 	// An invalid job rolls the claim back.
 	bad := tickJob("d", tick.Add(time.Second))
 	bad.MaxAttempts = 1000
-	if _, err := e.led.EnqueueTick(ctx, e.q, "dur", "d", tick.Add(time.Second).UnixMilli(), bad); err == nil {
+	if _, err := ledgerops.Of(e.led).EnqueueTick(ctx, e.q, "dur", "d", tick.Add(time.Second).UnixMilli(), bad); err == nil {
 		t.Fatal("invalid job accepted")
 	}
 	if last, _ := e.led.LastTicks(ctx, "d"); last["d"] != tick.UnixMilli() {
@@ -222,7 +223,7 @@ func TestSchedulersShareTicks(t *testing.T) {
 			sc := []scheduler.Schedule{{Name: "each", Spec: "* * * * * *", Topic: topic}}
 			var obs [2]recorder
 			for i := range obs {
-				s, err := scheduler.New(e.q, e.led, sc, scheduler.Options{Observer: &obs[i]})
+				s, err := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{Observer: &obs[i]})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -256,7 +257,7 @@ func TestSchedulersShareTicks(t *testing.T) {
 			if len(ids) < 3 || len(ids) > total() {
 				t.Fatalf("%d jobs ran, %d enqueued", len(ids), total())
 			}
-			s, _ := scheduler.New(e.q, e.led, sc, scheduler.Options{})
+			s, _ := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{})
 			list, err := s.List(ctx)
 			if err != nil || len(list) != 1 {
 				t.Fatalf("list %v %v", list, err)
@@ -289,7 +290,7 @@ func TestMissedPolicy(t *testing.T) {
 		{Name: "new", Spec: "0 * * * * *", Topic: "t", Missed: scheduler.MissedOnce},
 	}
 	var obs recorder
-	s, err := scheduler.New(e.q, e.led, sc, scheduler.Options{Observer: &obs})
+	s, err := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{Observer: &obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,8 +324,6 @@ func TestMissedPolicy(t *testing.T) {
 	}
 }
 
-var _ scheduler.Store = (*ledger.Ledger)(nil)
-
 func TestNewRefusesBadSchedules(t *testing.T) {
 	e := newEnv(t, testenv.SQLite(t))
 	for _, sc := range [][]scheduler.Schedule{
@@ -332,7 +331,7 @@ func TestNewRefusesBadSchedules(t *testing.T) {
 		{{Name: "a", Spec: "@hourly", Topic: "t"}, {Name: "a", Spec: "@daily", Topic: "t"}},
 		{{Name: "a", Spec: "@hourly", Topic: "t", Payload: make([]byte, 2<<20)}},
 	} {
-		if _, err := scheduler.New(e.q, e.led, sc, scheduler.Options{}); err == nil {
+		if _, err := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{}); err == nil {
 			t.Errorf("%+v accepted", sc)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/ledger"
@@ -52,7 +53,7 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := dataplane.NewWorker(q, led, queue.WorkerConfig{MaxIdle: 100 * time.Millisecond, Logger: testenv.QuietLogger()})
+	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{MaxIdle: 100 * time.Millisecond, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

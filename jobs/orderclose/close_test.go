@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -32,7 +33,7 @@ func (w *world) claim(no string, lease time.Duration) *queue.Job {
 		job = cl.Jobs[0]
 		return true
 	})
-	if err := w.led.Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
+	if err := ledgerops.Of(w.led).Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
 		w.t.Fatal(err)
 	}
 	return job
@@ -45,7 +46,7 @@ func (w *world) recordedJob(no string, attempt int) *queue.Job {
 	now := time.Now().UnixMilli()
 	job := &queue.Job{Topic: orderclose.Topic, ID: orderclose.JobID(no), Payload: []byte(`{}`), Attempt: attempt,
 		MaxAttempts: 25, EnqueuedAt: now, RunAt: now, LeaseUntil: now + 30_000}
-	if err := w.led.Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
+	if err := ledgerops.Of(w.led).Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
 		w.t.Fatal(err)
 	}
 	return job

@@ -82,7 +82,7 @@ func (s *Service) rescheduleClose(ctx context.Context, o *Order) {
 	log := s.orderLog(o.OrderNo)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
 	defer cancel()
-	r, err := s.q.Reschedule(ctx, s.led, Topic, JobID(o.OrderNo), queue.RescheduleAt(o.PayDeadline))
+	r, err := s.q.Reschedule(ctx, s.ops, Topic, JobID(o.OrderNo), queue.RescheduleAt(o.PayDeadline))
 	switch {
 	case err == nil:
 		log.WithFields(logrus.Fields{"was_due": r.OldRunAt, "due": r.RunAt}).Debug("close job rescheduled")

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
@@ -142,7 +143,7 @@ func (w *world) closeLogs(no string) int64 {
 // handler registered.
 func (w *world) newWorker(tc queue.TopicConfig) *dataplane.Worker {
 	w.t.Helper()
-	wk, err := dataplane.NewWorker(w.q, w.led, queue.WorkerConfig{Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
+	wk, err := dataplane.NewWorker(w.q, ledgerops.Of(w.led), queue.WorkerConfig{Logger: testenv.QuietLogger(), Observer: w.settled, MaxIdle: 200 * time.Millisecond})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func (s *Service) cancelClose(ctx context.Context, orderNo string) {
 	log := s.orderLog(orderNo)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.EnqueueTimeout)
 	defer cancel()
-	job, err := s.q.Cancel(ctx, s.led, Topic, JobID(orderNo))
+	job, err := s.q.Cancel(ctx, s.ops, Topic, JobID(orderNo))
 	switch {
 	case err == nil:
 		log.WithField("attempt", job.Attempt).Debug("close job cancelled")

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
 )
 
@@ -16,7 +17,8 @@ import (
 // use.
 type Service struct {
 	led *ledger.Ledger
-	db  *gorm.DB // the ledger's database
+	ops ledgerops.Ops // led's internal steps: cancel, reschedule, the transactional enqueue
+	db  *gorm.DB      // the ledger's database
 	q   *dataplane.Client
 	cfg Config
 	log logrus.FieldLogger
@@ -43,6 +45,7 @@ func New(led *ledger.Ledger, q *dataplane.Client, cfg Config) (*Service, error) 
 	}
 	return &Service{
 		led: led,
+		ops: ledgerops.Of(led),
 		// The orders tables are the module's, not the ledger's, but they
 		// must share its database: the close updates the order and deletes
 		// the job's ledger row in one transaction (ledger.Transactional).

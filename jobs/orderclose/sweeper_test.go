@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/redislock"
 	"github.com/delayq/delayq/internal/testenv"
@@ -53,7 +54,7 @@ func (w *world) waitClosed(nos []string, initial map[string]int64) {
 // runRelay runs the durable topics' relay until the test ends.
 func (w *world) runRelay() {
 	w.t.Helper()
-	r, err := recoverer.NewRelay(w.q, w.led, recovery.RelayConfig{Every: 50 * time.Millisecond, Grace: 10 * time.Millisecond,
+	r, err := recoverer.NewRelay(w.q, ledgerops.Of(w.led), recovery.RelayConfig{Every: 50 * time.Millisecond, Grace: 10 * time.Millisecond,
 		Logger: testenv.QuietLogger()})
 	if err != nil {
 		w.t.Fatal(err)

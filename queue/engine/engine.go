@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/ledger"
@@ -29,6 +30,7 @@ type Engine struct {
 	log   logrus.FieldLogger
 	q     *dataplane.Client
 	store *ledger.Ledger
+	ops   ledgerops.Ops // store's internal steps, for the parts
 
 	worker *dataplane.Worker
 	rec    *recoverer.Recoverer
@@ -61,7 +63,7 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if cfg.Logger == nil {
 		cfg.Logger = logrus.StandardLogger()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, store: store}
+	e := &Engine{cfg: cfg, log: cfg.Logger, store: store, ops: ledgerops.Of(store)}
 	qc := cfg.Queue
 	qc.Store = store
 	var err error
@@ -78,7 +80,7 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if !cfg.NoRecovery || cfg.Worker.OnRedisReconnect != nil {
 		wc.OnRedisReconnect = e.redisReconnected
 	}
-	if e.worker, err = dataplane.NewWorker(e.q, store, wc); err != nil {
+	if e.worker, err = dataplane.NewWorker(e.q, e.ops, wc); err != nil {
 		return nil, err
 	}
 	if len(cfg.Schedules) > 0 {
@@ -86,7 +88,7 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 		if opts.Logger == nil {
 			opts.Logger = component(e.log, "periodic")
 		}
-		if e.sched, err = scheduler.New(e.q, store, cfg.Schedules, opts); err != nil {
+		if e.sched, err = scheduler.New(e.q, e.ops, cfg.Schedules, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -102,11 +104,11 @@ func (e *Engine) buildRecovery() (err error) {
 	if rc.HeartbeatInterval == 0 {
 		rc.HeartbeatInterval = e.heartbeat(queue.TopicConfig{}) // Worker.Topic's
 	}
-	if e.rec, err = recoverer.New(e.q, e.store, rc); err != nil {
+	if e.rec, err = recoverer.New(e.q, e.ops, rc); err != nil {
 		return err
 	}
 	rc.DryRun, rc.OnReport = true, nil // a dry run changes nothing worth a report hook
-	if e.dryRec, err = recoverer.New(e.q, e.store, rc); err != nil {
+	if e.dryRec, err = recoverer.New(e.q, e.ops, rc); err != nil {
 		return err
 	}
 	if e.cfg.NoRecovery {
@@ -116,7 +118,7 @@ func (e *Engine) buildRecovery() (err error) {
 	if relay.Logger == nil {
 		relay.Logger = component(e.log, "relay")
 	}
-	e.relay, err = recoverer.NewRelay(e.q, e.store, relay)
+	e.relay, err = recoverer.NewRelay(e.q, e.ops, relay)
 	return err
 }
 

@@ -27,7 +27,7 @@ func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.Ne
 // enqueuer whose jobs (of durable topics) commit or roll back with fn's
 // own writes; after the commit they are pushed to Redis at once. fn's error rolls everything back.
 func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
-	return e.store.Transaction(ctx, e.q, fn)
+	return e.ops.Transaction(ctx, e.q, fn)
 }
 
 // EnqueueTx enqueues jobs of a durable topic inside tx, a transaction the
@@ -58,20 +58,20 @@ func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) erro
 // holds (never enqueued, finished, cancelled or purged) is
 // queue.StateUnknown.
 func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	return e.q.Find(ctx, e.store, topic, id)
+	return e.q.Find(ctx, e.ops, topic, id)
 }
 
 // Cancel removes a job that waits to run, from Redis and from the store:
 // queue.ErrInFlight while a worker holds it,
 // queue.ErrDead once it died.
 func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
-	return e.q.Cancel(ctx, e.store, topic, id)
+	return e.q.Cancel(ctx, e.ops, topic, id)
 }
 
 // Reschedule moves the due time of a job that waits: to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
 // never runs before the last due time a Reschedule returned.
 func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
-	return e.q.Reschedule(ctx, e.store, topic, id, to)
+	return e.q.Reschedule(ctx, e.ops, topic, id, to)
 }
 
 // Pause stops every worker of the deployment from claiming topic's jobs

@@ -1,0 +1,35 @@
+// Package ledgerops gives delayq's own packages the ledger's internal steps:
+// the worker's writes, the coordinators' lookups, the recoverer's and the
+// relay's scans, a periodic tick's claim and the transactional enqueue. A
+// *ledger.Ledger keeps them off its public method set (behind a seal.Key),
+// so that a service sees only what it calls itself.
+package ledgerops
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/recoverer"
+	"github.com/delayq/delayq/internal/seal"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// Ops is a ledger as the engine's parts use it.
+type Ops interface {
+	dataplane.Ledger
+	dataplane.RescheduleLedger
+	dataplane.TickStore
+	recoverer.Store
+	recoverer.RelayStore
+	// Transaction runs fn in a transaction whose enqueued jobs commit with
+	// fn's writes and are pushed through q after the commit.
+	Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error
+	// DeleteInTx deletes ref's row inside tx, fenced by its attempt.
+	DeleteInTx(tx *gorm.DB, ref queue.Ref) error
+}
+
+// Of returns l's internal steps.
+func Of(l *ledger.Ledger) Ops { return seal.Open[Ops](l) }

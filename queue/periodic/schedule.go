@@ -171,9 +171,10 @@ func (s Schedule) Validate() error {
 	return err
 }
 
-// Check is Validate that also returns the parsed spec; its errors name the
-// schedule as label (its name, or its place in a list when it has none).
-func (s Schedule) Check(label string) (cron.Schedule, error) { return s.check(label) }
+// Check is Validate that also fills in the defaults (Missed) and returns
+// the parsed spec; its errors name the schedule as label (its name, or its
+// place in a list when it has none).
+func (s *Schedule) Check(label string) (cron.Schedule, error) { return s.check(label) }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 

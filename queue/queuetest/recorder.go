@@ -22,7 +22,7 @@ type Enqueued struct {
 }
 
 // Recorder is a queue.Enqueuer that records what is enqueued through it.
-// Behind it runs a real *dataplane.Client on an in-process Redis (miniredis),
+// Behind it runs delayq's real data plane on an in-process Redis (miniredis),
 // so input is validated, ids are deduplicated and due times computed
 // exactly as in production; nothing runs the jobs. It is safe for
 // concurrent use. Close it when done.
@@ -79,7 +79,7 @@ func (r *Recorder) failure() error {
 	return r.fail
 }
 
-// Enqueue is dataplane.Client.Enqueue: a job it creates is recorded; a
+// Enqueue is the engine's Enqueue: a job it creates is recorded; a
 // duplicate or an invalid one is not.
 func (r *Recorder) Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error) {
 	if err := r.failure(); err != nil {
@@ -92,7 +92,7 @@ func (r *Recorder) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	return res, err
 }
 
-// EnqueueBatch is dataplane.Client.EnqueueBatch: the jobs it creates are
+// EnqueueBatch is the engine's EnqueueBatch: the jobs it creates are
 // recorded, in order.
 func (r *Recorder) EnqueueBatch(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.BatchResult, error) {
 	if err := r.failure(); err != nil {

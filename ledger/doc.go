@@ -58,7 +58,8 @@
 // ledger's database; with a unique key in the business table, the effect
 // happens once however often the job is delivered. A claim that was lost
 // meanwhile (the job taken over after a lease expiry, or cancelled) gets
-// ErrClaimLost and commits nothing. See ExampleTransactional.
+// ErrClaimLost and commits nothing. DeleteInTx is the same step for a
+// handler that runs its own transaction. See ExampleTransactional.
 //
 // # Audit
 //

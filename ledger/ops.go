@@ -74,5 +74,3 @@ func (o ops) EnqueueTick(ctx context.Context, q *dataplane.Client, topic, name s
 func (o ops) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	return o.enqueueTransaction(ctx, q, fn)
 }
-
-func (o ops) DeleteInTx(tx *gorm.DB, ref queue.Ref) error { return o.deleteInTx(tx, ref) }

@@ -29,19 +29,19 @@ func Transactional(l *Ledger, fn func(ctx context.Context, tx *gorm.DB, job *que
 			if err := fn(ctx, tx, job); err != nil {
 				return err
 			}
-			return l.deleteInTx(tx, job.Ref())
+			return l.DeleteInTx(tx, job.Ref())
 		})
 	}
 }
 
-// deleteInTx deletes the ledger row of ref, fenced by its attempt, inside a
+// DeleteInTx deletes the ledger row of ref, fenced by its attempt, inside a
 // transaction the caller runs (and must commit for it to count), for
 // handlers that manage their own transaction. It returns an error wrapping
 // ErrClaimLost when no such row exists; the caller should then roll back.
 //
 // It is a method, not a free function, because the table name depends on
 // Options.TablePrefix.
-func (l *Ledger) deleteInTx(tx *gorm.DB, ref queue.Ref) error {
+func (l *Ledger) DeleteInTx(tx *gorm.DB, ref queue.Ref) error {
 	res := tx.Table(l.ledgerTable).
 		Where("topic = ? AND job_id = ? AND attempt = ?", ref.Topic, ref.ID, ref.Attempt).
 		Delete(&Entry{})

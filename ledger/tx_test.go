@@ -120,7 +120,7 @@ func TestDeleteInTx(t *testing.T) {
 			if err := tx.Create(&closedOrder{OrderNo: "b"}).Error; err != nil {
 				return err
 			}
-			if err := l.deleteInTx(tx, b.Ref()); err != nil {
+			if err := l.DeleteInTx(tx, b.Ref()); err != nil {
 				return err
 			}
 			return errAbort
@@ -137,7 +137,7 @@ func TestDeleteInTx(t *testing.T) {
 			if err := tx.Create(&closedOrder{OrderNo: "a"}).Error; err != nil {
 				return err
 			}
-			return l.deleteInTx(tx, a.Ref())
+			return l.DeleteInTx(tx, a.Ref())
 		})
 		if err != nil {
 			t.Fatalf("transaction: %v", err)
@@ -146,7 +146,7 @@ func TestDeleteInTx(t *testing.T) {
 		if n := businessRows(t, db); n != 1 {
 			t.Errorf("business rows after commit: %d", n)
 		}
-		if err := db.Transaction(func(tx *gorm.DB) error { return l.deleteInTx(tx, queue.Ref{Topic: "orders", ID: "b", Attempt: 9}) }); !errors.Is(err, ErrClaimLost) {
+		if err := db.Transaction(func(tx *gorm.DB) error { return l.DeleteInTx(tx, queue.Ref{Topic: "orders", ID: "b", Attempt: 9}) }); !errors.Is(err, ErrClaimLost) {
 			t.Errorf("DeleteInTx with a stale attempt: %v, want ErrClaimLost", err)
 		}
 		mustRow(t, l, "orders", "b")

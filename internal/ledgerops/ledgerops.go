@@ -14,7 +14,6 @@ import (
 	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/internal/seal"
 	"github.com/delayq/delayq/ledger"
-	"github.com/delayq/delayq/queue"
 )
 
 // Ops is a ledger as the engine's parts use it.
@@ -27,8 +26,6 @@ type Ops interface {
 	// Transaction runs fn in a transaction whose enqueued jobs commit with
 	// fn's writes and are pushed through q after the commit.
 	Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error
-	// DeleteInTx deletes ref's row inside tx, fenced by its attempt.
-	DeleteInTx(tx *gorm.DB, ref queue.Ref) error
 }
 
 // Of returns l's internal steps.

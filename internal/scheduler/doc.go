@@ -22,7 +22,7 @@
 // atomic step: on a Redis topic, a script compares the tick with the last
 // one in the topic's ticks hash (dataplane.Client.EnqueueTick); on a durable
 // topic, a conditional update of dq_periodic in the transaction that writes
-// the job's waiting row (ledger.Ledger.EnqueueTick). The first claim
+// the job's waiting row (the ledger's enqueueTick). The first claim
 // enqueues; any other, at the same time or long after (a process paused,
 // slow to start), is a duplicate, even when the tick's job already ran and
 // is gone. Ticks at or before the last one are never enqueued again. No

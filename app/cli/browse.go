@@ -17,7 +17,9 @@ import (
 func (a *app) jobsCmd() *cobra.Command {
 	var jq httpapi.JobQuery
 	cmd := &cobra.Command{
-		Use:   "jobs TOPIC [--state S | --prefix P] [--offset N | --after C] [--limit N]",
+		Use: "jobs TOPIC [--state S | --prefix P] [--offset N | --after C] [--limit N]",
+		Example: `  delayq jobs emails --state dead
+  delayq jobs order_close --prefix order_close:12 --limit 20`,
 		Short: "List a topic's jobs in one state (waiting, retrying, in_flight, dead, waiting_sql), or a durable topic's by id prefix",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {

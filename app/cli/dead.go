@@ -15,9 +15,10 @@ func (a *app) deadCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "dead", Short: "Dead jobs: list, requeue, purge"}
 	var offset, limit int
 	list := &cobra.Command{
-		Use:   "list TOPIC",
-		Short: "List dead jobs, newest first, with their last error",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:     "list TOPIC",
+		Example: `  delayq dead list emails --limit 20`,
+		Short:   "List dead jobs, newest first, with their last error",
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if offset < 0 || limit < 1 || limit > queue.MaxPage {
 				return usageError{fmt.Errorf("--offset %d, --limit %d: want an offset of 0 or more and a limit of 1-%d", offset, limit, queue.MaxPage)}
@@ -49,12 +50,17 @@ func (a *app) deadCmd() *cobra.Command {
 
 	var all bool
 	requeue := &cobra.Command{
-		Use:   "requeue TOPIC [ID] [--all]",
+		Use: "requeue TOPIC [ID] [--all]",
+		Example: `  delayq dead requeue emails welcome:42
+  delayq dead requeue emails --all`,
 		Short: "Give dead jobs a fresh set of attempts, due now",
 		Args:  args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if all == (len(argv) == 2) {
+			switch {
+			case all && len(argv) == 2:
 				return usageError{fmt.Errorf("give a job id or --all, not both")}
+			case !all && len(argv) == 1:
+				return usageError{fmt.Errorf("give the id of the dead job to requeue, or --all for every dead job of %s", argv[0])}
 			}
 			s, err := a.store(cmd)
 			if err != nil {
@@ -76,11 +82,22 @@ func (a *app) deadCmd() *cobra.Command {
 	requeue.Flags().BoolVar(&all, "all", false, "requeue every dead job of the topic")
 
 	var olderThan time.Duration
+	var purgeAll bool
 	purge := &cobra.Command{
-		Use:   "purge TOPIC",
-		Short: "Delete dead jobs that died more than --older-than ago",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "purge TOPIC --all [--older-than D]",
+		Short: "Delete a topic's dead jobs for good (those that died more than --older-than ago)",
+		Long: `Delete a topic's dead jobs for good, with their payloads and last errors.
+Nothing can bring them back, so purge insists on --all, as requeue does
+for all of a topic's dead jobs; --older-than keeps the recent ones.`,
+		Example: "  delayq dead purge emails --all --older-than 168h",
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if !purgeAll {
+				return usageError{fmt.Errorf("purge deletes %s's dead jobs for good: give --all (with --older-than D to keep those that died within D)", argv[0])}
+			}
+			if olderThan < 0 {
+				return usageError{fmt.Errorf("--older-than %s: must not be negative", olderThan)}
+			}
 			s, err := a.store(cmd)
 			if err != nil {
 				return err
@@ -94,6 +111,7 @@ func (a *app) deadCmd() *cobra.Command {
 		},
 	}
 	purge.Flags().DurationVar(&olderThan, "older-than", 0, "keep jobs that died more recently than this")
+	purge.Flags().BoolVar(&purgeAll, "all", false, "confirm: delete every dead job of the topic (older than --older-than)")
 	cmd.AddCommand(list, requeue, purge)
 	return cmd
 }

@@ -18,7 +18,9 @@ func (a *app) enqueueCmd() *cobra.Command {
 	var delay time.Duration
 	var maxAttempts int
 	cmd := &cobra.Command{
-		Use:   "enqueue TOPIC ID",
+		Use: "enqueue TOPIC ID",
+		Example: `  delayq enqueue emails welcome:42 --payload '{"to":"a@example.com"}' --delay 10m
+  delayq enqueue order_close order_close:123 --run-at 2026-12-24T18:00:00Z --max-attempts 5`,
 		Short: "Enqueue a job (the id is the idempotency key)",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -75,9 +77,10 @@ func parseTime(s string) (int64, error) {
 
 func (a *app) cancelCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "cancel TOPIC ID",
-		Short: "Cancel a job that has not started (exit 3: unknown, 4: in flight or dead)",
-		Args:  args(cobra.ExactArgs(2)),
+		Use:     "cancel TOPIC ID",
+		Example: `  delayq cancel order_close order_close:123`,
+		Short:   "Cancel a job that has not started (exit 3: unknown, 4: in flight or dead)",
+		Args:    args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			s, err := a.store(cmd)
 			if err != nil {
@@ -99,7 +102,10 @@ func (a *app) cancelCmd() *cobra.Command {
 func (a *app) rescheduleCmd() *cobra.Command {
 	var at, in, by string
 	cmd := &cobra.Command{
-		Use:   "reschedule TOPIC ID (--at TIME | --in DURATION | --by ±DURATION)",
+		Use: "reschedule TOPIC ID (--at TIME | --in DURATION | --by ±DURATION)",
+		Example: `  delayq reschedule order_close order_close:123 --in 15m
+  delayq reschedule order_close order_close:123 --by -5m
+  delayq reschedule order_close order_close:123 --at 2026-12-24T18:00:00Z`,
 		Short: "Move a waiting job's due time (exit 3: unknown, 4: in flight or dead)",
 		Long: `Move the due time of a job that waits (its first run or a retry), in Redis
 and in its ledger row alike (docs/design.md §4.14). Give exactly one of:
@@ -172,9 +178,10 @@ func whenFlags(at, in, by string) (queue.When, error) {
 
 func (a *app) getCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "get TOPIC ID",
-		Short: "Show a job's state and envelope (exit 3 when unknown); a durable job beyond the horizon shows as SQL only",
-		Args:  args(cobra.ExactArgs(2)),
+		Use:     "get TOPIC ID",
+		Example: `  delayq get order_close order_close:123 --json`,
+		Short:   "Show a job's state and envelope (exit 3 when unknown); a durable job beyond the horizon shows as SQL only",
+		Args:    args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			s, err := a.store(cmd)
 			if err != nil {
@@ -203,7 +210,9 @@ func (a *app) getCmd() *cobra.Command {
 
 func (a *app) statsCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "stats [TOPIC...]",
+		Use: "stats [TOPIC...]",
+		Example: `  delayq stats
+  delayq stats order_close emails --json`,
 		Short: "Counts per topic: due, overdue, in flight, dead; durability and a durable topic's waiting jobs in SQL (all topics when none given)",
 		Long: `Counts per topic (all known topics when none given): in Redis the jobs
 due, overdue, in flight and dead; the topic's durability (redis or durable);

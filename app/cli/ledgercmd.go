@@ -20,9 +20,10 @@ func (a *app) ledgerCmd() *cobra.Command {
 	var grace time.Duration
 	var staleLimit int
 	stale := &cobra.Command{
-		Use:   "stale",
-		Short: "Jobs whose lease passed more than --grace ago: stuck, and since when",
-		Args:  args(cobra.NoArgs),
+		Use:     "stale",
+		Example: `  delayq ledger stale --json`,
+		Short:   "Jobs whose lease passed more than --grace ago: stuck, and since when",
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkLimit(staleLimit); err != nil {
 				return err
@@ -77,7 +78,9 @@ type ledgerListFlags struct {
 func (a *app) ledgerListCmd() *cobra.Command {
 	var fl ledgerListFlags
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use: "list",
+		Example: `  delayq ledger list --state in_flight --topic order_close
+  delayq ledger list --due-before 2026-12-24T00:00:00Z`,
 		Short: "Ledger rows by state, topic and due time, a page at a time",
 		Long: `Ledger rows by state, topic and due time, a page at a time.
 

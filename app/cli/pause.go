@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,8 @@ API).`
 	}
 	return &cobra.Command{
 		Use: use, Short: short, Long: long,
-		Args: args(cobra.ExactArgs(1)),
+		Example: "  delayq " + strings.Fields(use)[0] + " order_close",
+		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if err := queue.ValidateTopic(argv[0]); err != nil {
 				return err

@@ -10,7 +10,9 @@ import (
 func (a *app) recoverCmd() *cobra.Command {
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "recover",
+		Use: "recover",
+		Example: `  delayq recover --dry-run
+  delayq recover`,
 		Short: "Run recovery once now: stale ledger rows whose jobs Redis lost go back to Redis",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -100,25 +101,27 @@ func (a *app) newRoot() *cobra.Command {
 	config.AddFlags(pf)
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.Long = root.Short + "\n\n" + storeHelp
 	operator := []*cobra.Command{
 		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.jobsCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
 		a.pauseCmd(true), a.pauseCmd(false),
 		a.schedulesCmd(),
 	}
+	names := make([]string, 0, len(operator))
 	for _, c := range operator {
+		names = append(names, c.Name())
 		setStoreHelp(c)
 	}
+	root.Long = root.Short + "\n\n" + fmt.Sprintf(storeHelp, wrapWords(strings.Join(names, ", ")+")", 80-len("Where the operator commands ("), 80))
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.demoCmd())
 	root.AddCommand(operator...)
 	root.AddCommand(a.migrateCmd(), a.versionCmd(), a.benchCmd())
 	return root
 }
 
-// storeHelp says where the operator commands find the jobs (see store).
-const storeHelp = `Where the operator commands (enqueue, cancel, get, jobs, stats, dead, ledger,
-recover, smoke) find the jobs:
+// storeHelp says where the operator commands find the jobs (see store); %s
+// is the list of the commands.
+const storeHelp = `Where the operator commands (%s find the jobs:
   - --api URL (cli.api, DELAYQ_CLI_API) given: through that instance's HTTP API;
   - else, with redis.mode embedded (the default: no Redis configured): through
     the API of the instance running at http.listen (127.0.0.1:8080 by default),
@@ -128,13 +131,18 @@ recover, smoke) find the jobs:
     Redis and SQL directly.
 Through an API, http.token (DELAYQ_HTTP_TOKEN) is sent as the bearer token.`
 
-// setStoreHelp adds storeHelp to c and its subcommands, after their Long
+// storeHint points an operator command's help at the root's storeHelp,
+// which would otherwise repeat on every page.
+const storeHint = `It works through a running instance's API, or on Redis and SQL directly
+when a Redis is configured: see delayq --help.`
+
+// setStoreHelp adds storeHint to c and its subcommands, after their Long
 // (their Short when they have none).
 func setStoreHelp(c *cobra.Command) {
 	if c.Long == "" {
 		c.Long = c.Short
 	}
-	c.Long += "\n\n" + storeHelp
+	c.Long += "\n\n" + storeHint
 	for _, sub := range c.Commands() {
 		setStoreHelp(sub)
 	}
@@ -144,10 +152,33 @@ func setStoreHelp(c *cobra.Command) {
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, a []string) error {
 		if err := check(cmd, a); err != nil {
-			return usageError{err}
+			return usageError{fmt.Errorf("%s (usage: %s)", argProblem(cmd.Use, a, err), cmd.UseLine())}
 		}
 		return nil
 	}
+}
+
+// argProblem says what is wrong with the arguments a of a command whose
+// Use line is use: the names of the ones missing (TOPIC, ID), or the ones
+// that are one too many; err's own words when neither fits.
+func argProblem(use string, a []string, err error) string {
+	var required, all []string
+	for _, f := range strings.Fields(use)[1:] {
+		if strings.HasPrefix(f, "-") || strings.HasPrefix(f, "[-") || strings.HasPrefix(f, "(") {
+			break // flags from here on
+		}
+		all = append(all, strings.Trim(f, "[]."))
+		if !strings.HasPrefix(f, "[") {
+			required = append(required, f)
+		}
+	}
+	switch {
+	case len(a) < len(required):
+		return "missing " + strings.Join(required[len(a):], " ")
+	case len(a) > len(all) && !strings.Contains(use, "...]"):
+		return fmt.Sprintf("too many arguments: %q", strings.Join(a[len(all):], " "))
+	}
+	return err.Error()
 }
 
 // loadConfig reads the configuration from --config, the environment and
@@ -183,4 +214,25 @@ func (a *app) openBackends(ctx context.Context, cfg config.Config) (*backend.Bac
 		return nil, nil, err
 	}
 	return b, log, nil
+}
+
+// wrapWords breaks s at spaces so that its first line holds at most first
+// characters and the others at most width.
+func wrapWords(s string, first, width int) string {
+	var b strings.Builder
+	room := first
+	for i, w := range strings.Fields(s) {
+		switch {
+		case i == 0:
+		case len(w)+1 > room:
+			b.WriteString("\n")
+			room = width
+		default:
+			b.WriteString(" ")
+			room--
+		}
+		b.WriteString(w)
+		room -= len(w)
+	}
+	return b.String()
 }

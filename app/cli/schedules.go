@@ -13,9 +13,10 @@ import (
 // their next run and the last tick any process enqueued.
 func (a *app) schedulesCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "schedules",
-		Short: "List the periodic jobs: spec, topic, next run, last tick enqueued",
-		Args:  args(cobra.NoArgs),
+		Use:     "schedules",
+		Example: `  delayq schedules --json`,
+		Short:   "List the periodic jobs: spec, topic, next run, last tick enqueued",
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := a.store(cmd)
 			if err != nil {

@@ -32,9 +32,10 @@ func smokeHandler(rdb redis.UniversalClient, namespace string) queue.Handler {
 func (a *app) smokeCmd() *cobra.Command {
 	var delay, within time.Duration
 	cmd := &cobra.Command{
-		Use:   "smoke",
-		Short: "Deploy self-check: enqueue a job due in 1 s and fail unless a worker ran it within 1.5 s",
-		Args:  args(cobra.NoArgs),
+		Use:     "smoke",
+		Example: `  delayq smoke --api http://127.0.0.1:8080`,
+		Short:   "Deploy self-check: enqueue a job due in 1 s and fail unless a worker ran it within 1.5 s",
+		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := a.store(cmd)
 			if err != nil {

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,7 +30,7 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"jobs", "mail", "--state", "retrying", "--after", "1_1"},
 		{"dead", "requeue", "mail", "--all"},
 		{"dead", "requeue", "mail", "w:1"},
-		{"dead", "purge", "mail"},
+		{"dead", "purge", "mail", "--all"},
 		{"ledger", "list"},
 		{"ledger", "stale"},
 		{"recover"},
@@ -94,6 +97,9 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		{"jobs", "mail", "--prefix", ""},
 		{"jobs", "bad topic"},
 		{"dead", "requeue", "mail"},
+		{"dead", "purge", "mail"},
+		{"dead", "purge", "mail", "--all", "--older-than", "-1h"},
+		{"dead", "list"},
 		{"ledger", "list", "--limit", "0"},
 		{"ledger", "list", "--topic", "bad topic"},
 		{"enqueue", "mail", "x", "--api", "127.0.0.1:8080"}, // not a URL
@@ -101,6 +107,90 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		code, out, errOut := runCLI(t, append(args, "--listen", listen)...)
 		if code != ExitUsage || out != "" || strings.Contains(errOut, "no delayq instance answers") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 before any request", args, code, out, errOut)
+		}
+	}
+}
+
+// What is wrong with the arguments is said in the command's own words:
+// which one is missing or extra, and its usage line; never cobra's count
+// of arguments alone.
+func TestArgumentProblemsSayWhatIsWrong(t *testing.T) {
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"dead", "list"}, []string{"missing TOPIC", "usage: delayq dead list TOPIC"}},
+		{[]string{"get", "mail"}, []string{"missing ID", "usage: delayq get TOPIC ID"}},
+		{[]string{"get", "mail", "a", "b"}, []string{`too many arguments: "b"`}},
+		{[]string{"dead", "requeue", "mail"}, []string{"give the id of the dead job to requeue, or --all"}},
+		{[]string{"dead", "requeue", "mail", "w:1", "--all"}, []string{"not both"}},
+		{[]string{"dead", "purge", "mail"}, []string{"give --all"}},
+	} {
+		code, out, errOut := runCLI(t, append(c.args, "--listen", listen)...)
+		if code != ExitUsage || out != "" {
+			t.Errorf("%v: exit %d, stdout %q", c.args, code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("%v: stderr %q, want %q in it", c.args, errOut, w)
+			}
+		}
+		if strings.Contains(errOut, "arg(s)") {
+			t.Errorf("%v: cobra's wording: %q", c.args, errOut)
+		}
+	}
+}
+
+// A configuration file with a key delayq does not know, a value of the
+// wrong type, or no such file, is bad configuration: exit 2, naming it.
+func TestBadConfigurationFileExitsTwo(t *testing.T) {
+	dir := t.TempDir()
+	for name, c := range map[string]struct{ yaml, want string }{
+		"unknown key": {"queue:\n  nosuch: 1\n", "nosuch"},
+		"wrong type":  {"queue:\n  max_batch: lots\n", "max_batch"},
+		"not YAML":    {"queue: [\n", "file"},
+		"no file":     {"", "no such file"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")
+		if c.yaml != "" {
+			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, out, errOut := runCLI(t, "stats", "--config", path)
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", name, code, out, errOut, c.want)
+		}
+	}
+}
+
+// The root's help says where the operator commands find the jobs and names
+// every one of them; each command's own help points there in two lines
+// instead of repeating it, and shows an example.
+func TestHelpNamesEveryOperatorCommandOnceWithExamples(t *testing.T) {
+	code, root, _ := runCLI(t, "--help")
+	if code != ExitOK || !strings.Contains(root, "Where the operator commands (") {
+		t.Fatalf("root help: exit %d, %q", code, root)
+	}
+	where := root[strings.Index(root, "Where the operator commands ("):strings.Index(root, "find the jobs")]
+	for _, c := range [][]string{
+		{"enqueue"}, {"cancel"}, {"reschedule"}, {"get"}, {"jobs"}, {"stats"},
+		{"dead", "list"}, {"dead", "requeue"}, {"dead", "purge"}, {"ledger", "list"}, {"ledger", "stale"},
+		{"recover"}, {"smoke"}, {"pause"}, {"resume"}, {"schedules"},
+	} {
+		if !regexp.MustCompile(`[( \n]` + c[0] + `[,)]`).MatchString(where) {
+			t.Errorf("root help leaves out %s: %q", c[0], where)
+		}
+		code, help, _ := runCLI(t, append(c, "--help")...)
+		if code != ExitOK {
+			t.Errorf("%v --help: exit %d", c, code)
+		}
+		if strings.Contains(help, "Where the operator commands") || !strings.Contains(help, "see delayq --help") {
+			t.Errorf("%v --help repeats the root's paragraph or does not point at it:\n%s", c, help)
+		}
+		if !strings.Contains(help, "Examples:\n  delayq "+strings.Join(c, " ")) {
+			t.Errorf("%v --help shows no example:\n%s", c, help)
 		}
 	}
 }

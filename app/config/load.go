@@ -58,10 +58,10 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	}
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return Config{}, fmt.Errorf("config: file %s: %w", path, err)
+			return Config{}, fmt.Errorf("config: file %s: %w (%w)", path, err, ErrInvalid)
 		}
 		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("config: file %s: %w", path, err)
+			return Config{}, fmt.Errorf("config: file %s: %w (%w)", path, err, ErrInvalid)
 		}
 	}
 	if err := k.Load(env.ProviderWithValue(EnvPrefix, ".", envKey), nil); err != nil {
@@ -101,7 +101,9 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		},
 	})
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		// Unknown keys and values of the wrong type: bad configuration,
+		// like a value out of range.
+		return Config{}, fmt.Errorf("config: %w (%w)", err, ErrInvalid)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err

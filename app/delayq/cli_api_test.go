@@ -124,7 +124,7 @@ func testEmbeddedServe(t *testing.T, bin string) {
 		t.Fatalf("dead requeue: exit %d, %q", code, out)
 	}
 	waitState(t, base, "order_close", "not-an-order", "dead") // it dies again
-	if out, code = run(t, bin, env, "dead", "purge", "order_close", "--json"); code != 0 || !strings.Contains(out, `"purged": 1`) {
+	if out, code = run(t, bin, env, "dead", "purge", "order_close", "--all", "--json"); code != 0 || !strings.Contains(out, `"purged": 1`) {
 		t.Fatalf("dead purge: exit %d, %q", code, out)
 	}
 	if _, code = run(t, bin, env, "get", "order_close", "not-an-order"); code != 3 {

@@ -197,7 +197,7 @@ func TestCLIAgainstServe(t *testing.T) {
 		t.Fatalf("smoke: exit %d, %q", code, out)
 	}
 	for _, args := range [][]string{
-		{"dead", "list", "mail"}, {"dead", "purge", "mail"}, {"ledger", "list"}, {"ledger", "stale"},
+		{"dead", "list", "mail"}, {"dead", "purge", "mail", "--all"}, {"ledger", "list"}, {"ledger", "stale"},
 		{"recover", "--dry-run"}, {"migrate"}, {"version"},
 	} {
 		if out, code := run(t, bin, env, append(args, "--json")...); code != 0 || !json.Valid([]byte(out)) {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,12 @@ func (a *app) enqueueCmd() *cobra.Command {
 		Short: "Enqueue a job (the id is the idempotency key)",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			if delay != 0 && runAt != "" {
+				return usageError{errors.New("--delay and --run-at: give one of them, not both")}
+			}
+			if payload != "" && payloadFile != "" {
+				return usageError{errors.New("--payload and --payload-file: give one of them, not both")}
+			}
 			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts}
 			if payloadFile != "" {
 				b, err := os.ReadFile(payloadFile)
@@ -89,7 +96,7 @@ func (a *app) cancelCmd() *cobra.Command {
 			defer s.Close()
 			j, err := s.Cancel(cmd.Context(), argv[0], argv[1])
 			if err != nil {
-				return err
+				return jobError(argv[0], argv[1], err)
 			}
 			return a.emit(httpapi.NewCancelledJobView(j), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "CANCELLED")
@@ -129,7 +136,7 @@ the new one or after it, never before.`,
 			defer s.Close()
 			r, err := s.Reschedule(cmd.Context(), argv[0], argv[1], to)
 			if err != nil {
-				return err
+				return jobError(argv[0], argv[1], err)
 			}
 			return a.emit(httpapi.NewRescheduledView(r), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "WAS DUE", "DUE")
@@ -193,7 +200,7 @@ func (a *app) getCmd() *cobra.Command {
 				return err
 			}
 			if info.State == queue.StateUnknown {
-				return withCode(ExitNotFound, fmt.Errorf("job %s/%s: %w", argv[0], argv[1], queue.ErrNotFound))
+				return jobError(argv[0], argv[1], queue.ErrNotFound)
 			}
 			v := httpapi.NewJobView(info, true)
 			return a.emit(v, func(w io.Writer) {
@@ -260,4 +267,14 @@ func rateLimitCell(l *httpapi.RateLimitView) string {
 		return "-"
 	}
 	return strconv.FormatFloat(l.PerSecond, 'f', -1, 64) + "/s burst " + strconv.Itoa(l.Burst)
+}
+
+// jobError says a job's unknown the same way whichever command asked and
+// whichever store answered (the API's 404 or the backends' own error):
+// "job TOPIC/ID: job not found", exit 3. Other errors pass unchanged.
+func jobError(topic, id string, err error) error {
+	if errors.Is(err, queue.ErrNotFound) {
+		return withCode(ExitNotFound, fmt.Errorf("job %s/%s: %w", topic, id, queue.ErrNotFound))
+	}
+	return err
 }

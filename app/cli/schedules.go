@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,10 @@ func (a *app) schedulesCmd() *cobra.Command {
 				return err
 			}
 			return a.emit(list, func(w io.Writer) {
+				if len(list) == 0 {
+					fmt.Fprintln(w, "no schedules: the configuration's periodic list is empty (see configs/delayq.yaml)")
+					return
+				}
 				row(w, "NAME", "SPEC", "ZONE", "TOPIC", "MISSED", "NEXT RUN", "LAST TICK", "LAST JOB")
 				for _, i := range list {
 					row(w, i.Name, i.Spec, orDash(i.Location), i.Topic, i.Missed, ms(i.NextRun), ms(i.LastTick), orDash(i.LastJobID))

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// A job nobody knows is said alike by get, cancel and reschedule, on Redis
+// and SQL directly and through an instance's API: "job TOPIC/ID: job not
+// found", exit 3; never the API's status line.
+func TestUnknownJobIsSaidAlikeByEveryCommand(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "delayq.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+redis: {mode: single, addrs: [%q], namespace: %s}
+sql: {driver: sqlite, sqlite_path: %q}
+`, testenv.DefaultRedisAddr, ns, filepath.Join(dir, "dq.db"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	for _, via := range [][]string{{"--config", cfgPath}, {"--api", srv.URL}} {
+		for _, c := range [][]string{
+			{"get", "emails", "nope"},
+			{"cancel", "emails", "nope"},
+			{"reschedule", "emails", "nope", "--in", "1h"},
+		} {
+			code, out, errOut := runCLI(t, append(c, via...)...)
+			lines := strings.Split(strings.TrimSpace(errOut), "\n") // the embedded SQLite's warnings come first
+			if code != ExitNotFound || out != "" || lines[len(lines)-1] != "delayq: job emails/nope: job not found" {
+				t.Errorf("%v %v: exit %d, stdout %q, stderr %q", c, via[0], code, out, errOut)
+			}
+		}
+	}
+}
+
+// Flags that contradict each other are refused by their names before any
+// request, not by the API's field names.
+func TestEnqueueRefusesContradictoryFlagsByName(t *testing.T) {
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"enqueue", "mail", "x", "--delay", "1s", "--run-at", "2030-01-01T00:00:00Z"}, "--delay and --run-at"},
+		{[]string{"enqueue", "mail", "x", "--payload", "{}", "--payload-file", "p.json"}, "--payload and --payload-file"},
+	} {
+		code, out, errOut := runCLI(t, append(c.args, "--listen", listen)...)
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "run_at") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errOut)
+		}
+	}
+}
+
+// An empty schedules list says so, instead of a header alone.
+func TestSchedulesSaysWhenThereAreNone(t *testing.T) {
+	_, ns := testenv.Redis(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "delayq.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+redis: {mode: single, addrs: [%q], namespace: %s}
+sql: {driver: sqlite, sqlite_path: %q}
+`, testenv.DefaultRedisAddr, ns, filepath.Join(dir, "dq.db"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "schedules", "--config", cfgPath)
+	if code != ExitOK || !strings.Contains(out, "no schedules") || strings.Contains(out, "NEXT RUN") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "schedules", "--json", "--config", cfgPath)
+	if code != ExitOK || strings.TrimSpace(out) != "[]" {
+		t.Errorf("--json: exit %d, %q", code, out)
+	}
+}

@@ -45,7 +45,8 @@ func (s TopicState) pauseState() queue.PauseState {
 // SetPaused records topic's pause state (queue.PauseStore): changed_at is
 // the SQL server's clock, and at least one more than the row's last. A call
 // that would not change the state changes nothing and returns the row as it
-// is, changed false: who paused a topic and when stays the first pause's.
+// is, changed false: who paused a topic and when stays the first pause's; a
+// resume of a topic never paused writes no row.
 func (l *Ledger) SetPaused(ctx context.Context, topic string, paused bool, actor string) (queue.PauseState, bool, error) {
 	if topic == "" {
 		return queue.PauseState{}, false, errors.New("ledger: set paused: empty topic")
@@ -75,6 +76,12 @@ func (l *Ledger) SetPaused(ctx context.Context, topic string, paused bool, actor
 			}
 			if found && row.Paused == paused {
 				st, changed = row.pauseState(), false
+				return nil
+			}
+			if !found && !paused {
+				// Never paused: a resume changes nothing and leaves no row
+				// (a typo of a topic's name would stay in the table).
+				st, changed = queue.PauseState{Topic: topic}, false
 				return nil
 			}
 			now, err := l.sqlNow(tx)

@@ -19,6 +19,14 @@ func TestSetPaused(t *testing.T) {
 		if st, err := l.TopicState(ctx, "t"); err != nil || st.Paused || st.At != 0 || st.Topic != "t" {
 			t.Fatalf("never paused: %+v, %v", st, err)
 		}
+		// A resume of a topic never paused (a typo, say) changes nothing
+		// and leaves no row behind.
+		if st, changed, err := l.SetPaused(ctx, "typo", false, "cli:ops@host"); err != nil || changed || st.Paused || st.At != 0 || st.Topic != "typo" {
+			t.Fatalf("resume never paused: %+v %v %v", st, changed, err)
+		}
+		if all, err := l.TopicStates(ctx); err != nil || len(all) != 0 {
+			t.Fatalf("a resume of a topic never paused left %+v, %v", all, err)
+		}
 		p, changed, err := l.SetPaused(ctx, "t", true, "cli:ops@host")
 		if err != nil || !changed || !p.Paused || p.At == 0 || p.By != "cli:ops@host" {
 			t.Fatalf("pause: %+v %v %v", p, changed, err)

@@ -201,7 +201,8 @@
 // more than its free handler slots. Both answer 200 with {"topic", "paused",
 // "changed_at", "changed_by", "changed"}: pausing a paused topic (or
 // resuming a running one) changes nothing, answers 200 with the state in
-// force and changed false. changed_by is "token:" and the first 8 hex digits
+// force and changed false; resuming a topic never paused writes nothing
+// either (changed_at 0). changed_by is "token:" and the first 8 hex digits
 // of the SHA-256 of the caller's bearer token, or "anonymous" with auth off;
 // each call is logged at info (topic, action, actor, remote, at). The state
 // is written to SQL first, then Redis: 503 backend_unavailable naming sql

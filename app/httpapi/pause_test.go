@@ -54,6 +54,16 @@ func TestPauseResume(t *testing.T) {
 			}
 		}
 
+		// A topic never paused (a typo of a name, say): its resume changes
+		// nothing and leaves no state behind to list.
+		never := decode[httpapi.PauseResponse](t, e.post(t, "/v1/topics/typo/resume", ""))
+		if never.Paused || never.Changed || never.ChangedAt != 0 || never.Topic != "typo" {
+			t.Fatalf("resume of a topic never paused: %+v", never)
+		}
+		if l := decode[httpapi.TopicList](t, e.get(t, "/v1/topics")); len(l.Topics) != 1 || l.Topics[0].Topic != "t" {
+			t.Fatalf("topics after a resume of a topic never paused: %+v", l)
+		}
+
 		expectError(t, e.post(t, "/v1/topics/a%7Bb/pause", ""), http.StatusBadRequest, httpapi.CodeInvalidTopic, "topic")
 		expectError(t, e.post(t, "/v1/topics/t/pause", `{}`), http.StatusBadRequest, httpapi.CodeUnexpectedBody, "")
 		expectError(t, e.get(t, "/v1/topics/t/pause"), http.StatusMethodNotAllowed, httpapi.CodeMethodNotAllowed, "")

@@ -31,8 +31,8 @@ type LedgerRow struct {
 	MaxAttempts int         `json:"max_attempts"`
 	RunAt       int64       `json:"run_at"`
 	ClaimedAt   int64       `json:"claimed_at"`
-	LeaseUntil  int64       `json:"lease_until"`
-	Worker      string      `json:"worker"` // host:pid of the claiming process
+	LeaseUntil  int64       `json:"lease_until"` // 0: no lease (a waiting row)
+	Worker      string      `json:"worker"`      // host:pid of the claiming process
 	LastError   string      `json:"last_error,omitempty"`
 	UpdatedAt   int64       `json:"updated_at"`
 	PayloadSize int         `json:"payload_size"`
@@ -68,13 +68,22 @@ func newSummaryRow(s ledger.Summary) LedgerRow {
 	return row
 }
 
+// leaseOf is a row's lease end as shown: 0 for a waiting row, which holds
+// no lease (its column keeps ledger.NeverStale, for the stale scan).
+func leaseOf(e ledger.Entry) int64 {
+	if e.LeaseUntil == ledger.NeverStale {
+		return 0
+	}
+	return e.LeaseUntil
+}
+
 // NewLedgerRow renders a ledger row as the API and the CLI show it: no
 // payload, the last error as valid UTF-8.
 func NewLedgerRow(e ledger.Entry) LedgerRow {
 	return LedgerRow{
 		ID: e.ID, Topic: e.Topic, JobID: e.JobID, State: e.State,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
-		ClaimedAt: e.ClaimedAt, LeaseUntil: e.LeaseUntil, Worker: validText(e.Worker),
+		ClaimedAt: e.ClaimedAt, LeaseUntil: leaseOf(e), Worker: validText(e.Worker),
 		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
 	}
 }

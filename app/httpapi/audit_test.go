@@ -89,7 +89,8 @@ func TestLedgerList(t *testing.T) {
 			t.Fatal(err)
 		}
 		waiting := []ledger.Entry{
-			{Topic: "a", JobID: "s1", State: queue.StateWaiting, RunAt: now + hour, MaxAttempts: 5, Payload: []byte("p")},
+			{Topic: "a", JobID: "s1", State: queue.StateWaiting, RunAt: now + hour, MaxAttempts: 5, Payload: []byte("p"),
+				LeaseUntil: ledger.NeverStale}, // as a durable enqueue writes it
 			{Topic: "a", JobID: "s2", State: queue.StateWaiting, RunAt: now + 2*hour, MaxAttempts: 5, Payload: []byte{}},
 			{Topic: "b", JobID: "s3", State: queue.StateWaiting, RunAt: now + hour/2, MaxAttempts: 5, Payload: []byte{}},
 			{Topic: "a", JobID: "r1", State: queue.StateRetrying, RunAt: now - 2*hour, Attempt: 2, MaxAttempts: 5,
@@ -132,8 +133,11 @@ func TestLedgerList(t *testing.T) {
 			}
 		}
 		p := list("state=scheduled")
-		if s := p.Rows[1]; s.State != "waiting" || s.PayloadSize != 1 || s.Attempt != 0 || s.RunAt != now+hour {
-			t.Errorf("scheduled row %+v", s)
+		if s := p.Rows[1]; s.State != "waiting" || s.PayloadSize != 1 || s.Attempt != 0 || s.RunAt != now+hour || s.LeaseUntil != 0 {
+			t.Errorf("scheduled row %+v (a waiting row holds no lease: lease_until 0)", s)
+		}
+		if raw := e.get(t, "/v1/ledger?state=waiting"); strings.Contains(string(raw.body), "9223372036854775807") {
+			t.Errorf("a waiting row's lease shows as the column's sentinel: %s", raw.body)
 		}
 
 		// Paging: next_cursor until the last page, which has none even when

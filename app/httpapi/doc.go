@@ -85,7 +85,8 @@
 // in-progress are read as waiting and in_flight until the release after
 // next), topic one topic, due_after and due_before
 // bound run_at in Unix ms, both exclusive (due_before must be after
-// due_after), limit 1 to 1000 (default 100). With a state, rows come by
+// due_after), limit 1 to 1000 (default 100). A waiting row holds no lease:
+// its lease_until is 0, like its claimed_at. With a state, rows come by
 // due time (run_at, then id); without one, by id. A page that is not the
 // last carries next_cursor: pass it back as cursor, with the same filters,
 // for the next page. A row stays on its place in that order while it keeps

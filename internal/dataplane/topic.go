@@ -230,6 +230,14 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 	if len(cl.Jobs) == 0 {
 		<-tr.tokens
 	} else {
+		for _, j := range cl.Jobs {
+			// The topic's own limit is the job's from its claim on: the
+			// ledger row, the handler (an HTTP target's header) and the
+			// decision to retry all see the one that applies.
+			if tr.cfg.MaxAttempts > 0 && j.MaxAttempts > tr.cfg.MaxAttempts {
+				j.MaxAttempts = tr.cfg.MaxAttempts
+			}
+		}
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
 		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
 		go tr.record(detached, cl.Jobs, claimClock{cl.Now, cl.nowMicros, replyAt})
@@ -636,11 +644,7 @@ func (tr *topicRunner) settle(j *Job, err error) {
 	if errors.As(err, &pe) {
 		log = log.WithField("stack", string(pe.Stack))
 	}
-	maxAttempts := j.MaxAttempts
-	if tr.cfg.MaxAttempts > 0 {
-		maxAttempts = min(maxAttempts, tr.cfg.MaxAttempts)
-	}
-	if errors.Is(err, ErrSkipRetry) || j.Attempt >= maxAttempts {
+	if errors.Is(err, ErrSkipRetry) || j.Attempt >= j.MaxAttempts { // the topic's limit applied at the claim
 		log.Error("job failed for good: dead")
 		tr.w.completer.add(deadOutcome(j, err, tr.clock.now()))
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,5 +195,43 @@ func TestWorkerSkipRetryRetryAfterAndPanic(t *testing.T) {
 	}
 	if n, _ := e.led.Count(testenv.Context(t)); n != 0 {
 		t.Fatalf("ledger holds %d rows", n)
+	}
+}
+
+// A topic's MaxAttempts below a job's is the job's from its claim on: the
+// handler (an HTTP target's Delayq-Max-Attempts header) and the ledger row
+// see it, and the job dies after that many attempts.
+func TestTopicMaxAttemptsIsTheJobsFromItsClaim(t *testing.T) {
+	e := newWEnv(t)
+	var died testenv.Event
+	w := newWorker(t, e, dataplane.WorkerConfig{
+		OnDead: func(context.Context, *dataplane.Job, error) { died.Notify() },
+	})
+	var mu sync.Mutex
+	var seen []string // attempt/max as the handler saw it, and the row's max
+	err := w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		row, err := e.led.Row(ctx, j.Topic, j.ID)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%d/%d row %d", j.Attempt, j.MaxAttempts, row.MaxAttempts))
+		mu.Unlock()
+		return errors.New("fails")
+	}), dataplane.TopicConfig{MaxAttempts: 3, Backoff: dataplane.Backoff{Base: time.Millisecond, Cap: time.Millisecond, Jitter: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "j"}) // the queue's default attempts (25)
+	startWorker(t, w)
+	died.Wait(testenv.Context(t), t, "the job to die", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 3
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(seen, ", "); got != "1/3 row 3, 2/3 row 3, 3/3 row 3" {
+		t.Errorf("the handler saw %s", got)
 	}
 }

@@ -189,6 +189,9 @@ func TestRelayNoteFindsACommitNeverPushed(t *testing.T) {
 	if !ok || due != staged.Results()[1].RunAt {
 		t.Fatalf("the batch's later job: in Redis %v at %d, want at %d (checked with the note)", ok, due, staged.Results()[1].RunAt)
 	}
+	// The pass counts its wake and its pushes when it ends, after the
+	// pushes: seeing the jobs in Redis is not seeing the counts yet.
+	testenv.WaitFor(ctx, t, "the pushing pass to end", func() bool { return r.Totals().Relayed >= 2 })
 	tot := r.Totals()
 	if tot.Wakes[recoverer.WakeNote] == 0 || tot.Wakes[recoverer.WakeCheck] != 0 || tot.Relayed != 2 {
 		t.Fatalf("wakes %v, relayed %d: want a note to wake the relay", tot.Wakes, tot.Relayed)

@@ -66,10 +66,11 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer, version str
 	}
 	fmt.Fprintln(errOut, "delayq:", err)
 	var ee *exitError
+	var le *config.LoadError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, config.ErrInvalid), errors.Is(err, queue.ErrInvalid), isUsage(err):
+	case errors.Is(err, config.ErrInvalid), errors.As(err, &le), errors.Is(err, queue.ErrInvalid), isUsage(err):
 		return ExitUsage
 	case errors.Is(err, queue.ErrNotFound):
 		return ExitNotFound

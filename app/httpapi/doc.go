@@ -238,7 +238,7 @@
 // or header (Idempotency-Key).
 // Every /v1 route answers with the same codes, the orders module's included:
 //
-//	400 malformed_json          not JSON, truncated, trailing data, or not an object (null, [], 1, "x")
+//	400 malformed_json          not JSON, truncated, trailing data, not an object (null, [], 1, "x"), or a key given twice (field: the key)
 //	400 unknown_field           a JSON field (spelt exactly, case included) or a query parameter the route does not take
 //	400 invalid_value           wrong JSON type, a value out of range, text with control characters, a bad query value
 //	400 missing_field           a required field is absent
@@ -325,6 +325,8 @@
 //
 // When Deps.Token is set, every /v1 route (modules included, unknown /v1
 // paths too, so route existence does not leak) wants "Authorization: Bearer
-// <token>", compared in constant time. The probes stay open: an orchestrator
-// has no token.
+// <token>", compared in constant time; a request with two Authorization
+// headers is refused 400 invalid_value (field "Authorization"), since
+// which one counts would differ from one reader to the next. The probes
+// stay open: an orchestrator has no token.
 package httpapi

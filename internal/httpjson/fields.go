@@ -1,6 +1,7 @@
 package httpjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -25,11 +26,12 @@ func exactNames(raw json.RawMessage, t reflect.Type) error {
 	}
 	switch {
 	case t.Kind() == reflect.Struct:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return nil // null, or not an object: decoding into v already said so
+		keys, vals, err := objectMembers(raw)
+		if err != nil {
+			return err
 		}
-		for key, val := range obj {
+		for i, key := range keys {
+			val := vals[i]
 			f, ok := jsonField(t, key)
 			if !ok {
 				return BadRequest(CodeUnknownField, key, "unknown field %q (field names are case-sensitive)", key)
@@ -50,6 +52,39 @@ func exactNames(raw json.RawMessage, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// objectMembers returns the keys of the JSON object raw, in order, with
+// their raw values, and refuses a key given twice: encoding/json keeps the
+// last of them, another reader may keep the first, and a client (or an
+// attacker between) can use the difference. Keys are compared as decoded,
+// so an escaped spelling of a key is the same key. null, or not an object,
+// gives nothing: decoding into the value already said what was wrong.
+func objectMembers(raw json.RawMessage) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, nil, nil
+	}
+	var keys []string
+	var vals []json.RawMessage
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, nil
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, nil, nil
+		}
+		if seen[key] {
+			return nil, nil, BadRequest(CodeMalformedJSON, key, "field %q is given twice: each key of a JSON object must be unique", key)
+		}
+		seen[key] = true
+		keys, vals = append(keys, key), append(vals, val)
+	}
+	return keys, vals, nil
 }
 
 // jsonField returns struct type t's field whose JSON name is exactly name.

@@ -45,6 +45,11 @@ func TestValue(t *testing.T) {
 		{"{\"name\":\"a\xc3\"}", httpjson.CodeInvalidValue, "name"},
 		{`{"items":[{"sku":"x"},{"sku":"y\n"}]}`, httpjson.CodeInvalidValue, "items[1].sku"},
 		{`{"name":"ünïcode ✓"}`, "", ""},
+		// A key given twice is refused, whichever spelling and depth:
+		// encoding/json would keep the last, another reader the first.
+		{`{"name":"a","name":"b"}`, httpjson.CodeMalformedJSON, "name"},
+		{`{"name":"a","n\u0061me":"b"}`, httpjson.CodeMalformedJSON, "name"},
+		{`{"items":[{"sku":"x","sku":"y"}]}`, httpjson.CodeMalformedJSON, "sku"},
 	}
 	for _, c := range cases {
 		var v body

@@ -106,9 +106,9 @@ func (l *Ledger) Row(ctx context.Context, topic, id string) (Entry, error) {
 	return rows[0], nil
 }
 
-// lookup returns the row of one job as the queue reads it (dataplane.Ledger),
+// Lookup returns the row of one job as the queue reads it (dataplane.Ledger),
 // or nil when there is none.
-func (l *Ledger) lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRow, error) {
+func (l ops) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRow, error) {
 	e, err := l.Row(ctx, topic, id)
 	switch {
 	case errors.Is(err, ErrNotFound):

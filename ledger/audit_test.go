@@ -68,7 +68,7 @@ func TestStalePaging(t *testing.T) {
 				// Between pages: a stale row is completed, another one is
 				// re-claimed (its row rewritten in place, id kept) and a new
 				// stale row appears. The rewritten one must not show twice.
-				if err := l.complete(ctx, []queue.Ref{{Topic: "t2", ID: "j59", Attempt: 1}}); err != nil {
+				if err := opsOf(l).Complete(ctx, []queue.Ref{{Topic: "t2", ID: "j59", Attempt: 1}}); err != nil {
 					t.Fatal(err)
 				}
 				delete(wantStale, "t2/j59")
@@ -157,7 +157,7 @@ func TestAuditQueries(t *testing.T) {
 			{Job: job("orders", "mid", 1), Error: "e", DiedAt: day + 10},
 			{Job: job("orders", "after", 1), Error: "e", DiedAt: dayEnd},
 		}
-		if err := l.bury(ctx, dead); err != nil {
+		if err := opsOf(l).Bury(ctx, dead); err != nil {
 			t.Fatal(err)
 		}
 		dl, err := l.DeadLetters(ctx, "orders", day, dayEnd, 10)

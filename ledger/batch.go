@@ -11,12 +11,12 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// complete deletes the rows of finished jobs in one statement. It is fenced
+// Complete deletes the rows of finished jobs in one statement. It is fenced
 // by attempt: a row rewritten by a later claim of the same job (this worker's
 // lease expired and another worker took the job over) is left alone, since
 // that claim has not finished. Rows already gone (a transactional handler
 // deleted its own) are skipped silently.
-func (l *Ledger) complete(ctx context.Context, refs []queue.Ref) error {
+func (l ops) Complete(ctx context.Context, refs []queue.Ref) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -32,11 +32,11 @@ func (l *Ledger) complete(ctx context.Context, refs []queue.Ref) error {
 	return nil
 }
 
-// dropClaim deletes the row of one claim if it is still that claim's:
+// DropClaim deletes the row of one claim if it is still that claim's:
 // in flight, at ref's attempt, written by worker (dataplane.Ledger). Fenced
 // on the claim itself, not only its attempt: a release gives the attempt
 // back (Unclaim), so another claim's waiting row can carry the same one.
-func (l *Ledger) dropClaim(ctx context.Context, ref queue.Ref, worker string) error {
+func (l ops) DropClaim(ctx context.Context, ref queue.Ref, worker string) error {
 	if err := checkKey(ref.Topic, ref.ID); err != nil {
 		return fmt.Errorf("ledger: drop claim: %w", err)
 	}
@@ -52,7 +52,7 @@ func (l *Ledger) dropClaim(ctx context.Context, ref queue.Ref, worker string) er
 	return nil
 }
 
-// unclaim hands the rows of released claims of durable topics back to
+// Unclaim hands the rows of released claims of durable topics back to
 // waiting, in one statement: the attempt given back (one less), state
 // waiting when that leaves 0 and retrying otherwise, lease_until =
 // NeverStale for a waiting row (the relay's, like any waiting row) and
@@ -61,7 +61,7 @@ func (l *Ledger) dropClaim(ctx context.Context, ref queue.Ref, worker string) er
 // Fenced by attempt like Complete: a row rewritten by a later claim, or
 // already handed back, is left alone. Rows of redis topics are deleted
 // instead (Complete): Redis alone holds their waiting jobs.
-func (l *Ledger) unclaim(ctx context.Context, refs []queue.Ref) error {
+func (l ops) Unclaim(ctx context.Context, refs []queue.Ref) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -88,13 +88,13 @@ func (l *Ledger) unclaim(ctx context.Context, refs []queue.Ref) error {
 	return nil
 }
 
-// extend raises lease_until of the given rows to leaseUntil, in one
+// Extend raises lease_until of the given rows to leaseUntil, in one
 // statement per heartbeat. It never lowers it: a late heartbeat, or one
 // racing with MarkRetrying (which sets a later deadline), must not make a
 // row look stale earlier than it is. It is not fenced by attempt: a longer
 // lease on a row that changed hands only delays the recoverer, never causes
 // a duplicate.
-func (l *Ledger) extend(ctx context.Context, refs []queue.Ref, leaseUntil int64) error {
+func (l ops) Extend(ctx context.Context, refs []queue.Ref, leaseUntil int64) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (l *Ledger) extend(ctx context.Context, refs []queue.Ref, leaseUntil int64)
 	return nil
 }
 
-// markRetrying marks rows as waiting in Redis for another attempt: state
+// MarkRetrying marks rows as waiting in Redis for another attempt: state
 // retrying, the next run time, a lease deadline after it, and the error. The
 // row stays so that a Redis loss during the backoff loses nothing. Fenced by
 // attempt like Complete. The values differ per job, so the one UPDATE joins
@@ -122,7 +122,7 @@ func (l *Ledger) extend(ctx context.Context, refs []queue.Ref, leaseUntil int64)
 // job appears twice the last wins. A row already gone is not recreated.
 // Each request needs RunAt: a Delay alone means Redis's clock, which the
 // ledger cannot read.
-func (l *Ledger) markRetrying(ctx context.Context, retries []dataplane.RetryRequest) error {
+func (l ops) MarkRetrying(ctx context.Context, retries []dataplane.RetryRequest) error {
 	if len(retries) == 0 {
 		return nil
 	}

@@ -43,11 +43,11 @@ func BenchmarkRecordComplete(b *testing.B) {
 						js[i] = job("bench", fmt.Sprintf("order_close:%d-%d", n, i), 1)
 						js[i].Payload = []byte(fmt.Sprintf(`{"order_no":"%d-%d","reason":"unpaid"}`, n, i))
 					}
-					if err := l.record(ctx, js, "bench:1"); err != nil {
+					if err := opsOf(l).Record(ctx, js, "bench:1"); err != nil {
 						b.Error(err)
 						return
 					}
-					if err := l.complete(ctx, refsOf(js)); err != nil {
+					if err := opsOf(l).Complete(ctx, refsOf(js)); err != nil {
 						b.Error(err)
 					}
 				}

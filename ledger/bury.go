@@ -13,12 +13,12 @@ import (
 // deadColumns is how many columns an INSERT of a DeadLetter binds.
 const deadColumns = 6
 
-// bury moves dead jobs from the ledger to the dead-letter archive, with their
+// Bury moves dead jobs from the ledger to the dead-letter archive, with their
 // payload and last error, in one transaction: one multi-row INSERT and one
 // DELETE, so a job is never both in flight and dead, nor neither. The DELETE
 // is not fenced by attempt: the job is already dead in Redis, so no later
 // claim of it can exist. When a job appears twice the last one wins.
-func (l *Ledger) bury(ctx context.Context, dead []queue.DeadJob) error {
+func (l ops) Bury(ctx context.Context, dead []queue.DeadJob) error {
 	if len(dead) == 0 {
 		return nil
 	}

@@ -25,7 +25,7 @@ import (
 // completion's DELETE: a claim's whole SQL cost. Each op is one batch of 50
 // jobs. The durable topic's rows are all scheduled before the first op (not
 // measured) and claimed in the order they were written, as in a drain; 50,000
-// scheduled rows of another topic wait meanwhile, as in a ledger in use.
+// Scheduled rows of another topic wait meanwhile, as in a ledger in use.
 //
 // It runs on a private mariadbd (testenv.StartMariaDB, skipped without
 // one) with innodb_flush_log_at_trx_commit=2 (a commit is one fsync on
@@ -82,7 +82,7 @@ func BenchmarkClaimCost(b *testing.B) {
 				for _, j := range js {
 					j.Durable = c.durable && !c.upsert
 				}
-				return cc.l.record(ctx, js, "bench:1")
+				return opsOf(cc.l).Record(ctx, js, "bench:1")
 			})
 		})
 	}
@@ -299,7 +299,7 @@ func (cc *claimCostEnv) read(ctx context.Context, b *testing.B) counters {
 }
 
 // run measures ops of claimCostBatch jobs on a fresh topic, as a drain
-// claims them: on a durable topic Schedule writes every op's rows first,
+// Claims them: on a durable topic Schedule writes every op's rows first,
 // in order (not measured), as the enqueues did long before the claims;
 // then each op records the claims of the next batch and Complete deletes
 // them. Before each op, InnoDB's purge is made to finish what the previous
@@ -396,7 +396,7 @@ func (cc *claimCostEnv) run(b *testing.B, durable bool, record func(ctx context.
 		c1 := cc.read(ctx, b)
 		b.StartTimer()
 		t2 := time.Now()
-		if err := l.complete(ctx, refsOf(js)); err != nil {
+		if err := opsOf(l).Complete(ctx, refsOf(js)); err != nil {
 			b.Fatal(err)
 		}
 		t3 := time.Now()

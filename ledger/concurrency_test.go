@@ -37,15 +37,15 @@ func TestConcurrentWorkers(t *testing.T) {
 						js[i] = job("t", fmt.Sprintf("j%03d-r%03d-w%d", i, r, w), 1)
 					}
 					worker := fmt.Sprintf("h:%d", w)
-					if err := l.record(ctx, js, worker); err != nil {
+					if err := opsOf(l).Record(ctx, js, worker); err != nil {
 						errs <- err
 						return
 					}
-					if err := l.extend(ctx, refsOf(js), fixedNow.UnixMilli()+60_000); err != nil {
+					if err := opsOf(l).Extend(ctx, refsOf(js), fixedNow.UnixMilli()+60_000); err != nil {
 						errs <- err
 						return
 					}
-					if err := l.complete(ctx, refsOf(js)); err != nil {
+					if err := opsOf(l).Complete(ctx, refsOf(js)); err != nil {
 						errs <- err
 						return
 					}

@@ -102,7 +102,7 @@ func (d dialect) tupleIn(n int, cols ...string) string {
 	return b.String()
 }
 
-// markRetrying returns MarkRetrying's statement and its bind variables: an
+// MarkRetrying returns MarkRetrying's statement and its bind variables: an
 // UPDATE joined with the list of new values (one []any of topic, job_id,
 // attempt, run_at, lease_until, last_error per job), matched on (topic,
 // job_id, attempt) through the unique key, setting state and updatedAt on

@@ -11,7 +11,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// enqueueTransaction runs fn in a transaction on the ledger's database, with a
+// Transaction runs fn in a transaction on the ledger's database, with a
 // TxEnqueuer that enqueues jobs of durable topics in that same transaction:
 // business rows and the jobs they need commit together or not at all (an
 // order and the job that closes it if unpaid). fn's error, or a failed
@@ -22,7 +22,7 @@ import (
 //
 // The transaction is not run again on a deadlock: fn may have done more
 // than SQL. See the engine's ExampleEngine_Transaction.
-func (l *Ledger) enqueueTransaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
+func (l ops) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	if q == nil {
 		return errors.New("ledger: transaction: a *dataplane.Client is required")
 	}

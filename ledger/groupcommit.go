@@ -13,7 +13,7 @@ import (
 )
 
 // Group commit: the worker's writes (Record, Complete, Unclaim, Extend,
-// markRetrying, bury) that arrive while the ledger's commits are in flight
+// MarkRetrying, bury) that arrive while the ledger's commits are in flight
 // (Options.GroupCommitDepth of them, 2 by default) wait for one to end,
 // then go to SQL together in one transaction. A commit waits for the log's
 // flush, so on a database whose commits are slow, the

@@ -58,9 +58,9 @@ func TestWritesArrivingDuringACommitShareTheNext(t *testing.T) {
 
 		before := l.WriteStats()
 		wait := inParallel(
-			func() error { return l.record(ctx, []*queue.Job{job("gc", "a", 1), job("gc", "b", 1)}, "w1") },
-			func() error { return l.record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
-			func() error { return l.extend(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}, 1) },
+			func() error { return opsOf(l).Record(ctx, []*queue.Job{job("gc", "a", 1), job("gc", "b", 1)}, "w1") },
+			func() error { return opsOf(l).Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
+			func() error { return opsOf(l).Extend(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}, 1) },
 		)
 		testenv.WaitFor(ctx, t, "3 writes waiting", func() bool { return l.group.Waiting() == 3 }, nil)
 		close(release)
@@ -105,15 +105,15 @@ func TestASecondCommitGoesWhileTheFirstIsInFlight(t *testing.T) {
 		release := make(chan struct{})
 		first := holdCommit(ctx, t, l, release)
 		// The first commit is held: a record still commits, on its own.
-		if err := l.record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+		if err := opsOf(l).Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
 			t.Fatal(err)
 		}
 		// Now hold both places: the writes that come wait, then share one.
 		second := holdCommit(ctx, t, l, release)
 		before := l.WriteStats()
 		wait := inParallel(
-			func() error { return l.record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1") },
-			func() error { return l.record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
+			func() error { return opsOf(l).Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1") },
+			func() error { return opsOf(l).Record(ctx, []*queue.Job{job("gc", "c", 1)}, "w1") },
 		)
 		testenv.WaitFor(ctx, t, "2 writes waiting", func() bool { return l.group.Waiting() == 2 }, nil)
 		close(release)
@@ -153,7 +153,7 @@ func TestAFailingWriteInAGroupFailsOnlyItsCaller(t *testing.T) {
 			}})
 		}()
 		testenv.WaitFor(ctx, t, "the bad write waiting", func() bool { return l.group.Waiting() == 1 }, nil)
-		go func() { good <- l.record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1") }()
+		go func() { good <- opsOf(l).Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1") }()
 		testenv.WaitFor(ctx, t, "both waiting", func() bool { return l.group.Waiting() == 2 }, nil)
 		close(release)
 		if err := testenv.Receive(ctx, t, bad, "bad write"); !errors.Is(err, refused) {
@@ -173,14 +173,14 @@ func TestSettlementsRideWithTheNextRecordWhileRecordsFlow(t *testing.T) {
 		ctx := testenv.Context(t)
 		// A linger far longer than the test: only the next record ends it.
 		l, _ := newLedger(t, db, Options{GroupLinger: time.Hour})
-		if err := l.record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+		if err := opsOf(l).Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
 			t.Fatal(err)
 		}
 		before := l.WriteStats()
 		done := make(chan error, 1)
-		go func() { done <- l.complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}) }()
+		go func() { done <- opsOf(l).Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}) }()
 		testenv.WaitFor(ctx, t, "the settlement lingering", func() bool { return l.group.Waiting() == 1 }, nil)
-		if err := l.record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1"); err != nil {
+		if err := opsOf(l).Record(ctx, []*queue.Job{job("gc", "b", 1)}, "w1"); err != nil {
 			t.Fatal(err)
 		}
 		if err := testenv.Receive(ctx, t, done, "settlement"); err != nil {
@@ -200,7 +200,7 @@ func TestSettlementsGoAtOnceWhenNoRecordsFlow(t *testing.T) {
 		ctx := testenv.Context(t)
 		l, _ := newLedger(t, db, Options{GroupLinger: time.Hour})
 		// No record came: a settlement must not wait for one.
-		if err := l.complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
+		if err := opsOf(l).Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		if got := l.WriteStats().Commits; got != 1 {
@@ -216,10 +216,10 @@ func TestGroupCommitOff(t *testing.T) {
 		if l.group != nil {
 			t.Fatal("GroupCommit -1 still groups")
 		}
-		if err := l.record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
+		if err := opsOf(l).Record(ctx, []*queue.Job{job("gc", "a", 1)}, "w1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
+		if err := opsOf(l).Complete(ctx, []queue.Ref{{Topic: "gc", ID: "a", Attempt: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		if s := l.WriteStats(); s.Commits != 2 || s.Writes != 2 {

@@ -98,7 +98,7 @@ func refsOf(js []*queue.Job) []queue.Ref {
 
 func mustRecord(t testing.TB, l *Ledger, worker string, js ...*queue.Job) {
 	t.Helper()
-	if err := l.record(context.Background(), js, worker); err != nil {
+	if err := opsOf(l).Record(context.Background(), js, worker); err != nil {
 		t.Fatalf("Record: %v", err)
 	}
 }
@@ -122,3 +122,6 @@ func count(t testing.TB, l *Ledger) int64 {
 	}
 	return n
 }
+
+// opsOf is l's internal steps, as the engine's parts take them.
+func opsOf(l *Ledger) ops { return ops{l} }

@@ -16,7 +16,7 @@ import (
 // (dq_periodic by default).
 func (l *Ledger) PeriodicTable() string { return l.opts.TablePrefix + "periodic" }
 
-// enqueueTick enqueues the job of one tick (Unix ms) of the periodic
+// EnqueueTick enqueues the job of one tick (Unix ms) of the periodic
 // schedule name on a durable topic, unless the schedule's last tick in
 // dq_periodic is at or after it. The conditional update of last_tick and
 // the job's waiting row commit in one transaction, so a tick is enqueued
@@ -27,7 +27,7 @@ func (l *Ledger) PeriodicTable() string { return l.opts.TablePrefix + "periodic"
 // The transaction is run again if it was a deadlock victim: two processes
 // inserting a schedule's first row can deadlock on MySQL's gap locks; the
 // run again then finds the other's row and answers Duplicate.
-func (l *Ledger) enqueueTick(ctx context.Context, q *dataplane.Client, topic, name string, tick int64, j queue.NewJob) (queue.TickResult, error) {
+func (l ops) EnqueueTick(ctx context.Context, q *dataplane.Client, topic, name string, tick int64, j queue.NewJob) (queue.TickResult, error) {
 	if q == nil {
 		return queue.TickResult{}, errors.New("ledger: enqueue tick: a *dataplane.Client is required")
 	}
@@ -75,7 +75,7 @@ func (l *Ledger) enqueueTick(ctx context.Context, q *dataplane.Client, topic, na
 	if err != nil {
 		return queue.TickResult{}, fmt.Errorf("ledger: tick of %s on %s: %w", name, topic, err)
 	}
-	// The push's error is the relay's business, as in enqueueTransaction.
+	// The push's error is the relay's business, as in Transaction.
 	_ = q.Push(ctx, staged)
 	return out, nil
 }

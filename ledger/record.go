@@ -33,7 +33,7 @@ var recordUpdates = []string{
 	"lease_until", "worker", "state", "last_error", "updated_at", "attempt",
 }
 
-// record writes one in-flight row per claimed job, keyed by (topic, id).
+// Record writes one in-flight row per claimed job, keyed by (topic, id).
 // It must succeed before any of the jobs' handlers runs: a job without a
 // row is a job the recoverer cannot bring back. worker names the claiming
 // process (host:pid). An empty batch is a no-op. When the same job appears
@@ -44,7 +44,7 @@ var recordUpdates = []string{
 // one UPDATE of their rows, which keeps what a claim does not change
 // (payload, max_attempts, run_at, last_error, enqueued_at), with the upsert
 // after it for any row it did not find (see recordOn).
-func (l *Ledger) record(ctx context.Context, jobs []*queue.Job, worker string) error {
+func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
 	if len(jobs) == 0 {
 		return nil
 	}

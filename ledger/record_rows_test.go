@@ -58,7 +58,7 @@ func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
 		mustSchedule(t, l, "t", queue.NewJob{ID: "a", Payload: []byte("pa"), MaxAttempts: 3})
 		mustRecord(t, l, "w:1", claimOf(t, l, "t", "a"))
 		retryAt := fixedNow.UnixMilli() + 5_000
-		err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "a", Attempt: 1},
+		err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "a", Attempt: 1},
 			RunAt: retryAt, LeaseUntil: retryAt + 30_000, Error: "boom"}})
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +188,7 @@ func TestRecordDurableSplit(t *testing.T) {
 }
 
 // A late record of an older claim (its worker stalled between claim and
-// record while another worker claimed the job again) leaves the newer
+// Record while another worker claimed the job again) leaves the newer
 // claim's row as it is, for a redis topic's upsert and a durable row's
 // UPDATE alike; a newer claim still rewrites it.
 func TestRecordKeepsTheNewerClaim(t *testing.T) {
@@ -218,7 +218,7 @@ func TestRecordKeepsTheNewerClaim(t *testing.T) {
 	})
 }
 
-// dropClaim deletes a claim's row only while it is that claim's: in
+// DropClaim deletes a claim's row only while it is that claim's: in
 // progress, at its attempt, by its worker.
 func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
@@ -230,7 +230,7 @@ func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
 		}
 		mustRecord(t, l, "w:a", claim("mine"), claim("other-attempt"), claim("retrying"))
 		mustRecord(t, l, "w:b", claim("other-worker"))
-		if err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "retrying", Attempt: 2},
+		if err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "retrying", Attempt: 2},
 			RunAt: fixedNow.UnixMilli(), LeaseUntil: fixedNow.UnixMilli() + 1_000, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
 			attempt int
 			gone    bool
 		}{{"mine", 2, true}, {"other-attempt", 1, false}, {"other-worker", 2, false}, {"retrying", 2, false}} {
-			if err := l.dropClaim(ctx, queue.Ref{Topic: "t", ID: c.id, Attempt: c.attempt}, "w:a"); err != nil {
+			if err := opsOf(l).DropClaim(ctx, queue.Ref{Topic: "t", ID: c.id, Attempt: c.attempt}, "w:a"); err != nil {
 				t.Fatal(err)
 			}
 			_, err := l.Row(ctx, "t", c.id)

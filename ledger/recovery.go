@@ -25,11 +25,11 @@ type Claim struct {
 // claimsBatch is how many ids one Claims statement looks up.
 const claimsBatch = 5000
 
-// claims reads again the rows with the given ids (Entry.ID), without their
+// Claims reads again the rows with the given ids (Entry.ID), without their
 // payloads; rows gone are absent from the map. It looks them up by primary
 // key, claimsBatch ids per statement, and scans them by hand: gorm's
 // reflection would cost more than the query.
-func (l *Ledger) claims(ctx context.Context, ids []int64) (map[int64]Claim, error) {
+func (l ops) Claims(ctx context.Context, ids []int64) (map[int64]Claim, error) {
 	out := make(map[int64]Claim, len(ids))
 	for lo := 0; lo < len(ids); lo += claimsBatch {
 		part := ids[lo:min(lo+claimsBatch, len(ids))]

@@ -18,7 +18,7 @@ func TestTopicCountsAndClaims(t *testing.T) {
 		l, _ := newLedger(t, db, Options{})
 		a, b, c := job("t1", "a", 2), job("t1", "b", 1), job("t2", "c", 1)
 		mustRecord(t, l, "h:1", a, b, c)
-		if err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 5, LeaseUntil: 6, Error: "e"}}); err != nil {
+		if err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 5, LeaseUntil: 6, Error: "e"}}); err != nil {
 			t.Fatal(err)
 		}
 		counts, err := l.TopicCounts(ctx)
@@ -26,11 +26,11 @@ func TestTopicCountsAndClaims(t *testing.T) {
 			t.Fatalf("TopicCounts = %v, %v", counts, err)
 		}
 		ea, eb := mustRow(t, l, "t1", "a"), mustRow(t, l, "t1", "b")
-		if err := l.complete(ctx, []queue.Ref{c.Ref()}); err != nil {
+		if err := opsOf(l).Complete(ctx, []queue.Ref{c.Ref()}); err != nil {
 			t.Fatal(err)
 		}
 		ec := int64(1 << 40) // no such row
-		claims, err := l.claims(ctx, []int64{ea.ID, eb.ID, ec})
+		claims, err := opsOf(l).Claims(ctx, []int64{ea.ID, eb.ID, ec})
 		if err != nil || len(claims) != 2 {
 			t.Fatalf("Claims = %v, %v", claims, err)
 		}

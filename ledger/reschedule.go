@@ -7,7 +7,7 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// reschedule moves the due time of a waiting row (dataplane.Client.Reschedule,
+// Reschedule moves the due time of a waiting row (dataplane.Client.Reschedule,
 // docs/design.md §4.14): run_at becomes runAt, and a retrying row's
 // lease_until moves with it (it stays one lease after the run time, so the
 // recoverer does not take the row for stale before the job's new time); a
@@ -15,7 +15,7 @@ import (
 // while the row waits (waiting or retrying): a row a claim made
 // in flight, or rewrote with a newer attempt, is left alone. It reports
 // whether the row now waits at ref.Attempt with runAt.
-func (l *Ledger) reschedule(ctx context.Context, ref queue.Ref, from, runAt int64) (bool, error) {
+func (l ops) Reschedule(ctx context.Context, ref queue.Ref, from, runAt int64) (bool, error) {
 	// lease_until is assigned before run_at and reads the old run_at:
 	// MySQL evaluates a single-table UPDATE's assignments left to right,
 	// SQLite reads every right-hand side from the old row; in this order

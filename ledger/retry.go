@@ -25,7 +25,7 @@ const erDeadlock = 1213
 // Concurrent batches deadlock even on disjoint jobs: under REPEATABLE READ
 // the range scan of a batched DELETE/UPDATE takes next-key locks on the
 // unique index, which block the insert-intention locks of another worker's
-// record into the same gaps, and vice versa. InnoDB then rolls one statement
+// Record into the same gaps, and vice versa. InnoDB then rolls one statement
 // (its whole transaction) back and asks for a restart. Every write of the
 // ledger is safe to repeat (upserts, fenced deletes and updates, Bury's
 // transaction rolled back as a whole), so restarting here is right; handing

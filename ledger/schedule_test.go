@@ -93,7 +93,7 @@ func TestSchedule(t *testing.T) {
 		claimed := job("t", "b", 1)
 		mustRecord(t, l, "h:1", claimed)
 		retry := now + 60_000
-		if err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: retry, LeaseUntil: retry + 30_000}}); err != nil {
+		if err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: retry, LeaseUntil: retry + 30_000}}); err != nil {
 			t.Fatal(err)
 		}
 		mustRecord(t, l, "h:1", job("t", "d", 1))
@@ -420,7 +420,7 @@ func TestAWaitingRowsWorkerIsPaddedAndReadsEmpty(t *testing.T) {
 				return m["a"].Worker
 			},
 			"Scheduled": func() string {
-				rows, err := l.scheduled(ctx, "t", Cursor{}, 1<<62, 10)
+				rows, err := opsOf(l).Scheduled(ctx, "t", Cursor{}, 1<<62, 10)
 				if err != nil || len(rows) != 1 {
 					t.Fatalf("Scheduled: %v, %d rows", err, len(rows))
 				}
@@ -437,7 +437,7 @@ func TestAWaitingRowsWorkerIsPaddedAndReadsEmpty(t *testing.T) {
 		if w := mustRow(t, l, "t", "a").Worker; w != "w:1" {
 			t.Errorf("claimed row's worker %q, want w:1", w)
 		}
-		if err := l.unclaim(ctx, []queue.Ref{claim.Ref()}); err != nil {
+		if err := opsOf(l).Unclaim(ctx, []queue.Ref{claim.Ref()}); err != nil {
 			t.Fatal(err)
 		}
 		if n := raw(); n != len(waitingWorker) {

@@ -181,7 +181,7 @@ func TestTransaction(t *testing.T) {
 		}
 
 		errAbort := errors.New("abort")
-		err = l.enqueueTransaction(ctx, q, func(tx *gorm.DB, enq *TxEnqueuer) error {
+		err = opsOf(l).Transaction(ctx, q, func(tx *gorm.DB, enq *TxEnqueuer) error {
 			if err := tx.Create(&closedOrder{OrderNo: "o1"}).Error; err != nil {
 				return err
 			}
@@ -198,7 +198,7 @@ func TestTransaction(t *testing.T) {
 		}
 
 		var inside queue.State
-		err = l.enqueueTransaction(ctx, q, func(tx *gorm.DB, enq *TxEnqueuer) error {
+		err = opsOf(l).Transaction(ctx, q, func(tx *gorm.DB, enq *TxEnqueuer) error {
 			if err := tx.Create(&closedOrder{OrderNo: "o1"}).Error; err != nil {
 				return err
 			}
@@ -240,7 +240,7 @@ func TestTransaction(t *testing.T) {
 		if businessRows(t, db) != 1 {
 			t.Errorf("%d business rows", businessRows(t, db))
 		}
-		if err := l.enqueueTransaction(ctx, nil, func(*gorm.DB, *TxEnqueuer) error { return nil }); err == nil {
+		if err := opsOf(l).Transaction(ctx, nil, func(*gorm.DB, *TxEnqueuer) error { return nil }); err == nil {
 			t.Error("nil client accepted")
 		}
 	})

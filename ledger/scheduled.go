@@ -19,13 +19,13 @@ import (
 // is not a range to MariaDB's optimizer.
 const afterCursor = "run_at >= ? AND (run_at > ? OR id > ?)"
 
-// scheduled lists, with their payloads, at most limit waiting rows whose
+// Scheduled lists, with their payloads, at most limit waiting rows whose
 // (run_at, id) is after the cursor and whose run_at is at most upTo, in
 // (run_at, id) order; topic "" means every topic. A caller pages on by
 // passing the last row's (RunAt, ID) as the next cursor: ids never change,
 // so a row waiting throughout is returned once, however rows come and go
 // between pages. The rows come straight off the index, without a sort.
-func (l *Ledger) scheduled(ctx context.Context, topic string, after Cursor, upTo int64, limit int) ([]Entry, error) {
+func (l ops) Scheduled(ctx context.Context, topic string, after Cursor, upTo int64, limit int) ([]Entry, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func TestUnclaim(t *testing.T) {
 		log.Take()
 		// A stale claim (attempt 1 of other, which is at 2) changes nothing.
 		refs := []queue.Ref{first.Ref(), second.Ref(), third.Ref(), {Topic: "t", ID: "other", Attempt: 1}, {Topic: "t", ID: "gone", Attempt: 1}}
-		if err := l.unclaim(ctx, refs); err != nil {
+		if err := opsOf(l).Unclaim(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
 		if got := verbs(log.Take()); fmt.Sprint(got) != "[UPDATE]" {
@@ -59,7 +59,7 @@ func TestUnclaim(t *testing.T) {
 			t.Errorf("other, fenced off: %+v", r)
 		}
 		// Again: the attempts moved on, so nothing changes.
-		if err := l.unclaim(ctx, refs); err != nil {
+		if err := opsOf(l).Unclaim(ctx, refs); err != nil {
 			t.Fatal(err)
 		}
 		if r = mustRow(t, l, "t", "first"); r.Attempt != 0 || r.State != queue.StateWaiting {
@@ -68,15 +68,15 @@ func TestUnclaim(t *testing.T) {
 		if r = mustRow(t, l, "t", "third"); r.Attempt != 2 {
 			t.Errorf("third after a second Unclaim: %+v", r)
 		}
-		if err := l.unclaim(ctx, nil); err != nil {
+		if err := opsOf(l).Unclaim(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 
-		got, err := l.lookup(ctx, "t", "first")
+		got, err := opsOf(l).Lookup(ctx, "t", "first")
 		if err != nil || got == nil || got.State != queue.StateWaiting || got.EnqueuedAt != now || got.RunAt != first.RunAt {
 			t.Errorf("Lookup of a scheduled row: %+v, %v", got, err)
 		}
-		if got, err = l.lookup(ctx, "t", "third"); err != nil || got == nil || got.State != queue.StateRetrying {
+		if got, err = opsOf(l).Lookup(ctx, "t", "third"); err != nil || got == nil || got.State != queue.StateRetrying {
 			t.Errorf("Lookup of a retrying row: %+v, %v", got, err)
 		}
 	})
@@ -99,7 +99,7 @@ func TestScheduledPaging(t *testing.T) {
 		}
 		// Rows in other states are not scheduled rows.
 		mustRecord(t, l, "h:1", job("a", "a4", 1))
-		all, err := l.scheduled(ctx, "", Cursor{}, base+10_000, 1000)
+		all, err := opsOf(l).Scheduled(ctx, "", Cursor{}, base+10_000, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func TestScheduledPaging(t *testing.T) {
 		var paged []Entry
 		var cur Cursor
 		for {
-			page, err := l.scheduled(ctx, "", cur, base+10_000, 4)
+			page, err := opsOf(l).Scheduled(ctx, "", cur, base+10_000, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestScheduledPaging(t *testing.T) {
 		}
 
 		// upTo and topic bound the scan.
-		upTo, err := l.scheduled(ctx, "a", Cursor{}, base+1000, 1000)
+		upTo, err := opsOf(l).Scheduled(ctx, "a", Cursor{}, base+1000, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestScheduledPaging(t *testing.T) {
 		if len(upTo) != 6 { // a0 a1 a3 a6 a7 a9, a4 being in progress
 			t.Errorf("%d rows of a up to +1s: %s", len(upTo), ids(upTo))
 		}
-		if _, err := l.scheduled(ctx, "", cur, 0, 0); err == nil {
+		if _, err := opsOf(l).Scheduled(ctx, "", cur, 0, 0); err == nil {
 			t.Error("limit 0 accepted")
 		}
 

@@ -65,18 +65,18 @@ func TestOneJobWritesSeekTheRow(t *testing.T) {
 		name string
 		op   func() error
 	}{
-		{"Record (durable)", func() error { return l.record(ctx, []*queue.Job{j}, "w:1") }},
-		{"Extend", func() error { return l.extend(ctx, []queue.Ref{ref}, j.LeaseUntil+1) }},
+		{"Record (durable)", func() error { return opsOf(l).Record(ctx, []*queue.Job{j}, "w:1") }},
+		{"Extend", func() error { return opsOf(l).Extend(ctx, []queue.Ref{ref}, j.LeaseUntil+1) }},
 		{"MarkRetrying", func() error {
-			return l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: ref, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil, Error: "again"}})
+			return opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: ref, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil, Error: "again"}})
 		}},
-		{"Record (durable), the retry", func() error { return l.record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
-		{"Unclaim", func() error { return l.unclaim(ctx, []queue.Ref{{Topic: "t", ID: "one", Attempt: 2}}) }},
-		{"Record (durable) again", func() error { return l.record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
-		{"Complete", func() error { return l.complete(ctx, []queue.Ref{last}) }},
-		{"Record (redis)", func() error { return l.record(ctx, []*queue.Job{job("r", "x", 1)}, "w:1") }},
+		{"Record (durable), the retry", func() error { return opsOf(l).Record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
+		{"Unclaim", func() error { return opsOf(l).Unclaim(ctx, []queue.Ref{{Topic: "t", ID: "one", Attempt: 2}}) }},
+		{"Record (durable) again", func() error { return opsOf(l).Record(ctx, []*queue.Job{claimOf(t, l, "t", "one")}, "w:1") }},
+		{"Complete", func() error { return opsOf(l).Complete(ctx, []queue.Ref{last}) }},
+		{"Record (redis)", func() error { return opsOf(l).Record(ctx, []*queue.Job{job("r", "x", 1)}, "w:1") }},
 		{"Bury", func() error {
-			return l.bury(ctx, []queue.DeadJob{{Job: job("r", "x", 1), Error: "dead", DiedAt: fixedNow.UnixMilli()}})
+			return opsOf(l).Bury(ctx, []queue.DeadJob{{Job: job("r", "x", 1), Error: "dead", DiedAt: fixedNow.UnixMilli()}})
 		}},
 	}
 	// The statements of the reads themselves, measured once.

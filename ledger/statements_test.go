@@ -39,7 +39,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				}
 				log.Take()
 
-				if err := l.extend(ctx, refs, now+99_000); err != nil {
+				if err := opsOf(l).Extend(ctx, refs, now+99_000); err != nil {
 					t.Fatal(err)
 				}
 				expect("Extend", "UPDATE")
@@ -52,7 +52,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				for i, r := range refs {
 					marks[i] = dataplane.RetryRequest{Ref: r, RunAt: now + int64(i), LeaseUntil: now + 100 + int64(i), Error: fmt.Sprint("err ", i)}
 				}
-				if err := l.markRetrying(ctx, marks); err != nil {
+				if err := opsOf(l).MarkRetrying(ctx, marks); err != nil {
 					t.Fatal(err)
 				}
 				expect("MarkRetrying", "UPDATE")
@@ -65,7 +65,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				log.Take()
 
 				half := n / 2
-				if err := l.complete(ctx, refs[:half]); err != nil {
+				if err := opsOf(l).Complete(ctx, refs[:half]); err != nil {
 					t.Fatal(err)
 				}
 				expect("Complete", "DELETE")
@@ -78,7 +78,7 @@ func TestOneStatementPerBatch(t *testing.T) {
 				for _, j := range js[half:] {
 					dead = append(dead, queue.DeadJob{Job: j, Error: "dead", DiedAt: now})
 				}
-				if err := l.bury(ctx, dead); err != nil {
+				if err := opsOf(l).Bury(ctx, dead); err != nil {
 					t.Fatal(err)
 				}
 				expect("Bury", "INSERT", "DELETE")
@@ -109,7 +109,7 @@ func TestSplitAtPlaceholderLimit(t *testing.T) {
 		if c := count(t, l); c != 23 {
 			t.Fatalf("split Record wrote %d rows, want 23", c)
 		}
-		if err := l.complete(ctx, refsOf(js)); err != nil {
+		if err := opsOf(l).Complete(ctx, refsOf(js)); err != nil {
 			t.Fatal(err)
 		}
 		if got := verbs(log.Take()); len(got) != 3 { // 2 DELETEs + the Count above

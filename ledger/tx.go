@@ -19,7 +19,7 @@ import (
 //
 // fn runs first and the DELETE last, so the row is locked only for the
 // moment of the DELETE (an earlier lock would stall any worker that tries to
-// record a takeover of the job while fn runs). If the DELETE finds no row
+// Record a takeover of the job while fn runs). If the DELETE finds no row
 // for this attempt, the claim was lost (the job was taken over or cancelled):
 // the transaction rolls back and the error wraps ErrClaimLost, so the effect
 // is left to the job's current owner.

@@ -59,7 +59,7 @@ func TestTransactional(t *testing.T) {
 			t.Errorf("business rows after commit: %d, want 1", n)
 		}
 		// The worker's batched Complete afterwards is a harmless no-op.
-		if err := l.complete(ctx, []queue.Ref{ok.Ref()}); err != nil {
+		if err := opsOf(l).Complete(ctx, []queue.Ref{ok.Ref()}); err != nil {
 			t.Errorf("Complete after transactional completion: %v", err)
 		}
 

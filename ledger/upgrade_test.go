@@ -162,7 +162,7 @@ func upgradeWithRows(t *testing.T, file string, db, fresh *gorm.DB) {
 	if err != nil || len(stale) != 2 {
 		t.Fatalf("Stale: %d rows, %v", len(stale), err)
 	}
-	if err := l.complete(ctx, []queue.Ref{{Topic: "t", ID: "a", Attempt: 1}}); err != nil {
+	if err := opsOf(l).Complete(ctx, []queue.Ref{{Topic: "t", ID: "a", Attempt: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	b3 := job("t", "b", 3)
@@ -170,7 +170,7 @@ func upgradeWithRows(t *testing.T, file string, db, fresh *gorm.DB) {
 	if b := mustRow(t, l, "t", "b"); b.Attempt != 3 || b.State != queue.StateInFlight || b.EnqueuedAt != 0 {
 		t.Errorf("row b claimed again: %+v (enqueued_at stays as it was)", b)
 	}
-	if err := l.bury(ctx, []queue.DeadJob{{Job: b3, Error: "dead"}}); err != nil {
+	if err := opsOf(l).Bury(ctx, []queue.DeadJob{{Job: b3, Error: "dead"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, l); n != 0 {

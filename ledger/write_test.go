@@ -20,7 +20,7 @@ func TestRecord(t *testing.T) {
 		ctx := context.Background()
 		l, log := newLedger(t, db, Options{})
 
-		if err := l.record(ctx, nil, "h:1"); err != nil {
+		if err := opsOf(l).Record(ctx, nil, "h:1"); err != nil {
 			t.Fatalf("empty Record: %v", err)
 		}
 		if got := log.Take(); len(got) != 0 {
@@ -100,7 +100,7 @@ func TestRecordRejectsBadInputAndWritesNothing(t *testing.T) {
 				[]*queue.Job{job("t", "ok", 1)}, strings.Repeat("w", 256)},
 		}
 		for name, c := range cases {
-			if err := l.record(ctx, c.jobs, c.worker); err == nil {
+			if err := opsOf(l).Record(ctx, c.jobs, c.worker); err == nil {
 				t.Errorf("%s: accepted", name)
 			}
 		}
@@ -121,7 +121,7 @@ func TestCompleteIsFencedByAttempt(t *testing.T) {
 		l, _ := newLedger(t, db, Options{})
 		mustRecord(t, l, "h:1", job("t", "a", 1), job("t", "b", 2), job("t", "c", 1), job("u", "a", 1))
 
-		err := l.complete(ctx, []queue.Ref{
+		err := opsOf(l).Complete(ctx, []queue.Ref{
 			{Topic: "t", ID: "a", Attempt: 1},    // current claim: deleted
 			{Topic: "t", ID: "b", Attempt: 1},    // stale claim (row is attempt 2): kept
 			{Topic: "t", ID: "gone", Attempt: 1}, // no row: ignored
@@ -132,7 +132,7 @@ func TestCompleteIsFencedByAttempt(t *testing.T) {
 		}
 		assertRows(t, l, map[string]int{"t/b": 2, "t/c": 1})
 
-		if err := l.complete(ctx, nil); err != nil {
+		if err := opsOf(l).Complete(ctx, nil); err != nil {
 			t.Fatalf("empty Complete: %v", err)
 		}
 	})
@@ -148,7 +148,7 @@ func TestExtendNeverShortens(t *testing.T) {
 
 		later := base + 10_000
 		// Not fenced: b's ref carries an older attempt and is extended anyway.
-		if err := l.extend(ctx, []queue.Ref{a.Ref(), {Topic: "t", ID: "b", Attempt: 1}}, later); err != nil {
+		if err := opsOf(l).Extend(ctx, []queue.Ref{a.Ref(), {Topic: "t", ID: "b", Attempt: 1}}, later); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
 		for id, want := range map[string]int64{"a": later, "b": later, "c": base} {
@@ -158,7 +158,7 @@ func TestExtendNeverShortens(t *testing.T) {
 		}
 
 		// An earlier deadline (a late heartbeat) leaves the lease alone.
-		if err := l.extend(ctx, []queue.Ref{a.Ref(), c.Ref()}, base-5_000); err != nil {
+		if err := opsOf(l).Extend(ctx, []queue.Ref{a.Ref(), c.Ref()}, base-5_000); err != nil {
 			t.Fatalf("Extend earlier: %v", err)
 		}
 		if got := mustRow(t, l, "t", "a").LeaseUntil; got != later {
@@ -179,7 +179,7 @@ func TestMarkRetrying(t *testing.T) {
 		now := fixedNow.UnixMilli()
 		longErr := strings.Repeat("ë", maxErrorBytes) // twice the byte limit
 
-		err := l.markRetrying(ctx, []dataplane.RetryRequest{
+		err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{
 			{Ref: a.Ref(), RunAt: now + 1_000, LeaseUntil: now + 31_000, Error: "timeout a"},
 			{Ref: queue.Ref{Topic: "t", ID: "b", Attempt: 1}, RunAt: now + 2_000, LeaseUntil: now + 32_000, Error: "stale"},
 			{Ref: d.Ref(), RunAt: now + 3_000, LeaseUntil: now + 33_000, Error: "bad \xff\xfe bytes"},
@@ -213,7 +213,7 @@ func TestMarkRetrying(t *testing.T) {
 
 		// A retry may shorten the lease (next run is sooner than the old
 		// lease): MarkRetrying sets it, unlike Extend.
-		if err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: a.Ref(), RunAt: now + 10, LeaseUntil: now + 20, Error: "again"}}); err != nil {
+		if err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: a.Ref(), RunAt: now + 10, LeaseUntil: now + 20, Error: "again"}}); err != nil {
 			t.Fatal(err)
 		}
 		if ra := mustRow(t, l, "t", "a"); ra.LeaseUntil != now+20 || ra.LastError != "again" {
@@ -222,11 +222,11 @@ func TestMarkRetrying(t *testing.T) {
 
 		// The same job twice: the last mark wins. A job whose row is gone
 		// (completed, cancelled) is not brought back.
-		if err := l.complete(ctx, []queue.Ref{c.Ref()}); err != nil {
+		if err := opsOf(l).Complete(ctx, []queue.Ref{c.Ref()}); err != nil {
 			t.Fatal(err)
 		}
 		big := int64(1) << 53
-		err = l.markRetrying(ctx, []dataplane.RetryRequest{
+		err = opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{
 			{Ref: a.Ref(), RunAt: 1, LeaseUntil: 2, Error: "first"},
 			{Ref: c.Ref(), RunAt: 1, LeaseUntil: 2, Error: "gone"},
 			{Ref: a.Ref(), RunAt: big, LeaseUntil: big + 1, Error: "second"},
@@ -253,7 +253,7 @@ func TestBury(t *testing.T) {
 		mustRecord(t, l, "h:1", a, b, keep)
 		died := fixedNow.UnixMilli() + 123
 
-		err := l.bury(ctx, []queue.DeadJob{
+		err := opsOf(l).Bury(ctx, []queue.DeadJob{
 			{Job: a, Error: "permanent: card declined", DiedAt: died},
 			// Not fenced: b's row is attempt 3, this job says 2.
 			{Job: &queue.Job{Topic: "t", ID: "b", Attempt: 2, Payload: b.Payload}, Error: "out of attempts", DiedAt: died + 1},
@@ -300,14 +300,14 @@ func TestBuryIsAtomic(t *testing.T) {
 		if err := db.Migrator().DropTable(l.DeadLetterTable()); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.bury(ctx, []queue.DeadJob{{Job: a, Error: "x"}}); err == nil {
+		if err := opsOf(l).Bury(ctx, []queue.DeadJob{{Job: a, Error: "x"}}); err == nil {
 			t.Fatal("Bury into a missing archive succeeded")
 		}
 		assertRows(t, l, map[string]int{"t/a": 1})
 	})
 }
 
-// lookup gives the queue a row as a RestoreRow: a job a worker holds, one
+// Lookup gives the queue a row as a RestoreRow: a job a worker holds, one
 // waiting for a retry, none.
 func TestLookup(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
@@ -315,19 +315,19 @@ func TestLookup(t *testing.T) {
 		l, _ := newLedger(t, db, Options{})
 		a, b := job("t", "a", 4), job("t", "b", 1)
 		mustRecord(t, l, "h:1", a, b)
-		if err := l.markRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 7, LeaseUntil: 9, Error: "boom"}}); err != nil {
+		if err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: b.Ref(), RunAt: 7, LeaseUntil: 9, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}
-		ra, err := l.lookup(ctx, "t", "a")
+		ra, err := opsOf(l).Lookup(ctx, "t", "a")
 		if err != nil || ra == nil || ra.State != queue.StateInFlight || ra.Attempt != 4 || ra.Topic != "t" || ra.ID != "a" ||
 			string(ra.Payload) != string(a.Payload) || ra.MaxAttempts != 5 {
 			t.Fatalf("Lookup of a held row: %+v, %v", ra, err)
 		}
-		rb, err := l.lookup(ctx, "t", "b")
+		rb, err := opsOf(l).Lookup(ctx, "t", "b")
 		if err != nil || rb == nil || rb.State != queue.StateRetrying || rb.RunAt != 7 || rb.LastError != "boom" || rb.Attempt != 1 {
 			t.Fatalf("Lookup of a retrying row: %+v, %v", rb, err)
 		}
-		if r, err := l.lookup(ctx, "t", "missing"); r != nil || err != nil {
+		if r, err := opsOf(l).Lookup(ctx, "t", "missing"); r != nil || err != nil {
 			t.Fatalf("Lookup of a missing row: %+v, %v, want nil, nil", r, err)
 		}
 	})

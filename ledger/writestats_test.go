@@ -15,7 +15,7 @@ import (
 func TestWriteStatsCountsADeadlockAndItsRetry(t *testing.T) {
 	ctx := testenv.Context(t)
 	l, _ := newLedger(t, testenv.MySQL(t), Options{})
-	if err := l.record(ctx, []*queue.Job{job("dl", "a", 1), job("dl", "b", 1)}, "w1"); err != nil {
+	if err := opsOf(l).Record(ctx, []*queue.Job{job("dl", "a", 1), job("dl", "b", 1)}, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	before := l.WriteStats()

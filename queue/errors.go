@@ -52,3 +52,12 @@ func (e *ValidationError) Error() string {
 
 // Unwrap lets errors.Is match the kind and ErrInvalid.
 func (e *ValidationError) Unwrap() []error { return []error{e.Kind, ErrInvalid} }
+
+// ErrLeaseExpired is the cause of a handler context that ended because the
+// job's lease ran out (the heartbeat could not renew it): another worker may
+// be running the job by now.
+var ErrLeaseExpired = errors.New("lease expired")
+
+// ErrShutdown is the cause of a handler context that ended because the
+// worker's shutdown timeout ran out.
+var ErrShutdown = errors.New("worker shutting down")

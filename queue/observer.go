@@ -97,3 +97,8 @@ func (NopObserver) Heartbeat(string, time.Time) {}
 
 // Enqueued does nothing.
 func (NopObserver) Enqueued(string, int) {}
+
+var (
+	_ Observer        = NopObserver{}
+	_ EnqueueObserver = NopObserver{}
+)

@@ -164,7 +164,16 @@ type RelayReport struct {
 }
 
 // Pushed is how many jobs the pass put into Redis.
-func (r RelayReport) Pushed() int { return sum(r.Loaded) + sum(r.Relayed) + sum(r.Reloaded) }
+func (r RelayReport) Pushed() int {
+	loaded, relayed, reloaded := r.Counts()
+	return loaded + relayed + reloaded
+}
+
+// Counts are the jobs the pass put into Redis, summed over the topics of
+// Loaded, Relayed and Reloaded.
+func (r RelayReport) Counts() (loaded, relayed, reloaded int) {
+	return sum(r.Loaded), sum(r.Relayed), sum(r.Reloaded)
+}
 
 // RelayTotals are a relay's running totals since it was created: the
 // passes it made while it held the lock (a relay that never leads makes

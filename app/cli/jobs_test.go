@@ -2,9 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,14 +17,7 @@ import (
 // found", exit 3; never the API's status line.
 func TestUnknownJobIsSaidAlikeByEveryCommand(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "delayq.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-redis: {mode: single, addrs: [%q], namespace: %s}
-sql: {driver: sqlite, sqlite_path: %q}
-`, testenv.DefaultRedisAddr, ns, filepath.Join(dir, "dq.db"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := directConfig(t, ns, "")
 	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
 		t.Fatalf("migrate: exit %d: %s", code, errOut)
 	}
@@ -42,14 +32,9 @@ sql: {driver: sqlite, sqlite_path: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Logger: testenv.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
 
-	for _, via := range [][]string{{"--config", cfgPath}, {"--api", srv.URL}} {
+	for _, via := range [][]string{{"--config", cfgPath}, {"--api", api}} {
 		for _, c := range [][]string{
 			{"get", "emails", "nope"},
 			{"cancel", "emails", "nope"},
@@ -85,14 +70,7 @@ func TestEnqueueRefusesContradictoryFlagsByName(t *testing.T) {
 // An empty schedules list says so, instead of a header alone.
 func TestSchedulesSaysWhenThereAreNone(t *testing.T) {
 	_, ns := testenv.Redis(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "delayq.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-redis: {mode: single, addrs: [%q], namespace: %s}
-sql: {driver: sqlite, sqlite_path: %q}
-`, testenv.DefaultRedisAddr, ns, filepath.Join(dir, "dq.db"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := directConfig(t, ns, "")
 	code, out, errOut := runCLI(t, "schedules", "--config", cfgPath)
 	if code != ExitOK || !strings.Contains(out, "no schedules") || strings.Contains(out, "NEXT RUN") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)

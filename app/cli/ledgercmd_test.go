@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -50,15 +49,8 @@ func TestLedgerList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Logger: testenv.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-
 	direct := []string{"--redis", testenv.DefaultRedisAddr, "--sql-dsn", dsn}
-	viaAPI := []string{"--api", srv.URL}
+	viaAPI := []string{"--api", apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})}
 	list := func(args ...string) (httpapi.LedgerPage, string) {
 		t.Helper()
 		args = append([]string{"ledger", "list"}, args...)

@@ -2,10 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,16 +20,9 @@ import (
 // API: the config's schedules with the last tick any process enqueued.
 func TestSchedulesCommand(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "delayq.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
-redis: {mode: single, addrs: [%q], namespace: %s}
-sql: {driver: sqlite, sqlite_path: %q}
-periodic:
+	cfgPath := directConfig(t, ns, `periodic:
   - {name: hourly, spec: "0 0 * * * *", topic: reports, missed: once}
-`, testenv.DefaultRedisAddr, ns, filepath.Join(dir, "dq.db"))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
@@ -72,12 +61,6 @@ periodic:
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: l, Schedules: sched, Logger: testenv.QuietLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		check(t, "--api", srv.URL)
+		check(t, "--api", apiInstance(t, httpapi.Deps{Queue: q, Ledger: l, Schedules: sched}))
 	})
 }

@@ -12,18 +12,13 @@ import (
 const BatchCreated = queue.BatchCreated
 const BatchDuplicate = queue.BatchDuplicate
 const BatchInvalid = queue.BatchInvalid
-const DefaultClaimAhead = queue.DefaultClaimAhead
-const DefaultLease = queue.DefaultLease
 const DefaultRateStartLag = queue.DefaultRateStartLag
 const DurabilityDurable = queue.DurabilityDurable
 const DurabilityRedis = queue.DurabilityRedis
-const MaxClaimAhead = queue.MaxClaimAhead
 const MaxConcurrency = queue.MaxConcurrency
 const MaxPage = queue.MaxPage
 const MaxRateBurst = queue.MaxRateBurst
 const MaxRatePerSecond = queue.MaxRatePerSecond
-const MinRatePerSecond = queue.MinRatePerSecond
-const StateCancelled = queue.StateCancelled
 const StateDead = queue.StateDead
 const StateInFlight = queue.StateInFlight
 const StateRetrying = queue.StateRetrying
@@ -33,23 +28,17 @@ const WhenAt = queue.WhenAt
 const WhenBy = queue.WhenBy
 const WhenIn = queue.WhenIn
 
-func DefaultHeartbeat(lease time.Duration) time.Duration { return queue.DefaultHeartbeat(lease) }
-func DefaultPrefetch(batchSize int) int                  { return queue.DefaultPrefetch(batchSize) }
-func DefaultRateBurst(perSecond float64) int             { return queue.DefaultRateBurst(perSecond) }
-func ParseDurability(s string) (Durability, error)       { return queue.ParseDurability(s) }
-func ParseState(s string) (State, error)                 { return queue.ParseState(s) }
-func RescheduleAt(at int64) When                         { return queue.RescheduleAt(at) }
-func RescheduleBy(d time.Duration) When                  { return queue.RescheduleBy(d) }
-func RescheduleIn(d time.Duration) When                  { return queue.RescheduleIn(d) }
-func RescheduleResult(err error) string                  { return queue.RescheduleResult(err) }
-func RetryAfter(err error, d time.Duration) error        { return queue.RetryAfter(err, d) }
-func RetryAt(err error, t time.Time) error               { return queue.RetryAt(err, t) }
-func SkipRetry(err error) error                          { return queue.SkipRetry(err) }
-func ValidateClaimAhead(ahead, lease time.Duration) error {
-	return queue.ValidateClaimAhead(ahead, lease)
-}
-func ValidateID(id string) error       { return queue.ValidateID(id) }
-func ValidateTopic(topic string) error { return queue.ValidateTopic(topic) }
+func DefaultPrefetch(batchSize int) int            { return queue.DefaultPrefetch(batchSize) }
+func DefaultRateBurst(perSecond float64) int       { return queue.DefaultRateBurst(perSecond) }
+func ParseDurability(s string) (Durability, error) { return queue.ParseDurability(s) }
+func RescheduleAt(at int64) When                   { return queue.RescheduleAt(at) }
+func RescheduleBy(d time.Duration) When            { return queue.RescheduleBy(d) }
+func RescheduleIn(d time.Duration) When            { return queue.RescheduleIn(d) }
+func RescheduleResult(err error) string            { return queue.RescheduleResult(err) }
+func RetryAfter(err error, d time.Duration) error  { return queue.RetryAfter(err, d) }
+func SkipRetry(err error) error                    { return queue.SkipRetry(err) }
+func ValidateID(id string) error                   { return queue.ValidateID(id) }
+func ValidateTopic(topic string) error             { return queue.ValidateTopic(topic) }
 
 type Backoff = queue.Backoff
 type BatchResult = queue.BatchResult
@@ -85,7 +74,6 @@ type TopicConfig = queue.TopicConfig
 type UnsettledObserver = queue.UnsettledObserver
 type ValidationError = queue.ValidationError
 type When = queue.When
-type WhenKind = queue.WhenKind
 type WorkerConfig = queue.WorkerConfig
 
 var ErrBadEnvelope = queue.ErrBadEnvelope
@@ -107,7 +95,6 @@ var ErrPayloadTooLarge = queue.ErrPayloadTooLarge
 var ErrShutdown = queue.ErrShutdown
 var ErrSkipRetry = queue.ErrSkipRetry
 var ErrTickDurable = queue.ErrTickDurable
-var States = queue.States
 
 func RetryRequested(err error, now int64) (runAt int64, ok bool) {
 	return queue.RetryRequested(err, now)

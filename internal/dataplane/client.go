@@ -40,6 +40,10 @@ type Client struct {
 	noteSeq    atomic.Uint64
 }
 
+// The Client is the Enqueuer a handler's follow-up jobs go through in
+// delayq's own packages.
+var _ Enqueuer = (*Client)(nil)
+
 // New returns a Client over rdb. The caller owns rdb and closes it.
 func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	cfg, err := cfg.WithDefaults()

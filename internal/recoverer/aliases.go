@@ -5,7 +5,6 @@ import "github.com/delayq/delayq/recovery"
 // The job model, the handler contract and the configuration are package
 // queue's; these names let the data plane use them unqualified.
 
-const MaxRelayCheckEvery = recovery.MaxRelayCheckEvery
 const WakeCheck = recovery.WakeCheck
 const WakeError = recovery.WakeError
 const WakeFull = recovery.WakeFull
@@ -23,5 +22,3 @@ type RelayTotals = recovery.RelayTotals
 type Report = recovery.Report
 type TopicCounts = recovery.TopicCounts
 type TopicLoss = recovery.TopicLoss
-
-var WakeCauses = recovery.WakeCauses

@@ -286,21 +286,22 @@ func (r *Relay) finish(rep *RelayReport) {
 	if rep.Reload {
 		r.totals.LastReload = rep.Start
 	}
-	r.totals.Loaded += int64(sum(rep.Loaded))
-	r.totals.Relayed += int64(sum(rep.Relayed))
-	r.totals.Reloaded += int64(sum(rep.Reloaded))
+	loaded, relayed, reloaded := rep.Counts()
+	r.totals.Loaded += int64(loaded)
+	r.totals.Relayed += int64(relayed)
+	r.totals.Reloaded += int64(reloaded)
 	r.mu.Unlock()
-	if n := sum(rep.Relayed); n > 0 {
-		r.log.WithField("jobs", n).WithField("topics", rep.Relayed).
+	if relayed > 0 {
+		r.log.WithField("jobs", relayed).WithField("topics", rep.Relayed).
 			Warn("relay pushed jobs that were due and missing from Redis (lost pushes)")
 	}
 	switch {
 	case rep.Err != nil || !rep.Reload:
 	case rep.Lost:
-		r.log.WithFields(logrus.Fields{"jobs": sum(rep.Reloaded), "topics": rep.Reloaded}).
+		r.log.WithFields(logrus.Fields{"jobs": reloaded, "topics": rep.Reloaded}).
 			Info("relay reloaded the horizon from SQL (no mark in Redis: first start or a Redis data loss)")
-	case sum(rep.Reloaded) > 0:
-		r.log.WithFields(logrus.Fields{"jobs": sum(rep.Reloaded), "topics": rep.Reloaded}).
+	case reloaded > 0:
+		r.log.WithFields(logrus.Fields{"jobs": reloaded, "topics": rep.Reloaded}).
 			Warn("relay's full pass pushed jobs missing from Redis")
 	}
 	if r.cfg.OnPass != nil && (rep.Err != nil || rep.Pushed() > 0 || rep.Reload) {
@@ -458,12 +459,4 @@ func (r *Relay) count(ctx context.Context) {
 	r.mu.Lock()
 	r.counts, r.countsAt = counts, time.Now()
 	r.mu.Unlock()
-}
-
-func sum(m map[string]int) int {
-	n := 0
-	for _, k := range m {
-		n += k
-	}
-	return n
 }

@@ -11,18 +11,14 @@ import (
 // queue's; these names let the data plane use them unqualified.
 
 const MissedOnce = periodic.MissedOnce
-const MissedSkip = periodic.MissedSkip
 const ResultDuplicate = periodic.ResultDuplicate
 const ResultEnqueued = periodic.ResultEnqueued
 const ResultError = periodic.ResultError
 
-func JobID(name string, tick time.Time) string                    { return periodic.JobID(name, tick) }
-func ParseJobID(id string) (name string, tick time.Time, ok bool) { return periodic.ParseJobID(id) }
-func ParseMissed(s string) (Missed, error)                        { return periodic.ParseMissed(s) }
+func JobID(name string, tick time.Time) string { return periodic.JobID(name, tick) }
 func ParseSpec(spec string, loc *time.Location) (cron.Schedule, error) {
 	return periodic.ParseSpec(spec, loc)
 }
-func PayloadOf(v any) ([]byte, error) { return periodic.PayloadOf(v) }
 
 type Error = periodic.Error
 type Info = periodic.Info

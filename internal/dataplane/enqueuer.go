@@ -1,3 +1,0 @@
-package dataplane
-
-var _ Enqueuer = (*Client)(nil)

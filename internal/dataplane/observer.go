@@ -1,6 +1,0 @@
-package dataplane
-
-var (
-	_ Observer        = NopObserver{}
-	_ EnqueueObserver = NopObserver{}
-)

@@ -229,12 +229,18 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	loops, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	passes := map[string]int{}
+	// running counts the relay and recoverer passes under way, so that a
+	// reschedule can tell whether it raced one (a signal, not a clock).
+	var running testenv.Counter
 	loop := func(name string, pass func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for loops.Err() == nil {
-				if err := pass(loops); err != nil && loops.Err() == nil {
+				running.Add(1)
+				err := pass(loops)
+				running.Add(-1)
+				if err != nil && loops.Err() == nil {
 					t.Errorf("%s: %v", name, err)
 					return
 				}
@@ -306,6 +312,7 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 				default:
 					to = queue.RescheduleBy(shift)
 				}
+				racing := running.Load() > 0
 				r, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), durableTopic, jobID(i), to)
 				switch {
 				case err == nil:
@@ -313,6 +320,9 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 					accepted[key{jobID(i), r.Job.Attempt}] = r.RunAt
 					mu.Unlock()
 					count("accepted")
+					if racing && running.Load() > 0 {
+						count("accepted during a pass")
+					}
 				case errors.Is(err, queue.ErrInFlight):
 					count("in flight")
 				case errors.Is(err, queue.ErrNotFound):
@@ -330,12 +340,13 @@ func TestFaultReschedulesRacingClaimsAndPasses(t *testing.T) {
 	outcomes := map[string]int64{}
 	results.Range(func(k, v any) bool { outcomes[k.(string)] = v.(*testenv.Counter).Load(); return true })
 	t.Logf("%d jobs, reschedules %v, racing passes %v", n, outcomes, passes)
-	// Two reschedules per job are paced against the clock around its due
-	// time; on a loaded host the sleeps overrun and more of them find the
-	// job claimed already. Half as many accepted as there are jobs still
-	// means hundreds of reschedules raced the passes.
-	if outcomes["accepted"] < int64(n)/2 {
-		t.Errorf("only %d reschedules accepted for %d jobs: the race did not happen", outcomes["accepted"], n)
+	// The race happened when reschedules were accepted while a relay or
+	// recoverer pass was under way, and others met a job already claimed.
+	// How many of each depends on the host's load (the reschedules are
+	// paced against the clock), so the floor is low: a tenth of the jobs.
+	if outcomes["accepted during a pass"] < int64(n)/10 || outcomes["in flight"] == 0 {
+		t.Errorf("%d reschedules accepted during a pass, %d met a claimed job, for %d jobs: the race did not happen",
+			outcomes["accepted during a pass"], outcomes["in flight"], n)
 	}
 
 	// Whatever a pass brought back would be due by now: let the relay pass

@@ -80,3 +80,23 @@ func TestSchedulesSaysWhenThereAreNone(t *testing.T) {
 		t.Errorf("--json: exit %d, %q", code, out)
 	}
 }
+
+// get on Redis and SQL directly shows a waiting job's max_attempts capped
+// by its topic's worker.topics.<t>.max_attempts, which its claim applies,
+// as the API does; another topic shows the job's own.
+func TestGetShowsTheTopicsAttemptLimit(t *testing.T) {
+	_, ns := testenv.Redis(t)
+	cfgPath := directConfig(t, ns, "worker: {topics: {hook: {max_attempts: 3}}}\n")
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	for topic, want := range map[string]int{"hook": 3, "mail": 25} {
+		if code, _, errOut := runCLI(t, "enqueue", topic, "a", "--delay", "1h", "--config", cfgPath); code != ExitOK {
+			t.Fatalf("enqueue %s: exit %d: %s", topic, code, errOut)
+		}
+		code, out, errOut := runCLI(t, "get", topic, "a", "--json", "--config", cfgPath)
+		if code != ExitOK || !strings.Contains(out, fmt.Sprintf(`"max_attempts": %d`, want)) {
+			t.Errorf("get %s: exit %d, %s %s", topic, code, out, errOut)
+		}
+	}
+}

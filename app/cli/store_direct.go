@@ -41,6 +41,7 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 		return httpapi.JobPage{}, err
 	}
 	p, err := httpapi.BrowseJobs(ctx, insp, s.log, topic, jq)
+	p.CapAttempts(s.cfg.Worker.AttemptLimit)
 	var bad *httpjson.Error
 	if errors.As(err, &bad) && bad.Status == http.StatusBadRequest {
 		// The API's 400: the command's usage (exit 2), as through the API.
@@ -50,15 +51,35 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 }
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
-	return s.b.Queue.Cancel(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	j, err := s.b.Queue.Cancel(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	s.capAttempts(j)
+	return j, err
 }
 
 func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
-	return s.b.Queue.Reschedule(ctx, ledgerops.Of(s.b.Ledger), topic, id, to)
+	r, err := s.b.Queue.Reschedule(ctx, ledgerops.Of(s.b.Ledger), topic, id, to)
+	if r != nil {
+		s.capAttempts(r.Job)
+	}
+	return r, err
 }
 
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	return s.b.Queue.Find(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	info, err := s.b.Queue.Find(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	if info != nil {
+		s.capAttempts(info.Job)
+	}
+	return info, err
+}
+
+// capAttempts shows j's max_attempts as its topic's configured limit caps
+// it at its next claim, as the API does (httpapi.Deps.AttemptLimit).
+func (s *directStore) capAttempts(j *queue.Job) {
+	if j != nil {
+		if n := s.cfg.Worker.AttemptLimit(j.Topic); n > 0 {
+			j.MaxAttempts = min(j.MaxAttempts, n)
+		}
+	}
 }
 
 // Stats reads Redis's counts, and for durable topics counts their waiting
@@ -112,7 +133,13 @@ func cliActor() string {
 }
 
 func (s *directStore) Dead(ctx context.Context, topic string, offset, limit int) (*queue.Page, error) {
-	return s.b.Queue.List(ctx, topic, queue.StateDead, offset, limit)
+	p, err := s.b.Queue.List(ctx, topic, queue.StateDead, offset, limit)
+	if p != nil {
+		for _, j := range p.Jobs {
+			s.capAttempts(j.Job)
+		}
+	}
+	return p, err
 }
 
 func (s *directStore) RequeueDead(ctx context.Context, topic, id string) error {

@@ -189,6 +189,7 @@ func (s *system) buildAPI(p parts) error {
 		Recovery:     recoveryAPI{s.eng},
 		SQLCounts:    counts,
 		RateLimits:   s.cfg.Worker.RateLimits(),
+		AttemptLimit: s.cfg.Worker.AttemptLimit,
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

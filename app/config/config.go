@@ -280,6 +280,17 @@ func (w Worker) TopicSettings(name string) Topic {
 	return t
 }
 
+// AttemptLimit is how many attempts topic name's workers allow a job at
+// most: worker.topics.<name>.max_attempts, else worker.max_attempts; 0
+// means each job's own. A job's claim caps its max_attempts to it, so the
+// API and the CLI show a waiting job's max_attempts capped the same way.
+func (w Worker) AttemptLimit(name string) int {
+	if n := w.Topics[name].MaxAttempts; n > 0 {
+		return n
+	}
+	return w.MaxAttempts
+}
+
 // RateLimit is topic name's rate limit with its default burst filled in;
 // the zero value when it has none.
 func (w Worker) RateLimit(name string) queue.RateLimit {

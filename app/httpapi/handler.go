@@ -63,6 +63,11 @@ type Deps struct {
 	// in the topic stats; the workers enforce them, the API only shows
 	// them. nil: none shown.
 	RateLimits map[string]queue.RateLimit
+	// AttemptLimit is a topic's configured attempt limit (0: none), which
+	// a job's claim applies (queue.TopicConfig.MaxAttempts); the views
+	// show a job's max_attempts capped by it, as its next claim will.
+	// nil: none.
+	AttemptLimit func(topic string) int
 	// Modules are extra /v1 handlers, behind auth like the rest of /v1.
 	Modules []Module
 	// Token is the bearer token every /v1 route wants; "" turns auth off
@@ -109,8 +114,9 @@ type api struct {
 	log      logrus.FieldLogger
 	auth     *bearerAuth // nil when auth is off
 
-	rateLimits map[string]queue.RateLimit // Deps.RateLimits, read only
-	schedules  Schedules                  // nil without periodic schedules
+	rateLimits   map[string]queue.RateLimit // Deps.RateLimits, read only
+	attemptLimit func(topic string) int     // Deps.AttemptLimit, may be nil
+	schedules    Schedules                  // nil without periodic schedules
 }
 
 // New builds the API handler: the /v1 routes behind auth, the probes in
@@ -147,7 +153,8 @@ func New(d Deps) (http.Handler, error) {
 		log:       d.Logger,
 		schedules: d.Schedules,
 
-		rateLimits: d.RateLimits,
+		rateLimits:   d.RateLimits,
+		attemptLimit: d.AttemptLimit,
 	}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes
@@ -425,3 +432,11 @@ func (m *muxErrorWriter) Write(p []byte) (int, error) {
 }
 
 func (m *muxErrorWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
+
+// capped shows v's max_attempts as its topic's configured limit caps it
+// (JobView.CapAttempts).
+func (a *api) capped(v *JobView) {
+	if a.attemptLimit != nil {
+		v.CapAttempts(a.attemptLimit(v.Topic))
+	}
+}

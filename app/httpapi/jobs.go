@@ -159,6 +159,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 		a.log.WithError(err).WithFields(logrus.Fields{"topic": topic, "id": id}).Warn("httpapi: job shown without its ledger row")
 		v.LedgerError = "sql is unavailable: the ledger row is not shown"
 	}
+	a.capped(&v)
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }
@@ -178,7 +179,9 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 		return fromRedis(err)
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
-	writeJSON(w, http.StatusOK, NewCancelledJobView(job))
+	v := NewCancelledJobView(job)
+	a.capped(&v)
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
@@ -276,6 +279,8 @@ func (a *api) rescheduleJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": res.Job.Attempt, "to": to.String(),
 		"previous_run_at": res.OldRunAt, "run_at": res.RunAt, "remote": r.RemoteAddr}).Info("httpapi: job rescheduled")
-	writeJSON(w, http.StatusOK, NewRescheduledView(res))
+	v := NewRescheduledView(res)
+	a.capped(&v.JobView)
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }

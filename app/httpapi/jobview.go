@@ -27,7 +27,9 @@ type JobView struct {
 	DiedAt     int64 `json:"died_at,omitempty"`     // dead: time of death
 	EnqueuedAt int64 `json:"enqueued_at,omitempty"`
 	// Attempt counts the claims so far (1 while the first run is in
-	// flight); MaxAttempts is how many are allowed.
+	// flight); MaxAttempts is how many are allowed: the job's own, capped
+	// by its topic's configured limit (worker.topics.<t>.max_attempts),
+	// which its next claim applies.
 	Attempt     int    `json:"attempt"`
 	MaxAttempts int    `json:"max_attempts"`
 	LastError   string `json:"last_error,omitempty"`
@@ -75,6 +77,29 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		v.Payload, v.PayloadBase64 = payloadView(j.Payload)
 	}
 	return v
+}
+
+// CapAttempts shows the job's max_attempts capped by its topic's attempt
+// limit (0: none), which its next claim applies; its ledger row too.
+func (v *JobView) CapAttempts(limit int) {
+	if limit <= 0 {
+		return
+	}
+	v.MaxAttempts = min(v.MaxAttempts, limit)
+	if v.Ledger != nil {
+		v.Ledger.MaxAttempts = min(v.Ledger.MaxAttempts, limit)
+	}
+}
+
+// CapAttempts caps every job of the page as JobView.CapAttempts does, by
+// its topic's limit (limit nil: none).
+func (p *JobPage) CapAttempts(limit func(topic string) int) {
+	if limit == nil {
+		return
+	}
+	for i := range p.Jobs {
+		p.Jobs[i].CapAttempts(limit(p.Jobs[i].Topic))
+	}
 }
 
 // NewRowView renders a job from its ledger row alone (the job browser's

@@ -76,6 +76,7 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.CapAttempts(a.attemptLimit)
 	writeJSON(w, http.StatusOK, p)
 	return nil
 }
@@ -98,6 +99,7 @@ func (a *api) listDead(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p.CapAttempts(a.attemptLimit)
 	writeJSON(w, http.StatusOK, p)
 	return nil
 }

@@ -35,3 +35,37 @@ func TestTopicStatsShowRateLimit(t *testing.T) {
 		}
 	}, func(s *setup) { s.deps.RateLimits = limits })
 }
+
+// A topic's configured attempt limit is what a job's claim applies, so a
+// job's views show max_attempts capped by it before any claim: GET of one
+// job, the job browser, a reschedule's and a cancel's answers. A job that
+// asked for fewer keeps its own; a topic without a limit shows the job's.
+// (Before, an HTTP-target topic with max_attempts 3 showed 0/25.)
+func TestJobViewsShowTheTopicsAttemptLimit(t *testing.T) {
+	limit := func(topic string) int {
+		if topic == "hook" {
+			return 3
+		}
+		return 0
+	}
+	forEachBackend(t, func(t *testing.T, e *env) {
+		expect(t, e.post(t, "/v1/topics/hook/jobs", `{"id":"a","delay_ms":60000}`), http.StatusAccepted)
+		expect(t, e.post(t, "/v1/topics/hook/jobs", `{"id":"b","delay_ms":60000,"max_attempts":2}`), http.StatusAccepted)
+		expect(t, e.post(t, "/v1/topics/mail/jobs", `{"id":"a","delay_ms":60000}`), http.StatusAccepted)
+		for path, want := range map[string]int{"/v1/topics/hook/jobs/a": 3, "/v1/topics/hook/jobs/b": 2, "/v1/topics/mail/jobs/a": 25} {
+			if v := decode[httpapi.JobView](t, e.get(t, path)); v.MaxAttempts != want {
+				t.Errorf("GET %s: max_attempts %d, want %d", path, v.MaxAttempts, want)
+			}
+		}
+		p := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/hook/jobs?state=waiting"))
+		if len(p.Jobs) != 2 || p.Jobs[0].MaxAttempts != 3 || p.Jobs[1].MaxAttempts != 2 {
+			t.Errorf("browser page %+v", p.Jobs)
+		}
+		if v := decode[httpapi.RescheduledView](t, e.patch(t, "/v1/topics/hook/jobs/a", `{"delay_ms":120000}`)); v.MaxAttempts != 3 {
+			t.Errorf("reschedule answers max_attempts %d", v.MaxAttempts)
+		}
+		if v := decode[httpapi.JobView](t, e.del(t, "/v1/topics/hook/jobs/a")); v.MaxAttempts != 3 {
+			t.Errorf("cancel answers max_attempts %d", v.MaxAttempts)
+		}
+	}, func(s *setup) { s.deps.AttemptLimit = limit })
+}

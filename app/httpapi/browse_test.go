@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -147,11 +148,28 @@ func TestJobBrowserDurableSearch(t *testing.T) {
 		if p := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/d/jobs?prefix=order_")); len(p.Jobs) != 6 {
 			t.Fatalf("prefix order_: %+v", p)
 		}
+		// A cursor belongs to its listing: on another topic, state or
+		// prefix it would resume at a position that means nothing there.
+		sqlCursor := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/d/jobs?state=waiting_sql&limit=1")).NextAfter
+		prefixCursor := decode[httpapi.JobPage](t, e.get(t, "/v1/topics/d/jobs?prefix=order_close:10&limit=1")).NextAfter
+		if sqlCursor == "" || prefixCursor == "" {
+			t.Fatalf("cursors %q %q", sqlCursor, prefixCursor)
+		}
+		expect(t, e.get(t, "/v1/topics/d/jobs?state=waiting_sql&after="+url.QueryEscape(sqlCursor)), http.StatusOK)
+		expect(t, e.get(t, "/v1/topics/d/jobs?prefix=order_close:10&after="+url.QueryEscape(prefixCursor)), http.StatusOK)
+		for _, q := range []string{
+			"/v1/topics/d2/jobs?state=waiting_sql&after=" + url.QueryEscape(sqlCursor),   // another durable topic
+			"/v1/topics/d/jobs?state=retrying&after=" + url.QueryEscape(sqlCursor),       // another state
+			"/v1/topics/d/jobs?prefix=order_&after=" + url.QueryEscape(prefixCursor),     // another prefix
+			"/v1/topics/d/jobs?state=waiting_sql&after=" + url.QueryEscape(prefixCursor), // a search's cursor
+		} {
+			expectError(t, e.get(t, q), http.StatusBadRequest, httpapi.CodeInvalidValue, "after")
+		}
 		e2 := expectError(t, e.get(t, "/v1/topics/t/jobs?prefix=order_close:"), http.StatusBadRequest, httpapi.CodeInvalidValue, "prefix")
 		if !strings.Contains(e2.Message, "redis topic") {
 			t.Errorf("the refusal of a prefix on a redis topic says %q", e2.Message)
 		}
-	}, withDurable(time.Hour, "d"))
+	}, withDurable(time.Hour, "d", "d2"))
 }
 
 // Bad parameters of the job browser: each is 400 naming it, nothing read.

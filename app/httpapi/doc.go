@@ -148,7 +148,9 @@
 //   - after (retrying, waiting_sql, prefix): the keyset cursor, a page's
 //     next_after passed back as it is (absent on the last page); total is
 //     -1 there: SQL listings count nothing per request. offset with these,
-//     or after with the others, is 400 conflicting_fields.
+//     or after with the others, is 400 conflicting_fields. A cursor names
+//     its listing (topic, state or prefix): given to another one it is 400
+//     invalid_value naming after.
 //   - prefix: the jobs of a durable topic whose id starts with it (1-200 id
 //     characters, taken literally: no wildcard), by id, from the ledger's
 //     unique (topic, job_id) index: its waiting, retrying and in-flight jobs

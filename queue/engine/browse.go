@@ -194,7 +194,11 @@ func (i *Inspector) listRedis(ctx context.Context, topic, name string, set queue
 func (i *Inspector) listLedger(ctx context.Context, topic, name string, state queue.State, q JobQuery) (*JobPage, error) {
 	f := ledger.ListFilter{State: state, Topic: topic, Limit: q.Limit}
 	if q.After != "" {
-		c, err := ledger.ParseCursor(q.After)
+		pos, ok := cursorPosition(q.After, name, topic, "")
+		if !ok {
+			return nil, invalid("after", "after=%q: not a cursor of state=%s of topic %q; give this listing's next_after as it is", q.After, name, topic)
+		}
+		c, err := ledger.ParseCursor(pos)
 		if err != nil {
 			return nil, invalid("after", "after=%q: give a page's next_after as it is", q.After)
 		}
@@ -206,7 +210,7 @@ func (i *Inspector) listLedger(ctx context.Context, topic, name string, state qu
 	}
 	out := &JobPage{Topic: topic, State: name, Total: -1, Limit: q.Limit, Jobs: rowJobs(rows)}
 	if next != nil {
-		out.NextAfter = next.String()
+		out.NextAfter = makeCursor(name, topic, "", next.String())
 	}
 	return out, nil
 }
@@ -231,16 +235,26 @@ func (i *Inspector) searchPrefix(ctx context.Context, topic string, q JobQuery) 
 	if !i.q.WaitsInSQL(topic) {
 		return nil, invalid("prefix", "topic %q is a redis topic: no index serves an id prefix search there (only a durable topic's SQL ledger has one); search by the exact id (GET /v1/topics/{topic}/jobs/{id})", topic)
 	}
+	after := ""
 	if q.After != "" {
-		if err := queue.ValidateID(q.After); err != nil {
+		pos, ok := cursorPosition(q.After, "prefix", topic, q.Prefix)
+		if !ok {
+			return nil, invalid("after", "after=%q: not a cursor of the prefix search %q of topic %q; give this search's next_after as it is", q.After, q.Prefix, topic)
+		}
+		if err := queue.ValidateID(pos); err != nil {
 			return nil, invalid("after", "after=%q: give a page's next_after as it is", q.After)
 		}
+		after = pos
 	}
-	rows, next, err := i.store.ByPrefix(ctx, topic, q.Prefix, q.After, q.Limit)
+	rows, next, err := i.store.ByPrefix(ctx, topic, q.Prefix, after, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
 	}
-	return &JobPage{Topic: topic, Prefix: q.Prefix, Total: -1, Limit: q.Limit, Jobs: rowJobs(rows), NextAfter: next}, nil
+	out := &JobPage{Topic: topic, Prefix: q.Prefix, Total: -1, Limit: q.Limit, Jobs: rowJobs(rows)}
+	if next != "" {
+		out.NextAfter = makeCursor("prefix", topic, q.Prefix, next)
+	}
+	return out, nil
 }
 
 func rowJobs(rows []ledger.Summary) []ListedJob {

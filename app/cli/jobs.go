@@ -94,13 +94,16 @@ func (a *app) cancelCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			j, err := s.Cancel(cmd.Context(), argv[0], argv[1])
+			v, err := s.Cancel(cmd.Context(), argv[0], argv[1])
 			if err != nil {
 				return jobError(argv[0], argv[1], err)
 			}
-			return a.emit(httpapi.NewCancelledJobView(j), func(w io.Writer) {
+			if v.Warning != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "delayq: warning: "+v.Warning)
+			}
+			return a.emit(v, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "CANCELLED")
-				row(w, j.Topic, j.ID, "yes")
+				row(w, v.Topic, v.ID, "yes")
 			})
 		},
 	}

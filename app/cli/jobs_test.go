@@ -100,3 +100,27 @@ func TestGetShowsTheTopicsAttemptLimit(t *testing.T) {
 		}
 	}
 }
+
+// Cancelling an order's close job where the orders module runs warns, on
+// stderr and in --json's warning, that the sweeper closes the order
+// anyway; another topic's cancel does not.
+func TestCancelOfACloseJobWarns(t *testing.T) {
+	_, ns := testenv.Redis(t)
+	cfgPath := directConfig(t, ns, "orders: {enabled: true}\n")
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	for _, c := range []struct{ topic, id, warn string }{
+		{"order_close", "order_close:20261203000000abc", "sweeper enqueues a new close job"},
+		{"mail", "order_close:20261203000000abc", ""},
+	} {
+		if code, _, errOut := runCLI(t, "enqueue", c.topic, c.id, "--delay", "1h", "--config", cfgPath); code != ExitOK {
+			t.Fatalf("enqueue %s: exit %d: %s", c.topic, code, errOut)
+		}
+		code, out, errOut := runCLI(t, "cancel", c.topic, c.id, "--json", "--config", cfgPath)
+		if code != ExitOK || strings.Contains(errOut, "delayq: warning:") != (c.warn != "") || !strings.Contains(errOut, c.warn) ||
+			strings.Contains(out, `"warning"`) != (c.warn != "") {
+			t.Errorf("cancel %s: exit %d, stdout %s, stderr %s", c.topic, code, out, errOut)
+		}
+	}
+}

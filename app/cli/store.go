@@ -22,7 +22,9 @@ type jobStore interface {
 	Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error)
 	// Cancel cancels a job that has not started: queue.ErrNotFound,
 	// queue.ErrInFlight or queue.ErrDead otherwise.
-	Cancel(ctx context.Context, topic, id string) (*queue.Job, error)
+	// The answer is the cancelled job as the API renders it, with its
+	// warning (httpapi.Deps.CancelWarning).
+	Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error)
 	// Reschedule moves a waiting job's due time (dataplane.Client.Reschedule):
 	// queue.ErrNotFound, queue.ErrInFlight or queue.ErrDead otherwise.
 	Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error)

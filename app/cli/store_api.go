@@ -86,15 +86,15 @@ func (s *apiStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	return queue.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, RunAt: r.RunAt}, nil
 }
 
-func (s *apiStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
+func (s *apiStore) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {
 	if err := validTopicID(topic, id); err != nil {
-		return nil, err
+		return httpapi.JobView{}, err
 	}
 	v, err := s.c.Cancel(ctx, topic, id)
 	if err != nil {
-		return nil, s.explain(err)
+		return httpapi.JobView{}, s.explain(err)
 	}
-	return jobFromView(v)
+	return v, nil
 }
 
 func (s *apiStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
+	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -50,10 +51,17 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 	return p, err
 }
 
-func (s *directStore) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
+func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {
 	j, err := s.b.Queue.Cancel(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	if err != nil {
+		return httpapi.JobView{}, err
+	}
 	s.capAttempts(j)
-	return j, err
+	v := httpapi.NewCancelledJobView(j)
+	if s.cfg.Orders.Enabled { // as the API of a server with this configuration warns
+		v.Warning = orderclose.CancelWarning(topic, id)
+	}
+	return v, nil
 }
 
 func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {

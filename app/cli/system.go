@@ -190,6 +190,12 @@ func (s *system) buildAPI(p parts) error {
 		SQLCounts:    counts,
 		RateLimits:   s.cfg.Worker.RateLimits(),
 		AttemptLimit: s.cfg.Worker.AttemptLimit,
+		CancelWarning: func(topic, id string) string {
+			if s.orders == nil {
+				return ""
+			}
+			return orderclose.CancelWarning(topic, id)
+		},
 		Modules:      modules,
 		Token:        strings.TrimSpace(c.Token),
 		ReadOnly:     c.ReadOnly,

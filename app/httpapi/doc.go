@@ -122,6 +122,16 @@
 // (?state=) until the release after next, and "retrying": true still marks
 // a retrying job.
 //
+// A DELETE's answer may carry "warning": what the cancel does not do. With
+// the orders module on, cancelling an order's close job (order_close)
+// warns that the order stays pending and the sweeper enqueues a new close
+// job after its deadline; extend or pay the order to change its fate. The
+// CLI prints it on stderr, the dashboard after the cancel.
+//
+// A job's max_attempts is shown capped by its topic's configured limit
+// (worker.topics.<t>.max_attempts, or worker.max_attempts), which its next
+// claim applies.
+//
 // # Job browser
 //
 // GET /v1/topics/{topic}/jobs lists a topic's jobs a page at a time, each

@@ -68,6 +68,10 @@ type Deps struct {
 	// show a job's max_attempts capped by it, as its next claim will.
 	// nil: none.
 	AttemptLimit func(topic string) int
+	// CancelWarning, given a cancelled job's topic and id, says what the
+	// cancel does not do (a module that enqueues the job again), in the
+	// answer's warning; "" or nil: nothing.
+	CancelWarning func(topic, id string) string
 	// Modules are extra /v1 handlers, behind auth like the rest of /v1.
 	Modules []Module
 	// Token is the bearer token every /v1 route wants; "" turns auth off
@@ -114,9 +118,10 @@ type api struct {
 	log      logrus.FieldLogger
 	auth     *bearerAuth // nil when auth is off
 
-	rateLimits   map[string]queue.RateLimit // Deps.RateLimits, read only
-	attemptLimit func(topic string) int     // Deps.AttemptLimit, may be nil
-	schedules    Schedules                  // nil without periodic schedules
+	rateLimits   map[string]queue.RateLimit    // Deps.RateLimits, read only
+	attemptLimit func(topic string) int        // Deps.AttemptLimit, may be nil
+	cancelWarn   func(topic, id string) string // Deps.CancelWarning, may be nil
+	schedules    Schedules                     // nil without periodic schedules
 }
 
 // New builds the API handler: the /v1 routes behind auth, the probes in
@@ -155,6 +160,7 @@ func New(d Deps) (http.Handler, error) {
 
 		rateLimits:   d.RateLimits,
 		attemptLimit: d.AttemptLimit,
+		cancelWarn:   d.CancelWarning,
 	}
 	if a.maxBody == 0 {
 		a.maxBody = DefaultMaxBodyBytes

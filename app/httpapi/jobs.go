@@ -181,6 +181,9 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: job cancelled")
 	v := NewCancelledJobView(job)
 	a.capped(&v)
+	if a.cancelWarn != nil {
+		v.Warning = a.cancelWarn(topic, id)
+	}
 	writeJSON(w, http.StatusOK, v)
 	return nil
 }

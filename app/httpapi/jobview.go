@@ -52,6 +52,10 @@ type JobView struct {
 	// LedgerError says why Ledger is missing when SQL did not answer (GET
 	// of one job still shows Redis's view).
 	LedgerError string `json:"ledger_error,omitempty"`
+	// Warning, in a cancel's answer, is what the operator should know about
+	// the cancel's effect (Deps.CancelWarning): an order's close job comes
+	// back from the orders sweeper, for one.
+	Warning string `json:"warning,omitempty"`
 }
 
 // NewJobView renders a job; withPayload false leaves the payload out (its

@@ -69,3 +69,23 @@ func TestJobViewsShowTheTopicsAttemptLimit(t *testing.T) {
 		}
 	}, func(s *setup) { s.deps.AttemptLimit = limit })
 }
+
+// A cancel's answer carries the warning Deps.CancelWarning gives for its
+// job, and none for others.
+func TestCancelAnswerCarriesTheWarning(t *testing.T) {
+	e := newEnv(t, embedded, func(s *setup) {
+		s.deps.CancelWarning = func(topic, id string) string {
+			if topic == "order_close" {
+				return "comes back: " + id
+			}
+			return ""
+		}
+	})
+	for topic, want := range map[string]string{"order_close": "comes back: x", "mail": ""} {
+		expect(t, e.post(t, "/v1/topics/"+topic+"/jobs", `{"id":"x","delay_ms":60000}`), http.StatusAccepted)
+		r := e.del(t, "/v1/topics/"+topic+"/jobs/x")
+		if v := decode[httpapi.JobView](t, r); v.Warning != want || (want == "") == strings.Contains(string(r.body), "warning") {
+			t.Errorf("cancel on %s: %s", topic, r.body)
+		}
+	}
+}

@@ -148,6 +148,10 @@ CREATE TABLE IF NOT EXISTS `skus` (
 -- before it existed get it from `delayq migrate`, or by hand:
 --   ALTER TABLE `orders` ADD COLUMN `idempotency_key` VARCHAR(64) DEFAULT NULL,
 --     ADD UNIQUE KEY `idx_orders_idempotency_key` (`idempotency_key`);
+-- payment_window_ms is the window the order was created with (an extend
+-- moves pay_deadline, not it), which a retried create is compared with;
+-- tables made before it get it from `delayq migrate`, or by hand:
+--   ALTER TABLE `orders` ADD COLUMN `payment_window_ms` BIGINT NOT NULL DEFAULT 0 AFTER `close_reason`;
 CREATE TABLE IF NOT EXISTS `orders` (
   `id`           BIGINT      NOT NULL AUTO_INCREMENT,
   `order_no`     VARCHAR(64) NOT NULL,
@@ -159,6 +163,7 @@ CREATE TABLE IF NOT EXISTS `orders` (
   `paid_at`      BIGINT      DEFAULT NULL,
   `closed_at`    BIGINT      DEFAULT NULL,
   `close_reason` VARCHAR(32) NOT NULL,
+  `payment_window_ms` BIGINT NOT NULL DEFAULT 0,
   `version`      INT         NOT NULL,
   `idempotency_key` VARCHAR(64) DEFAULT NULL,
   PRIMARY KEY (`id`),

@@ -2,6 +2,7 @@ package orderclose
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -25,6 +26,19 @@ const RequiredDurability = "durable"
 
 // JobID returns the id of an order's close job.
 func JobID(orderNo string) string { return JobIDPrefix + orderNo }
+
+// CancelWarning is what an operator who cancels job id of topic should
+// know, where the module runs: cancelling an order's close job does not
+// keep the order open, since the sweeper enqueues a new one for a pending
+// order past its deadline. "" for any other job.
+func CancelWarning(topic, id string) string {
+	if topic != Topic || !strings.HasPrefix(id, JobIDPrefix) {
+		return ""
+	}
+	no := strings.TrimPrefix(id, JobIDPrefix)
+	return "order " + no + " stays pending_payment: the orders sweeper enqueues a new close job once its deadline has passed, " +
+		"so it is still closed then; to keep it open, extend it (POST /v1/orders/" + no + "/extend), or pay it"
+}
 
 // Config configures a Service, its close handler, its Sweeper and its HTTP
 // module. The zero value of each field means the default written next to

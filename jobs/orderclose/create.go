@@ -104,7 +104,10 @@ func (s *Service) CreateOrder(ctx context.Context, in NewOrder) (*Created, error
 			Status:      StatusPending,
 			CreatedAt:   now.UnixMilli(),
 			PayDeadline: now.Add(window).UnixMilli(),
-			Version:     1,
+			// The window as the deadline minus the creation time, both
+			// rounded down to the ms, so that the two agree exactly.
+			PaymentWindowMs: now.Add(window).UnixMilli() - now.UnixMilli(),
+			Version:         1,
 		}
 		if in.IdempotencyKey != "" {
 			order.IdempotencyKey = &in.IdempotencyKey
@@ -251,15 +254,16 @@ func byRequest(lines []line) []line {
 
 // closePayload is the close job's payload: the job id already names the
 // order; the payload makes the job readable in redis-cli and the ledger.
+// The deadline is not in it: an extend moves the order's row and the job's
+// due time, and a copy here would go stale (the handler reads the row).
 type closePayload struct {
-	OrderNo     string `json:"order_no"`
-	PayDeadline int64  `json:"pay_deadline"`
+	OrderNo string `json:"order_no"`
 }
 
 // enqueueClose writes the order's close job, due at its pay deadline, in
 // the order's transaction tx.
 func (s *Service) enqueueClose(ctx context.Context, tx *gorm.DB, o *Order) (*dataplane.Staged, error) {
-	payload, err := json.Marshal(closePayload{OrderNo: o.OrderNo, PayDeadline: o.PayDeadline})
+	payload, err := json.Marshal(closePayload{OrderNo: o.OrderNo})
 	if err != nil {
 		return nil, fmt.Errorf("orderclose: create order %s: close job: %w", o.OrderNo, err)
 	}

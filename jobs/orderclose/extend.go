@@ -12,33 +12,31 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-var (
-	// ErrOrderPaid is returned by Extend for an order already paid.
-	ErrOrderPaid = errors.New("order is paid")
-	// ErrWindowOver is returned by Extend for an order still pending whose
-	// payment window has ended: its close is due (or running), and is not
-	// raced.
-	ErrWindowOver = errors.New("payment window is over")
-)
+// ErrOrderPaid is returned by Extend for an order already paid.
+var ErrOrderPaid = errors.New("order is paid")
 
 // Extend extends a pending order's payment window by `by` ("extend the
 // payment window", docs/design.md §4.14) and returns the order as it is
-// now. Only an order pending payment whose window is still open can be
-// extended: a paid one returns an error wrapping ErrOrderPaid, a closed one
-// ErrOrderClosed, one whose window has ended ErrWindowOver, an unknown one
-// ErrOrderNotFound; a by of 0 or less, or one that makes the window end
-// more than Config.MaxPaymentWindow from now, an *InputError naming by_ms.
+// now. An order pending payment can be extended until its close commits,
+// as it can be paid until then: one whose deadline is still ahead ends `by`
+// later; one whose deadline passed (its close is due, or held by a paused
+// order_close topic) gets a new window of `by` from now. A paid order
+// returns an error wrapping ErrOrderPaid, a closed one ErrOrderClosed, an
+// unknown one ErrOrderNotFound; a by of 0 or less, or one that makes the
+// window end more than Config.MaxPaymentWindow from now, an *InputError
+// naming by_ms.
 //
 // The order's pay_deadline moves first, in one conditional update
-// (pending, deadline not passed); then the close job is rescheduled to the
-// new deadline (dataplane.Client.Reschedule, both stores). The order's row is
-// what decides: the close handler closes only an order past its deadline,
-// and a close job that runs before it retries after it. So a reschedule
-// that fails (Redis down), or finds the job in flight, leaves a job that
-// runs at the old deadline, finds the window open and waits for the new
-// one: the order still closes on time, never early. A close that commits
-// first makes the update change nothing (ErrOrderClosed); an update that
-// commits first makes the close find the window open.
+// (pending); then the close job is rescheduled to the new deadline
+// (dataplane.Client.Reschedule, both stores). The order's row is what
+// decides: the close handler closes only a pending order past its
+// deadline, in a conditional update, and a close job that runs before it
+// retries after it. So a reschedule that fails (Redis down), or finds the
+// job in flight, leaves a job that runs at the old deadline, finds the
+// window open and waits for the new one: the order still closes on time,
+// never early. A close that commits first makes the update change nothing
+// (ErrOrderClosed); an update that commits first makes the close find the
+// window open.
 func (s *Service) Extend(ctx context.Context, orderNo string, by time.Duration) (*Order, error) {
 	if err := validOrderNo(orderNo); err != nil {
 		return nil, err
@@ -50,21 +48,21 @@ func (s *Service) Extend(ctx context.Context, orderNo string, by time.Duration) 
 	now := s.cfg.Now().UnixMilli()
 	ms := by.Milliseconds()
 	latest := now + s.cfg.MaxPaymentWindow.Milliseconds()
+	// A deadline already passed restarts from now; that one never ends past
+	// latest, since ms is at most the longest window.
 	o, changed, err := s.updateOrder(ctx, "extend", orderNo, map[string]any{
-		"pay_deadline": gorm.Expr("pay_deadline + ?", ms),
+		"pay_deadline": gorm.Expr("CASE WHEN pay_deadline > ? THEN pay_deadline + ? ELSE ? END", now, ms, now+ms),
 		"version":      gorm.Expr("version + 1"),
-	}, "status = ? AND pay_deadline > ? AND pay_deadline <= ?", StatusPending, now, latest-ms)
+	}, "status = ? AND pay_deadline <= ?", StatusPending, latest-ms)
 	if err != nil {
 		return nil, err
 	}
 	if !changed {
-		switch {
-		case o.Status == StatusPaid:
+		switch o.Status {
+		case StatusPaid:
 			return o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrOrderPaid)
-		case o.Status == StatusClosed:
+		case StatusClosed:
 			return o, fmt.Errorf("orderclose: extend %s: %w (reason %s)", orderNo, ErrOrderClosed, o.CloseReason)
-		case o.PayDeadline <= now:
-			return o, fmt.Errorf("orderclose: extend %s: %w", orderNo, ErrWindowOver)
 		}
 		return o, &InputError{Field: "by_ms", Reason: fmt.Sprintf(
 			"%d: the window would end %d ms from now, past orders.max_payment_window (%d)",

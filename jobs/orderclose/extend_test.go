@@ -3,6 +3,7 @@ package orderclose_test
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ func TestHTTPExtend(t *testing.T) {
 	if err != nil || info.State != queue.StateWaiting || info.Score != deadline+600_000 {
 		t.Fatalf("close job %+v, %v; want due at the new deadline %d", info, err, deadline+600_000)
 	}
+	// Its payload names the order and nothing an extend could make stale:
+	// the deadline is the job's due time and the order's row.
+	if p := string(info.Job.Payload); p != `{"order_no":"`+o.OrderNo+`"}` {
+		t.Fatalf("close job's payload %s", p)
+	}
 	if row, err := w.led.Row(ctx, orderclose.Topic, orderclose.JobID(o.OrderNo)); err != nil || row.RunAt != deadline+600_000 {
 		t.Fatalf("close job's row %+v, %v", row, err)
 	}
@@ -61,14 +67,28 @@ func TestHTTPExtend(t *testing.T) {
 	a.post("/v1/orders/"+o.OrderNo+"/pay", "")
 	a.post(path, `{"by_ms":1000}`).wantError(t, "paid", http.StatusConflict, "order_paid", "order_no")
 
-	// Window over (the clock moved past the deadline), then closed.
+	// Window over (the clock moved past the deadline) but not closed yet,
+	// as with order_close paused: extended as it could be paid, the new
+	// window counted from now, and its close job moved there.
 	late := a.post("/v1/orders", `{"items":[{"sku":"A","quantity":1}],"payment_window_ms":1000}`).order
-	skew.Store(2000)
-	a.post("/v1/orders/"+late.OrderNo+"/extend", `{"by_ms":1000}`).wantError(t, "window over", http.StatusConflict, "payment_window_over", "order_no")
+	skew.Store(5000)
+	before := time.Now().Add(5 * time.Second).UnixMilli()
+	r = a.post("/v1/orders/"+late.OrderNo+"/extend", `{"by_ms":60000}`)
+	after := time.Now().Add(5 * time.Second).UnixMilli()
+	if got := w.order(late.OrderNo).PayDeadline; r.status != http.StatusOK || got < before+60_000 || got > after+60_000 {
+		t.Fatalf("extend past the deadline: %d %s; pay_deadline %d, want now+60000 in [%d, %d]", r.status, r.raw, got, before+60_000, after+60_000)
+	}
+	if info, err := w.q.Get(ctx, orderclose.Topic, orderclose.JobID(late.OrderNo)); err != nil || info.Score != w.order(late.OrderNo).PayDeadline {
+		t.Fatalf("close job %+v, %v; want due at the new deadline", info, err)
+	}
 	if err := w.db.Model(&orderclose.Order{}).Where("order_no = ?", late.OrderNo).Update("status", orderclose.StatusClosed).Error; err != nil {
 		t.Fatal(err)
 	}
-	a.post("/v1/orders/"+late.OrderNo+"/extend", `{"by_ms":1000}`).wantError(t, "closed", http.StatusConflict, "order_closed", "order_no")
+	closed := a.post("/v1/orders/"+late.OrderNo+"/extend", `{"by_ms":1000}`)
+	closed.wantError(t, "closed", http.StatusConflict, "order_closed", "order_no")
+	if m := closed.err.Error.Message; !strings.Contains(m, "cannot be extended") || strings.Contains(m, "paid") {
+		t.Errorf("extending a closed order says %q", m)
+	}
 	if _, err := w.svc.Extend(ctx, late.OrderNo, time.Second); !errors.Is(err, orderclose.ErrOrderClosed) {
 		t.Fatalf("service extend of a closed order: %v", err)
 	}

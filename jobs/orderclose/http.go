@@ -26,8 +26,7 @@ import (
 // {"error":{"code":"...","message":"...","field":"..."}} with the API's
 // codes (app/httpapi's package doc) and writes nothing. The module's own
 // codes are unknown_sku (400), insufficient_stock (409), order_closed
-// (409), order_paid (409), payment_window_over (409) and
-// idempotency_key_reused (422).
+// (409), order_paid (409) and idempotency_key_reused (422).
 //
 // Idempotency-Key makes a create safe to retry when its answer was lost:
 // the key is stored with the order (keys are global, one order each, kept
@@ -116,11 +115,10 @@ func (h *HTTPHandler) Mount(mux *http.ServeMux) {
 
 // The module's own error codes, next to the API's (httpjson's).
 const (
-	codeUnknownSKU        = "unknown_sku"         // 400: an item names a SKU that does not exist
-	codeInsufficientStock = "insufficient_stock"  // 409
-	codeOrderClosed       = "order_closed"        // 409: paying (or extending) an order whose window ended
-	codeOrderPaid         = "order_paid"          // 409: extending an order already paid
-	codeWindowOver        = "payment_window_over" // 409: extending a pending order whose window ended (its close is due)
+	codeUnknownSKU        = "unknown_sku"        // 400: an item names a SKU that does not exist
+	codeInsufficientStock = "insufficient_stock" // 409
+	codeOrderClosed       = "order_closed"       // 409: paying (or extending) an order whose window ended
+	codeOrderPaid         = "order_paid"         // 409: extending an order already paid
 	// 422: an Idempotency-Key that made an order with another request.
 	codeIdempotencyKeyReused = "idempotency_key_reused"
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -104,12 +105,13 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrOrderPaid):
 		e = httpjson.NewError(http.StatusConflict, codeOrderPaid, "order_no",
 			"order "+r.PathValue("no")+" is paid: its payment window cannot be extended")
-	case errors.Is(err, ErrWindowOver):
-		e = httpjson.NewError(http.StatusConflict, codeWindowOver, "order_no",
-			"order "+r.PathValue("no")+"'s payment window is over (its close is due): it cannot be extended")
 	case errors.Is(err, ErrOrderClosed):
+		what := "paid"
+		if strings.HasSuffix(r.URL.Path, "/extend") {
+			what = "extended"
+		}
 		e = httpjson.NewError(http.StatusConflict, codeOrderClosed, "order_no",
-			"order "+r.PathValue("no")+" is closed (its payment window ended): it cannot be paid")
+			"order "+r.PathValue("no")+" is closed (its payment window ended): it cannot be "+what)
 	default:
 		h.log.WithError(err).WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path}).Error("orders API: internal error")
 		e = httpjson.NewError(http.StatusInternalServerError, httpjson.CodeInternal, "", "internal error")

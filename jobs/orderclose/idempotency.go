@@ -62,8 +62,15 @@ func (s *Service) replay(ctx context.Context, in NewOrder, lines []line, window 
 func sameOrder(o *Order, items []OrderItem, user string, lines []line, window time.Duration) bool {
 	// The stored window is the deadline minus the creation time, both
 	// rounded down to the millisecond: a window with a fraction of a
-	// millisecond may come out one more.
-	if d := o.PayDeadline - o.CreatedAt - window.Milliseconds(); o.UserID != user || d < 0 || d > 1 || len(items) != len(lines) {
+	// millisecond may come out one more. It is the window the order was
+	// created with, which an extend leaves alone; a row made before the
+	// column existed has 0 there, and its deadline minus its creation time
+	// stands in, as before.
+	stored := o.PaymentWindowMs
+	if stored == 0 {
+		stored = o.PayDeadline - o.CreatedAt
+	}
+	if d := stored - window.Milliseconds(); o.UserID != user || d < 0 || d > 1 || len(items) != len(lines) {
 		return false
 	}
 	for i, it := range items {

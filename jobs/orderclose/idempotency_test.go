@@ -59,7 +59,16 @@ func TestCreateOrderIdempotencyKey(t *testing.T) {
 			t.Fatalf("stock %v: want it taken once", st)
 		}
 
-		// A replay answers with the order as it is now.
+		// A replay answers with the order as it is now: extended (the
+		// window it was created with is what the retry is compared with,
+		// not the extended one), then paid.
+		ext, err := w.svc.Extend(testenv.Context(t), first.Order.OrderNo, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c, err := w.svc.CreateOrder(testenv.Context(t), in); err != nil || !c.Replayed || c.Order.PayDeadline != ext.PayDeadline {
+			t.Fatalf("replay of an extended order: %+v, %v; want it replayed with deadline %d", c, err, ext.PayDeadline)
+		}
 		if _, err := w.svc.Pay(testenv.Context(t), first.Order.OrderNo); err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,11 @@ type Order struct {
 	PaidAt      *int64 `gorm:"column:paid_at;type:bigint"`
 	ClosedAt    *int64 `gorm:"column:closed_at;type:bigint"`
 	CloseReason string `gorm:"column:close_reason;type:varchar(32);not null"`
+	// PaymentWindowMs is the payment window the order was created with, in
+	// ms; extends move PayDeadline, not it. A retried create with the same
+	// idempotency key is compared with it (0 on rows made before it
+	// existed: those compare PayDeadline-CreatedAt).
+	PaymentWindowMs int64 `gorm:"column:payment_window_ms;type:bigint;not null;default:0"`
 	// Version counts the order's changes (1 when created).
 	Version int `gorm:"column:version;type:int;size:32;not null"`
 	// IdempotencyKey is the key the order was created with (NULL without

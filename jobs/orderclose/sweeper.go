@@ -191,7 +191,7 @@ func (sw *Sweeper) sweep(ctx context.Context) (SweepReport, error) {
 func (sw *Sweeper) enqueuePage(ctx context.Context, rows []sweepRow, rep *SweepReport) error {
 	jobs := make([]queue.NewJob, len(rows))
 	for i, r := range rows {
-		payload, err := json.Marshal(closePayload{OrderNo: r.OrderNo, PayDeadline: r.PayDeadline})
+		payload, err := json.Marshal(closePayload{OrderNo: r.OrderNo})
 		if err != nil {
 			return fmt.Errorf("orderclose: sweep: payload of %s: %w", r.OrderNo, err)
 		}

@@ -878,7 +878,9 @@
     cancel: {
       ask: (b) => 'Cancel job ' + b.dataset.id + ' of ' + b.dataset.topic + '? It is removed and never runs.',
       run: (b) => api('DELETE', jobPath(b.dataset.topic, b.dataset.id)),
-      done: (r, b) => 'cancelled ' + b.dataset.id,
+      // The server's warning says what the cancel does not do (an order's
+      // close job comes back from the orders sweeper).
+      done: (r, b) => 'cancelled ' + b.dataset.id + (r.warning ? '. Warning: ' + r.warning : ''),
     },
     'run-now': {
       ask: (b) => 'Run job ' + b.dataset.id + ' of ' + b.dataset.topic + ' now? It becomes due at once.',

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -462,4 +463,25 @@ func currentNames(v *httpapi.JobView) {
 			v.Ledger.State = st
 		}
 	}
+}
+
+// PutProduct sends PUT /v1/products/{sku} (the orders module): it creates
+// the product or sets its stock and price; the answer's Created says which.
+func (c *Client) PutProduct(ctx context.Context, sku string, stock, priceCents int64) (orderclose.ProductView, error) {
+	var out orderclose.ProductView
+	body := map[string]int64{"stock": stock, "price_cents": priceCents}
+	err := c.do(ctx, http.MethodPut, "/v1/products/"+url.PathEscape(sku), nil, body, &out)
+	return out, err
+}
+
+// Products sends GET /v1/products: a page of products by SKU, after the
+// SKU after ("" from the start).
+func (c *Client) Products(ctx context.Context, after string, limit int) (orderclose.ProductPage, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if after != "" {
+		q.Set("after", after)
+	}
+	var out orderclose.ProductPage
+	err := c.do(ctx, http.MethodGet, "/v1/products", q, nil, &out)
+	return out, err
 }

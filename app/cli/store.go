@@ -8,6 +8,7 @@ import (
 
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
@@ -56,6 +57,10 @@ type jobStore interface {
 	// Schedules lists the configured periodic schedules with their next
 	// run and the last tick any process enqueued (schedules.go).
 	Schedules(ctx context.Context) ([]periodic.Info, error)
+	// Products lists the orders module's products by SKU; PutProduct
+	// creates one or sets its stock and price.
+	Products(ctx context.Context, after string, limit int) (orderclose.ProductPage, error)
+	PutProduct(ctx context.Context, sku string, stock, priceCents int64) (orderclose.ProductView, error)
 	// Where names the store for messages: "Redis namespace dq", "the
 	// instance at http://...".
 	Where() string

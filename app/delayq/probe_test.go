@@ -128,6 +128,9 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "POST /v1/orders/{no}/extend", path: "/v1/orders/" + order.OrderNo + "/extend", body: `{"by_ms":60000}`},
 		{pattern: "GET /v1/orders/{no}", path: "/v1/orders/" + order.OrderNo},
 		{pattern: "GET /v1/orders/summary", path: "/v1/orders/summary"},
+		{pattern: "GET /v1/products", path: "/v1/products", params: map[string]string{"after": "A", "limit": "10"}},
+		{pattern: "GET /v1/products/{sku...}", path: "/v1/products/A"},
+		{pattern: "PUT /v1/products/{sku...}", path: "/v1/products/A", body: `{"stock":10,"price_cents":100}`},
 		{pattern: dashboard.SeriesPattern, path: "/v1/dashboard/series"},
 	}
 	// The probe covers every route the program serves.
@@ -213,9 +216,17 @@ func TestProbeBadInput(t *testing.T) {
 		{"/v1/topics/order_close/dead/purge", `{"before":-9223372036854775808}`, "invalid_value", "before"},
 		{"/v1/orders", `{"items":[{"sku":"A","quantity":1}],"payment_window_ms":-9223372036854775808}`, "invalid_value", "payment_window_ms"},
 		{"/v1/orders", `{"items":[{"sku":"A\u0000","quantity":1}]}`, "invalid_value", "items[0].sku"},
+		{"PUT /v1/products/A", `{"stock":-1,"price_cents":100}`, "invalid_value", "stock"},
+		{"PUT /v1/products/A", `{"stock":1,"price_cents":-9223372036854775808}`, "invalid_value", "price_cents"},
+		{"PUT /v1/products/A", `{"price_cents":100}`, "missing_field", "stock"},
+		{"PUT /v1/products/" + strings.Repeat("s", 65), `{"stock":1,"price_cents":1}`, "invalid_value", "sku"},
 	} {
-		r := c.do("POST", b.path, "application/json", b.body)
-		r.what = "POST " + b.path + " " + b.body
+		method, path, ok := strings.Cut(b.path, " ")
+		if !ok {
+			method, path = "POST", b.path
+		}
+		r := c.do(method, path, "application/json", b.body)
+		r.what = method + " " + path + " " + b.body
 		c.want(r, 400, b.code, b.field)
 	}
 	// The same for a reschedule and an order's extension: wrapping values,

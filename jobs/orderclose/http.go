@@ -20,6 +20,11 @@ import (
 //	GET  /v1/orders/{no}        -> 200 the order: status, deadline, closed at and reason, items
 //	GET  /v1/orders/summary     -> 200 orders by status, lateness of the recent closes, stock
 //	                               (read-only, for the dashboard; order numbers are never "summary")
+//	PUT  /v1/products/{sku}     {"stock":100, "price_cents":1999}
+//	                            -> 201 the product, created; 200 when it existed (stock and price set)
+//	GET  /v1/products/{sku}     -> 200 the product: sku, stock (available to new orders), price_cents
+//	GET  /v1/products?after=&limit=
+//	                            -> 200 {"products":[...], "next_after":"sku"}: by SKU, limit 1-1000 (100)
 //
 // Requests are read and errors answered by internal/httpjson, like every
 // other /v1 route: bad input gets a 4xx answer
@@ -63,6 +68,8 @@ func NewHTTPHandler(s *Service) *HTTPHandler {
 	h.mux.HandleFunc("/v1/orders/{no}/pay", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}/extend", methodNotAllowed("POST"))
 	h.mux.HandleFunc("/v1/orders/{no}", methodNotAllowed("GET, HEAD"))
+	h.mux.HandleFunc("/v1/products", methodNotAllowed("GET, HEAD"))
+	h.mux.HandleFunc("/v1/products/{sku...}", methodNotAllowed("GET, HEAD, PUT"))
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, r, httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "", "no such endpoint: "+r.URL.Path))
 	})
@@ -81,6 +88,9 @@ func (h *HTTPHandler) routes() []route {
 		{"POST /v1/orders/{no}/extend", h.extend},
 		{"GET /v1/orders/{no}", h.get},
 		{"GET /v1/orders/summary", h.summary},
+		{"GET /v1/products", h.listProducts},
+		{"GET /v1/products/{sku...}", h.getProduct},
+		{"PUT /v1/products/{sku...}", h.putProduct},
 	}
 }
 
@@ -99,10 +109,12 @@ func Routes() []string {
 // ServeHTTP serves the module's endpoints.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Patterns are the ServeMux patterns the module answers: /v1/orders and
-// everything under /v1/orders/, every method. A program that assembles its
+// Patterns are the ServeMux patterns the module answers: /v1/orders,
+// /v1/products and everything under them, every method. A program that assembles its
 // API from modules registers the handler under each.
-func (h *HTTPHandler) Patterns() []string { return []string{pathOrders, pathOrder} }
+func (h *HTTPHandler) Patterns() []string {
+	return []string{pathOrders, pathOrder, pathProducts, pathProduct}
+}
 
 // Mount registers the module on the program's mux, under /v1/orders and
 // /v1/orders/ (every method), so that leaving Mount out switches the

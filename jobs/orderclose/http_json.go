@@ -100,6 +100,8 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &stock):
 		e = httpjson.NewError(http.StatusConflict, codeInsufficientStock, stock.Field,
 			"sku "+strconv.Quote(stock.SKU)+": "+itoa(stock.Requested)+" requested, "+itoa(stock.Available)+" available")
+	case errors.Is(err, ErrProductNotFound):
+		e = httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "sku", "no product "+strconv.Quote(r.PathValue("sku")))
 	case errors.Is(err, ErrOrderNotFound):
 		e = httpjson.NewError(http.StatusNotFound, httpjson.CodeNotFound, "order_no", "no order "+strconv.Quote(r.PathValue("no")))
 	case errors.Is(err, ErrOrderPaid):

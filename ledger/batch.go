@@ -11,25 +11,55 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// Complete deletes the rows of finished jobs in one statement. It is fenced
-// by attempt: a row rewritten by a later claim of the same job (this worker's
+// Complete deletes the rows of jobs whose handler succeeded, each leaving
+// its history row (outcome succeeded) in the same transaction: one INSERT
+// ... SELECT and one DELETE, no commit of their own. It is fenced by
+// attempt: a row rewritten by a later claim of the same job (this worker's
 // lease expired and another worker took the job over) is left alone, since
 // that claim has not finished. Rows already gone (a transactional handler
 // deleted its own) are skipped silently.
 func (l ops) Complete(ctx context.Context, refs []queue.Ref) error {
+	if err := l.finish(ctx, refs, OutcomeSucceeded); err != nil {
+		return fmt.Errorf("ledger: complete %d jobs: %w", len(refs), err)
+	}
+	return nil
+}
+
+// CancelRows deletes the rows of cancelled jobs (waiting for their first
+// run or a retry), fenced by attempt like Complete, each leaving its
+// history row (outcome cancelled) in the same transaction.
+func (l ops) CancelRows(ctx context.Context, refs []queue.Ref) error {
+	if err := l.finish(ctx, refs, OutcomeCancelled); err != nil {
+		return fmt.Errorf("ledger: cancel %d jobs: %w", len(refs), err)
+	}
+	return nil
+}
+
+// finish deletes the rows of refs, fenced by attempt, copying them into
+// history as finished with outcome first, in one transaction (a write of
+// the group commit: no commit of its own while others flow).
+func (l ops) finish(ctx context.Context, refs []queue.Ref, outcome string) error {
 	if len(refs) == 0 {
 		return nil
 	}
 	refs = sortedRefs(refs)
-	err := l.commit(ctx, l.inBatches(len(refs), 3, 0, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
-		return db.Table(l.ledgerTable).
-			Where(l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt"), refVars(refs[lo:hi], true)...).
-			Delete(&Entry{}).Error
-	}))
-	if err != nil {
-		return fmt.Errorf("ledger: complete %d jobs: %w", len(refs), err)
+	history := false
+	for _, r := range refs {
+		history = history || l.keepsHistory(r.Topic)
 	}
-	return nil
+	now := l.nowMs()
+	w := l.inBatches(len(refs), 3, 2, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
+		where := l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
+		vars := refVars(refs[lo:hi], true)
+		if history {
+			if err := l.historyFrom(db, outcome, now, where, vars...); err != nil {
+				return fmt.Errorf("history: %w", err)
+			}
+		}
+		return db.Table(l.ledgerTable).Where(where, vars...).Delete(&Entry{}).Error
+	})
+	w.atomic = w.atomic || history // the copy and the delete commit together
+	return l.commit(ctx, w)
 }
 
 // DropClaim deletes the row of one claim if it is still that claim's:

@@ -14,8 +14,10 @@ import (
 const deadColumns = 6
 
 // Bury moves dead jobs from the ledger to the dead-letter archive, with their
-// payload and last error, in one transaction: one multi-row INSERT and one
-// DELETE, so a job is never both in flight and dead, nor neither. The DELETE
+// payload and last error, in one transaction: one multi-row INSERT, the
+// history rows copied from the ledger rows (outcome dead, finished now; the
+// dead letter keeps the time of death), and one DELETE, so a job is never
+// both in flight and dead, nor neither. The DELETE
 // is not fenced by attempt: the job is already dead in Redis, so no later
 // claim of it can exist. When a job appears twice the last one wins.
 func (l ops) Bury(ctx context.Context, dead []queue.DeadJob) error {
@@ -65,14 +67,17 @@ func (l ops) Bury(ctx context.Context, dead []queue.DeadJob) error {
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
-		err = forSpans(len(rows), l.batchSize(2, 0), func(lo, hi int) error {
+		err = forSpans(len(rows), l.batchSize(2, 2), func(lo, hi int) error {
 			vars := make([]any, 0, 2*(hi-lo))
 			for _, r := range rows[lo:hi] {
 				vars = append(vars, r.Topic, r.JobID)
 			}
-			return tx.Table(l.ledgerTable).
-				Where(l.dialect.tupleIn(hi-lo, "topic", "job_id"), vars...).
-				Delete(&Entry{}).Error
+			where := l.dialect.tupleIn(hi-lo, "topic", "job_id")
+			// Its history row from its ledger row, in this transaction.
+			if err := l.historyFrom(tx, OutcomeDead, now, where, vars...); err != nil {
+				return fmt.Errorf("history: %w", err)
+			}
+			return tx.Table(l.ledgerTable).Where(where, vars...).Delete(&Entry{}).Error
 		})
 		if err != nil {
 			return fmt.Errorf("delete rows: %w", err)

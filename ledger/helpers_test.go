@@ -123,5 +123,15 @@ func count(t testing.TB, l *Ledger) int64 {
 	return n
 }
 
+// historyCount counts l's history rows of outcome.
+func historyCount(t testing.TB, l *Ledger, outcome string) int64 {
+	t.Helper()
+	var n int64
+	if err := l.db.Table(l.historyTable).Where("outcome = ?", outcome).Count(&n).Error; err != nil {
+		t.Fatalf("count history: %v", err)
+	}
+	return n
+}
+
 // opsOf is l's internal steps, as the engine's parts take them.
 func opsOf(l *Ledger) ops { return ops{l} }

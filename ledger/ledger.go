@@ -14,12 +14,16 @@ import (
 // holds no state besides its configuration, its estimate of the SQL clock
 // and its write counts.
 type Ledger struct {
-	db          *gorm.DB
-	dialect     dialect
-	opts        Options
-	ledgerTable string
-	deadTable   string
-	stateTable  string // topic state: the operators' pauses (topicstate.go)
+	db           *gorm.DB
+	dialect      dialect
+	opts         Options
+	ledgerTable  string
+	deadTable    string
+	stateTable   string // topic state: the operators' pauses (topicstate.go)
+	historyTable string // finished jobs (history.go)
+	// historyHead is history.go's INSERT ... SELECT head and column list,
+	// noHistory its topic filter ("": every topic keeps history), built once.
+	historyHead, noHistory string
 	// upsertHead and upsertTail frame the rows of Record's upsert
 	// (upsertOn), built once.
 	upsertHead, upsertTail string
@@ -64,17 +68,19 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 	l := &Ledger{
 		// Each write is one statement, atomic on its own: gorm's default
 		// BEGIN/COMMIT around it would only triple the round trips.
-		db:          db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
-		dialect:     d,
-		opts:        opts,
-		ledgerTable: opts.TablePrefix + "ledger",
-		deadTable:   opts.TablePrefix + "dead_letter",
-		stateTable:  opts.TablePrefix + "topic_state",
-		clock:       &sqlClock{},
-		writes:      &writeCounter{},
-		lastRecord:  &atomic.Int64{},
+		db:           db.Session(&gorm.Session{NewDB: true, SkipDefaultTransaction: true}),
+		dialect:      d,
+		opts:         opts,
+		ledgerTable:  opts.TablePrefix + "ledger",
+		deadTable:    opts.TablePrefix + "dead_letter",
+		stateTable:   opts.TablePrefix + "topic_state",
+		historyTable: opts.TablePrefix + "history",
+		clock:        &sqlClock{},
+		writes:       &writeCounter{},
+		lastRecord:   &atomic.Int64{},
 	}
 	l.upsertHead, l.upsertTail = upsertSQL(d, l.ledgerTable)
+	l.historyHead, l.noHistory = historySQL(l.historyTable, l.ledgerTable, opts.NoHistory)
 	if l.migrations, err = loadMigrations(migrationFiles); err != nil {
 		return nil, err // a build whose embedded migrations are broken
 	}

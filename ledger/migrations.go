@@ -57,6 +57,10 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 	},
 	3: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "periodic")) },
 	4: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "topic_state")) },
+	5: func(p probe, pre string) (bool, error) {
+		return p.all(p.column(pre+"ledger", "first_claimed_at"), p.table(pre+"history"),
+			p.index(pre+"history", "idx_"+pre+"history_topic_finished"))
+	},
 }
 
 // probe asks a database's catalogue whether a table, column or index

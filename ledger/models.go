@@ -73,6 +73,10 @@ type Entry struct {
 	// appends the columns it adds, upgrades a table to exactly the layout
 	// of a new one.
 	EnqueuedAt int64 `gorm:"column:enqueued_at;type:bigint;not null;default:0"`
+	// FirstClaimedAt is when the job was first claimed (claimed_at is the
+	// latest claim's): what its history row calls its first start. 0 until
+	// a claim, and on rows claimed before the column existed.
+	FirstClaimedAt int64 `gorm:"column:first_claimed_at;type:bigint;not null;default:0"`
 }
 
 // waitingWorker is the worker column of a row that waits for its first
@@ -110,6 +114,43 @@ type DeadLetter struct {
 	Attempts  int    `gorm:"column:attempts;type:int;size:32;not null"`
 	LastError string `gorm:"column:last_error;type:text;not null"`
 	DiedAt    int64  `gorm:"column:died_at;type:bigint;not null;index:,composite:topic_died,priority:2"`
+}
+
+// Outcomes of a finished job, as its history row names them.
+const (
+	OutcomeSucceeded = "succeeded" // its handler returned nil
+	OutcomeDead      = "dead"      // out of attempts, or failed for good
+	OutcomeCancelled = "cancelled" // cancelled while waiting (queue's Cancel)
+	OutcomePurged    = "purged"    // dead, then deleted from the dead set
+)
+
+// HistoryRow is one finished job (docs/design.md §4.18): written in the
+// transaction that deletes its ledger row (a success, a death, a cancel of
+// a job with a row), or in its operation's own (a cancel of a job that had
+// none); a purge of a dead job turns its row's outcome to purged. The
+// rows are kept for the history retention, then deleted in bounded
+// batches (PurgeHistory). All times are Unix milliseconds; the claims'
+// times are SQL's clock, like the ledger row's.
+type HistoryRow struct {
+	ID          int64  `gorm:"column:id;primaryKey;autoIncrement" json:"-"`
+	Topic       string `gorm:"column:topic;type:varchar(64);not null;index:,composite:topic_job,priority:1;index:,composite:topic_finished,priority:1" json:"topic"`
+	JobID       string `gorm:"column:job_id;type:varchar(200);not null;index:,composite:topic_job,priority:2" json:"id"`
+	Outcome     string `gorm:"column:outcome;type:varchar(16);not null" json:"outcome"`
+	Attempts    int    `gorm:"column:attempts;type:int;size:32;not null" json:"attempts"`
+	MaxAttempts int    `gorm:"column:max_attempts;type:int;size:32;not null" json:"max_attempts"`
+	EnqueuedAt  int64  `gorm:"column:enqueued_at;type:bigint;not null" json:"enqueued_at"`
+	// DueAt is when the finishing attempt was due (a retried job's retry
+	// time; a first run's due time).
+	DueAt int64 `gorm:"column:due_at;type:bigint;not null" json:"due_at"`
+	// FirstClaimedAt is the first claim (its first start, give or take the
+	// claim-ahead), ClaimedAt the last one; 0 for a job cancelled before
+	// any claim.
+	FirstClaimedAt int64 `gorm:"column:first_claimed_at;type:bigint;not null" json:"first_claimed_at"`
+	ClaimedAt      int64 `gorm:"column:claimed_at;type:bigint;not null" json:"claimed_at"`
+	FinishedAt     int64 `gorm:"column:finished_at;type:bigint;not null;index:,composite:topic_finished,priority:2" json:"finished_at"`
+	// Worker is the process that held the last claim ("" before any).
+	Worker    string `gorm:"column:worker;type:varchar(255);not null" json:"worker"`
+	LastError string `gorm:"column:last_error;type:text;not null" json:"last_error"`
 }
 
 // Column sizes, checked before writing so that MySQL (which rejects overlong

@@ -44,6 +44,9 @@ type Options struct {
 	// §4.5). 0 means DefaultGroupCommitDepth; at most 16. On SQLite,
 	// which has one writer, it is always 1.
 	GroupCommitDepth int
+	// NoHistory lists the topics whose finished jobs leave no history row
+	// (docs/design.md §4.18); every other topic's do. Default none.
+	NoHistory []string
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)

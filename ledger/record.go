@@ -11,7 +11,7 @@ import (
 )
 
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
-const entryColumns = 13
+const entryColumns = 14
 
 // recordUpdates are the columns of the conflict clause of Record's upsert: a
 // job claimed again whose row the UPDATE did not take (see recordOn)

@@ -18,11 +18,11 @@ type claimRow struct {
 
 // claimUpdatePerRow is how many variables recordOn's UPDATE binds per row
 // (topic, job_id, attempt), claimUpdateFixed the others (lease_until,
-// worker, claimed_at, updated_at). Both are under entryColumns per row, so
+// worker, claimed_at, updated_at, and claimed_at again for a first claim). Both are under entryColumns per row, so
 // a span that fits the upsert fits the UPDATE.
 const (
 	claimUpdatePerRow = 3
-	claimUpdateFixed  = 4
+	claimUpdateFixed  = 5
 )
 
 // recordOn writes the claims of rows (sorted by key, distinct) on db, a
@@ -84,10 +84,11 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) error {
 func (l *Ledger) updateClaims(db *gorm.DB, rows []Entry) (int64, error) {
 	first := rows[0]
 	q := "UPDATE `" + l.ledgerTable + "` SET state = '" + queue.StateInFlight.Column() + "', attempt = attempt + 1," +
-		" lease_until = ?, worker = ?, claimed_at = ?, updated_at = ? WHERE " +
+		" lease_until = ?, worker = ?, claimed_at = ?, updated_at = ?," +
+		" first_claimed_at = CASE WHEN first_claimed_at = 0 THEN ? ELSE first_claimed_at END WHERE " +
 		l.dialect.tupleIn(len(rows), "topic", "job_id", "attempt")
 	vars := make([]any, 0, claimUpdateFixed+claimUpdatePerRow*len(rows))
-	vars = append(vars, first.LeaseUntil, first.Worker, first.ClaimedAt, first.UpdatedAt)
+	vars = append(vars, first.LeaseUntil, first.Worker, first.ClaimedAt, first.UpdatedAt, first.ClaimedAt)
 	for i := range rows {
 		vars = append(vars, rows[i].Topic, rows[i].JobID, rows[i].Attempt-1)
 	}
@@ -112,7 +113,7 @@ func (l *Ledger) upsertOn(db *gorm.DB, rows []Entry) error {
 		b.WriteString(entryPlaceholders)
 		r := &rows[i]
 		vars = append(vars, r.Topic, r.JobID, r.Payload, r.Attempt, r.MaxAttempts, r.RunAt, r.ClaimedAt,
-			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt)
+			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt, r.ClaimedAt)
 	}
 	b.WriteString(l.upsertTail)
 	return db.Exec(b.String(), vars...).Error
@@ -127,9 +128,17 @@ var entryPlaceholders = "(" + strings.TrimSuffix(strings.Repeat("?,", entryColum
 // guarded by attempt, in the dialect's words.
 func upsertSQL(d dialect, table string) (head, tail string) {
 	cols := []string{"topic", "job_id", "payload", "attempt", "max_attempts", "run_at", "claimed_at",
-		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at"}
+		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at", "first_claimed_at"}
 	head = "INSERT INTO `" + table + "` (`" + strings.Join(cols, "`,`") + "`) VALUES "
-	sets := make([]string, len(recordUpdates))
+	// A row the job had keeps its first claim's time; one that had none
+	// (a durable job's waiting row) takes this claim's. It reads only its
+	// own column and the new values, so MySQL's left-to-right order does not
+	// matter, nor does the attempt guard.
+	first := "`first_claimed_at`=IF(`first_claimed_at`=0,VALUES(`claimed_at`),`first_claimed_at`)"
+	if d.name != "mysql" {
+		first = "`first_claimed_at`=CASE WHEN `first_claimed_at`=0 THEN excluded.`claimed_at` ELSE `first_claimed_at` END"
+	}
+	sets := make([]string, len(recordUpdates), len(recordUpdates)+1)
 	for i, c := range recordUpdates {
 		if d.name == "mysql" {
 			sets[i] = "`" + c + "`=IF(VALUES(`attempt`)>=`attempt`,VALUES(`" + c + "`),`" + c + "`)"
@@ -137,6 +146,7 @@ func upsertSQL(d dialect, table string) (head, tail string) {
 			sets[i] = "`" + c + "`=excluded.`" + c + "`"
 		}
 	}
+	sets = append([]string{first}, sets...)
 	if d.name == "mysql" {
 		return head, " ON DUPLICATE KEY UPDATE " + strings.Join(sets, ",")
 	}

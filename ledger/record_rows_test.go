@@ -42,6 +42,7 @@ func TestRecordDurableUpdatesTheScheduledRow(t *testing.T) {
 			want := old
 			want.State, want.Attempt, want.Worker = queue.StateInFlight, 1, "w:1"
 			want.ClaimedAt, want.UpdatedAt, want.LeaseUntil = fixedNow.UnixMilli(), fixedNow.UnixMilli(), a.LeaseUntil
+			want.FirstClaimedAt = fixedNow.UnixMilli() // the first claim of a waiting row
 			if got := mustRow(t, l, "t", id); !equalEntry(got, want) {
 				t.Errorf("%s claimed:\n got %+v\nwant %+v", id, got, want)
 			}
@@ -93,7 +94,7 @@ func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 		got := mustRow(t, l, "t", "gone")
 		want := Entry{ID: got.ID, Topic: "t", JobID: "gone", Payload: j.Payload, Attempt: 1, MaxAttempts: 5, RunAt: j.RunAt,
 			ClaimedAt: fixedNow.UnixMilli(), LeaseUntil: j.LeaseUntil, Worker: "w:1", State: queue.StateInFlight,
-			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: j.EnqueuedAt}
+			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: j.EnqueuedAt, FirstClaimedAt: fixedNow.UnixMilli()}
 		if !equalEntry(got, want) {
 			t.Errorf("row:\n got %+v\nwant %+v", got, want)
 		}

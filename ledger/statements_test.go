@@ -68,7 +68,10 @@ func TestOneStatementPerBatch(t *testing.T) {
 				if err := opsOf(l).Complete(ctx, refs[:half]); err != nil {
 					t.Fatal(err)
 				}
-				expect("Complete", "DELETE")
+				expect("Complete", "INSERT", "DELETE") // the history rows, then the delete
+				if h := historyCount(t, l, OutcomeSucceeded); h != int64(half) {
+					t.Errorf("Complete: %d history rows, want %d", h, half)
+				}
 				if c := count(t, l); c != int64(n-half) {
 					t.Errorf("Complete: %d rows left, want %d", c, n-half)
 				}
@@ -81,7 +84,10 @@ func TestOneStatementPerBatch(t *testing.T) {
 				if err := opsOf(l).Bury(ctx, dead); err != nil {
 					t.Fatal(err)
 				}
-				expect("Bury", "INSERT", "DELETE")
+				expect("Bury", "INSERT", "INSERT", "DELETE") // dead letters, history, delete
+				if h := historyCount(t, l, OutcomeDead); h != int64(n-half) {
+					t.Errorf("Bury: %d history rows, want %d", h, n-half)
+				}
 				if c := count(t, l); c != 0 {
 					t.Errorf("Bury: %d rows left", c)
 				}
@@ -98,9 +104,10 @@ func TestOneStatementPerBatch(t *testing.T) {
 func TestSplitAtPlaceholderLimit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		// 13 columns per row: 65 placeholders hold 5 rows, so 23 jobs take
-		// 5 INSERTs; Complete binds 3 per job: 21 per DELETE, 2 DELETEs.
-		l, log := newLedger(t, db, Options{MaxPlaceholders: 65})
+		// 14 columns per row: 70 placeholders hold 5 rows, so 23 jobs take
+		// 5 INSERTs; Complete binds 3 per job and 2 more: 22 per statement,
+		// 2 INSERT ... SELECTs into history and 2 DELETEs.
+		l, log := newLedger(t, db, Options{MaxPlaceholders: 70})
 		js := jobs("t", "j", 23)
 		mustRecord(t, l, "h:1", js...)
 		if got := verbs(log.Take()); len(got) != 5 {
@@ -112,11 +119,14 @@ func TestSplitAtPlaceholderLimit(t *testing.T) {
 		if err := opsOf(l).Complete(ctx, refsOf(js)); err != nil {
 			t.Fatal(err)
 		}
-		if got := verbs(log.Take()); len(got) != 3 { // 2 DELETEs + the Count above
+		if got := verbs(log.Take()); len(got) != 5 { // 2 INSERTs and 2 DELETEs + the Count above
 			t.Errorf("split Complete ran %v", got)
 		}
 		if c := count(t, l); c != 0 {
 			t.Fatalf("split Complete left %d rows", c)
+		}
+		if h := historyCount(t, l, OutcomeSucceeded); h != 23 {
+			t.Fatalf("split Complete left %d history rows, want 23", h)
 		}
 	})
 }

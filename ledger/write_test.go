@@ -38,7 +38,7 @@ func TestRecord(t *testing.T) {
 			ID: ra.ID, Topic: "orders", JobID: "a", Payload: a.Payload,
 			Attempt: 1, MaxAttempts: 5, RunAt: a.RunAt, ClaimedAt: fixedNow.UnixMilli(),
 			LeaseUntil: a.LeaseUntil, Worker: "host1:42", State: queue.StateInFlight,
-			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: a.EnqueuedAt,
+			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: a.EnqueuedAt, FirstClaimedAt: fixedNow.UnixMilli(),
 		}
 		if !equalEntry(ra, want) {
 			t.Errorf("row a:\n got %+v\nwant %+v", ra, want)

@@ -84,6 +84,8 @@ type nopLedger struct{}
 
 func (nopLedger) Record(context.Context, []*queue.Job, string) error           { return nil }
 func (nopLedger) Complete(context.Context, []queue.Ref) error                  { return nil }
+func (nopLedger) CancelRows(context.Context, []queue.Ref) error                { return nil }
+func (nopLedger) Cancelled(context.Context, []*queue.Job) error                { return nil }
 func (nopLedger) Unclaim(context.Context, []queue.Ref) error                   { return nil }
 func (nopLedger) DropClaim(context.Context, queue.Ref, string) error           { return nil }
 func (nopLedger) Extend(context.Context, []queue.Ref, int64) error             { return nil }

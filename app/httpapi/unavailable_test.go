@@ -146,10 +146,14 @@ func TestSQLUnavailable(t *testing.T) {
 	expectUnavailable(t, e.get(t, "/v1/ledger/stale"), "sql")
 	// Enqueue needs Redis only.
 	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"a"}`), http.StatusAccepted)
-	// Cancelling a fresh job needs no ledger; telling whether an unknown
-	// one waits in the ledger does.
-	expect(t, e.del(t, "/v1/topics/t/jobs/a"), http.StatusOK)
+	// Cancelling a fresh job writes its history row, before Redis's step:
+	// SQL down, it is refused whole (the job still waits); telling whether
+	// an unknown one waits in the ledger needs SQL too.
 	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/a"), "sql")
+	if v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/a")); v.State != "waiting" {
+		t.Fatalf("a refused cancel changed the job: %+v", v)
+	}
+	expectUnavailable(t, e.del(t, "/v1/topics/t/jobs/nope"), "sql")
 	// Rescheduling a fresh job of a redis topic needs no ledger either;
 	// an unknown one is looked up there.
 	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"b","delay_ms":60000}`), http.StatusAccepted)

@@ -58,6 +58,7 @@ CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `last_error`   TEXT         NOT NULL,
   `updated_at`   BIGINT       NOT NULL,
   `enqueued_at`  BIGINT       NOT NULL DEFAULT 0,
+  `first_claimed_at` BIGINT   NOT NULL DEFAULT 0,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_dq_ledger_topic_job` (`topic`, `job_id`),
   KEY `idx_dq_ledger_state_run_at` (`state`, `run_at`),
@@ -91,6 +92,28 @@ CREATE TABLE IF NOT EXISTS `dq_topic_state` (
   PRIMARY KEY (`topic`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- Job history: one row per finished job (succeeded, dead, cancelled,
+-- purged), written in the transaction that deletes its dq_ledger row; kept
+-- for the history retention (history.retention), then deleted in batches.
+CREATE TABLE IF NOT EXISTS `dq_history` (
+  `id`               BIGINT       NOT NULL AUTO_INCREMENT,
+  `topic`            VARCHAR(64)  NOT NULL,
+  `job_id`           VARCHAR(200) NOT NULL,
+  `outcome`          VARCHAR(16)  NOT NULL,
+  `attempts`         INT          NOT NULL,
+  `max_attempts`     INT          NOT NULL,
+  `enqueued_at`      BIGINT       NOT NULL,
+  `due_at`           BIGINT       NOT NULL,
+  `first_claimed_at` BIGINT       NOT NULL,
+  `claimed_at`       BIGINT       NOT NULL,
+  `finished_at`      BIGINT       NOT NULL,
+  `worker`           VARCHAR(255) NOT NULL,
+  `last_error`       TEXT         NOT NULL,
+  PRIMARY KEY (`id`),
+  KEY `idx_dq_history_topic_job` (`topic`, `job_id`),
+  KEY `idx_dq_history_topic_finished` (`topic`, `finished_at`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Periodic schedules (package queue/periodic): the last tick each schedule
 -- enqueued on a durable topic. A tick is claimed by a conditional update
 -- (last_tick < tick) in the transaction that enqueues its job, so it is
@@ -118,6 +141,10 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
   SELECT 3, 'periodic', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_periodic');
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 4, 'topic_state', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_topic_state');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 5, 'history', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'first_claimed_at')
+    AND EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_history' AND INDEX_NAME = 'idx_dq_history_topic_finished');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

@@ -28,9 +28,13 @@ var errAttemptChanged = errors.New("job waits at another attempt")
 // puts back. So:
 //
 //  1. Redis is read: the job's state and the attempt it waits at.
-//  2. The ledger row of that attempt is deleted (Ledger.Complete: fenced,
+//  2. The ledger row of that attempt is deleted (Ledger.CancelRows: fenced,
 //     so a claim made meanwhile, which rewrites the row with a newer
-//     attempt, keeps it). A first run has no row.
+//     attempt, keeps it), leaving the job's history row (cancelled) in the
+//     same transaction. A redis topic's first run has no row: its history
+//     row is written here instead, on its own (Ledger.Cancelled). A cancel
+//     whose step 3 then finds the job claimed leaves that history row for
+//     a job that runs after all: the job's later history row tells.
 //  3. The Redis entries are removed, in one script that refuses a job held
 //     by a worker, a dead one, or one waiting at another attempt than step 1
 //     saw (claimed and retried meanwhile: Cancel starts again at step 1).
@@ -91,9 +95,13 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 			// A retry has a row, and so does every waiting job of a durable
 			// topic (its waiting row, attempt 0).
 			if attempt > 0 || c.lifecycle(topic).waitsInSQL() {
-				if err := l.Complete(ctx, []Ref{info.Job.Ref()}); err != nil {
+				if err := l.CancelRows(ctx, []Ref{info.Job.Ref()}); err != nil {
 					return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)
 				}
+			} else if err := l.Cancelled(ctx, []*Job{info.Job}); err != nil {
+				// Before Redis's step, so that SQL down leaves the job as it
+				// was (a retryable error), not cancelled without its history.
+				return nil, fmt.Errorf("queue: cancel %s/%s: write its history: %w: %w", topic, id, ErrLedger, err)
 			}
 		}
 		job, err := c.cancelWaiting(ctx, topic, id, attempt)
@@ -148,7 +156,7 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 	case row.State == StateInFlight:
 		return nil, fmt.Errorf("queue: cancel %s/%s: not in Redis, and the ledger says a worker holds it: %w", topic, id, ErrInFlight)
 	}
-	if err := l.Complete(ctx, []Ref{{Topic: topic, ID: id, Attempt: row.Attempt}}); err != nil {
+	if err := l.CancelRows(ctx, []Ref{{Topic: topic, ID: id, Attempt: row.Attempt}}); err != nil {
 		return nil, fmt.Errorf("queue: cancel %s/%s: delete its ledger row: %w: %w", topic, id, ErrLedger, err)
 	}
 	return &Job{

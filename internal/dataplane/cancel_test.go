@@ -122,18 +122,19 @@ func TestCancelJobRedisLost(t *testing.T) {
 	}
 }
 
-// hookLedger runs before on each Complete call, once.
+// hookLedger runs before on the first CancelRows call (Cancel's delete of
+// the row), once.
 type hookLedger struct {
 	dataplane.Ledger
 	before func()
 }
 
-func (h *hookLedger) Complete(ctx context.Context, refs []dataplane.Ref) error {
+func (h *hookLedger) CancelRows(ctx context.Context, refs []dataplane.Ref) error {
 	if f := h.before; f != nil {
 		h.before = nil
 		f()
 	}
-	return h.Ledger.Complete(ctx, refs)
+	return h.Ledger.CancelRows(ctx, refs)
 }
 
 // A job claimed, failed and retried between Cancel's look at Redis and its
@@ -164,23 +165,38 @@ func TestCancelJobRetriedMeanwhile(t *testing.T) {
 	}
 }
 
-// failingComplete is a ledger whose deletes fail.
-type failingComplete struct{ dataplane.Ledger }
+// failingCancel is a ledger whose cancel writes (the row's delete with
+// its history, or the history of a job without a row) fail.
+type failingCancel struct{ dataplane.Ledger }
 
-func (failingComplete) Complete(context.Context, []dataplane.Ref) error {
+func (failingCancel) CancelRows(context.Context, []dataplane.Ref) error {
+	return errors.New("sql is down")
+}
+
+func (failingCancel) Cancelled(context.Context, []*dataplane.Job) error {
 	return errors.New("sql is down")
 }
 
 // A ledger that fails before the Redis step leaves the job waiting, whole,
-// and says which store failed.
+// and says which store failed: a retrying job (its row's delete fails)
+// and a first run of a redis topic (its history row's insert fails).
 func TestCancelLedgerFails(t *testing.T) {
 	e := newWEnv(t)
 	ctx := testenv.Context(t)
 	failRetry(t, e, claimRecord(t, e, "t", "j"), time.Now().Add(time.Hour).UnixMilli())
-	if _, err := e.c.Cancel(ctx, failingComplete{ledgerops.Of(e.led)}, "t", "j"); !errors.Is(err, dataplane.ErrLedger) {
+	if _, err := e.c.Cancel(ctx, failingCancel{ledgerops.Of(e.led)}, "t", "j"); !errors.Is(err, dataplane.ErrLedger) {
 		t.Fatalf("cancel: %v, want ErrLedger", err)
 	}
 	if mustGet(t, e.env, "t", "j").State != dataplane.StateRetrying || !hasRow(t, e, "t", "j") {
 		t.Fatal("a failed cancel changed the job")
+	}
+	if _, err := e.c.Enqueue(ctx, "t", dataplane.NewJob{ID: "first", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Cancel(ctx, failingCancel{ledgerops.Of(e.led)}, "t", "first"); !errors.Is(err, dataplane.ErrLedger) {
+		t.Fatalf("cancel of a first run: %v, want ErrLedger", err)
+	}
+	if mustGet(t, e.env, "t", "first").State != dataplane.StateWaiting {
+		t.Fatal("a failed cancel of a first run changed the job")
 	}
 }

@@ -23,8 +23,18 @@ type Ledger interface {
 	// for a redis topic's job, the waiting row for a Durable one. The jobs
 	// are ones Claim returned, so LeaseUntil and Durable are set.
 	Record(ctx context.Context, jobs []*Job, worker string) error
-	// Complete deletes the rows of finished jobs.
+	// Complete deletes the rows of jobs whose handler succeeded, each
+	// leaving its history row in the same transaction.
 	Complete(ctx context.Context, refs []Ref) error
+	// CancelRows deletes the rows of cancelled jobs (waiting for their
+	// first run or a retry), fenced by attempt like Complete, each leaving
+	// its history row (cancelled) in the same transaction. Client.Cancel
+	// calls it; the worker never does.
+	CancelRows(ctx context.Context, refs []Ref) error
+	// Cancelled writes the history rows of cancelled jobs that had no
+	// ledger row (a redis topic's job waiting for its first run), in one
+	// statement of their own.
+	Cancelled(ctx context.Context, jobs []*Job) error
 	// DropClaim deletes the row of one claim if it is still that claim's
 	// row: in progress, at ref's attempt, written by worker. The worker
 	// calls it for a claim whose lease ran out before its handler started

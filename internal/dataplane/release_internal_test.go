@@ -24,6 +24,11 @@ func (m *memLedger) Record(ctx context.Context, jobs []*Job, worker string) erro
 	return nil
 }
 
+// CancelRows deletes like Complete; the memory keeps no history.
+func (m *memLedger) CancelRows(ctx context.Context, refs []Ref) error { return m.Complete(ctx, refs) }
+
+func (m *memLedger) Cancelled(context.Context, []*Job) error { return nil }
+
 func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -32,10 +32,10 @@ func (l interleaved) recover(ctx context.Context) {
 	}
 }
 
-func (l interleaved) Complete(ctx context.Context, refs []queue.Ref) error {
+func (l interleaved) CancelRows(ctx context.Context, refs []queue.Ref) error {
 	l.recover(ctx)
 	defer l.recover(ctx)
-	return l.Ledger.Complete(ctx, refs)
+	return l.Ledger.CancelRows(ctx, refs)
 }
 
 func (l interleaved) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRow, error) {

@@ -1,0 +1,218 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HistoryFilter selects finished jobs of one topic (History). With ID or
+// Prefix the rows come by job id (then by id: a job id finished several
+// times comes oldest first), from the (topic, job_id) index; otherwise
+// newest first by finish time, from the (topic, finished_at) index.
+// Outcome and the finish-time bounds filter either.
+type HistoryFilter struct {
+	Topic string // required
+	// ID is one job id, exactly; Prefix the start of job ids (printable
+	// ASCII, taken literally). At most one of the two.
+	ID, Prefix string
+	// Outcome is one of the Outcome constants; "" means any.
+	Outcome string
+	// FinishedFrom and FinishedBefore bound finished_at: from <= t <
+	// before (Unix ms); 0 leaves that side open.
+	FinishedFrom, FinishedBefore int64
+	// After is the previous page's next cursor; "" starts at the start.
+	After string
+	// Limit is the most rows of a page; it must be positive.
+	Limit int
+}
+
+// ErrBadCursor is returned by History for an After that is not a cursor
+// of the same listing (by id, or by time).
+var ErrBadCursor = errors.New("ledger: not a cursor of this history listing")
+
+// ValidOutcome reports whether s names an outcome a history row can have.
+func ValidOutcome(s string) bool {
+	switch s {
+	case OutcomeSucceeded, OutcomeDead, OutcomeCancelled, OutcomePurged:
+		return true
+	}
+	return false
+}
+
+// History returns a page of the finished jobs f selects, and the cursor of
+// the next page ("" on the last one), in one statement.
+func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, string, error) {
+	if err := checkLimit(f.Limit); err != nil {
+		return nil, "", err
+	}
+	if f.Topic == "" {
+		return nil, "", errors.New("ledger: history: a topic is required")
+	}
+	if err := checkText("topic", f.Topic, maxTopicLen); err != nil {
+		return nil, "", err
+	}
+	if f.ID != "" && f.Prefix != "" {
+		return nil, "", errors.New("ledger: history: an id or a prefix, not both")
+	}
+	if f.Outcome != "" && !ValidOutcome(f.Outcome) {
+		return nil, "", fmt.Errorf("ledger: history: outcome %q: want succeeded, dead, cancelled or purged", f.Outcome)
+	}
+	q := l.conn(ctx).Table(l.historyTable).Where("topic = ?", f.Topic)
+	byID := f.ID != "" || f.Prefix != ""
+	switch {
+	case f.ID != "":
+		q = q.Where("job_id = ?", f.ID)
+	case f.Prefix != "":
+		if f.Prefix[len(f.Prefix)-1] >= 0x7f {
+			return nil, "", fmt.Errorf("ledger: history: id prefix %q: want printable ASCII", f.Prefix)
+		}
+		upper := f.Prefix[:len(f.Prefix)-1] + string(f.Prefix[len(f.Prefix)-1]+1)
+		q = q.Where("job_id >= ? AND job_id < ?", f.Prefix, upper)
+	}
+	if f.Outcome != "" {
+		q = q.Where("outcome = ?", f.Outcome)
+	}
+	if f.FinishedFrom != 0 {
+		q = q.Where("finished_at >= ?", f.FinishedFrom)
+	}
+	if f.FinishedBefore != 0 {
+		q = q.Where("finished_at < ?", f.FinishedBefore)
+	}
+	if f.After != "" {
+		kind, a, b, ok := parseHistoryCursor(f.After)
+		if !ok || (kind == "i") != byID {
+			return nil, "", ErrBadCursor
+		}
+		if byID {
+			id, _ := strconv.ParseInt(a, 10, 64)
+			q = q.Where("(job_id > ? OR (job_id = ? AND id > ?))", b, b, id)
+		} else {
+			at, _ := strconv.ParseInt(a, 10, 64)
+			id, _ := strconv.ParseInt(b, 10, 64)
+			q = q.Where("(finished_at < ? OR (finished_at = ? AND id < ?))", at, at, id)
+		}
+	}
+	if byID {
+		q = q.Order("job_id").Order("id")
+	} else {
+		q = q.Order("finished_at DESC").Order("id DESC")
+	}
+	var rows []HistoryRow
+	if err := q.Limit(f.Limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("ledger: history of %q: %w", f.Topic, err)
+	}
+	if len(rows) <= f.Limit {
+		return rows, "", nil
+	}
+	rows = rows[:f.Limit]
+	last := rows[f.Limit-1]
+	if byID {
+		return rows, "i~" + strconv.FormatInt(last.ID, 10) + "~" + last.JobID, nil
+	}
+	return rows, "t~" + strconv.FormatInt(last.FinishedAt, 10) + "~" + strconv.FormatInt(last.ID, 10), nil
+}
+
+// parseHistoryCursor reads "i~<id>~<job_id>" (by id) or
+// "t~<finished_at>~<id>" (by time).
+func parseHistoryCursor(s string) (kind, a, b string, ok bool) {
+	parts := strings.SplitN(s, "~", 3)
+	if len(parts) != 3 || (parts[0] != "i" && parts[0] != "t") {
+		return "", "", "", false
+	}
+	if _, err := strconv.ParseInt(parts[1], 10, 64); err != nil {
+		return "", "", "", false
+	}
+	if parts[0] == "t" {
+		if _, err := strconv.ParseInt(parts[2], 10, 64); err != nil {
+			return "", "", "", false
+		}
+	} else if checkKey("t", parts[2]) != nil {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// MarkPurged turns the history rows of topic's dead jobs that finished at
+// or before before (Unix ms) to outcome purged: what a purge of the dead
+// set (dataplane.Client.PurgeDead, by time of death) leaves in history. It
+// returns how many rows it changed. The dead set's times of death are
+// Redis's and the rows' SQL's, a few ms apart at most, so a purge by age
+// may leave the edge's row as dead.
+func (l *Ledger) MarkPurged(ctx context.Context, topic string, before int64) (int64, error) {
+	if err := checkText("topic", topic, maxTopicLen); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := l.autocommit(ctx, func() error {
+		res := l.conn(ctx).Table(l.historyTable).
+			Where("topic = ? AND outcome = ? AND finished_at <= ?", topic, OutcomeDead, before).
+			Update("outcome", OutcomePurged)
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ledger: mark the purged history of %q: %w", topic, err)
+	}
+	return n, nil
+}
+
+// DefaultHistoryRetention is how long history rows are kept when a topic
+// sets none: a week, enough to answer "did it run?" about last week's
+// orders; longer audits export it.
+const DefaultHistoryRetention = 7 * 24 * time.Hour
+
+// historyDeleteBatch is the most rows one DELETE of PurgeHistory removes:
+// small enough that a statement stays short (a few ms) and locks little
+// while workers write.
+const historyDeleteBatch = 1000
+
+// PurgeHistory deletes the history rows that finished before their topic's
+// cutoff (Unix ms): cutoffs for the topics given, otherwise def (0: keep
+// them). It deletes in batches of at most 1,000 rows, each its own short
+// statement (found by the (topic, finished_at) index, deleted by primary
+// key), until none is left or ctx ends, and returns how many it deleted.
+func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string]int64) (int64, error) {
+	var topics []string
+	if err := l.conn(ctx).Table(l.historyTable).Distinct("topic").Pluck("topic", &topics).Error; err != nil {
+		return 0, fmt.Errorf("ledger: purge history: topics: %w", err)
+	}
+	var total int64
+	for _, topic := range topics {
+		cut, ok := cutoffs[topic]
+		if !ok {
+			cut = def
+		}
+		if cut <= 0 {
+			continue
+		}
+		for ctx.Err() == nil {
+			var ids []int64
+			err := l.conn(ctx).Table(l.historyTable).Where("topic = ? AND finished_at < ?", topic, cut).
+				Order("finished_at").Limit(historyDeleteBatch).Pluck("id", &ids).Error
+			if err != nil {
+				return total, fmt.Errorf("ledger: purge history of %q: %w", topic, err)
+			}
+			if len(ids) == 0 {
+				break
+			}
+			var n int64
+			err = l.autocommit(ctx, func() error {
+				res := l.conn(ctx).Table(l.historyTable).Where("id IN ?", ids).Delete(&HistoryRow{})
+				n = res.RowsAffected
+				return res.Error
+			})
+			if err != nil {
+				return total, fmt.Errorf("ledger: purge history of %q: %w", topic, err)
+			}
+			total += n
+			if len(ids) < historyDeleteBatch {
+				break
+			}
+		}
+	}
+	return total, ctx.Err()
+}

@@ -55,6 +55,11 @@ var auditWant = map[string][][]string{
 		{"mail", "3", "1", "2"},
 		{"order_close", "2", "0", "1"},
 	},
+	"finished": {{"order_close:1000", "succeeded", "2"}},
+	"late": {
+		{"order_close:1000", "succeeded", "1500", "2"},
+		{"order_close:0998", "cancelled", "3", "1"},
+	},
 	"retried": {
 		{"dead", "mail", "bounce:1", "4"},
 		{"dead", "mail", "bounce:2", "4"},
@@ -200,11 +205,22 @@ func auditFixture(t *testing.T, ctx context.Context, db *gorm.DB) {
 		{Topic: "sms", JobID: "otp:1", Payload: []byte{}, Attempts: 1, LastError: "provider timeout", DiedAt: now - 3},
 		{Topic: "order_close", JobID: "order_close:0999", Payload: []byte{}, Attempts: 5, LastError: "order not found", DiedAt: now - 48*hour},
 	}
+	history := []ledger.HistoryRow{
+		{Topic: "order_close", JobID: "order_close:1000", Outcome: ledger.OutcomeSucceeded, Attempts: 2, MaxAttempts: 25,
+			EnqueuedAt: now - 40*minute, DueAt: now - 10*minute, FirstClaimedAt: now - 10*minute + 1500,
+			ClaimedAt: now - 5*minute, FinishedAt: now - 5*minute + 80, Worker: "host-a:4242", LastError: "db down"},
+		{Topic: "order_close", JobID: "order_close:0998", Outcome: ledger.OutcomeCancelled, Attempts: 1, MaxAttempts: 25,
+			EnqueuedAt: now - 50*minute, DueAt: now - 20*minute, FirstClaimedAt: now - 20*minute + 3,
+			ClaimedAt: now - 20*minute + 3, FinishedAt: now - 19*minute, Worker: "host-b:1"},
+		{Topic: "order_close", JobID: "order_close:0900", Outcome: ledger.OutcomeSucceeded, Attempts: 1, MaxAttempts: 25,
+			DueAt: now - 3*hour, FirstClaimedAt: now - 3*hour + 9000, ClaimedAt: now - 3*hour + 9000, FinishedAt: now - 3*hour + 9100, Worker: "host-b:1"}, // finished before the hour
+	}
 	order := orderclose.Order{OrderNo: "1001", UserID: "u1", AmountCents: 100, Status: orderclose.StatusPending,
 		CreatedAt: now - 30*minute, PayDeadline: now + 30*minute, Version: 1}
 	for what, err := range map[string]error{
 		"ledger rows":  db.WithContext(ctx).Table(l.LedgerTable()).Create(&rows).Error,
 		"dead letters": db.WithContext(ctx).Table(l.DeadLetterTable()).Create(&dead).Error,
+		"history":      db.WithContext(ctx).Table(l.HistoryTable()).Create(&history).Error,
 		"order":        db.WithContext(ctx).Create(&order).Error,
 	} {
 		if err != nil {

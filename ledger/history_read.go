@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// HistoryFilter selects finished jobs of one topic (History). With ID or
-// Prefix the rows come by job id (then by id: a job id finished several
-// times comes oldest first), from the (topic, job_id) index; otherwise
-// newest first by finish time, from the (topic, finished_at) index.
+// HistoryFilter selects finished jobs of one topic (History). With ID the
+// rows are that job id's, newest first; with Prefix they come by job id
+// (a job id finished several times oldest first), both from the (topic,
+// job_id) index; otherwise newest first by finish time, from the (topic,
+// finished_at) index.
 // Outcome and the finish-time bounds filter either.
 type HistoryFilter struct {
 	Topic string // required
@@ -62,7 +63,6 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 		return nil, "", fmt.Errorf("ledger: history: outcome %q: want succeeded, dead, cancelled or purged", f.Outcome)
 	}
 	q := l.conn(ctx).Table(l.historyTable).Where("topic = ?", f.Topic)
-	byID := f.ID != "" || f.Prefix != ""
 	switch {
 	case f.ID != "":
 		q = q.Where("job_id = ?", f.ID)
@@ -82,23 +82,37 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 	if f.FinishedBefore != 0 {
 		q = q.Where("finished_at < ?", f.FinishedBefore)
 	}
+	mode := "t" // by time
+	switch {
+	case f.ID != "":
+		mode = "e"
+	case f.Prefix != "":
+		mode = "i"
+	}
 	if f.After != "" {
 		kind, a, b, ok := parseHistoryCursor(f.After)
-		if !ok || (kind == "i") != byID {
+		if !ok || kind != mode {
 			return nil, "", ErrBadCursor
 		}
-		if byID {
+		switch mode {
+		case "e":
+			id, _ := strconv.ParseInt(a, 10, 64)
+			q = q.Where("id < ?", id)
+		case "i":
 			id, _ := strconv.ParseInt(a, 10, 64)
 			q = q.Where("(job_id > ? OR (job_id = ? AND id > ?))", b, b, id)
-		} else {
+		default:
 			at, _ := strconv.ParseInt(a, 10, 64)
 			id, _ := strconv.ParseInt(b, 10, 64)
 			q = q.Where("(finished_at < ? OR (finished_at = ? AND id < ?))", at, at, id)
 		}
 	}
-	if byID {
+	switch mode {
+	case "e":
+		q = q.Order("id DESC")
+	case "i":
 		q = q.Order("job_id").Order("id")
-	} else {
+	default:
 		q = q.Order("finished_at DESC").Order("id DESC")
 	}
 	var rows []HistoryRow
@@ -110,17 +124,17 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 	}
 	rows = rows[:f.Limit]
 	last := rows[f.Limit-1]
-	if byID {
-		return rows, "i~" + strconv.FormatInt(last.ID, 10) + "~" + last.JobID, nil
+	if mode != "t" {
+		return rows, mode + "~" + strconv.FormatInt(last.ID, 10) + "~" + last.JobID, nil
 	}
 	return rows, "t~" + strconv.FormatInt(last.FinishedAt, 10) + "~" + strconv.FormatInt(last.ID, 10), nil
 }
 
-// parseHistoryCursor reads "i~<id>~<job_id>" (by id) or
-// "t~<finished_at>~<id>" (by time).
+// parseHistoryCursor reads "e~<id>~<job_id>" (one job id, newest first),
+// "i~<id>~<job_id>" (by id) or "t~<finished_at>~<id>" (by time).
 func parseHistoryCursor(s string) (kind, a, b string, ok bool) {
 	parts := strings.SplitN(s, "~", 3)
-	if len(parts) != 3 || (parts[0] != "i" && parts[0] != "t") {
+	if len(parts) != 3 || (parts[0] != "i" && parts[0] != "e" && parts[0] != "t") {
 		return "", "", "", false
 	}
 	if _, err := strconv.ParseInt(parts[1], 10, 64); err != nil {

@@ -97,6 +97,10 @@ func (l *Ledger) LedgerTable() string { return l.ledgerTable }
 // by default).
 func (l *Ledger) DeadLetterTable() string { return l.deadTable }
 
+// HistoryTable returns the name of the job history table (dq_history by
+// default).
+func (l *Ledger) HistoryTable() string { return l.historyTable }
+
 // DB returns the *gorm.DB the ledger uses, for callers that run their own
 // transactions around DeleteInTx on their own tables (Transactional): those
 // tables must live in the ledger's database, so the ledger hands out its

@@ -63,6 +63,14 @@ type Config struct {
 	// OnReport, if set, is called with every report (after it is logged and
 	// kept), e.g. to export metrics. Default none.
 	OnReport func(Report)
+	// HistoryRetention is how long the job history's rows are kept
+	// (docs/design.md §4.18): each run deletes those that finished longer
+	// ago, 1,000 rows per statement. Default 7 days
+	// (ledger.DefaultHistoryRetention); negative: kept for ever.
+	HistoryRetention time.Duration
+	// TopicHistoryRetention overrides HistoryRetention per topic (negative:
+	// that topic's kept for ever). Default none.
+	TopicHistoryRetention map[string]time.Duration
 	// Logger receives the recoverer's logs. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 }
@@ -108,6 +116,14 @@ func (c Config) WithDefaults(namespace string) (Config, cron.Schedule, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = 7 * 24 * time.Hour // ledger.DefaultHistoryRetention
+	}
+	for t, d := range c.TopicHistoryRetention {
+		if d == 0 {
+			return c, nil, fmt.Errorf("recovery: TopicHistoryRetention[%q] is 0: give a duration, or a negative one to keep for ever", t)
+		}
 	}
 	sched, err := parseSchedule(c.Schedule)
 	if err != nil {

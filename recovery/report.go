@@ -47,6 +47,9 @@ type Report struct {
 	ByTopic map[string]TopicCounts `json:"by_topic,omitempty"`
 	// Sample names the first few re-enqueued jobs, "topic/id".
 	Sample []string `json:"sample,omitempty"`
+	// HistoryDeleted is how many job history rows past their retention the
+	// run deleted (docs/design.md §4.18).
+	HistoryDeleted int64 `json:"history_deleted"`
 	// EpochsWritten lists the topics whose epoch marker this run wrote
 	// (new topics, and topics that lost data).
 	EpochsWritten []string `json:"epochs_written,omitempty"`

@@ -485,3 +485,23 @@ func (c *Client) Products(ctx context.Context, after string, limit int) (ordercl
 	err := c.do(ctx, http.MethodGet, "/v1/products", q, nil, &out)
 	return out, err
 }
+
+// History sends GET /v1/topics/{topic}/history: a page of the topic's
+// finished jobs that f selects (its Topic is the path's).
+func (c *Client) History(ctx context.Context, f ledger.HistoryFilter) (httpapi.HistoryPage, error) {
+	q := url.Values{"limit": {strconv.Itoa(f.Limit)}}
+	for k, v := range map[string]string{"id": f.ID, "prefix": f.Prefix, "outcome": f.Outcome, "after": f.After} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.FinishedFrom != 0 {
+		q.Set("finished_from", strconv.FormatInt(f.FinishedFrom, 10))
+	}
+	if f.FinishedBefore != 0 {
+		q.Set("finished_before", strconv.FormatInt(f.FinishedBefore, 10))
+	}
+	var out httpapi.HistoryPage
+	err := c.do(ctx, http.MethodGet, topicPath(f.Topic)+"/history", q, nil, &out)
+	return out, err
+}

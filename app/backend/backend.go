@@ -51,7 +51,7 @@ func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err er
 	}
 	b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
 		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
-		GroupCommitDepth: cfg.SQL.GroupCommitDepth})
+		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory()})
 	return err
 }
 

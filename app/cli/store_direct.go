@@ -159,7 +159,14 @@ func (s *directStore) RequeueAllDead(ctx context.Context, topic string) (int, er
 }
 
 func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
-	return s.b.Queue.PurgeDead(ctx, topic, before)
+	n, err := s.b.Queue.PurgeDead(ctx, topic, before)
+	if err == nil {
+		// Their history rows say purged now, as through the API.
+		if _, herr := s.b.Ledger.MarkPurged(ctx, topic, before); herr != nil {
+			s.log.WithError(herr).WithField("topic", topic).Warn("purged dead jobs' history still says dead")
+		}
+	}
+	return n, err
 }
 
 func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {

@@ -56,12 +56,14 @@ type system struct {
 // caller adds what depends on its use (OnReport, a dry run asked for).
 func recoveryConfig(cfg config.Config, log logrus.FieldLogger) recovery.Config {
 	return recovery.Config{
-		Schedule:          cfg.Recovery.Spec,
-		Grace:             cfg.Recovery.Grace,
-		LockTTL:           cfg.Recovery.LockTTL,
-		HeartbeatInterval: cfg.Worker.HeartbeatInterval(),
-		DryRun:            cfg.Recovery.DryRun,
-		Logger:            log,
+		Schedule:              cfg.Recovery.Spec,
+		Grace:                 cfg.Recovery.Grace,
+		LockTTL:               cfg.Recovery.LockTTL,
+		HeartbeatInterval:     cfg.Worker.HeartbeatInterval(),
+		DryRun:                cfg.Recovery.DryRun,
+		HistoryRetention:      cfg.Recovery.HistoryRetention,
+		TopicHistoryRetention: cfg.Queue.HistoryRetentions(),
+		Logger:                log,
 	}
 }
 

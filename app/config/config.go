@@ -5,6 +5,7 @@
 package config
 
 import (
+	"sort"
 	"time"
 
 	"github.com/delayq/delayq/jobs/httptarget"
@@ -181,6 +182,36 @@ type Queue struct {
 type QueueTopic struct {
 	// Durability is redis or durable; "" means queue.durability.
 	Durability string `koanf:"durability"`
+	// History is on or off: whether the topic's finished jobs leave a
+	// history row (docs/design.md §4.18). "" means on.
+	History string `koanf:"history"`
+	// HistoryRetention is how long its history rows are kept; 0 means
+	// recovery.history_retention, negative for ever.
+	HistoryRetention time.Duration `koanf:"history_retention"`
+}
+
+// NoHistory lists the topics whose history is off (queue.topics.<t>.history).
+func (q Queue) NoHistory() []string {
+	var out []string
+	for name, t := range q.Topics {
+		if t.History == "off" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HistoryRetentions are the topics' own history retentions
+// (queue.topics.<t>.history_retention), where they set one.
+func (q Queue) HistoryRetentions() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, t := range q.Topics {
+		if t.HistoryRetention != 0 {
+			out[name] = t.HistoryRetention
+		}
+	}
+	return out
 }
 
 // HTTP configures the API server.
@@ -429,6 +460,11 @@ type Recovery struct {
 	// Redis (data lost without a restart) starts the reload. Whole
 	// seconds, 1s to relay_check_every. Default 1s.
 	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
+	// HistoryRetention is how long the job history's rows are kept (each
+	// recovery run deletes older ones, 1,000 per statement); a topic may
+	// set its own (queue.topics.<t>.history_retention). Negative: for
+	// ever. Default 168h (a week).
+	HistoryRetention time.Duration `koanf:"history_retention"`
 }
 
 // Orders configures the order auto-close module (jobs/orderclose), the
@@ -505,7 +541,7 @@ func Defaults() Config {
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
-			RelayIdleEvery: time.Second},
+			RelayIdleEvery: time.Second, HistoryRetention: 7 * 24 * time.Hour},
 		Orders: Orders{Enabled: false, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},

@@ -176,6 +176,9 @@ func (q Queue) validate(p *problems) {
 		if _, err := queue.ParseDurability(t.Durability); t.Durability != "" && err != nil {
 			p.bad(key+".durability", t.Durability, "want redis or durable")
 		}
+		if t.History != "" && t.History != "on" && t.History != "off" {
+			p.bad(key+".history", t.History, "want on or off")
+		}
 	}
 	if q.Horizon < time.Second {
 		p.bad("queue.horizon", q.Horizon, "want at least 1s")

@@ -115,6 +115,8 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "POST /v1/topics/{topic}/dead/requeue", path: "/v1/topics/order_close/dead/requeue", body: `{"all":true}`,
 			text: func(s string) string { return `{"id":` + s + `}` }, field: "id"},
 		{pattern: "POST /v1/topics/{topic}/dead/purge", path: "/v1/topics/order_close/dead/purge", body: `{}`},
+		{pattern: "GET /v1/topics/{topic}/history", path: "/v1/topics/probe/history",
+			params: map[string]string{"prefix": "seed", "outcome": "succeeded", "finished_from": "1", "finished_before": "2", "limit": "10"}},
 		{pattern: "GET /v1/ledger", path: "/v1/ledger", params: ledgerParams},
 		{pattern: "GET /v1/ledger/inflight", path: "/v1/ledger/inflight", params: ledgerParams},
 		{pattern: "GET /v1/ledger/stale", path: "/v1/ledger/stale", params: map[string]string{"older_than": "1", "after_id": "0", "limit": "10"}},

@@ -25,6 +25,7 @@
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
+//	GET    /v1/topics/{topic}/history             finished jobs (?id=|prefix=&outcome=&finished_from=&finished_before=&after=&limit=; see below)
 //	POST   /v1/topics/{topic}/pause               pause the topic in every worker: 200 with its state (no body; see below)
 //	POST   /v1/topics/{topic}/resume              resume it: 200 with its state (no body)
 //	GET    /v1/ledger                             ledger rows (?state=&topic=&due_after=&due_before=&cursor=&limit=; see below)
@@ -131,6 +132,30 @@
 // A job's max_attempts is shown capped by its topic's configured limit
 // (worker.topics.<t>.max_attempts, or worker.max_attempts), which its next
 // claim applies.
+//
+// # Job history
+//
+// GET /v1/topics/{topic}/history lists the topic's finished jobs, one row
+// each time a job finished (docs/design.md §4.18): {"topic", "history":
+// [{"topic", "id", "outcome", "attempts", "max_attempts", "enqueued_at",
+// "due_at", "first_claimed_at", "claimed_at", "finished_at", "worker",
+// "last_error"}], "next_after"}. outcome is succeeded, dead, cancelled or
+// purged; times are Unix ms, first_claimed_at and claimed_at 0 for a job
+// cancelled before any claim. Parameters:
+//   - id: one job id's rows, newest first; prefix: the ids that start with
+//     it (taken literally), by id. Not both (400 conflicting_fields).
+//   - outcome: only that outcome.
+//   - finished_from, finished_before: finished_at in [from, before), Unix ms.
+//   - after: a page's next_after, as it is; one of another listing (by id
+//     versus by time) is 400 invalid_value naming after.
+//   - limit: 1 to 1000, default 100.
+//
+// Without id or prefix, rows come newest first by finish time. Rows are
+// kept for recovery.history_retention (a week by default; a topic may set
+// its own, or turn history off). GET of a job that is no longer waiting,
+// running or dead says in its 404 how it finished, from its history.
+// Cancelling a job writes its history row first: SQL down, the cancel is
+// 503 and the job still waits.
 //
 // # Job browser
 //

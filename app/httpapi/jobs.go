@@ -145,7 +145,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 		return fromRedis(err)
 	}
 	if info.State == queue.StateUnknown || info.Job == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic))
+		return newError(http.StatusNotFound, CodeNotFound, "", fmt.Sprintf("no job %q in topic %q", id, topic)+a.finishedHint(r, topic, id))
 	}
 	v := NewJobView(info, true)
 	// The row next to Redis's view: which worker holds it, since when, and

@@ -218,7 +218,29 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rep.EpochsWritten = written
-	return nil
+	return r.purgeHistory(ctx, redisNow, rep)
+}
+
+// purgeHistory deletes the history rows past their retention, after the
+// run's real work: a run that recovers jobs is never held up by it, and a
+// run cut short by RunTimeout leaves the rest to the next one.
+func (r *Recoverer) purgeHistory(ctx context.Context, now time.Time, rep *Report) error {
+	cutoff := func(d time.Duration) int64 {
+		if d < 0 {
+			return 0 // kept for ever
+		}
+		return now.Add(-d).UnixMilli()
+	}
+	topics := make(map[string]int64, len(r.cfg.TopicHistoryRetention))
+	for t, d := range r.cfg.TopicHistoryRetention {
+		topics[t] = cutoff(d)
+	}
+	n, err := r.store.PurgeHistory(ctx, cutoff(r.cfg.HistoryRetention), topics)
+	rep.HistoryDeleted = n
+	if n > 0 {
+		r.log.WithField("rows", n).Info("job history past its retention deleted")
+	}
+	return err
 }
 
 // resetRelay makes the relay reload the horizon when a topic with ledger

@@ -123,6 +123,13 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 	)
 	poll(t, tab, jobShown("mail:cancel:1", "gone")+` && !document.querySelector('#job-missing').hidden`, "the cancelled job's page")
+	// The page says how it ended, from its history, and lists the row;
+	// times are UTC, in the CLI's format.
+	poll(t, tab, `document.querySelector('#job-missing').textContent.includes('cancelled at') &&
+		!document.querySelector('#job-history').hidden &&
+		document.querySelectorAll('#job-history tbody tr[data-outcome="cancelled"]').length === 1 &&
+		/\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ/.test(document.querySelector('#job-history tbody td:nth-child(5)').textContent)`,
+		"the cancelled job's history")
 	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateUnknown {
 		t.Fatalf("after the cancel the job is %s", info.State)
 	}

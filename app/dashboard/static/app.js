@@ -77,7 +77,10 @@
     return (ms / 60000).toFixed(1) + ' min';
   }
 
-  const clock = (d) => d.toLocaleTimeString('en-GB', { hour12: false });
+  // Times are shown in UTC, one format everywhere, as the CLI prints them:
+  // 2026-12-03 20:05:52Z (utc), 20:05:52Z (clock).
+  const utc = (d) => d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  const clock = (d) => utc(d).slice(11);
 
   function setStatus(text) {
     $('#status').textContent = text;
@@ -499,7 +502,7 @@
     const s = Math.round((ms - Date.now()) / 1000);
     const a = Math.abs(s);
     const span = a < 60 ? a + ' s' : a < 3600 ? Math.round(a / 60) + ' min' : a < 86400 ? (a / 3600).toFixed(1) + ' h' : (a / 86400).toFixed(1) + ' d';
-    return d.toLocaleString('en-GB', { hour12: false }) + ' (' + (s >= 0 ? 'in ' + span : span + ' ago') + ')';
+    return utc(d) + ' (' + (s >= 0 ? 'in ' + span : span + ' ago') + ')';
   }
 
   // route reads the hash: {view: 'overview'} or {view: 'jobs', topic, params} or {view: 'job', topic, id}.
@@ -700,7 +703,9 @@
       if (seq !== renderSeq) return;
       $('#job-body').hidden = true;
       $('#job-missing').hidden = false;
-      $('#job-missing').textContent = 'No job "' + r.id + '" in ' + r.topic + ': never enqueued, finished, cancelled or purged.';
+      // The server's message says how it finished, from its history.
+      $('#job-missing').textContent = e.message || 'No job "' + r.id + '" in ' + r.topic + '.';
+      await renderJobHistory(r, seq);
       document.body.dataset.jobState = 'gone';
       document.body.dataset.jobId = r.id;
       document.body.dataset.viewState = 'ready';
@@ -774,9 +779,39 @@
         acts.append(el('span', { class: 'note', text: 'A worker holds this job: it cannot be cancelled or moved.' }));
       }
     }
+    await renderJobHistory(r, seq);
     showError('');
     document.body.dataset.jobId = r.id;
     document.body.dataset.viewState = 'ready';
+  }
+
+  // renderJobHistory shows the job id's history rows (GET .../history?id=),
+  // newest first: each time a job of this id finished.
+  async function renderJobHistory(r, seq) {
+    const t = $('#job-history');
+    let p;
+    try {
+      p = await api('GET', topicPath(r.topic) + '/history?id=' + encodeURIComponent(r.id) + '&limit=20');
+    } catch (e) {
+      if (seq !== renderSeq) return;
+      $('#job-history-note').textContent = 'history unavailable: ' + e.message;
+      t.hidden = true;
+      return;
+    }
+    if (seq !== renderSeq) return;
+    const rows = p.history || [];
+    $('#job-history-note').textContent = rows.length ? '' : 'none: it has not finished (or finished longer ago than the history keeps)';
+    t.hidden = rows.length === 0;
+    t.tBodies[0].replaceChildren(...rows.map((h) => el('tr', { dataset: { outcome: h.outcome } },
+      el('td', { text: h.outcome, class: h.outcome === 'succeeded' ? '' : 'err' }),
+      el('td', { class: 'num', text: h.attempts + ' of ' + h.max_attempts }),
+      el('td', { text: when(h.due_at) }),
+      el('td', { text: when(h.first_claimed_at) }),
+      el('td', { text: when(h.finished_at) }),
+      el('td', { class: 'num', text: h.claimed_at ? duration(h.finished_at - h.claimed_at) : '–' }),
+      el('td', { class: 'mono', text: h.worker || '–' }),
+      el('td', { class: h.last_error ? 'err' : '', text: h.last_error || '–' }),
+    )));
   }
 
   // rescheduleBody reads the reschedule inputs: minutes from now, or a
@@ -892,7 +927,7 @@
       ask: (b) => {
         const body = rescheduleBody();
         const at = body.run_at !== undefined ? new Date(body.run_at) : new Date(Date.now() + body.delay_ms);
-        return 'Reschedule job ' + b.dataset.id + ' of ' + b.dataset.topic + ' to ' + at.toLocaleString('en-GB', { hour12: false }) + '?';
+        return 'Reschedule job ' + b.dataset.id + ' of ' + b.dataset.topic + ' to ' + utc(at) + '?';
       },
       run: (b) => api('PATCH', jobPath(b.dataset.topic, b.dataset.id), rescheduleBody()),
       done: (r, b) => 'rescheduled ' + b.dataset.id,

@@ -41,6 +41,10 @@ type Env struct {
 	// defaults.
 	Recovery recovery.Config
 	Relay    recovery.RelayConfig
+	// NoHistory turns the job history off for the run's topic (ledger
+	// Options.NoHistory), to compare a drain with history on and off
+	// (docs/design.md §4.18). Default off: history on, as in production.
+	NoHistory bool
 }
 
 // Options configure one run. Zero fields take the scenario's defaults

@@ -40,7 +40,12 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 	if o.HTTPTarget {
 		r.Params += " target"
 	}
-	s, err := newSandbox(ctx, o.Env, durable, o.Horizon)
+	var noHistory []string
+	if o.Env.NoHistory {
+		noHistory = []string{"bench." + name}
+		r.Params += " no-history"
+	}
+	s, err := newSandbox(ctx, o.Env, durable, o.Horizon, noHistory)
 	if err != nil {
 		return r, err
 	}

@@ -38,15 +38,15 @@ const cleanupTimeout = 2 * time.Minute
 // newSandbox creates a namespace and migrated ledger tables for one run.
 // durable, if not "", is a topic made durable (queue.Config.TopicDurability)
 // with the sandbox's ledger as its Store; horizon, if not 0, replaces
-// the queue's Horizon.
-func newSandbox(ctx context.Context, env Env, durable string, horizon time.Duration) (s *sandbox, err error) {
+// the queue's Horizon; noHistory are topics whose jobs leave no history.
+func newSandbox(ctx context.Context, env Env, durable string, horizon time.Duration, noHistory []string) (s *sandbox, err error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("bench: random sandbox name: %w", err)
 	}
 	ns := "dqbench_" + hex.EncodeToString(b)
 	s = &sandbox{env: env, ns: ns, log: env.Logger, durable: durable}
-	if s.led, err = ledger.New(env.DB, ledger.Options{TablePrefix: ns + "_"}); err != nil {
+	if s.led, err = ledger.New(env.DB, ledger.Options{TablePrefix: ns + "_", NoHistory: noHistory}); err != nil {
 		return nil, fmt.Errorf("bench: ledger: %w", err)
 	}
 	qc := env.Queue

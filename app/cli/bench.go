@@ -20,6 +20,7 @@ import (
 // benchFlags are the flags every bench subcommand takes.
 type benchFlags struct {
 	keep        bool
+	noHistory   bool
 	stall       time.Duration
 	baselineFor time.Duration
 	cpuProfile  string
@@ -35,7 +36,7 @@ func (a *app) benchCmd() *cobra.Command {
 
 Each run works in a sandbox of its own: the Redis key namespace
 dqbench_<hex> and the ledger tables dqbench_<hex>_ledger and
-dqbench_<hex>_dead_letter, removed when the run ends (--keep leaves them).
+dqbench_<hex>_dead_letter (and its other tables), removed when the run ends (--keep leaves them).
 Nothing else is touched. Every run counts what its handlers saw: jobs
 handled twice (DUP), accepted but never handled (MISSING: the command then
 exits 1) and started before their due time (EARLY). enqueue and http also
@@ -51,6 +52,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
+	pf.BoolVar(&f.noHistory, "no-history", false, "the run's jobs leave no history rows (to compare a drain with history on and off)")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
 	pf.DurationVar(&f.baselineFor, "baseline-for", time.Second, "enqueue and http: how long each round-trip baseline (PING, empty EVALSHA) runs, before and after the run")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
@@ -235,7 +237,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	}
 	// The durable idle run's relay and recoverer take the configured
 	// settings, as `delayq serve` runs them.
-	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep,
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory,
 		Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {

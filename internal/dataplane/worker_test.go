@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
 )
 
 // 10,000 jobs, 50 handlers: each job handled exactly once, each with its
@@ -233,5 +234,57 @@ func TestTopicMaxAttemptsIsTheJobsFromItsClaim(t *testing.T) {
 	defer mu.Unlock()
 	if got := strings.Join(seen, ", "); got != "1/3 row 3, 2/3 row 3, 3/3 row 3" {
 		t.Errorf("the handler saw %s", got)
+	}
+}
+
+// A real worker's settlements leave the history: a success after a retry
+// (its first claim's time kept, the worker named), and a death; the ledger
+// rows are gone.
+func TestWorkerLeavesHistory(t *testing.T) {
+	e := newWEnv(t)
+	var finished testenv.Counter
+	w := newWorker(t, e, dataplane.WorkerConfig{ID: "hist-worker",
+		OnDead: func(context.Context, *dataplane.Job, error) { finished.Add(1) }})
+	err := w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		switch {
+		case j.ID == "flaky" && j.Attempt == 1:
+			return errors.New("smtp 451")
+		case j.ID == "poison":
+			return dataplane.SkipRetry(errors.New("no such order"))
+		}
+		finished.Add(1)
+		return nil
+	}), dataplane.TopicConfig{Backoff: dataplane.Backoff{Base: 50 * time.Millisecond, Jitter: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "flaky"})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "poison"})
+	startWorker(t, w)
+	ctx := testenv.Context(t)
+	finished.WaitAtLeast(ctx, t, 2, "both jobs to finish")
+	want := map[string]string{"flaky": "succeeded 2", "poison": "dead 1"}
+	testenv.WaitFor(ctx, t, "their history rows", func() bool {
+		for id := range want {
+			rows, _, err := e.led.History(ctx, ledger.HistoryFilter{Topic: "t", ID: id, Limit: 5})
+			if err != nil || len(rows) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for id, w := range want {
+		rows, _, _ := e.led.History(ctx, ledger.HistoryFilter{Topic: "t", ID: id, Limit: 5})
+		h := rows[0]
+		if got := fmt.Sprintf("%s %d", h.Outcome, h.Attempts); got != w || !strings.Contains(h.Worker, "hist-worker") ||
+			h.FirstClaimedAt == 0 || h.ClaimedAt < h.FirstClaimedAt || h.FinishedAt < h.ClaimedAt {
+			t.Errorf("%s: %+v, want %s by hist-worker", id, h, w)
+		}
+		if id == "flaky" && (h.ClaimedAt-h.FirstClaimedAt < 40 || h.LastError != "smtp 451") {
+			t.Errorf("flaky: first claimed %d, last %d, last error %q: want the retry's claim 50 ms later, and its error", h.FirstClaimedAt, h.ClaimedAt, h.LastError)
+		}
+	}
+	if n, err := e.led.Count(ctx); err != nil || n != 0 {
+		t.Errorf("%d ledger rows left (%v)", n, err)
 	}
 }

@@ -190,6 +190,13 @@ const historyDeleteBatch = 1000
 // statement (found by the (topic, finished_at) index, deleted by primary
 // key), until none is left or ctx ends, and returns how many it deleted.
 func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string]int64) (int64, error) {
+	return l.PurgeHistoryEach(ctx, def, cutoffs, nil)
+}
+
+// PurgeHistoryEach is PurgeHistory calling each, if not nil, after every
+// DELETE with the rows it deleted and how long the statement (its commit
+// included) took: what the benchmark watches.
+func (l *Ledger) PurgeHistoryEach(ctx context.Context, def int64, cutoffs map[string]int64, each func(rows int64, took time.Duration)) (int64, error) {
 	var topics []string
 	if err := l.conn(ctx).Table(l.historyTable).Distinct("topic").Pluck("topic", &topics).Error; err != nil {
 		return 0, fmt.Errorf("ledger: purge history: topics: %w", err)
@@ -214,6 +221,7 @@ func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string
 				break
 			}
 			var n int64
+			began := time.Now()
 			err = l.autocommit(ctx, func() error {
 				res := l.conn(ctx).Table(l.historyTable).Where("id IN ?", ids).Delete(&HistoryRow{})
 				n = res.RowsAffected
@@ -221,6 +229,9 @@ func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string
 			})
 			if err != nil {
 				return total, fmt.Errorf("ledger: purge history of %q: %w", topic, err)
+			}
+			if each != nil {
+				each(n, time.Since(began))
 			}
 			total += n
 			if len(ids) < historyDeleteBatch {

@@ -51,6 +51,7 @@ func TestScenarios(t *testing.T) {
 		{"http", "http", bench.Options{Jobs: 500, Concurrency: 8, Duration: 20 * time.Second}, 500},
 		{"recovery", "recovery", bench.Options{Jobs: 500}, 500},
 		{"recovery_keep_epoch", "recovery", bench.Options{Jobs: 500, KeepEpoch: true}, 500},
+		{"retention", "retention", bench.Options{Jobs: 500, Concurrency: 20, HistoryRows: 20_000}, 500},
 		{"idle", "idle", bench.Options{Duration: 300 * time.Millisecond}, 0},
 		{"idle_durable", "idle", bench.Options{Duration: 300 * time.Millisecond, Durable: true}, 0},
 		{"enqueue_durable", "enqueue", bench.Options{Jobs: 500, Concurrency: 4, Batch: 1, Durable: true}, 500},
@@ -97,10 +98,29 @@ func TestScenarios(t *testing.T) {
 					assertDurable(t, o, r)
 					assertTarget(t, o, r)
 					assertCosts(t, be.name == "embedded", o, r)
+					assertRetention(t, o, r)
 					assertSandboxGone(t, env, r)
 				})
 			}
 		})
+	}
+}
+
+// assertRetention checks a retention run's purge: every old history row
+// deleted, 1,000 per statement, and the drain alone measured to compare.
+func assertRetention(t *testing.T, o bench.Options, r bench.Result) {
+	t.Helper()
+	if r.Scenario != "retention" {
+		if r.Retention != nil {
+			t.Errorf("%s reports a retention: %+v", r.Scenario, r.Retention)
+		}
+		return
+	}
+	ret := r.Retention
+	want := (o.HistoryRows + 999) / 1000
+	if ret == nil || ret.Rows != int64(o.HistoryRows) || ret.Deleted != int64(o.HistoryRows) || ret.Statements != want ||
+		ret.LongestMs <= 0 || ret.AloneRate <= 0 || r.Ratio <= 0 {
+		t.Errorf("retention %+v, ratio %v: want %d rows deleted in %d statements, the drain alone measured", ret, r.Ratio, o.HistoryRows, want)
 	}
 }
 
@@ -236,7 +256,7 @@ func assertCosts(t *testing.T, embedded bool, o bench.Options, r bench.Result) {
 	case !near(*c.LedgerCommitsPer1k, float64(c.LedgerCommits)*1000/float64(c.Jobs)):
 		t.Errorf("ledger commits per 1k %v: want %d × 1000 / %d", *c.LedgerCommitsPer1k, c.LedgerCommits, c.Jobs)
 	}
-	writesSQL := r.Scenario == "drain" || r.Scenario == "lateness" || (o.Durable && r.Scenario != "idle")
+	writesSQL := r.Scenario == "drain" || r.Scenario == "retention" || r.Scenario == "lateness" || (o.Durable && r.Scenario != "idle")
 	relay := r.Scenario == "idle" && o.Durable // what the relay writes is the relay's business, not checked here
 	if (!relay && (c.LedgerCommits > 0) != writesSQL) || c.LedgerCommits < 0 {
 		t.Errorf("%d ledger commits: want some iff the run writes to SQL (%v)", c.LedgerCommits, writesSQL)
@@ -359,7 +379,7 @@ func near(got, want float64) bool { return math.Abs(got-want) <= 1e-9*math.Max(1
 // assertSandboxGone checks that a run removed its keys and tables.
 func assertSandboxGone(t *testing.T, env bench.Env, r bench.Result) {
 	t.Helper()
-	if r.Namespace == "" || len(r.Tables) != 2 {
+	if r.Namespace == "" || len(r.Tables) != 3 {
 		t.Fatalf("result names no sandbox: %+v", r)
 	}
 	keys, err := env.Redis.Keys(context.Background(), r.Namespace+":*").Result()
@@ -369,8 +389,12 @@ func assertSandboxGone(t *testing.T, env bench.Env, r bench.Result) {
 	if len(keys) > 0 {
 		t.Errorf("namespace %s left %d keys: %v", r.Namespace, len(keys), keys)
 	}
-	for _, table := range r.Tables {
-		if env.DB.Migrator().HasTable(table) {
+	tables, err := env.DB.Migrator().GetTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range tables {
+		if strings.HasPrefix(table, r.Namespace+"_") {
 			t.Errorf("table %s left behind", table)
 		}
 	}

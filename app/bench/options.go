@@ -101,6 +101,9 @@ type Options struct {
 	// redis topic to compare Redis memory with (default Jobs; fewer are
 	// extrapolated to Jobs, and the result says so).
 	CompareJobs int
+	// HistoryRows is how many history rows past their retention the
+	// retention scenario writes, then deletes while a drain runs.
+	HistoryRows int
 	// Stall ends the wait for handlers when none has run a new job for this
 	// long; the jobs not handled by then count as missing. Default 20s.
 	Stall time.Duration
@@ -137,6 +140,7 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 	pickDur(&o.Horizon, def.Horizon)
 	pickInt(&o.CompareJobs, def.CompareJobs)
 	pickInt(&o.CompareJobs, o.Jobs)
+	pickInt(&o.HistoryRows, def.HistoryRows)
 	o.Durable = o.Durable || def.Durable
 	pickDur(&o.Stall, 20*time.Second)
 	pickDur(&o.BaselineFor, time.Second)
@@ -168,6 +172,8 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("target and durable together: measure one at a time")
 	case o.Horizon != 0 && o.Horizon < time.Second:
 		return bad("horizon %s: want at least 1s", o.Horizon)
+	case o.HistoryRows < 0:
+		return bad("history rows %d: must not be negative", o.HistoryRows)
 	case o.CompareJobs < 1 || o.CompareJobs > o.Jobs:
 		return bad("compare jobs %d: want 1-%d (the jobs)", o.CompareJobs, o.Jobs)
 	}

@@ -55,6 +55,11 @@ type Result struct {
 	// HTTP target it is Rate over the mean of its NoopBaseline's rates.
 	Ratio float64 `json:"ratio,omitempty"`
 
+	// Retention is the retention scenario's purge: what it deleted while
+	// the drain ran, and the drain alone to compare with (Ratio is the
+	// drain's Rate over it).
+	Retention *RetentionResult `json:"retention,omitempty"`
+
 	// Jobs is how many jobs were accepted (enqueued, or ledger rows written)
 	// and so must be handled; Handled how many of them ran at least once.
 	Jobs    int `json:"jobs"`

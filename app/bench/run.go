@@ -50,7 +50,7 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		return r, err
 	}
 	r.Namespace = s.ns
-	r.Tables = []string{s.led.LedgerTable(), s.led.DeadLetterTable()}
+	r.Tables = []string{s.led.LedgerTable(), s.led.DeadLetterTable(), s.led.HistoryTable()}
 	err = b(ctx, s, o, &r)
 	if cerr := s.close(ctx); cerr != nil {
 		err = errors.Join(err, cerr)

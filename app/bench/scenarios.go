@@ -87,6 +87,14 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
+			Name: "retention", Short: "N job history rows past their retention deleted while a drain of J jobs runs; the longest DELETE, and the drain's rate against the same drain alone",
+			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1, HistoryRows: 1_000_000},
+			Run:      Retention,
+			params: func(o Options) string {
+				return fmt.Sprintf("history-rows=%d jobs=%d concurrency=%d", o.HistoryRows, o.Jobs, o.Concurrency)
+			},
+		},
+		{
 			Name: "idle", DurableOK: true, Short: "a worker with nothing to do for D (durable: with the relay and the recoverer); its CPU use, and Redis's and the SQL server's",
 			Defaults: Options{Jobs: 1, Concurrency: 10, Batch: 1, Duration: 10 * time.Second},
 			Run:      Idle,

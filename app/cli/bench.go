@@ -136,6 +136,10 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.DurationVar(&o.Horizon, "horizon", d.Horizon, "the durable topic's horizon: jobs due further ahead stay in SQL only")
 		fl.DurationVar(&o.Duration, "relay-for", d.Duration, "how long to watch the running relay's CPU")
 		fl.IntVar(&o.CompareJobs, "compare-jobs", d.Jobs, "jobs on a redis topic to compare Redis memory with (default: --jobs; fewer are extrapolated)")
+	case "retention":
+		fl.IntVar(&o.HistoryRows, "rows", d.HistoryRows, "history rows past their retention to delete")
+		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs of the drain that runs alone, then during the purge")
+		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
 	case "idle":
 		fl.DurationVarP(&o.Duration, "duration", "d", d.Duration, "how long to watch the idle worker")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers of the idle worker")

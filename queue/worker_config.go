@@ -52,6 +52,14 @@ type WorkerConfig struct {
 	Observer Observer
 	// Logger receives the worker's logs. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
+	// Version is the program's version, shown in the workers' registry
+	// (WorkerInfo). Default "".
+	Version string
+	// RegistryEvery is how often the worker writes its registry entry
+	// (WorkerInfo: host, pid, topics, in-flight jobs), idle or not; a
+	// process whose entry is older than 1.5 × this shows as gone.
+	// Default DefaultRegistryEvery.
+	RegistryEvery time.Duration
 }
 
 // TopicConfig is the per-topic part of the worker configuration.
@@ -286,6 +294,12 @@ func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 	}
 	if c.Observer == nil {
 		c.Observer = NopObserver{}
+	}
+	if c.RegistryEvery == 0 {
+		c.RegistryEvery = DefaultRegistryEvery
+	}
+	if c.RegistryEvery < 10*time.Millisecond {
+		return c, fmt.Errorf("queue: worker: RegistryEvery %s: want at least 10ms", c.RegistryEvery)
 	}
 	if c.ShutdownTimeout < 0 || c.CompleteEvery < 0 || c.CompleteBatch < 1 || c.MaxIdle <= 0 ||
 		c.ErrorBackoffMin <= 0 || c.ErrorBackoffMax < c.ErrorBackoffMin {

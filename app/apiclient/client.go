@@ -505,3 +505,10 @@ func (c *Client) History(ctx context.Context, f ledger.HistoryFilter) (httpapi.H
 	err := c.do(ctx, http.MethodGet, topicPath(f.Topic)+"/history", q, nil, &out)
 	return out, err
 }
+
+// Workers sends GET /v1/workers: the worker processes of the registry.
+func (c *Client) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
+	var out httpapi.WorkerList
+	err := c.do(ctx, http.MethodGet, "/v1/workers", nil, nil, &out)
+	return out.Workers, err
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -43,5 +44,56 @@ func TestHistoryCommand(t *testing.T) {
 		if code, _, errOut := runCLI(t, append(c, "--config", cfgPath)...); code != ExitUsage {
 			t.Errorf("%v: exit %d, %s; want 2", c, code, errOut)
 		}
+	}
+}
+
+// An enqueue or a pause of a topic no live worker handles works, and says
+// so in one line on stderr; stats flags the topic once it has jobs due;
+// workers lists the registry. With a worker for the topic, no note.
+func TestNobodyConsumesIsSaid(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	cfgPath := directConfig(t, ns, "")
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	const note = "no running worker handles emails"
+	code, _, errOut := runCLI(t, "enqueue", "emails", "w:1", "--config", cfgPath)
+	if code != ExitOK || !strings.Contains(errOut, note) {
+		t.Fatalf("enqueue: exit %d, stderr %s", code, errOut)
+	}
+	code, out, _ := runCLI(t, "stats", "emails", "--json", "--config", cfgPath)
+	if code != ExitOK || !strings.Contains(out, `"consumers": 0`) || !strings.Contains(out, `"unconsumed": true`) {
+		t.Fatalf("stats --json: exit %d, %s", code, out)
+	}
+	if code, out, _ := runCLI(t, "stats", "emails", "--config", cfgPath); code != ExitOK || !strings.Contains(out, "none: its due jobs wait") {
+		t.Fatalf("stats: exit %d, %s", code, out)
+	}
+	if code, out, _ := runCLI(t, "workers", "--config", cfgPath); code != ExitOK || !strings.Contains(out, "no workers") {
+		t.Fatalf("workers: exit %d, %s", code, out)
+	}
+	// A live worker of emails, as a running process writes it.
+	now, err := rdb.Time(testenv.Context(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := fmt.Sprintf(`{"id":"h:1","host":"h","pid":1,"started_at":%d,"heartbeat":%d,"every_ms":60000,"topics":[{"topic":"emails","concurrency":4,"in_flight":0}]}`,
+		now.UnixMilli(), now.UnixMilli())
+	if err := rdb.HSet(testenv.Context(t), ns+":workers", "h:1", entry).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{{"enqueue", "emails", "w:2"}, {"pause", "emails"}} {
+		if code, _, errOut := runCLI(t, append(c, "--config", cfgPath)...); code != ExitOK || strings.Contains(errOut, note) {
+			t.Errorf("%v with a worker: exit %d, stderr %s", c, code, errOut)
+		}
+	}
+	if code, _, errOut := runCLI(t, "pause", "emials", "--config", cfgPath); code != ExitOK || !strings.Contains(errOut, "no running worker handles emials") {
+		t.Errorf("pause of a typo: exit %d, stderr %s", code, errOut)
+	}
+	code, out, _ = runCLI(t, "workers", "--json", "--config", cfgPath)
+	if code != ExitOK || !strings.Contains(out, `"state": "live"`) || !strings.Contains(out, `"topic": "emails"`) {
+		t.Fatalf("workers --json: exit %d, %s", code, out)
+	}
+	if code, out, _ := runCLI(t, "stats", "emails", "--json", "--config", cfgPath); code != ExitOK || !strings.Contains(out, `"consumers": 1`) {
+		t.Fatalf("stats with a worker: %s", out)
 	}
 }

@@ -55,6 +55,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.warnUnconsumed(cmd, s, argv[0])
 			return a.emit(map[string]any{"topic": argv[0], "id": r.ID, "run_at": r.RunAt, "duplicate": r.Duplicate}, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "DUE", "DUPLICATE")
 				row(w, argv[0], r.ID, ms(r.RunAt), r.Duplicate)
@@ -233,7 +234,8 @@ relay loads them. Directly on Redis and SQL, those are counted now; through
 an instance's API (--api, or redis.mode embedded), they are the instance's
 relay's last count ("-" where it runs no relay). RATE LIMIT is the
 topic's configured limit, handler starts per second across the cluster
-and burst ("-" for none). --json prints the API's topic stats
+and burst ("-" for none). WORKERS counts the live worker processes that
+handle the topic (delayq workers); a topic with jobs due and none says so. --json prints the API's topic stats
 (GET /v1/topics).`,
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			s, err := a.store(cmd)
@@ -246,7 +248,7 @@ and burst ("-" for none). --json prints the API's topic stats
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT")
+				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT", "WORKERS")
 				for _, s := range all {
 					inSQL, beyond := "-", "-"
 					if s.SQL != nil {
@@ -256,8 +258,12 @@ and burst ("-" for none). --json prints the API's topic stats
 					if s.Paused {
 						paused = "yes"
 					}
+					consumers := strconv.Itoa(s.Consumers)
+					if s.Unconsumed {
+						consumers += " (none: its due jobs wait)"
+					}
 					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
-						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit))
+						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit), consumers)
 				}
 			})
 		},

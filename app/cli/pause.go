@@ -44,6 +44,9 @@ API).`
 			if err != nil {
 				return err
 			}
+			if paused {
+				a.warnUnconsumed(cmd, s, argv[0]) // a typo's pause would stay on the dashboard
+			}
 			return a.emit(st, func(w io.Writer) {
 				state, verb := "running", "resumed"
 				if st.Paused {

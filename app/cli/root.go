@@ -106,7 +106,7 @@ func (a *app) newRoot() *cobra.Command {
 		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.jobsCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
 		a.pauseCmd(true), a.pauseCmd(false),
-		a.schedulesCmd(), a.historyCmd(), a.productsCmd(),
+		a.schedulesCmd(), a.historyCmd(), a.workersCmd(), a.productsCmd(),
 	}
 	names := make([]string, 0, len(operator))
 	for _, c := range operator {

@@ -57,6 +57,8 @@ type jobStore interface {
 	// Schedules lists the configured periodic schedules with their next
 	// run and the last tick any process enqueued (schedules.go).
 	Schedules(ctx context.Context) ([]periodic.Info, error)
+	// Workers lists the worker processes of the registry, live or gone.
+	Workers(ctx context.Context) ([]queue.WorkerInfo, error)
 	// History reads the finished jobs f selects (ledger.Ledger.History).
 	History(ctx context.Context, f ledger.HistoryFilter) (httpapi.HistoryPage, error)
 	// Products lists the orders module's products by SKU; PutProduct

@@ -15,6 +15,7 @@ import (
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
@@ -103,11 +104,23 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 	if err != nil {
 		return nil, err
 	}
+	workers, err := s.b.Queue.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	consumers := dataplane.Consumers(workers)
 	all := make([]httpapi.TopicStats, 0, len(infos))
 	for _, info := range infos {
-		all = append(all, httpapi.NewTopicStats(info, s.cfg.Worker.RateLimit(info.Topic)))
+		st := httpapi.NewTopicStats(info, s.cfg.Worker.RateLimit(info.Topic))
+		st.SetConsumers(consumers)
+		all = append(all, st)
 	}
 	return all, nil
+}
+
+// Workers lists the workers' registry.
+func (s *directStore) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
+	return s.b.Queue.Workers(ctx)
 }
 
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as

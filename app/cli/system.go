@@ -110,6 +110,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		warnPendingMigrations(ctx, s.b.Ledger, log)
 	}
 	ecfg, err := engineConfig(cfg, log, p, s.obs.metrics)
+	ecfg.Worker.Version = version // shown in the workers' registry
 	if err != nil {
 		return nil, err
 	}

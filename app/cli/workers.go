@@ -23,6 +23,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 		Worker: queue.WorkerConfig{
 			ID:              wc.ID,
 			ShutdownTimeout: wc.ShutdownTimeout,
+			RegistryEvery:   wc.RegistryEvery,
 			MaxIdle:         wc.MaxIdle,
 			Logger:          log,
 			Observer:        m,

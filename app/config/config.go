@@ -259,6 +259,10 @@ type Worker struct {
 	Enabled         bool          `koanf:"enabled"`          // Default true.
 	ID              string        `koanf:"id"`               // Default host:pid.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"` // Default 30s.
+	// RegistryEvery is how often each worker process writes its entry in
+	// the workers' registry (delayq workers); one 1.5 × this late shows
+	// as gone. Default 5s.
+	RegistryEvery time.Duration `koanf:"registry_every"`
 	// Defaults of every topic; Topics overrides them per topic.
 	Concurrency int `koanf:"concurrency"` // Default 10.
 	BatchSize   int `koanf:"batch_size"`  // Default 100.
@@ -535,7 +539,7 @@ func Defaults() Config {
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
-		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, Concurrency: 10, BatchSize: 100,
+		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,

@@ -214,6 +214,9 @@ func (h HTTP) validate(p *problems, q Queue) {
 
 func (w Worker) validate(p *problems) {
 	p.positive("worker.shutdown_timeout", w.ShutdownTimeout)
+	if w.RegistryEvery < 10*time.Millisecond {
+		p.bad("worker.registry_every", w.RegistryEvery, "want at least 10ms")
+	}
 	if w.Concurrency < 1 || w.Concurrency > queue.MaxConcurrency {
 		p.bad("worker.concurrency", w.Concurrency, "want 1-%d", queue.MaxConcurrency)
 	}

@@ -106,6 +106,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		return tr && tr.querySelector('.badge').dataset.durability === 'redis' && tr.querySelector('td[data-field="sql_beyond"]').textContent === '–' &&
 			tr.querySelector('.relay-line').hidden;
 	})()`, "mail's redis badge")
+	// mail has jobs due and no worker handles it: flagged; the smoke topic,
+	// which serve's worker handles, is not.
+	poll(t, tab, fmt.Sprintf(`(() => {
+		const mail = document.querySelector('#topics tr[data-topic="mail"]');
+		const smoke = document.querySelector('#topics tr[data-topic=%q]');
+		return mail && mail.dataset.unconsumed === 'true' && !mail.querySelector('.badge.no-worker').hidden &&
+			smoke && smoke.dataset.unconsumed === 'false' && smoke.querySelector('.badge.no-worker').hidden;
+	})()`, cli.SmokeTopic), "mail's no-worker badge")
+	if v := metricValue(t, api, `delayq_topic_consumers{topic="mail"}`); v != 0 {
+		t.Errorf("delayq_topic_consumers of mail is %v, want 0", v)
+	}
+	if v := metricValue(t, api, `delayq_workers{state="live"}`); v != 1 {
+		t.Errorf("delayq_workers live is %v, want serve's 1", v)
+	}
 
 	// The target topic: its method and URL without the query, and the 500
 	// with its job and time; neither the answer's body nor the payload.

@@ -123,6 +123,7 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "POST /v1/recovery/run", path: "/v1/recovery/run", params: map[string]string{"dry_run": "true"}},
 		{pattern: "GET /v1/recovery/reports", path: "/v1/recovery/reports"},
 		{pattern: "GET /v1/schedules", path: "/v1/schedules"},
+		{pattern: "GET /v1/workers", path: "/v1/workers"},
 		{pattern: "GET /v1/schema", path: "/v1/schema"},
 		{pattern: "POST /v1/orders", path: "/v1/orders", body: `{"items":[{"sku":"A","quantity":1}]}`,
 			text: func(s string) string { return `{"user":` + s + `,"items":[{"sku":"A","quantity":1}]}` }, field: "user"},

@@ -34,6 +34,7 @@
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
 //	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
+//	GET    /v1/workers                            the worker processes: host, pid, version, topics, jobs held, heartbeat; live or gone (see below)
 //	GET    /v1/schema                             the ledger's schema version and its migrations, applied and pending (see below)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
@@ -132,6 +133,20 @@
 // A job's max_attempts is shown capped by its topic's configured limit
 // (worker.topics.<t>.max_attempts, or worker.max_attempts), which its next
 // claim applies.
+//
+// # Workers
+//
+// GET /v1/workers lists the workers' registry (docs/design.md §4.19):
+// {"workers": [{"id", "host", "pid", "version", "started_at", "heartbeat",
+// "every_ms", "topics": [{"topic", "concurrency", "in_flight"}], "state"}]},
+// by id. Each worker process writes its entry every every_ms (5 s by
+// default), idle or not, and removes it when it stops; state is live, or
+// gone once its heartbeat is 1.5 intervals old (killed, or cut off from
+// Redis); gone entries are forgotten after 10 minutes. Times are Unix ms on
+// Redis's clock. The topic stats (GET /v1/topics, /v1/topics/{topic}) carry
+// "consumers", the live workers that handle the topic, and "unconsumed":
+// true when it has jobs due now and none (a typo in a producer's topic
+// name, a topic no worker is configured for).
 //
 // # Job history
 //

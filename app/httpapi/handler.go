@@ -242,6 +242,7 @@ func (a *api) routes() []route {
 		{"POST", "/v1/recovery/run", []string{"dry_run"}, false, a.runRecovery},
 		{"GET", "/v1/recovery/reports", nil, false, a.recoveryReports},
 		{"GET", "/v1/schedules", nil, false, a.listSchedules},
+		{"GET", "/v1/workers", nil, false, a.listWorkers},
 		{"GET", "/v1/schema", nil, false, a.schema},
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -92,4 +93,40 @@ func TestJobHistory(t *testing.T) {
 			}
 		}
 	})
+}
+
+// GET /v1/workers lists the registry; a topic's stats count its live
+// workers, and flag one with jobs due and none.
+func TestWorkersAndConsumers(t *testing.T) {
+	e := newEnv(t, backends[0])
+	ctx := testenv.Context(t)
+	expect(t, e.post(t, "/v1/topics/emails/jobs", `{"id":"w:1"}`), http.StatusAccepted)
+	expect(t, e.post(t, "/v1/topics/sms/jobs", `{"id":"s:1"}`), http.StatusAccepted)
+	if l := decode[httpapi.WorkerList](t, e.get(t, "/v1/workers")); len(l.Workers) != 0 {
+		t.Fatalf("workers %+v", l)
+	}
+	now, err := e.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := fmt.Sprintf(`{"id":"h:1","host":"h","pid":7,"started_at":%d,"heartbeat":%d,"every_ms":5000,"topics":[{"topic":"sms","concurrency":4,"in_flight":1}]}`,
+		now.UnixMilli(), now.UnixMilli())
+	if err := e.rdb.HSet(ctx, e.ns+":workers", "h:1", entry).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := decode[httpapi.WorkerList](t, e.get(t, "/v1/workers"))
+	if len(l.Workers) != 1 || l.Workers[0].State != "live" || l.Workers[0].PID != 7 || len(l.Workers[0].Topics) != 1 {
+		t.Fatalf("workers %+v", l)
+	}
+	for topic, want := range map[string]string{"emails": `"consumers":0,"unconsumed":true`, "sms": `"consumers":1,"unconsumed":false`} {
+		if r := e.get(t, "/v1/topics/"+topic); !strings.Contains(string(r.body), want) {
+			t.Errorf("%s stats %s, want %s", topic, r.body, want)
+		}
+	}
+	list := decode[httpapi.TopicList](t, e.get(t, "/v1/topics"))
+	for _, s := range list.Topics {
+		if s.Unconsumed != (s.Topic == "emails") {
+			t.Errorf("list: %s unconsumed %v", s.Topic, s.Unconsumed)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -38,6 +39,19 @@ type TopicStats struct {
 	// RateLimit is the topic's rate limit as this process's configuration
 	// has it (worker.topics.<t>.rate_limit); absent when it sets none.
 	RateLimit *RateLimitView `json:"rate_limit,omitempty"`
+	// Consumers counts the live worker processes that handle the topic
+	// (the workers' registry, GET /v1/workers). Unconsumed says the topic
+	// has jobs due now and no live worker handling it: they wait until a
+	// worker for it starts (a typo in a topic name, or a producer that
+	// started first).
+	Consumers  int  `json:"consumers"`
+	Unconsumed bool `json:"unconsumed"`
+}
+
+// SetConsumers fills Consumers and Unconsumed from the registry's counts.
+func (s *TopicStats) SetConsumers(consumers map[string]int) {
+	s.Consumers = consumers[s.Topic]
+	s.Unconsumed = s.Consumers == 0 && s.DueNow > 0
 }
 
 // RateLimitView is a topic's rate limit: at most PerSecond handler starts
@@ -109,12 +123,27 @@ func (a *api) listTopics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRedis(err)
 	}
+	consumers, err := a.consumers(r)
+	if err != nil {
+		return err
+	}
 	out := TopicList{Topics: make([]TopicStats, 0, len(infos))}
 	for _, info := range infos {
-		out.Topics = append(out.Topics, NewTopicStats(info, a.rateLimits[info.Topic]))
+		s := NewTopicStats(info, a.rateLimits[info.Topic])
+		s.SetConsumers(consumers)
+		out.Topics = append(out.Topics, s)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// consumers counts the live workers of each topic from the registry.
+func (a *api) consumers(r *http.Request) (map[string]int, error) {
+	workers, err := a.q.Workers(r.Context())
+	if err != nil {
+		return nil, fromRedis(err)
+	}
+	return dataplane.Consumers(workers), nil
 }
 
 // topicStats handles GET /v1/topics/{topic}. A topic nobody enqueued to has
@@ -125,6 +154,12 @@ func (a *api) topicStats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRedis(err)
 	}
-	writeJSON(w, http.StatusOK, NewTopicStats(info, a.rateLimits[info.Topic]))
+	consumers, err := a.consumers(r)
+	if err != nil {
+		return err
+	}
+	s := NewTopicStats(info, a.rateLimits[info.Topic])
+	s.SetConsumers(consumers)
+	writeJSON(w, http.StatusOK, s)
 	return nil
 }

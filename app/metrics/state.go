@@ -28,6 +28,13 @@ type PauseReader interface {
 	PausesOf(ctx context.Context, topics []string) (map[string]queue.PauseState, error)
 }
 
+// WorkersReader is what the consumers gauges read of Redis
+// (*dataplane.Client): the workers' registry. A QueueReader that is one
+// gets delayq_topic_consumers and delayq_workers.
+type WorkersReader interface {
+	Workers(ctx context.Context) ([]queue.WorkerInfo, error)
+}
+
 // LedgerReader is what the state metrics read of the ledger
 // (*ledger.Ledger): two counts.
 type LedgerReader interface {
@@ -72,6 +79,9 @@ type State struct {
 	// Paused are the topics' pause states (docs/design.md §4.13) when the
 	// QueueReader is a PauseReader; nil otherwise.
 	Paused map[string]queue.PauseState
+	// Workers is the workers' registry when the QueueReader is a
+	// WorkersReader; nil otherwise.
+	Workers []queue.WorkerInfo
 	// LedgerRows and StaleRows count the ledger's rows, all and stale;
 	// LedgerErr is why they are missing. HasLedger is false when no ledger
 	// is watched.
@@ -95,7 +105,7 @@ type stateCollector struct {
 	schemaAt time.Time
 
 	due, overdue, inFlight, dead, oldest *prometheus.Desc
-	paused                               *prometheus.Desc
+	paused, consumers, workers           *prometheus.Desc
 	redisUp, ledgerUp, rows, stale       *prometheus.Desc
 	schemaVersion, schemaPending         *prometheus.Desc
 }
@@ -132,6 +142,9 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 		dead:     prometheus.NewDesc(name("jobs_dead"), "Jobs in the dead set (read at scrape time).", topic, nil),
 		oldest:   prometheus.NewDesc(name("oldest_overdue_seconds"), "How long the earliest overdue job has waited past its due time (0 when none).", topic, nil),
 		paused:   prometheus.NewDesc(name("topic_paused"), "1 while an operator has the topic paused (delayq pause): no worker claims its jobs; else 0.", topic, nil),
+		consumers: prometheus.NewDesc(name("topic_consumers"),
+			"Live worker processes that handle the topic (the workers' registry, delayq workers); 0 with jobs overdue: nobody consumes it.", topic, nil),
+		workers:  prometheus.NewDesc(name("workers"), "Worker processes in the registry, live or gone (stopped heartbeating, not yet forgotten).", []string{"state"}, nil),
 		redisUp:  prometheus.NewDesc(name("redis_up"), "1 when the scrape-time read of Redis succeeded, else 0.", nil, nil),
 		ledgerUp: prometheus.NewDesc(name("ledger_up"), "1 when the scrape-time read of the ledger succeeded, else 0.", nil, nil),
 		rows:     prometheus.NewDesc(name("ledger_rows"), "Rows in the ledger: jobs some worker started that have not finished for good.", nil, nil),
@@ -188,6 +201,12 @@ func (c *stateCollector) read(ctx context.Context) State {
 		if pr, ok := c.cfg.Queue.(PauseReader); ok && s.RedisErr == nil {
 			s.Paused, s.RedisErr = pr.PausesOf(ctx, topics)
 		}
+		if wr, ok := c.cfg.Queue.(WorkersReader); ok && s.RedisErr == nil {
+			s.Workers, s.RedisErr = wr.Workers(ctx)
+			if s.Workers == nil && s.RedisErr == nil {
+				s.Workers = []queue.WorkerInfo{}
+			}
+		}
 	}
 	if c.cfg.Ledger != nil {
 		s.LedgerRows, s.LedgerErr = c.cfg.Ledger.Count(ctx)
@@ -226,7 +245,7 @@ func (c *stateCollector) readSchema(ctx context.Context, now time.Time) *ledger.
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.redisUp, c.ledgerUp, c.rows, c.stale,
+	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.consumers, c.workers, c.redisUp, c.ledgerUp, c.rows, c.stale,
 		c.schemaVersion, c.schemaPending} {
 		ch <- d
 	}
@@ -251,6 +270,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 					v = 1
 				}
 				gauge(c.paused, v, t.Topic)
+			}
+		}
+		if s.Workers != nil {
+			consumers := map[string]int{}
+			states := map[string]int{queue.WorkerLive: 0, queue.WorkerGone: 0}
+			for _, w := range s.Workers {
+				states[w.State]++
+				if w.State == queue.WorkerLive {
+					for _, t := range w.Topics {
+						consumers[t.Topic]++
+					}
+				}
+			}
+			for _, t := range s.Topics {
+				gauge(c.consumers, float64(consumers[t.Topic]), t.Topic)
+			}
+			for st, n := range states {
+				gauge(c.workers, float64(n), st)
 			}
 		}
 	}

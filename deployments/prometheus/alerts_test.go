@@ -91,7 +91,7 @@ func TestAlertsAreComplete(t *testing.T) {
 		"DelayqNoWorkerHeartbeat", "DelayqRecovererNotRunning",
 		"DelayqOrderCloseJobsMissing", "DelayqOrderSweeperNotRunning",
 		"DelayqRelayNotPassing", "DelayqDurableJobsRelayed",
-		"DelayqPeriodicTicksFailing", "DelayqSchemaMigrationPending",
+		"DelayqPeriodicTicksFailing", "DelayqSchemaMigrationPending", "DelayqTopicUnconsumed",
 	}
 	tests, err := os.ReadFile("alerts_test.yml")
 	if err != nil {
@@ -166,6 +166,10 @@ func (oneTopic) Topics(context.Context) ([]string, error) { return []string{"t"}
 func (oneTopic) Stats(context.Context, string) (queue.Stats, error) {
 	return queue.Stats{Topic: "t"}, nil
 }
+
+// Workers makes it a metrics.WorkersReader: the consumers gauges are
+// exported.
+func (oneTopic) Workers(context.Context) ([]queue.WorkerInfo, error) { return nil, nil }
 
 type noRows struct{}
 

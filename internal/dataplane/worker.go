@@ -104,9 +104,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(detached)
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	bgWG.Add(2)
+	bgWG.Add(3)
 	go func() { defer bgWG.Done(); w.listenWake(bg) }()
 	go func() { defer bgWG.Done(); w.heartbeat(bg, detached) }()
+	go func() { defer bgWG.Done(); w.register(bg, detached) }()
 
 	var fetchers, handlers sync.WaitGroup
 	for _, tr := range w.topics {

@@ -103,6 +103,18 @@ func (e *Engine) Topics(ctx context.Context) ([]string, error) {
 	return e.q.Topics(ctx)
 }
 
+// Workers lists the worker processes of the namespace's registry, every
+// engine's worker included, live or gone (docs/design.md §4.19).
+func (e *Engine) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
+	return e.q.Workers(ctx)
+}
+
+// History reads the finished jobs f selects from the ledger's job history
+// (docs/design.md §4.18).
+func (e *Engine) History(ctx context.Context, f ledger.HistoryFilter) ([]ledger.HistoryRow, string, error) {
+	return e.store.History(ctx, f)
+}
+
 // RequeueDead makes one dead job wait to run again, now, with fresh
 // attempts.
 func (e *Engine) RequeueDead(ctx context.Context, topic, id string) error {

@@ -236,6 +236,15 @@
     }
     r.tr.dataset.paused = String(!!t.paused);
     r.pauseBadge.hidden = !t.paused;
+    // A topic with jobs due and no live worker handling it (GET /v1/topics'
+    // unconsumed, from the workers' registry).
+    if (!r.noWorkerBadge) {
+      r.noWorkerBadge = el('span', { class: 'badge no-worker', text: 'no worker', hidden: true,
+        title: 'jobs are due and no running worker handles this topic (delayq workers): they wait until one does' });
+      r.pauseBadge.after(r.noWorkerBadge);
+    }
+    r.tr.dataset.unconsumed = String(!!t.unconsumed);
+    r.noWorkerBadge.hidden = !t.unconsumed;
     r.pauseBadge.title = t.paused
       ? 'paused ' + (t.paused_at ? ago(t.paused_at) + ' ' : '') + 'by ' + (t.paused_by || 'unknown') + ': no worker claims its jobs until it is resumed'
       : '';

@@ -1,0 +1,50 @@
+package queue
+
+import "time"
+
+// DefaultRegistryEvery is WorkerConfig.RegistryEvery when it is 0.
+const DefaultRegistryEvery = 5 * time.Second
+
+// RegistryForget is how long a worker that stopped heartbeating stays in
+// the registry, shown as gone, before it is removed.
+const RegistryForget = 10 * time.Minute
+
+// WorkerInfo is one worker process as the workers' registry shows it
+// (docs/design.md §4.19): written by the process every RegistryEvery,
+// idle or not, and removed when it stops; times are Unix ms on Redis's
+// clock.
+type WorkerInfo struct {
+	ID        string `json:"id"`
+	Host      string `json:"host"`
+	PID       int    `json:"pid"`
+	Version   string `json:"version,omitempty"`
+	StartedAt int64  `json:"started_at"`
+	// Heartbeat is when the entry was last written; EveryMs how often it
+	// is.
+	Heartbeat int64 `json:"heartbeat"`
+	EveryMs   int64 `json:"every_ms"`
+	// Topics are the topics the process handles, with their handlers and
+	// the jobs it holds (claimed and not settled).
+	Topics []WorkerTopic `json:"topics"`
+	// State is live, or gone once its heartbeat is older than 1.5 × its
+	// EveryMs (the process stopped without saying so: killed, or cut off
+	// from Redis). A reader sets it.
+	State string `json:"state"`
+}
+
+// WorkerTopic is one topic of a worker process.
+type WorkerTopic struct {
+	Topic       string `json:"topic"`
+	Concurrency int    `json:"concurrency"`
+	InFlight    int64  `json:"in_flight"`
+}
+
+// The states of WorkerInfo.
+const (
+	WorkerLive = "live"
+	WorkerGone = "gone"
+)
+
+// Live reports whether w heartbeated within 1.5 × its interval of now
+// (Unix ms).
+func (w WorkerInfo) Live(now int64) bool { return now-w.Heartbeat <= w.EveryMs*3/2 }

@@ -107,7 +107,7 @@ func TestScenarios(t *testing.T) {
 }
 
 // assertRetention checks a retention run's purge: every old history row
-// deleted, 1,000 per statement, and the drain alone measured to compare.
+// deleted, 500 per statement, and the drain alone measured to compare.
 func assertRetention(t *testing.T, o bench.Options, r bench.Result) {
 	t.Helper()
 	if r.Scenario != "retention" {
@@ -117,7 +117,7 @@ func assertRetention(t *testing.T, o bench.Options, r bench.Result) {
 		return
 	}
 	ret := r.Retention
-	want := (o.HistoryRows + 999) / 1000
+	want := (o.HistoryRows + 499) / 500
 	if ret == nil || ret.Rows != int64(o.HistoryRows) || ret.Deleted != int64(o.HistoryRows) || ret.Statements != want ||
 		ret.LongestMs <= 0 || ret.AloneRate <= 0 || r.Ratio <= 0 {
 		t.Errorf("retention %+v, ratio %v: want %d rows deleted in %d statements, the drain alone measured", ret, r.Ratio, o.HistoryRows, want)

@@ -29,7 +29,7 @@ type RetentionResult struct {
 // Retention measures what the job history's retention costs a running
 // worker (docs/design.md §4.18): HistoryRows history rows that finished a
 // month ago are written; a drain of Jobs jobs runs alone, then again
-// while PurgeHistory deletes those rows, 1,000 per statement, as each
+// while PurgeHistory deletes those rows, 500 per statement, as each
 // recovery run does. Rate is the second drain's; Ratio it over the first.
 func Retention(ctx context.Context, o Options) (Result, error) {
 	return run(ctx, "retention", o, retentionBody)

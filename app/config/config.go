@@ -465,7 +465,7 @@ type Recovery struct {
 	// seconds, 1s to relay_check_every. Default 1s.
 	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
 	// HistoryRetention is how long the job history's rows are kept (each
-	// recovery run deletes older ones, 1,000 per statement); a topic may
+	// recovery run deletes older ones, 500 per statement); a topic may
 	// set its own (queue.topics.<t>.history_retention). Negative: for
 	// ever. Default 168h (a week).
 	HistoryRetention time.Duration `koanf:"history_retention"`

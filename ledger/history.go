@@ -28,7 +28,8 @@ func historySQL(historyTable, ledgerTable string, noHistory []string) (head, fil
 		// A row claimed before first_claimed_at existed has 0 there: its
 		// latest claim is the best known.
 		"CASE WHEN `first_claimed_at` = 0 THEN `claimed_at` ELSE `first_claimed_at` END, " +
-		"`claimed_at`, ?, `worker`, `last_error` FROM `" + ledgerTable + "` WHERE "
+		// A waiting row's worker is blanks (waitingWorker): none.
+		"`claimed_at`, ?, TRIM(`worker`), `last_error` FROM `" + ledgerTable + "` WHERE "
 	if len(noHistory) > 0 {
 		q := make([]string, len(noHistory))
 		for i, t := range noHistory {

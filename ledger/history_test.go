@@ -49,6 +49,15 @@ func TestHistoryOfEveryOutcome(t *testing.T) {
 		if err := o.Cancelled(ctx, []*queue.Job{never}); err != nil {
 			t.Fatal(err)
 		}
+		// A durable job cancelled while it waited: its row had no worker.
+		mustSchedule(t, l, "t", queue.NewJob{ID: "waiting", Payload: []byte("p"), MaxAttempts: 3})
+		if err := o.CancelRows(ctx, []queue.Ref{{Topic: "t", ID: "waiting", Attempt: 0}}); err != nil {
+			t.Fatal(err)
+		}
+		if rows, _, err := l.History(ctx, HistoryFilter{Topic: "t", ID: "waiting", Limit: 1}); err != nil || len(rows) != 1 ||
+			rows[0].Worker != "" || rows[0].Outcome != OutcomeCancelled || rows[0].FirstClaimedAt != 0 {
+			t.Fatalf("history of a waiting row cancelled: %+v, %v", rows, err)
+		}
 		if n := count(t, l); n != 0 {
 			t.Fatalf("%d ledger rows left", n)
 		}

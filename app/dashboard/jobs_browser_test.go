@@ -88,6 +88,20 @@ func TestJobBrowserInBrowser(t *testing.T) {
 			return info.State == queue.StateWaiting && due.After(before.Add(89*time.Minute)) && due.Before(time.Now().Add(91*time.Minute))
 		})
 		poll(t, tab, fmt.Sprintf(`Number(document.body.dataset.actions) > %d`, done), "the page after the reschedule")
+		// To a time typed in UTC, the page's format: due exactly then.
+		to := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second)
+		done = actionsDone(t, tab)
+		mustDo(t, tab, "reschedule the order's job to a UTC time",
+			chromedp.SendKeys(chromedp.CSS(`#resched-at`), to.Format("2006-01-02 15:04:05")),
+			chromedp.Click(chromedp.CSS(`#job-actions button[data-action="reschedule"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+			chromedp.WaitNotVisible(chromedp.CSS(`#confirm`)),
+		)
+		testenv.WaitFor(ctx, t, "the order's job to be due at the UTC time typed", func() bool {
+			return mustGet(t, q, "order_close", closeJob).Score == to.UnixMilli()
+		})
+		poll(t, tab, fmt.Sprintf(`Number(document.body.dataset.actions) > %d`, done), "the page after the second reschedule")
 		// Run now: due at once, serve's worker runs it; the close handler
 		// finds the order inside its payment window and retries at the
 		// deadline, which shows that it ran.
@@ -130,6 +144,11 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		document.querySelectorAll('#job-history tbody tr[data-outcome="cancelled"]').length === 1 &&
 		/\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ/.test(document.querySelector('#job-history tbody td:nth-child(5)').textContent)`,
 		"the cancelled job's history")
+	// The topic's finished tab lists it, from the history, with its outcome.
+	goHash(t, tab, "#/topics/mail/jobs?state=finished")
+	poll(t, tab, `document.querySelector('#jobs-tabs button[data-tab="finished"].active') !== null &&
+		document.querySelector('#jobs-table tbody tr[data-id="mail:cancel:1"][data-state="cancelled"]') !== null &&
+		!document.querySelector('#jobs-note').hidden`, "the finished tab")
 	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateUnknown {
 		t.Fatalf("after the cancel the job is %s", info.State)
 	}

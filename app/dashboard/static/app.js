@@ -498,13 +498,16 @@
     { key: 'retrying', label: 'retrying', count: () => null, time: 'next attempt' },
     { key: 'dead', label: 'dead', count: (t) => t.dead, time: 'died' },
     { key: 'waiting_sql', label: 'waiting in SQL', count: (t) => (t.sql ? t.sql.waiting : null), time: 'due', durable: true },
+    // The job history (GET .../history): jobs that left Redis and the
+    // ledger, newest first, each row with its outcome.
+    { key: 'finished', label: 'finished', count: () => null, time: 'finished' },
   ];
 
   const jobsHash = (topic, params) => '#/topics/' + encodeURIComponent(topic) + '/jobs?' + new URLSearchParams(params);
   const jobHash = (topic, id) => '#/topics/' + encodeURIComponent(topic) + '/jobs/' + encodeURIComponent(id);
   const jobPath = (topic, id) => topicPath(topic) + '/jobs/' + encodeURIComponent(id);
 
-  // when is a time for a person: local date and time, and how far from now.
+  // when is a time for a person: its UTC date and time, and how far from now.
   function when(ms) {
     if (!ms) return '–';
     const d = new Date(ms);
@@ -572,9 +575,10 @@
     const durable = stats.durability === 'durable';
     const q = new URLSearchParams({ limit: String(JOB_PAGE) });
     if (prefix) q.set('prefix', prefix);
-    else q.set('state', state);
+    else if (state !== 'finished') q.set('state', state);
     for (const k of ['offset', 'after']) if (p.get(k)) q.set(k, p.get(k));
-    const page = await api('GET', topicPath(r.topic) + '/jobs?' + q);
+    const page = state === 'finished' ? historyPage(await api('GET', topicPath(r.topic) + '/history?' + q))
+      : await api('GET', topicPath(r.topic) + '/jobs?' + q);
     if (seq !== renderSeq) return;
 
     $('#jobs-topic').textContent = r.topic;
@@ -598,11 +602,12 @@
     const st = STATES.find((s) => s.key === state);
     $('#jobs-time-head').textContent = st ? st.time : 'due';
     const note = $('#jobs-note');
-    note.hidden = !prefix && !page.ledger_error && state !== 'retrying' && state !== 'waiting_sql';
+    note.hidden = !prefix && !page.ledger_error && state !== 'retrying' && state !== 'waiting_sql' && state !== 'finished';
     note.textContent = prefix
       ? 'Jobs whose id starts with "' + prefix + '": the ledger rows of this durable topic (waiting, retrying, in flight), by id.'
       : page.ledger_error || (state === 'retrying' ? 'From the SQL ledger (rows waiting for their next attempt), by due time.'
-        : state === 'waiting_sql' ? 'From the SQL ledger: every job waiting for its first run, those beyond the horizon too, by due time.' : '');
+        : state === 'waiting_sql' ? 'From the SQL ledger: every job waiting for its first run, those beyond the horizon too, by due time.'
+        : state === 'finished' ? 'From the job history: jobs that finished (succeeded, dead, cancelled, purged), newest first, kept for recovery.history_retention.' : '');
 
     const tbody = $('#jobs-table tbody');
     tbody.replaceChildren(...page.jobs.map((j) => jobRow(r.topic, j, state)));
@@ -645,12 +650,24 @@
     document.body.dataset.viewState = 'ready';
   }
 
+  // historyPage shows a page of the job history as a listing of the job
+  // browser: each finished job with its outcome as its state, its finish
+  // time, the last worker; total -1 (keyset pages, as the ledger's).
+  function historyPage(h) {
+    return {
+      total: -1, next_after: h.next_after,
+      jobs: h.history.map((x) => ({ id: x.id, state: x.outcome, finished_at: x.finished_at, attempt: x.attempts,
+        max_attempts: x.max_attempts, last_error: x.last_error, ledger: { worker: x.worker } })),
+    };
+  }
+
   function jobRow(topic, j, state) {
     const marks = [];
     if (j.sql_only) marks.push(el('span', { class: 'mark sql', text: 'SQL only' }));
     let t = j.run_at;
     if (j.state === 'in_flight') t = j.lease_until;
     if (j.state === 'dead') t = j.died_at;
+    if (j.finished_at) t = j.finished_at;
     const worker = j.ledger && j.ledger.worker ? j.ledger.worker : '';
     return el('tr', { dataset: { id: j.id, state: j.state } },
       el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(topic, j.id), text: j.id })),
@@ -659,7 +676,7 @@
       el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
       el('td', { class: 'mono', text: worker }),
       el('td', { class: 'err', text: j.last_error || '', title: j.last_error || '' }),
-      el('td', { class: 'num', text: fmtInt(j.payload_size) + ' B' }));
+      el('td', { class: 'num', text: j.payload_size == null ? '–' : fmtInt(j.payload_size) + ' B' }));
   }
 
   // go shows hash; the same hash again is rendered again (a search for
@@ -777,7 +794,8 @@
           el('button', { type: 'button', class: 'danger', dataset: { action: 'cancel', ...d }, text: 'Cancel job' }),
           el('button', { type: 'button', dataset: { action: 'run-now', ...d }, text: 'Run now' }),
           el('span', { class: 'note', text: 'reschedule to' }),
-          el('input', { id: 'resched-at', type: 'datetime-local', step: '1' }),
+          el('input', { id: 'resched-at', type: 'text', size: '20', placeholder: 'YYYY-MM-DD HH:MM:SS', title: 'a time in UTC, as the page shows times' }),
+          el('span', { class: 'note', text: 'UTC' }),
           el('span', { class: 'note', text: 'or in' }),
           el('input', { id: 'resched-min', type: 'number', min: '0', step: '1', placeholder: 'minutes' }),
           el('button', { type: 'button', dataset: { action: 'reschedule', ...d }, text: 'Reschedule' }),
@@ -833,10 +851,19 @@
       if (Number.isFinite(n) && n >= 0) return { delay_ms: Math.round(n * 60000) };
     }
     if (at && at.value) {
-      const ms = new Date(at.value).getTime();
-      if (Number.isFinite(ms)) return { run_at: ms };
+      const ms = parseUTC(at.value);
+      if (ms !== null) return { run_at: ms };
     }
     return null;
+  }
+
+  // parseUTC reads "YYYY-MM-DD HH:MM[:SS]" (or with a T) as a UTC time, the
+  // format the page shows; null for anything else.
+  function parseUTC(s) {
+    const m = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d))?Z?$/.exec(s.trim());
+    if (!m) return null;
+    const ms = Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0));
+    return Number.isFinite(ms) && new Date(ms).getUTCDate() === +m[3] ? ms : null;
   }
 
   $('#job-search').addEventListener('submit', (ev) => {
@@ -932,7 +959,7 @@
       done: (r, b) => 'job ' + b.dataset.id + ' is due now',
     },
     reschedule: {
-      check: () => rescheduleBody() !== null || 'Give a time or a number of minutes to reschedule to.',
+      check: () => rescheduleBody() !== null || 'Give a time in UTC (YYYY-MM-DD HH:MM:SS) or a number of minutes to reschedule to.',
       ask: (b) => {
         const body = rescheduleBody();
         const at = body.run_at !== undefined ? new Date(body.run_at) : new Date(Date.now() + body.delay_ms);

@@ -732,6 +732,7 @@
       // The server's message says how it finished, from its history.
       $('#job-missing').textContent = e.message || 'No job "' + r.id + '" in ' + r.topic + '.';
       await renderJobHistory(r, seq);
+      if (seq !== renderSeq) return; // another view took over while the history came
       document.body.dataset.jobState = 'gone';
       document.body.dataset.jobId = r.id;
       document.body.dataset.viewState = 'ready';
@@ -807,6 +808,7 @@
       }
     }
     await renderJobHistory(r, seq);
+    if (seq !== renderSeq) return; // another view took over while the history came
     showError('');
     document.body.dataset.jobId = r.id;
     document.body.dataset.viewState = 'ready';

@@ -45,6 +45,20 @@ const (
 	WorkerGone = "gone"
 )
 
+// Consumers counts, per topic, the live worker processes that handle it.
+func Consumers(workers []WorkerInfo) map[string]int {
+	out := map[string]int{}
+	for _, w := range workers {
+		if w.State != WorkerLive {
+			continue
+		}
+		for _, t := range w.Topics {
+			out[t.Topic]++
+		}
+	}
+	return out
+}
+
 // Live reports whether w heartbeated within 1.5 × its interval of now
 // (Unix ms).
 func (w WorkerInfo) Live(now int64) bool { return now-w.Heartbeat <= w.EveryMs*3/2 }

@@ -15,7 +15,6 @@ import (
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/httpjson"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
@@ -59,9 +58,7 @@ func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.Job
 	}
 	s.capAttempts(j)
 	v := httpapi.NewCancelledJobView(j)
-	if s.cfg.Orders.Enabled { // as the API of a server with this configuration warns
-		v.Warning = orderclose.CancelWarning(topic, id)
-	}
+	v.Warning = cancelWarning(s.cfg)(topic, id) // as the API of a server with this configuration warns
 	return v, nil
 }
 
@@ -108,7 +105,7 @@ func (s *directStore) Stats(ctx context.Context, topics []string) ([]httpapi.Top
 	if err != nil {
 		return nil, err
 	}
-	consumers := dataplane.Consumers(workers)
+	consumers := queue.Consumers(workers)
 	all := make([]httpapi.TopicStats, 0, len(infos))
 	for _, info := range infos {
 		st := httpapi.NewTopicStats(info, s.cfg.Worker.RateLimit(info.Topic))
@@ -172,14 +169,7 @@ func (s *directStore) RequeueAllDead(ctx context.Context, topic string) (int, er
 }
 
 func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
-	n, err := s.b.Queue.PurgeDead(ctx, topic, before)
-	if err == nil {
-		// Their history rows say purged now, as through the API.
-		if _, herr := s.b.Ledger.MarkPurged(ctx, topic, before); herr != nil {
-			s.log.WithError(herr).WithField("topic", topic).Warn("purged dead jobs' history still says dead")
-		}
-	}
-	return n, err
+	return httpapi.PurgeDead(ctx, s.b.Queue, s.b.Ledger, s.log, topic, before)
 }
 
 func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
@@ -231,4 +221,16 @@ func (s *directStore) Close() error { return s.b.Close() }
 // in SQL when needed, as no relay counts in this process.
 func (s *directStore) inspector() (*engine.Inspector, error) {
 	return engine.NewInspector(s.b.Redis, s.b.Ledger, s.b.Queue.Config(), nil)
+}
+
+// cancelWarning is what a cancel under cfg warns of (httpapi.Deps.
+// CancelWarning): with the orders module on, that the sweeper closes an
+// order whose close job was cancelled anyway.
+func cancelWarning(cfg config.Config) func(topic, id string) string {
+	return func(topic, id string) string {
+		if !cfg.Orders.Enabled {
+			return ""
+		}
+		return orderclose.CancelWarning(topic, id)
+	}
 }

@@ -187,26 +187,21 @@ func (s *system) buildAPI(p parts) error {
 		schedules = engineSchedules{s.eng}
 	}
 	h, err := httpapi.New(httpapi.Deps{
-		Queue:        s.b.Queue,
-		Ledger:       s.b.Ledger,
-		Recovery:     recoveryAPI{s.eng},
-		SQLCounts:    counts,
-		RateLimits:   s.cfg.Worker.RateLimits(),
-		AttemptLimit: s.cfg.Worker.AttemptLimit,
-		CancelWarning: func(topic, id string) string {
-			if s.orders == nil {
-				return ""
-			}
-			return orderclose.CancelWarning(topic, id)
-		},
-		Modules:      modules,
-		Token:        strings.TrimSpace(c.Token),
-		ReadOnly:     c.ReadOnly,
-		MaxBodyBytes: c.MaxBodyBytes,
-		Logger:       s.log,
-		Metrics:      s.obs.apiMetrics(),
-		Dashboard:    s.obs.apiDashboard(),
-		Schedules:    schedules,
+		Queue:         s.b.Queue,
+		Ledger:        s.b.Ledger,
+		Recovery:      recoveryAPI{s.eng},
+		SQLCounts:     counts,
+		RateLimits:    s.cfg.Worker.RateLimits(),
+		AttemptLimit:  s.cfg.Worker.AttemptLimit,
+		CancelWarning: cancelWarning(s.cfg),
+		Modules:       modules,
+		Token:         strings.TrimSpace(c.Token),
+		ReadOnly:      c.ReadOnly,
+		MaxBodyBytes:  c.MaxBodyBytes,
+		Logger:        s.log,
+		Metrics:       s.obs.apiMetrics(),
+		Dashboard:     s.obs.apiDashboard(),
+		Schedules:     schedules,
 	})
 	if err != nil {
 		return err

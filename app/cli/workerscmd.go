@@ -66,18 +66,8 @@ func (a *app) warnUnconsumed(cmd *cobra.Command, s jobStore, topic string) {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
 	defer cancel()
 	list, err := s.Workers(ctx)
-	if err != nil {
+	if err != nil || queue.Consumers(list)[topic] > 0 {
 		return
-	}
-	for _, w := range list {
-		if w.State != queue.WorkerLive {
-			continue
-		}
-		for _, t := range w.Topics {
-			if t.Topic == topic {
-				return
-			}
-		}
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "delayq: note: no running worker handles %s (delayq workers): its jobs wait until one does\n", topic)
 }

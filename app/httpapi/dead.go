@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -108,17 +111,27 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) error {
 		}
 		before = *req.Before
 	}
-	n, err := a.q.PurgeDead(r.Context(), topic, before)
+	n, err := PurgeDead(r.Context(), a.q, a.l, a.log, topic, before)
 	if err != nil {
 		a.log.WithFields(logrus.Fields{"topic": topic, "purged": n}).WithError(err).Warn("httpapi: purge of dead jobs stopped part way")
 		return fromRedis(err)
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "purged": n, "before": before}).Info("httpapi: dead jobs purged")
-	// Their history rows say purged now. Redis's purge is done whatever
-	// SQL says: a failure here leaves them saying dead, and is logged.
-	if _, err := a.l.MarkPurged(r.Context(), topic, before); err != nil {
-		a.log.WithError(err).WithField("topic", topic).Warn("httpapi: purged dead jobs' history still says dead")
-	}
 	writeJSON(w, http.StatusOK, PurgeResponse{Purged: n, Before: before})
 	return nil
+}
+
+// PurgeDead deletes topic's dead jobs that died at or before before from
+// Redis's dead set, then turns their history rows to purged, as the API
+// and the CLI both do. Redis's purge is done whatever SQL says: a failure
+// of the second step leaves the rows saying dead, and is logged.
+func PurgeDead(ctx context.Context, q *dataplane.Client, l *ledger.Ledger, log logrus.FieldLogger, topic string, before int64) (int, error) {
+	n, err := q.PurgeDead(ctx, topic, before)
+	if err != nil {
+		return n, err
+	}
+	if _, err := l.MarkPurged(ctx, topic, before); err != nil {
+		log.WithError(err).WithField("topic", topic).Warn("purged dead jobs' history still says dead")
+	}
+	return n, nil
 }

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -143,7 +142,7 @@ func (a *api) consumers(r *http.Request) (map[string]int, error) {
 	if err != nil {
 		return nil, fromRedis(err)
 	}
-	return dataplane.Consumers(workers), nil
+	return queue.Consumers(workers), nil
 }
 
 // topicStats handles GET /v1/topics/{topic}. A topic nobody enqueued to has

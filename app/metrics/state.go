@@ -273,15 +273,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		if s.Workers != nil {
-			consumers := map[string]int{}
+			consumers := queue.Consumers(s.Workers)
 			states := map[string]int{queue.WorkerLive: 0, queue.WorkerGone: 0}
 			for _, w := range s.Workers {
 				states[w.State]++
-				if w.State == queue.WorkerLive {
-					for _, t := range w.Topics {
-						consumers[t.Topic]++
-					}
-				}
 			}
 			for _, t := range s.Topics {
 				gauge(c.consumers, float64(consumers[t.Topic]), t.Topic)

@@ -110,17 +110,3 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
-
-// Consumers counts, per topic, the live worker processes that handle it.
-func Consumers(workers []WorkerInfo) map[string]int {
-	out := map[string]int{}
-	for _, w := range workers {
-		if w.State != queue.WorkerLive {
-			continue
-		}
-		for _, t := range w.Topics {
-			out[t.Topic]++
-		}
-	}
-	return out
-}

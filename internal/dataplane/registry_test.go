@@ -71,7 +71,7 @@ func TestWorkersRegistry(t *testing.T) {
 	if n, _ := e.rdb.HLen(ctx, e.ns+":workers").Result(); n != 2 {
 		t.Errorf("registry holds %d entries after the read, want the 2 shown", n)
 	}
-	if c := dataplane.Consumers(list); c["mail"] != 1 || c["sms"] != 1 {
+	if c := queue.Consumers(list); c["mail"] != 1 || c["sms"] != 1 {
 		t.Errorf("consumers %v: want the live worker only", c)
 	}
 

@@ -46,6 +46,7 @@ const (
 type delivery struct {
 	topic, jobID    string
 	attempt, max    int
+	delivery        int // Delayq-Delivery; 0 = 1
 	dueAt           int64 // Unix ms
 	body            []byte
 	sentAt          time.Time
@@ -80,6 +81,7 @@ func (d delivery) headers() [][2]string {
 		{"Delayq-Topic", d.topic},
 		{"Delayq-Job-Id", d.jobID},
 		{"Delayq-Attempt", strconv.Itoa(d.attempt)},
+		{"Delayq-Delivery", strconv.Itoa(max(d.delivery, 1))},
 		{"Delayq-Max-Attempts", strconv.Itoa(d.max)},
 		{"Delayq-Due-At", strconv.FormatInt(d.dueAt, 10)},
 		{"Idempotency-Key", d.topic + ":" + d.jobID},
@@ -451,7 +453,7 @@ func TestSignedExample(t *testing.T) {
 		}
 		return n
 	}
-	d := delivery{topic: got["Delayq-Topic"], jobID: got["Delayq-Job-Id"], attempt: int(atoi("Delayq-Attempt")),
+	d := delivery{topic: got["Delayq-Topic"], jobID: got["Delayq-Job-Id"], attempt: int(atoi("Delayq-Attempt")), delivery: int(atoi("Delayq-Delivery")),
 		max: int(atoi("Delayq-Max-Attempts")), dueAt: atoi("Delayq-Due-At"), body: []byte(body),
 		sentAt: time.Unix(atoi("Delayq-Timestamp"), 0), secret: m[1]}
 	var want []string

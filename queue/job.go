@@ -17,6 +17,16 @@ type Job struct {
 	RunAt       int64  // Unix ms the job is (or was) due, Redis clock
 	LastError   string // error of the previous failed attempt, if any
 
+	// Delivery is set on a claimed job: 1 + the earlier runs of this job
+	// that ended with its handler's answer (a failure or a timeout; success
+	// ends the job). Unlike Attempt it does not count a claim lost to a
+	// crashed or stalled worker before or while its handler ran, so a
+	// receiver's first call sees 1 even when Attempt is 2. A run cut by a
+	// crash is not counted either: the same Delivery can come twice, so
+	// deduplicate on the job's id. A Redis restart that loses the topic's
+	// data resets it to 1. It is not a fence; Attempt is (Ref).
+	Delivery int
+
 	// LeaseUntil is set on a claimed job (the one a handler runs): the
 	// lease deadline (Unix ms, Redis clock) after which another worker may
 	// take the job over.

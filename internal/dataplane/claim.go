@@ -70,13 +70,13 @@ func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease tim
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate},
+	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs},
 		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
 		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(ahead.Milliseconds(), 0), nDue).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 8 {
+	if len(reply) != 9 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
@@ -86,8 +86,10 @@ func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease tim
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
 	durable := c.lifecycle(topic).waitsInSQL()
+	runs := runsOf(reply[8])
 	for _, j := range res.Jobs {
 		j.LeaseUntil, j.Durable = leaseUntil, durable
+		j.Delivery = 1 + runs[j.ID]
 	}
 	if res.Buried, err = decodeJobs(topic, reply[4]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
@@ -112,6 +114,21 @@ func decodeJobs(topic string, v any) ([]*Job, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
+}
+
+// runsOf reads claim.lua's flat {id, runs, ...} list: how many runs of
+// each listed job ended before this claim (jobs not listed: none).
+func runsOf(v any) map[string]int {
+	flat, _ := v.([]any)
+	if len(flat) == 0 {
+		return nil
+	}
+	m := make(map[string]int, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		id, _ := flat[i].(string)
+		m[id] = int(asInt64(flat[i+1]))
+	}
+	return m
 }
 
 // asInt64 reads an integer from a script reply.

@@ -15,6 +15,11 @@ type keys struct {
 	paused string
 	rate   string // HASH tokens, at (Redis ms): the rate limit's token bucket (claim.lua)
 	ticks  string // HASH periodic schedule name -> last tick enqueued, Unix ms (periodic.lua)
+	// runs is a HASH id -> runs of the job that ended in a failure its
+	// handler answered (retry.lua counts them), for Job.Delivery: a claim
+	// lost to a crash counts an attempt but no run. A field goes when its
+	// job is acked, buried or cancelled.
+	runs string
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -32,6 +37,7 @@ func newKeys(namespace, topic string) keys {
 		paused: p + "paused",
 		rate:   p + "rate",
 		ticks:  p + "ticks",
+		runs:   p + "runs",
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		ttl := c.lifecycle(topic).tombstone().Milliseconds()
-		return []string{k.lease, k.due, k.job, k.gone}, []any{ttl}
+		return []string{k.lease, k.due, k.job, k.gone, k.runs}, []any{ttl}
 	})
 }
 
@@ -107,7 +107,7 @@ func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error
 			}
 			args = append(args, r.ID, r.Attempt, mode, v, r.Error)
 		}
-		reply, err := c.scripts.retry.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake}, args...).Int64Slice()
+		reply, err := c.scripts.retry.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake, k.runs}, args...).Int64Slice()
 		if err != nil {
 			return out, fmt.Errorf("queue: retry on %s: %w", topic, err)
 		}
@@ -146,7 +146,7 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 		for _, d := range ds {
 			args = append(args, d.Job.ID, d.Job.Attempt, d.Error)
 		}
-		reply, err := c.scripts.bury.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.dead}, args...).Int64Slice()
+		reply, err := c.scripts.bury.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.dead, k.runs}, args...).Int64Slice()
 		if err != nil {
 			return n, at, fmt.Errorf("queue: bury on %s: %w", topic, err)
 		}

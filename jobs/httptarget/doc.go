@@ -6,7 +6,8 @@
 //
 // A Target is a queue.Handler. It sends the job's payload as the body, as
 // is, with headers naming the job (Delayq-Topic, Delayq-Job-Id,
-// Delayq-Attempt, Delayq-Max-Attempts, Delayq-Due-At in Unix ms), an
+// Delayq-Attempt, Delayq-Delivery, Delayq-Max-Attempts, Delayq-Due-At in
+// Unix ms), an
 // Idempotency-Key that is "<topic>:<job id>" on every attempt, the time of
 // sending (Delayq-Timestamp, Unix seconds) and, with a secret, a signature:
 //

@@ -30,6 +30,7 @@ const (
 	HeaderTopic          = "Delayq-Topic"
 	HeaderJobID          = "Delayq-Job-Id"
 	HeaderAttempt        = "Delayq-Attempt"
+	HeaderDelivery       = "Delayq-Delivery" // queue.Job.Delivery: calls, not claims
 	HeaderMaxAttempts    = "Delayq-Max-Attempts"
 	HeaderDueAt          = "Delayq-Due-At" // Unix ms
 	HeaderTimestamp      = "Delayq-Timestamp"
@@ -232,6 +233,7 @@ func (t *Target) request(ctx context.Context, job *queue.Job) (*http.Request, er
 	h.Set(HeaderTopic, job.Topic)
 	h.Set(HeaderJobID, job.ID)
 	h.Set(HeaderAttempt, strconv.Itoa(job.Attempt))
+	h.Set(HeaderDelivery, strconv.Itoa(max(job.Delivery, 1))) // a Job built by hand has none: its call is the first
 	h.Set(HeaderMaxAttempts, strconv.Itoa(job.MaxAttempts))
 	h.Set(HeaderDueAt, strconv.FormatInt(job.RunAt, 10))
 	h.Set(HeaderIdempotencyKey, job.Topic+":"+job.ID)

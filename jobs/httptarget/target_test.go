@@ -123,7 +123,7 @@ func newTarget(t *testing.T, cfg httptarget.Config) *httptarget.Target {
 }
 
 func job(payload string) *queue.Job {
-	return &queue.Job{Topic: "hooks", ID: "j-1", Payload: []byte(payload), Attempt: 2, MaxAttempts: 5, RunAt: 1767225600123}
+	return &queue.Job{Topic: "hooks", ID: "j-1", Payload: []byte(payload), Attempt: 2, Delivery: 1, MaxAttempts: 5, RunAt: 1767225600123}
 }
 
 // hmacHex is the signature computed without the package's Sign.
@@ -159,6 +159,7 @@ func TestRequestHeadersAndSignature(t *testing.T) {
 			"Delayq-Topic":        "hooks",
 			"Delayq-Job-Id":       "j-1",
 			"Delayq-Attempt":      "2",
+			"Delayq-Delivery":     "1",
 			"Delayq-Max-Attempts": "5",
 			"Delayq-Due-At":       "1767225600123",
 			"Idempotency-Key":     "hooks:j-1",

@@ -115,6 +115,9 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 		if a := r.header.Get("Delayq-Attempt"); a != []string{"1", "2"}[i] {
 			t.Errorf("busy request %d: attempt %s", i, a)
 		}
+		if d := r.header.Get("Delayq-Delivery"); d != []string{"1", "2"}[i] {
+			t.Errorf("busy request %d: delivery %s", i, d)
+		}
 		if k := r.header.Get("Idempotency-Key"); k != "invoices:busy" {
 			t.Errorf("busy request %d: Idempotency-Key %q", i, k)
 		}

@@ -4,6 +4,8 @@
 -- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  gone ZSET (tombstones, docs/design.md §4.11)
+-- KEYS[5]  runs HASH (id -> runs that ended in a failure): the job's field
+--          goes with it (only a job claimed more than once can have one)
 -- ARGV[1]  tombstone TTL in ms for a durable topic, 0 otherwise: a removed
 --          job of a durable topic gets a tombstone (id -> now), so a relay
 --          or recovery pass that read its row just before cannot restore
@@ -30,6 +32,7 @@ for i = 2, #ARGV, 2 do
     local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
     if n > 0 then
       redis.call('HDEL', KEYS[3], id)
+      if ARGV[i + 1] ~= '1' then redis.call('HDEL', KEYS[5], id) end
       if now then redis.call('ZADD', KEYS[4], now, id) end
       done = done + 1
     end

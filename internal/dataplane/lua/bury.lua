@@ -4,6 +4,8 @@
 -- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  dead ZSET
+-- KEYS[5]  runs HASH (id -> runs that ended in a failure): the job's field
+--          goes (a requeued dead job starts its count again)
 -- ARGV     triples: id, attempt, reason
 --
 -- Returns  {now, n}: the time of death and how many jobs were buried.
@@ -22,6 +24,7 @@ for i = 1, #ARGV, 3 do
       redis.call('HSET', KEYS[3], id, '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' ..
         #err .. '|' .. err .. '|' .. string.sub(env, p + tonumber(elen) + 1))
       redis.call('ZADD', KEYS[4], now, id)
+      if attempt ~= '1' then redis.call('HDEL', KEYS[5], id) end
       n = n + 1
     end
   end

@@ -5,6 +5,7 @@
 -- KEYS[3]  job HASH
 -- KEYS[4]  dead ZSET
 -- KEYS[5]  gone ZSET (tombstones, docs/design.md §4.11)
+-- KEYS[6]  runs HASH (id -> runs that ended in a failure): the job's field goes
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row of
 --          that attempt is gone already)
@@ -37,5 +38,6 @@ local env = redis.call('HGET', KEYS[3], id)
 if env and string.match(env, '^%d+|(%d+)|') ~= ARGV[2] then return {-3} end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[3], id)
+if ARGV[2] ~= '0' then redis.call('HDEL', KEYS[6], id) end
 tombstone()
 return {1, env or false}

@@ -6,6 +6,7 @@
 -- KEYS[4]  dead ZSET (id -> time of death, Unix ms)
 -- KEYS[5]  paused STRING (exists: the topic is paused)
 -- KEYS[6]  rate HASH {tokens, at}: the topic's token bucket, at in Redis ms
+-- KEYS[7]  runs HASH (id -> runs that ended in a failure, written by retry.lua)
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
@@ -18,7 +19,7 @@
 --          could run now, but may still hold the coming ones
 --
 -- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
---           paused, next_token, now_us}
+--           paused, next_token, now_us, {id, runs, ...}}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped; due up to
@@ -28,7 +29,10 @@
 --          next_token: -1, or the time (Redis ms) the next token is there
 --          when due jobs were held back for lack of tokens;
 --          now_us: now in µs (a worker's clock offset, to start a job
---          claimed ahead at its due time and never before).
+--          claimed ahead at its due time and never before);
+--          the last list gives, for claimed jobs claimed before, the runs
+--          of theirs that ended (none listed: 0), so the handler learns
+--          which delivery this is (Job.Delivery).
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -76,7 +80,7 @@ for i = 1, #expired, 2 do
   redis.call('ZADD', KEYS[1], expired[i + 1], expired[i])
 end
 
-local claimed, buried = {}, {}
+local claimed, buried, runs = {}, {}, {}
 local ids = {}
 if n > 0 and paused == 0 then
   local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + ahead, 'WITHSCORES', 'LIMIT', 0, n)
@@ -100,6 +104,7 @@ for _, id in ipairs(ids) do
         string.sub(env, p + tonumber(elen) + 1)
       redis.call('HSET', KEYS[3], id, env)
       redis.call('ZADD', KEYS[4], now, id)
+      redis.call('HDEL', KEYS[7], id)
       buried[#buried + 1] = id
       buried[#buried + 1] = env
     else
@@ -108,6 +113,14 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[2], leaseUntil, id)
       claimed[#claimed + 1] = id
       claimed[#claimed + 1] = env
+      if attempt > 0 then
+        -- Claimed before: some of those claims may have run to an answer.
+        local r = redis.call('HGET', KEYS[7], id)
+        if r then
+          runs[#runs + 1] = id
+          runs[#runs + 1] = tonumber(r)
+        end
+      end
     end
   end
   -- a due entry without an envelope is debris of a partial delete: dropped
@@ -134,4 +147,4 @@ if rate > 0 then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end
-return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2])}
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs}

@@ -4,6 +4,8 @@
 -- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  wake channel
+-- KEYS[5]  runs HASH (id -> runs that ended in a failure): each job retried
+--          here counts one more
 -- ARGV     five per job: id, attempt, mode ("d" = delay ms from Redis's
 --          clock, "a" = absolute Unix ms), value, error text
 --
@@ -35,6 +37,7 @@ for i = 1, #ARGV, 5 do
         #err .. '|' .. err .. '|' .. string.sub(env, p + tonumber(elen) + 1))
       redis.call('ZREM', KEYS[1], id)
       redis.call('ZADD', KEYS[2], due, id)
+      redis.call('HINCRBY', KEYS[5], id, 1)
       if earliest == nil or due < earliest then earliest = due end
     end
   end

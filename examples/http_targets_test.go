@@ -46,7 +46,7 @@ const (
 type delivery struct {
 	topic, jobID    string
 	attempt, max    int
-	delivery        int // Delayq-Delivery; 0 = 1
+	delivery        int   // Delayq-Delivery; 0 = 1
 	dueAt           int64 // Unix ms
 	body            []byte
 	sentAt          time.Time

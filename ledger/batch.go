@@ -19,7 +19,22 @@ import (
 // that claim has not finished. Rows already gone (a transactional handler
 // deleted its own) are skipped silently.
 func (l ops) Complete(ctx context.Context, refs []queue.Ref) error {
-	if err := l.finish(ctx, refs, OutcomeSucceeded); err != nil {
+	return l.CompleteResults(ctx, refs, nil)
+}
+
+// CompleteResults is Complete with the handlers' results (queue.RecordResult):
+// results[i], JSON or nil for none, goes into the history row of refs[i].
+// results is nil or as long as refs.
+func (l ops) CompleteResults(ctx context.Context, refs []queue.Ref, results [][]byte) error {
+	if results != nil && len(results) != len(refs) {
+		return fmt.Errorf("ledger: complete %d jobs: %d results", len(refs), len(results))
+	}
+	for i, r := range results {
+		if len(r) > queue.MaxResultBytes {
+			return fmt.Errorf("ledger: complete %d jobs: result of %s/%s: %w", len(refs), refs[i].Topic, refs[i].ID, queue.ErrResultTooLarge)
+		}
+	}
+	if err := l.finish(ctx, refs, OutcomeSucceeded, results); err != nil {
 		return fmt.Errorf("ledger: complete %d jobs: %w", len(refs), err)
 	}
 	return nil
@@ -29,30 +44,42 @@ func (l ops) Complete(ctx context.Context, refs []queue.Ref) error {
 // run or a retry), fenced by attempt like Complete, each leaving its
 // history row (outcome cancelled) in the same transaction.
 func (l ops) CancelRows(ctx context.Context, refs []queue.Ref) error {
-	if err := l.finish(ctx, refs, OutcomeCancelled); err != nil {
+	if err := l.finish(ctx, refs, OutcomeCancelled, nil); err != nil {
 		return fmt.Errorf("ledger: cancel %d jobs: %w", len(refs), err)
 	}
 	return nil
 }
 
 // finish deletes the rows of refs, fenced by attempt, copying them into
-// history as finished with outcome first, in one transaction (a write of
-// the group commit: no commit of its own while others flow).
-func (l ops) finish(ctx context.Context, refs []queue.Ref, outcome string) error {
+// history as finished with outcome first, with results (nil, or one per
+// ref), in one transaction (a write of the group commit: no commit of its
+// own while others flow).
+func (l ops) finish(ctx context.Context, refs []queue.Ref, outcome string, results [][]byte) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	refs = sortedRefs(refs)
+	refs, results = sortedWithResults(refs, results)
 	history := false
 	for _, r := range refs {
 		history = history || l.keepsHistory(r.Topic)
 	}
 	now := l.nowMs()
-	w := l.inBatches(len(refs), 3, 2, len(refs)*rowBytes, func(db *gorm.DB, lo, hi int) error {
+	perRef, bytes := 3, len(refs)*rowBytes
+	if results != nil {
+		perRef = 6 // the history statement's CASE arm: topic, id, result
+		for _, r := range results {
+			bytes += len(r)
+		}
+	}
+	w := l.inBatches(len(refs), perRef, 2, bytes, func(db *gorm.DB, lo, hi int) error {
 		where := l.dialect.tupleIn(hi-lo, "topic", "job_id", "attempt")
 		vars := refVars(refs[lo:hi], true)
 		if history {
-			if err := l.historyFrom(db, outcome, now, where, vars...); err != nil {
+			var rs [][]byte
+			if results != nil {
+				rs = results[lo:hi]
+			}
+			if err := l.historyFrom(db, outcome, now, refs[lo:hi], rs, where, vars...); err != nil {
 				return fmt.Errorf("history: %w", err)
 			}
 		}

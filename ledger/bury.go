@@ -74,7 +74,7 @@ func (l ops) Bury(ctx context.Context, dead []queue.DeadJob) error {
 			}
 			where := l.dialect.tupleIn(hi-lo, "topic", "job_id")
 			// Its history row from its ledger row, in this transaction.
-			if err := l.historyFrom(tx, OutcomeDead, now, where, vars...); err != nil {
+			if err := l.historyFrom(tx, OutcomeDead, now, nil, nil, where, vars...); err != nil {
 				return fmt.Errorf("history: %w", err)
 			}
 			return tx.Table(l.ledgerTable).Where(where, vars...).Delete(&Entry{}).Error

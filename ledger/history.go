@@ -17,11 +17,12 @@ import (
 // historyColumns are the history row's columns an INSERT writes, in the
 // order historyFromLedger selects them.
 var historyColumns = []string{"topic", "job_id", "outcome", "attempts", "max_attempts", "enqueued_at", "due_at",
-	"first_claimed_at", "claimed_at", "finished_at", "worker", "last_error"}
+	"first_claimed_at", "claimed_at", "finished_at", "worker", "last_error", "result"}
 
 // historySQL returns the head of the INSERT ... SELECT that copies ledger
-// rows into history (its WHERE follows), and the filter of the topics that
-// keep none ("" when every topic keeps history).
+// rows into history (the result's expression follows, then historyFrom
+// and its WHERE), and the filter of the topics that keep none ("" when
+// every topic keeps history).
 func historySQL(historyTable, ledgerTable string, noHistory []string) (head, filter string) {
 	head = "INSERT INTO `" + historyTable + "` (`" + strings.Join(historyColumns, "`,`") + "`) " +
 		"SELECT `topic`, `job_id`, ?, `attempt`, `max_attempts`, `enqueued_at`, `run_at`, " +
@@ -29,7 +30,7 @@ func historySQL(historyTable, ledgerTable string, noHistory []string) (head, fil
 		// latest claim is the best known.
 		"CASE WHEN `first_claimed_at` = 0 THEN `claimed_at` ELSE `first_claimed_at` END, " +
 		// A waiting row's worker is blanks (waitingWorker): none.
-		"`claimed_at`, ?, TRIM(`worker`), `last_error` FROM `" + ledgerTable + "` WHERE "
+		"`claimed_at`, ?, TRIM(`worker`), `last_error`, "
 	if len(noHistory) > 0 {
 		q := make([]string, len(noHistory))
 		for i, t := range noHistory {
@@ -45,11 +46,29 @@ func historySQL(historyTable, ledgerTable string, noHistory []string) (head, fil
 // historyFrom copies the ledger rows that where (with its vars) selects
 // into history as finished with outcome at finishedAt, on db (the
 // transaction of the statement that deletes them, run after this one).
-func (l *Ledger) historyFrom(db *gorm.DB, outcome string, finishedAt int64, where string, vars ...any) error {
-	args := make([]any, 0, 2+len(vars))
+// results (nil, or one per ref of refs, nil for none) are the handlers'
+// results of the rows of refs (queue.RecordResult).
+func (l *Ledger) historyFrom(db *gorm.DB, outcome string, finishedAt int64, refs []queue.Ref, results [][]byte, where string, vars ...any) error {
+	args := make([]any, 0, 2+3*len(results)+len(vars))
 	args = append(args, outcome, finishedAt)
+	expr := "NULL"
+	if len(results) > 0 {
+		// One CASE arm per result: a drain whose handlers record none
+		// never pays for it.
+		var b strings.Builder
+		for i, r := range results {
+			if r == nil {
+				continue
+			}
+			b.WriteString(" WHEN `topic` = ? AND `job_id` = ? THEN ?")
+			args = append(args, refs[i].Topic, refs[i].ID, string(r))
+		}
+		if b.Len() > 0 {
+			expr = "CASE" + b.String() + " ELSE NULL END"
+		}
+	}
 	args = append(args, vars...)
-	return db.Exec(l.historyHead+where+l.noHistory, args...).Error
+	return db.Exec(l.historyHead+expr+" FROM `"+l.ledgerTable+"` WHERE "+where+l.noHistory, args...).Error
 }
 
 // keepsHistory reports whether topic's finished jobs get history rows.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestHistoryOfEveryOutcome(t *testing.T) {
 			}
 			got := rows[0]
 			got.ID = 0
-			if got != w {
+			if !reflect.DeepEqual(got, w) {
 				t.Errorf("history of %s:\n got %+v\nwant %+v", id, got, w)
 			}
 		}

@@ -61,6 +61,7 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 		return p.all(p.column(pre+"ledger", "first_claimed_at"), p.table(pre+"history"),
 			p.index(pre+"history", "idx_"+pre+"history_topic_finished"))
 	},
+	6: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"history", "result")) },
 }
 
 // probe asks a database's catalogue whether a table, column or index

@@ -151,6 +151,9 @@ type HistoryRow struct {
 	// Worker is the process that held the last claim ("" before any).
 	Worker    string `gorm:"column:worker;type:varchar(255);not null" json:"worker"`
 	LastError string `gorm:"column:last_error;type:text;not null" json:"last_error"`
+	// Result is what the handler of a succeeded job recorded
+	// (queue.RecordResult): JSON, nil when none.
+	Result JobResult `gorm:"column:result;type:text" json:"result,omitempty"`
 }
 
 // Column sizes, checked before writing so that MySQL (which rejects overlong

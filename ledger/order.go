@@ -23,6 +23,24 @@ func sortedRefs(refs []queue.Ref) []queue.Ref {
 	return out
 }
 
+// sortedWithResults is sortedRefs carrying results (nil, or one per ref)
+// along.
+func sortedWithResults(refs []queue.Ref, results [][]byte) ([]queue.Ref, [][]byte) {
+	if results == nil {
+		return sortedRefs(refs), nil
+	}
+	idx := make([]int, len(refs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return byKey(refs[a].Topic, refs[a].ID, refs[b].Topic, refs[b].ID) })
+	outRefs, outResults := make([]queue.Ref, len(refs)), make([][]byte, len(refs))
+	for i, j := range idx {
+		outRefs[i], outResults[i] = refs[j], results[j]
+	}
+	return outRefs, outResults
+}
+
 func sortRetries(retries []dataplane.RetryRequest) {
 	slices.SortFunc(retries, func(a, b dataplane.RetryRequest) int { return byKey(a.Topic, a.ID, b.Topic, b.ID) })
 }

@@ -23,13 +23,16 @@ import (
 // for this attempt, the claim was lost (the job was taken over or cancelled):
 // the transaction rolls back and the error wraps ErrClaimLost, so the effect
 // is left to the job's current owner.
+//
+// The job's history row (succeeded, with what fn recorded through
+// queue.RecordResult) is written in the same transaction.
 func Transactional(l *Ledger, fn func(ctx context.Context, tx *gorm.DB, job *queue.Job) error) func(ctx context.Context, job *queue.Job) error {
 	return func(ctx context.Context, job *queue.Job) error {
 		return l.conn(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := fn(ctx, tx, job); err != nil {
 				return err
 			}
-			return l.DeleteInTx(tx, job.Ref())
+			return l.deleteInTx(tx, job.Ref(), queue.RecordedResult(ctx))
 		})
 	}
 }
@@ -39,9 +42,39 @@ func Transactional(l *Ledger, fn func(ctx context.Context, tx *gorm.DB, job *que
 // handlers that manage their own transaction. It returns an error wrapping
 // ErrClaimLost when no such row exists; the caller should then roll back.
 //
+// The job's history row (succeeded) is written in the same transaction,
+// with the result the handler recorded (queue.RecordResult) when tx was
+// begun with the handler's context (db.WithContext(ctx).Transaction).
+//
 // It is a method, not a free function, because the table name depends on
 // Options.TablePrefix.
 func (l *Ledger) DeleteInTx(tx *gorm.DB, ref queue.Ref) error {
+	var result []byte
+	if tx.Statement != nil {
+		result = queue.RecordedResult(tx.Statement.Context)
+	}
+	return l.deleteInTx(tx, ref, result)
+}
+
+// deleteInTx is DeleteInTx with the job's result (nil: none).
+func (l *Ledger) deleteInTx(tx *gorm.DB, ref queue.Ref, result []byte) error {
+	if err := checkKey(ref.Topic, ref.ID); err != nil {
+		return fmt.Errorf("ledger: delete: %w", err)
+	}
+	if len(result) > queue.MaxResultBytes {
+		return fmt.Errorf("ledger: delete %s/%s: %w", ref.Topic, ref.ID, queue.ErrResultTooLarge)
+	}
+	if l.keepsHistory(ref.Topic) {
+		var results [][]byte
+		if result != nil {
+			results = [][]byte{result}
+		}
+		err := l.historyFrom(tx, OutcomeSucceeded, l.nowMs(), []queue.Ref{ref}, results,
+			"topic = ? AND job_id = ? AND attempt = ?", ref.Topic, ref.ID, ref.Attempt)
+		if err != nil {
+			return fmt.Errorf("ledger: history of %s/%s attempt %d: %w", ref.Topic, ref.ID, ref.Attempt, err)
+		}
+	}
 	res := tx.Table(l.ledgerTable).
 		Where("topic = ? AND job_id = ? AND attempt = ?", ref.Topic, ref.ID, ref.Attempt).
 		Delete(&Entry{})

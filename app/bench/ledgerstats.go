@@ -37,6 +37,12 @@ func (l *countingLedger) Complete(ctx context.Context, refs []queue.Ref) error {
 	return l.Ledger.Complete(ctx, refs)
 }
 
+func (l *countingLedger) CompleteResults(ctx context.Context, refs []queue.Ref, results [][]byte) error {
+	l.completes.Add(1)
+	l.completedRows.Add(int64(len(refs)))
+	return l.Ledger.CompleteResults(ctx, refs, results)
+}
+
 // stats returns the counts so far.
 func (l *countingLedger) stats() *LedgerStats {
 	s := &LedgerStats{

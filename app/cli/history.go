@@ -22,11 +22,13 @@ func (a *app) historyCmd() *cobra.Command {
 	var from, until string
 	cmd := &cobra.Command{
 		Use:   "history TOPIC [ID]",
-		Short: "Show finished jobs: when each was due, first and last claimed, finished, on which worker, after how many attempts",
+		Short: "Show finished jobs: when each was due, first and last claimed, finished, on which worker, after how many attempts, with what result",
 		Long: `Show a topic's finished jobs (succeeded, dead, cancelled, purged) from the
 job history, newest first; with ID, that job id's; with --prefix, the ids
 that start with it, by id. History is kept for recovery.history_retention
-(a week by default).`,
+(a week by default). RESULT is what a succeeded job's handler recorded
+(queue.RecordResult; an HTTP target's JSON answer), cut short in the
+table; --json gives it whole.`,
 		Example: `  delayq history order_close order_close:123
   delayq history emails --outcome dead --since 24h
   delayq history order_close --prefix order_close:2026 --json`,
@@ -85,10 +87,10 @@ that start with it, by id. History is kept for recovery.history_retention
 					fmt.Fprintln(w, what+" (history keeps recovery.history_retention, a week by default; a topic may have it off)")
 					return
 				}
-				row(w, "ID", "OUTCOME", "ATTEMPTS", "DUE", "FIRST CLAIMED", "FINISHED", "TOOK", "WORKER", "LAST ERROR")
+				row(w, "ID", "OUTCOME", "ATTEMPTS", "DUE", "FIRST CLAIMED", "FINISHED", "TOOK", "WORKER", "RESULT", "LAST ERROR")
 				for _, h := range p.History {
 					row(w, h.JobID, h.Outcome, fmt.Sprintf("%d/%d", h.Attempts, h.MaxAttempts), ms(h.DueAt), ms(h.FirstClaimedAt),
-						ms(h.FinishedAt), took(h), orDash(h.Worker), h.LastError)
+						ms(h.FinishedAt), took(h), orDash(h.Worker), resultText(h.Result), h.LastError)
 				}
 				if p.NextAfter != "" {
 					fmt.Fprintf(w, "(more: --after %s)\n", p.NextAfter)
@@ -114,6 +116,22 @@ func took(h ledger.HistoryRow) string {
 		return "-"
 	}
 	return (time.Duration(h.FinishedAt-h.ClaimedAt) * time.Millisecond).String()
+}
+
+// resultMax is how much of a job's result the table shows; --json has all.
+const resultMax = 60
+
+// resultText is a job's result for the table: its JSON, cut at resultMax
+// characters, or "-" for none.
+func resultText(r ledger.JobResult) string {
+	if r == nil {
+		return "-"
+	}
+	s := []rune(string(r))
+	if len(s) > resultMax {
+		return string(s[:resultMax-1]) + "…"
+	}
+	return string(s)
 }
 
 // History reads the ledger's history.

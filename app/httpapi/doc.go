@@ -154,9 +154,11 @@
 // each time a job finished (docs/design.md §4.18): {"topic", "history":
 // [{"topic", "id", "outcome", "attempts", "max_attempts", "enqueued_at",
 // "due_at", "first_claimed_at", "claimed_at", "finished_at", "worker",
-// "last_error"}], "next_after"}. outcome is succeeded, dead, cancelled or
-// purged; times are Unix ms, first_claimed_at and claimed_at 0 for a job
-// cancelled before any claim. Parameters:
+// "last_error", "result"}], "next_after"}. outcome is succeeded, dead,
+// cancelled or purged; times are Unix ms, first_claimed_at and claimed_at 0
+// for a job cancelled before any claim. result, present only when the
+// succeeded run's handler recorded one (queue.RecordResult; an HTTP target's
+// JSON answer of at most 4096 bytes), is that JSON value as is. Parameters:
 //   - id: one job id's rows, newest first; prefix: the ids that start with
 //     it (taken literally), by id. Not both (400 conflicting_fields).
 //   - outcome: only that outcome.

@@ -109,6 +109,7 @@ CREATE TABLE IF NOT EXISTS `dq_history` (
   `finished_at`      BIGINT       NOT NULL,
   `worker`           VARCHAR(255) NOT NULL,
   `last_error`       TEXT         NOT NULL,
+  `result`           TEXT         NULL,
   PRIMARY KEY (`id`),
   KEY `idx_dq_history_topic_job` (`topic`, `job_id`),
   KEY `idx_dq_history_topic_finished` (`topic`, `finished_at`)
@@ -145,6 +146,9 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
   SELECT 5, 'history', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'first_claimed_at')
     AND EXISTS (SELECT 1 FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_history' AND INDEX_NAME = 'idx_dq_history_topic_finished');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 6, 'history_result', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_history' AND COLUMN_NAME = 'result');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

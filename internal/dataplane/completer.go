@@ -35,6 +35,7 @@ type outcome struct {
 	ledgerDone, redisDone bool
 	job                   *Job
 	failure               *failure // retrying and dead only
+	result                []byte   // completed only: what the handler recorded (queue.RecordResult)
 }
 
 // failure is what a failed job's outcome carries.
@@ -94,7 +95,9 @@ func (k outcomeKind) settlement() settlement {
 
 // The outcomes a worker reports.
 
-func completedOutcome(j *Job) outcome { return outcome{kind: kindCompleted, job: j} }
+func completedOutcome(j *Job, result []byte) outcome {
+	return outcome{kind: kindCompleted, job: j, result: result}
+}
 
 func releasedOutcome(j *Job) outcome { return outcome{kind: kindReleased, job: j} }
 
@@ -382,7 +385,19 @@ func (c *completer) report(ctx context.Context, s settlement, outcomes []outcome
 // The steps of each kind: one call to one store for a whole batch.
 
 func (c *completer) deleteRows(ctx context.Context, b *batch) error {
-	return c.w.led.Complete(ctx, b.refList())
+	var results [][]byte
+	for i, o := range b.outcomes {
+		if o.result != nil {
+			if results == nil {
+				results = make([][]byte, len(b.outcomes))
+			}
+			results[i] = o.result
+		}
+	}
+	if results == nil {
+		return c.w.led.Complete(ctx, b.refList())
+	}
+	return c.w.led.CompleteResults(ctx, b.refList(), results)
 }
 
 func (c *completer) unclaimRows(ctx context.Context, b *batch) error {

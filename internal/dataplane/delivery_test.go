@@ -11,6 +11,8 @@ import (
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
 )
 
 // runsField reads a job's field of the topic's runs HASH (0 when absent)
@@ -169,6 +171,42 @@ func TestWorkerHandlerSeesDelivery(t *testing.T) {
 			}
 		case <-ctx.Done():
 			t.Fatalf("handler not called with attempt %d", want.attempt)
+		}
+	}
+}
+
+// A handler's recorded result reaches its job's history row through the
+// worker's batched completion; a failed run's result is dropped with it.
+func TestWorkerKeepsHandlerResult(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "with", MaxAttempts: 5})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "without", MaxAttempts: 5})
+	obs := &settled{}
+	w := newWorker(t, e, dataplane.WorkerConfig{Observer: obs})
+	if err := w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		if j.ID == "without" {
+			return nil
+		}
+		if err := queue.RecordResult(ctx, map[string]int{"delivery": j.Delivery}); err != nil {
+			return err
+		}
+		if j.Delivery == 1 {
+			return dataplane.RetryAfter(errors.New("first run fails"), time.Millisecond)
+		}
+		return nil
+	}), dataplane.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	obs.completed.WaitAtLeast(ctx, t, 2, "both jobs completed")
+	for id, want := range map[string]string{"with": `{"delivery":2}`, "without": ""} {
+		rows, _, err := e.led.History(ctx, ledger.HistoryFilter{Topic: "t", ID: id, Limit: 5})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("history of %s: %+v %v", id, rows, err)
+		}
+		if got := string(rows[0].Result); got != want {
+			t.Errorf("history of %s: result %q, want %q", id, got, want)
 		}
 	}
 }

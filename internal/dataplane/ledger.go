@@ -26,6 +26,10 @@ type Ledger interface {
 	// Complete deletes the rows of jobs whose handler succeeded, each
 	// leaving its history row in the same transaction.
 	Complete(ctx context.Context, refs []Ref) error
+	// CompleteResults is Complete with the handlers' results: results[i]
+	// (JSON, nil for none) goes into refs[i]'s history row, in the same
+	// transaction.
+	CompleteResults(ctx context.Context, refs []Ref, results [][]byte) error
 	// CancelRows deletes the rows of cancelled jobs (waiting for their
 	// first run or a retry), fenced by attempt like Complete, each leaving
 	// its history row (cancelled) in the same transaction. Client.Cancel

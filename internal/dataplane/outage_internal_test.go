@@ -134,6 +134,10 @@ func (l *failingLedger) Complete(ctx context.Context, refs []Ref) error {
 	return l.memLedger.Complete(ctx, refs)
 }
 
+func (l *failingLedger) CompleteResults(ctx context.Context, refs []Ref, _ [][]byte) error {
+	return l.Complete(ctx, refs)
+}
+
 // A finished job whose settlement cannot land (its ledger step failing, or
 // its ledger step done and its Redis ack failing) keeps its Redis lease:
 // the heartbeat renews it past its first deadline, so no other worker can

@@ -29,6 +29,11 @@ func (m *memLedger) CancelRows(ctx context.Context, refs []Ref) error { return m
 
 func (m *memLedger) Cancelled(context.Context, []*Job) error { return nil }
 
+// CompleteResults deletes like Complete; the memory keeps no history.
+func (m *memLedger) CompleteResults(ctx context.Context, refs []Ref, _ [][]byte) error {
+	return m.Complete(ctx, refs)
+}
+
 func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // topicRunner is one topic's part of a worker: a fetcher that claims and
@@ -548,6 +550,7 @@ func (tr *topicRunner) handleLoop(base context.Context) {
 func (tr *topicRunner) run(base context.Context, j *Job) {
 	ctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
+	ctx, result := queue.WithResultRecorder(ctx)
 	ref := j.Ref()
 	// From the queue to the running jobs in one step, so that no heartbeat
 	// misses the job; its LeaseUntil is the heartbeat's while it is queued.
@@ -593,7 +596,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
 		tr.w.completer.add(releasedOutcome(j))
 	} else {
-		tr.settle(j, err)
+		tr.settle(j, err, result())
 	}
 	// The completer has the outcome before the job leaves the running
 	// ones: the heartbeat renews its lease until it is settled.
@@ -634,9 +637,9 @@ func (tr *topicRunner) dropSuperseded(detached context.Context, j *Job) {
 
 // settle decides what a handler's result means and queues it for the
 // completer.
-func (tr *topicRunner) settle(j *Job, err error) {
+func (tr *topicRunner) settle(j *Job, err error, result []byte) {
 	if err == nil {
-		tr.w.completer.add(completedOutcome(j))
+		tr.w.completer.add(completedOutcome(j, result))
 		return
 	}
 	log := tr.w.jobLog(j).WithError(err)

@@ -154,6 +154,18 @@ func (t *Target) debug() bool {
 	return true
 }
 
+// keepResult records a success's body as the job's result (its history
+// row's) when it is JSON of at most queue.MaxResultBytes: a receiver can
+// answer what it did ({"refund_id": ...}). Any other body is no result.
+func (t *Target) keepResult(ctx context.Context, body io.Reader) {
+	b, err := io.ReadAll(io.LimitReader(body, queue.MaxResultBytes+1))
+	if err != nil || len(b) > queue.MaxResultBytes || !json.Valid(b) {
+		return
+	}
+	// Outside a worker (Handle called directly) there is nowhere to keep it.
+	_ = queue.RecordResult(ctx, json.RawMessage(b))
+}
+
 // deliver sends one request and turns its answer into the handler's
 // result.
 func (t *Target) deliver(ctx context.Context, job *queue.Job) (status int, class string, _ error) {
@@ -172,6 +184,7 @@ func (t *Target) deliver(ctx context.Context, job *queue.Job) (status int, class
 	status = resp.StatusCode
 	class = strconv.Itoa(status/100) + "xx"
 	if t.s.success.has(status) {
+		t.keepResult(ctx, resp.Body)
 		_, _ = io.CopyN(io.Discard, resp.Body, drainBytes)
 		return status, class, nil
 	}

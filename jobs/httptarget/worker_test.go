@@ -34,6 +34,8 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 		case id == "bad":
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write([]byte(`{"error":"unknown invoice"}`))
+		case id == "ok":
+			_, _ = w.Write([]byte(`{"invoice": "ok", "sent": true}`)) // its history row's result
 		default:
 			w.WriteHeader(http.StatusOK)
 		}
@@ -85,6 +87,13 @@ func TestWorkerDeliversRetriesAndBuries(t *testing.T) {
 	}
 	testenv.WaitFor(ctx, t, "ok to be done", gone("ok"))
 	testenv.WaitFor(ctx, t, "busy to be done after its Retry-After", gone("busy"))
+	// A success's JSON body is the job's result; an empty one is none.
+	for id, want := range map[string]string{"ok": `{"invoice":"ok","sent":true}`, "busy": ""} {
+		rows, _, err := led.History(ctx, ledger.HistoryFilter{Topic: "invoices", ID: id, Limit: 1})
+		if err != nil || len(rows) != 1 || string(rows[0].Result) != want {
+			t.Errorf("history of %s: %+v %v, want one row with result %q", id, rows, err, want)
+		}
+	}
 	testenv.WaitFor(ctx, t, "hang to be done on its second attempt", func() bool {
 		info, err := q.Get(ctx, "slow", "hang")
 		return err == nil && info.State == queue.StateUnknown

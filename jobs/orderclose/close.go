@@ -94,7 +94,7 @@ func (s *Service) closeInTx(ctx context.Context, tx *gorm.DB, job *queue.Job) er
 		return fmt.Errorf("orderclose: close %s: %w", no, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return s.notClosed(tx, log, no, now)
+		return s.notClosed(ctx, tx, log, no, now)
 	}
 
 	if err := tx.Create(&CloseLog{OrderNo: no, ClosedAt: now, JobAttempt: job.Attempt}).Error; err != nil {
@@ -102,6 +102,7 @@ func (s *Service) closeInTx(ctx context.Context, tx *gorm.DB, job *queue.Job) er
 			// Closed before (the status says otherwise only if someone
 			// reopened the order by hand): its stock went back then.
 			log.Warn("order pending, but its close-log row exists: closed without a second stock release")
+			recordClose(ctx, closeResult{OrderNo: no, Did: "closed before"})
 			return nil
 		}
 		return fmt.Errorf("orderclose: close %s: close log: %w", no, err)
@@ -121,18 +122,20 @@ func (s *Service) closeInTx(ctx context.Context, tx *gorm.DB, job *queue.Job) er
 		}
 	}
 	log.WithField("items", len(items)).Info("order closed: payment window over, stock given back")
+	recordClose(ctx, closeResult{OrderNo: no, Did: "closed", ItemsRestocked: len(items)})
 	return nil
 }
 
 // notClosed explains a close that changed no row: the order is paid or
 // closed (success: nothing to do), missing (success, logged), or not yet
 // past its deadline (retry at the deadline).
-func (s *Service) notClosed(tx *gorm.DB, log logrus.FieldLogger, no string, now int64) error {
+func (s *Service) notClosed(ctx context.Context, tx *gorm.DB, log logrus.FieldLogger, no string, now int64) error {
 	var o Order
 	err := tx.Select("status", "pay_deadline").Where("order_no = ?", no).Take(&o).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		log.Warn("close job for an order that does not exist: nothing to do")
+		recordClose(ctx, closeResult{OrderNo: no, Did: "nothing: no such order"})
 		return nil
 	case err != nil:
 		return fmt.Errorf("orderclose: close %s: read order: %w", no, err)
@@ -145,5 +148,21 @@ func (s *Service) notClosed(tx *gorm.DB, log logrus.FieldLogger, no string, now 
 		return queue.RetryAfter(fmt.Errorf("orderclose: close %s: %w (%s early)", no, errNotDue, early), early)
 	}
 	log.WithField("status", o.Status).Debug("order not pending: nothing to close")
+	recordClose(ctx, closeResult{OrderNo: no, Did: "nothing: order " + o.Status})
 	return nil
 }
+
+// closeResult is what a close job's history row keeps as its result
+// (queue.RecordResult): what the run did to its order.
+type closeResult struct {
+	OrderNo string `json:"order_no"`
+	// Did is "closed", "closed before" (its close-log row existed) or
+	// "nothing: ..." with the reason.
+	Did string `json:"did"`
+	// ItemsRestocked is how many order lines gave their stock back.
+	ItemsRestocked int `json:"items_restocked,omitempty"`
+}
+
+// recordClose keeps r as the run's result. Outside a worker (a handler
+// called directly) there is nowhere to keep it, and nothing is lost.
+func recordClose(ctx context.Context, r closeResult) { _ = queue.RecordResult(ctx, r) }

@@ -59,6 +59,19 @@ func (w *world) assertNoLedgerRow(no string) {
 	}
 }
 
+// assertHistoryResult checks the result of the newest history row of no's
+// close job: the transactional close writes it in its transaction.
+func (w *world) assertHistoryResult(no, want string) {
+	w.t.Helper()
+	rows, _, err := w.led.History(testenv.Context(w.t), ledger.HistoryFilter{Topic: orderclose.Topic, ID: orderclose.JobID(no), Limit: 1})
+	if err != nil || len(rows) != 1 {
+		w.t.Fatalf("history of %s: %+v, %v", no, rows, err)
+	}
+	if got := string(rows[0].Result); got != want || rows[0].Outcome != ledger.OutcomeSucceeded {
+		w.t.Fatalf("history of %s: %s with result %s, want succeeded with %s", no, rows[0].Outcome, got, want)
+	}
+}
+
 // The close handler run twice for one order, as after a crash between the
 // commit and the Redis ack: the lease expires, the job is claimed again and
 // runs again. The second run changes nothing.
@@ -71,9 +84,11 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	h := w.svc.CloseHandler()
 
 	first := w.claim(no, 300*time.Millisecond)
-	if err := h.Handle(testenv.Context(t), first); err != nil {
+	ctx, _ := queue.WithResultRecorder(testenv.Context(t)) // as the worker runs a handler
+	if err := h.Handle(ctx, first); err != nil {
 		t.Fatalf("first run: %v", err)
 	}
+	w.assertHistoryResult(no, `{"order_no":"`+no+`","did":"closed","items_restocked":2}`)
 	closed := w.order(no)
 	if closed.Status != orderclose.StatusClosed || closed.ClosedAt == nil || closed.CloseReason != orderclose.CloseReasonTimeout || closed.Version != 2 {
 		t.Fatalf("after the first run: %+v", closed)
@@ -93,9 +108,11 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	if second.Attempt != 2 {
 		t.Fatalf("redelivered attempt %d, want 2", second.Attempt)
 	}
-	if err := h.Handle(testenv.Context(t), second); err != nil {
+	ctx, _ = queue.WithResultRecorder(testenv.Context(t))
+	if err := h.Handle(ctx, second); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
+	w.assertHistoryResult(no, `{"order_no":"`+no+`","did":"nothing: order closed"}`)
 	if again := w.order(no); !reflect.DeepEqual(again, closed) {
 		t.Fatalf("second run changed the order:\n%+v\n%+v", closed, again)
 	}

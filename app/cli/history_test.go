@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
 )
 
 // history shows what became of a job after it left Redis and the ledger:
@@ -95,5 +96,23 @@ func TestNobodyConsumesIsSaid(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "stats", "emails", "--json", "--config", cfgPath); code != ExitOK || !strings.Contains(out, `"consumers": 1`) {
 		t.Fatalf("stats with a worker: %s", out)
+	}
+}
+
+// The table shows a job's result as its JSON, cut at resultMax characters,
+// and "-" for none.
+func TestResultText(t *testing.T) {
+	long := `{"note":"` + strings.Repeat("é", 80) + `"}`
+	for _, c := range []struct {
+		in   ledger.JobResult
+		want string
+	}{
+		{nil, "-"},
+		{ledger.JobResult(`{"did":"closed"}`), `{"did":"closed"}`},
+		{ledger.JobResult(long), string([]rune(long)[:resultMax-1]) + "…"},
+	} {
+		if got := resultText(c.in); got != c.want {
+			t.Errorf("resultText(%s) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }

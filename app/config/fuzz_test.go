@@ -84,6 +84,7 @@ type nopLedger struct{}
 
 func (nopLedger) Record(context.Context, []*queue.Job, string) error           { return nil }
 func (nopLedger) Complete(context.Context, []queue.Ref) error                  { return nil }
+func (nopLedger) CompleteResults(context.Context, []queue.Ref, [][]byte) error { return nil }
 func (nopLedger) CancelRows(context.Context, []queue.Ref) error                { return nil }
 func (nopLedger) Cancelled(context.Context, []*queue.Job) error                { return nil }
 func (nopLedger) Unclaim(context.Context, []queue.Ref) error                   { return nil }

@@ -20,6 +20,7 @@ import (
 // compiles a small program with it, and runs it with node against a live
 // server: it enqueues a job and reads it back.
 func TestOpenAPIClientTypeScript(t *testing.T) {
+	t.Parallel()
 	node, errNode := exec.LookPath("node")
 	npm, errNPM := exec.LookPath("npm")
 	if errNode != nil || errNPM != nil {

@@ -134,6 +134,7 @@ func (s *spec) op(route string) *specOp {
 // TestOpenAPIRoutes: the spec describes exactly the routes the code
 // registers, no more, no less.
 func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
 	s := loadSpec(t)
 	served, described := servedRoutes(), s.routes()
 	for _, r := range served {
@@ -158,6 +159,7 @@ var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 // (the API's own routes are compared both ways in
 // TestOpenAPIQueryParameters, inside the package).
 func TestOpenAPIParameters(t *testing.T) {
+	t.Parallel()
 	s := loadSpec(t)
 	for _, route := range servedRoutes() {
 		op := s.op(route)
@@ -484,6 +486,7 @@ func (k *contract) call(t testing.TB, e *contractEnv, route, path, body string, 
 // must match openapi.json, and every answer openapi.json documents must
 // have been given.
 func TestOpenAPIAnswers(t *testing.T) {
+	t.Parallel()
 	k := newContract(t)
 	up := newContractEnv(t, contractUp)
 	ctx := testenv.Context(t)

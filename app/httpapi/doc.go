@@ -302,8 +302,9 @@
 // path does not take, 503 overloaded beyond http.max_concurrent, 500 on a
 // bug, 400 for two Authorization headers.
 //
-// It is written by hand, one file with its paths in order, and its tests
-// keep it true: TestOpenAPIRoutes fails when a route is served without a
+// It is written by hand, one file with its keys and paths sorted
+// (TestOpenAPIFormat; DELAYQ_OPENAPI_FORMAT=1 sorts it after an edit), and
+// its tests keep it true: TestOpenAPIRoutes fails when a route is served without a
 // description or described without a route (the routes come from the code:
 // Routes, ProbeRoutes, orderclose.Routes, dashboard.SeriesPattern);
 // TestOpenAPIParameters and TestOpenAPIQueryParameters compare the

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -495,7 +496,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	// parameter (400); a body route's body too large (413) or not JSON
 	// (415). The probes take no token.
 	for _, route := range servedRoutes() {
-		method, path, _ := strings.Cut(route, " ")
+		_, path, _ := strings.Cut(route, " ")
 		path = fillPath(path)
 		if !strings.HasPrefix(path, "/v1/") {
 			continue
@@ -506,7 +507,6 @@ func TestOpenAPIAnswers(t *testing.T) {
 			k.call(t, up, route, path, `{"x":"`+strings.Repeat("x", httpapi.DefaultMaxBodyBytes)+`"}`, http.StatusRequestEntityTooLarge)
 			k.call(t, up, route, path, `{}`, http.StatusUnsupportedMediaType, "Content-Type", "text/plain")
 		}
-		_ = method
 	}
 
 	// Jobs.
@@ -686,7 +686,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	down := newContractEnv(t, contractDown)
 	for _, route := range servedRoutes() {
 		op := k.s.op(route)
-		method, path, _ := strings.Cut(route, " ")
+		_, path, _ := strings.Cut(route, " ")
 		path = fillPath(path)
 		body := map[string]string{
 			enqueue: `{"id":"a"}`, batch: `{"jobs":[{"id":"a"}]}`, reschedule: `{"delay_ms":1}`,
@@ -702,7 +702,6 @@ func TestOpenAPIAnswers(t *testing.T) {
 			want = http.StatusOK
 		}
 		r := k.call(t, down, route, path, body, want)
-		_ = method
 		if want == http.StatusServiceUnavailable && r.header.Get("Retry-After") == "" {
 			t.Errorf("%s: 503 without Retry-After", route)
 		}
@@ -744,4 +743,41 @@ func registerWorker(t *testing.T, e *contractEnv) {
 	if err := e.rdb.HSet(testenv.Context(t), e.ns+":workers", w.ID, b).Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestOpenAPIFormat keeps openapi.json in one form, its keys (paths
+// included) sorted and indented by two spaces, so that additions land in
+// one place and diffs stay small. DELAYQ_OPENAPI_FORMAT=1 rewrites it in
+// that form (after a hand edit that put a path out of order).
+func TestOpenAPIFormat(t *testing.T) {
+	t.Parallel()
+	const file = "openapi.json"
+	have, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(have))
+	dec.UseNumber() // numbers as written: 978307200000 stays itself
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want) // encoding/json writes map keys sorted
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(have, want.Bytes()) {
+		return
+	}
+	if os.Getenv("DELAYQ_OPENAPI_FORMAT") == "1" {
+		if err := os.WriteFile(file, want.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s rewritten in its canonical form", file)
+		return
+	}
+	t.Errorf("%s is not in its canonical form (keys sorted, two-space indent); run DELAYQ_OPENAPI_FORMAT=1 go test -run TestOpenAPIFormat ./app/httpapi", file)
 }

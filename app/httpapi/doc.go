@@ -295,8 +295,8 @@
 // series and the probes), their path and query parameters with types,
 // enums and limits, request bodies, every answer each route gives with its
 // JSON schema (errors in the shape below), and the bearer auth. Schemas
-// list every field and refuse others, so a client generated from it
-// (openapi-typescript, openapi-generator, oapi-codegen) gets exact types;
+// list every field and refuse others, so a client generated from it (the
+// tests generate one with openapi-typescript) gets exact types;
 // a field added to an answer is a change to the contract. What holds for
 // every route is said once, in its info: 405 with Allow for a method the
 // path does not take, 503 overloaded beyond http.max_concurrent, 500 on a

@@ -125,6 +125,7 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "GET /v1/schedules", path: "/v1/schedules"},
 		{pattern: "GET /v1/workers", path: "/v1/workers"},
 		{pattern: "GET /v1/schema", path: "/v1/schema"},
+		{pattern: "GET /v1/openapi.json", path: "/v1/openapi.json"},
 		{pattern: "POST /v1/orders", path: "/v1/orders", body: `{"items":[{"sku":"A","quantity":1}]}`,
 			text: func(s string) string { return `{"user":` + s + `,"items":[{"sku":"A","quantity":1}]}` }, field: "user"},
 		{pattern: "POST /v1/orders/{no}/pay", path: "/v1/orders/" + order.OrderNo + "/pay"},

@@ -36,6 +36,7 @@
 //	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
 //	GET    /v1/workers                            the worker processes: host, pid, version, topics, jobs held, heartbeat; live or gone (see below)
 //	GET    /v1/schema                             the ledger's schema version and its migrations, applied and pending (see below)
+//	GET    /v1/openapi.json                       the API's OpenAPI 3.1 description (see The contract)
 //	*      Deps.Modules patterns                  extra /v1 handlers, behind the same auth
 //
 // The orders module of jobs/orderclose, when the program mounts it, adds
@@ -47,6 +48,9 @@
 //	POST   /v1/orders/{no}/extend                 extend its payment window: {"by_ms": n}; 200 with the order
 //	GET    /v1/orders/{no}                        the order
 //	GET    /v1/orders/summary                     the orders at a glance
+//	PUT    /v1/products/{sku...}                  create a product or set its stock and price: {"stock": n, "price_cents": n}; 201 or 200
+//	GET    /v1/products/{sku...}                  the product
+//	GET    /v1/products                           products by SKU (?after=&limit=)
 //
 // A create sent with an "Idempotency-Key: <1-64 visible ASCII characters>"
 // header is safe to retry: the key is stored with the order (keys are
@@ -284,6 +288,36 @@
 // that is not in its clean form gets 404 not_found (it is never redirected
 // to its cleaned form, which would be another job's path).
 //
+// # The contract
+//
+// openapi.json, embedded in the binary (OpenAPI returns it) and served at
+// GET /v1/openapi.json behind the same token as the rest of /v1, is the
+// API's machine-readable description in OpenAPI 3.1: every route the
+// program serves (the routes above, the orders module's, the dashboard's
+// series and the probes), their path and query parameters with types,
+// enums and limits, request bodies, every answer each route gives with its
+// JSON schema (errors in the shape below), and the bearer auth. Schemas
+// list every field and refuse others, so a client generated from it (the
+// tests generate one with openapi-typescript) gets exact types;
+// a field added to an answer is a change to the contract. What holds for
+// every route is said once, in its info: 405 with Allow for a method the
+// path does not take, 503 overloaded beyond http.max_concurrent, 500 on a
+// bug, 400 for two Authorization headers.
+//
+// It is written by hand, one file with its keys and paths sorted
+// (TestOpenAPIFormat; DELAYQ_OPENAPI_FORMAT=1 sorts it after an edit), and
+// its tests keep it true: TestOpenAPIRoutes fails when a route is served without a
+// description or described without a route (the routes come from the code:
+// Routes, ProbeRoutes, orderclose.Routes, dashboard.SeriesPattern);
+// TestOpenAPIParameters and TestOpenAPIQueryParameters compare the
+// parameters with the patterns and the handlers'; TestOpenAPIAnswers calls
+// every route against Redis and MariaDB, read-only and with both down,
+// validates every answer against the schema of its status, and fails when
+// an answer the contract documents was never given;
+// TestOpenAPIClientTypeScript generates a TypeScript client from the served
+// document and enqueues and reads a job with it. A new route, parameter,
+// field or answer goes into openapi.json in the same change.
+//
 // # Errors
 //
 // Every error is {"error": {"code": "...", "message": "...", "field": "..."}}
@@ -314,7 +348,8 @@
 //	409 job_dead                the job is dead: requeue or purge it
 //	409 job_contended           a reschedule lost to other moves of the job too often: retry
 //	409 insufficient_stock      orders: not enough stock for an item
-//	409 order_closed            orders: paying an order whose window ended
+//	409 order_closed            orders: paying or extending an order whose window ended
+//	409 order_paid              orders: extending an order already paid
 //	413 body_too_large          a body over Deps.MaxBodyBytes (orders: orderclose.Config.MaxBodyBytes)
 //	415 unsupported_media_type  a body that is not application/json
 //	422 idempotency_key_reused  orders: an Idempotency-Key that made an order with another request

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/unavailable"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -110,7 +111,7 @@ func classify(err error) *apiError {
 		return &apiError{Status: http.StatusConflict, ErrorDetail: ErrorDetail{Code: CodeJobDead,
 			Message: "the job is dead: requeue or purge it instead"}, Cause: err}
 	}
-	if isUnavailable(err) {
+	if unavailable.Is(err) {
 		backend := "a backend"
 		var be *backendError
 		if errors.As(err, &be) {

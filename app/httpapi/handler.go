@@ -198,8 +198,9 @@ func New(d Deps) (http.Handler, error) {
 	}
 	methodFallbacks(v1, patterns)
 	root := newJSONMux()
-	root.Handle("GET /healthz", http.HandlerFunc(a.healthz))
-	root.Handle("GET /readyz", http.HandlerFunc(a.readyz))
+	for _, p := range a.probes() {
+		root.Handle(p.pattern, p.handle)
+	}
 	root.Handle("/v1/", a.authenticate(bodylessMethods(v1)))
 	// "/v1" itself is no route; without this ServeMux would redirect it to
 	// "/v1/".
@@ -244,6 +245,7 @@ func (a *api) routes() []route {
 		{"GET", "/v1/schedules", nil, false, a.listSchedules},
 		{"GET", "/v1/workers", nil, false, a.listWorkers},
 		{"GET", "/v1/schema", nil, false, a.schema},
+		{"GET", "/v1/openapi.json", nil, false, a.openapi},
 	}
 }
 
@@ -255,6 +257,32 @@ func Routes() []string {
 	var out []string
 	for _, rt := range a.routes() {
 		out = append(out, rt.method+" "+rt.path)
+	}
+	return out
+}
+
+// probe is one of the probes, served outside /v1 and without auth.
+type probe struct {
+	pattern string
+	handle  http.HandlerFunc
+}
+
+// probes lists the health probes an orchestrator calls.
+func (a *api) probes() []probe {
+	return []probe{
+		{"GET /healthz", a.healthz},
+		{"GET /readyz", a.readyz},
+	}
+}
+
+// ProbeRoutes lists the probes as ServeMux patterns ("GET /healthz"): with
+// Routes, the JSON routes the API serves itself (the contract's tests
+// compare them with openapi.json).
+func ProbeRoutes() []string {
+	var a api
+	var out []string
+	for _, p := range a.probes() {
+		out = append(out, p.pattern)
 	}
 	return out
 }

@@ -31,7 +31,8 @@ import (
 // {"error":{"code":"...","message":"...","field":"..."}} with the API's
 // codes (app/httpapi's package doc) and writes nothing. The module's own
 // codes are unknown_sku (400), insufficient_stock (409), order_closed
-// (409), order_paid (409) and idempotency_key_reused (422).
+// (409), order_paid (409) and idempotency_key_reused (422); SQL down is
+// 503 backend_unavailable with Retry-After, as on every /v1 route.
 //
 // Idempotency-Key makes a create safe to retry when its answer was lost:
 // the key is stored with the order (keys are global, one order each, kept
@@ -131,6 +132,8 @@ const (
 	codeInsufficientStock = "insufficient_stock" // 409
 	codeOrderClosed       = "order_closed"       // 409: paying (or extending) an order whose window ended
 	codeOrderPaid         = "order_paid"         // 409: extending an order already paid
+	// 503: SQL did not answer; the same code as the API's (app/httpapi).
+	codeBackendUnavailable = "backend_unavailable"
 	// 422: an Idempotency-Key that made an order with another request.
 	codeIdempotencyKeyReused = "idempotency_key_reused"
 )

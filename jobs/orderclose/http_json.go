@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/internal/httpjson"
+	"github.com/delayq/delayq/internal/unavailable"
 )
 
 // createRequest is the body of POST /v1/orders. Unknown fields are refused.
@@ -114,6 +115,12 @@ func (h *HTTPHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		e = httpjson.NewError(http.StatusConflict, codeOrderClosed, "order_no",
 			"order "+r.PathValue("no")+" is closed (its payment window ended): it cannot be "+what)
+	case unavailable.Is(err):
+		// Every error that reaches here came from SQL: Redis's (the close
+		// job's push, cancel or move) are logged, the relay and the sweeper
+		// make up for them.
+		h.log.WithError(err).WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path}).Warn("orders API: backend unavailable")
+		e = httpjson.NewError(http.StatusServiceUnavailable, codeBackendUnavailable, "", "sql is unavailable; retry later")
 	default:
 		h.log.WithError(err).WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path}).Error("orders API: internal error")
 		e = httpjson.NewError(http.StatusInternalServerError, httpjson.CodeInternal, "", "internal error")

@@ -2,6 +2,7 @@ package orderclose_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -11,9 +12,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/jobs/orderclose"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -320,5 +326,58 @@ func TestHTTPCreateWithRedisDown(t *testing.T) {
 	// Paying works too: the cancel of the close job fails, quietly.
 	if p := a.post("/v1/orders/"+r.order.OrderNo+"/pay", ""); p.status != http.StatusOK || p.order.Status != orderclose.StatusPaid {
 		t.Fatalf("pay with Redis down: %d %s", p.status, p.raw)
+	}
+}
+
+// With SQL down every route that reads or writes the orders answers 503
+// backend_unavailable with Retry-After, the rule of every /v1 route (it
+// was a 500 internal: the caller was told it hit a bug, not to retry).
+func TestHTTPWithSQLDown(t *testing.T) {
+	t.Parallel()
+	dsn := fmt.Sprintf("root:@tcp(%s)/x?timeout=2s", testenv.RefusedAddr(t))
+	db, err := gorm.Open(mysql.New(mysql.Config{DSN: dsn, SkipInitializeWithVersion: true}),
+		&gorm.Config{DisableAutomaticPing: true, Logger: logger.Default.LogMode(logger.Silent)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
+	})
+	rdb, ns := testenv.Redis(t)
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: led,
+		TopicDurability: map[string]queue.Durability{orderclose.Topic: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := orderclose.New(led, q, orderclose.Config{Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAPI(t, &world{t: t, svc: svc})
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/orders", `{"user":"u1","items":[{"sku":"A","quantity":1}]}`},
+		{"GET", "/v1/orders/o1", ""},
+		{"POST", "/v1/orders/o1/pay", ""},
+		{"POST", "/v1/orders/o1/extend", `{"by_ms":1000}`},
+		{"GET", "/v1/orders/summary", ""},
+		{"GET", "/v1/products", ""},
+		{"GET", "/v1/products/A", ""},
+		{"PUT", "/v1/products/A", `{"stock":1,"price_cents":1}`},
+	} {
+		ct := ""
+		if r.body != "" {
+			ct = "application/json"
+		}
+		got := a.do(r.method, r.path, ct, r.body)
+		got.wantError(t, r.method+" "+r.path, http.StatusServiceUnavailable, "backend_unavailable", "")
+		if got.header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: 503 without Retry-After", r.method, r.path)
+		}
 	}
 }

@@ -1,4 +1,9 @@
-package httpapi
+// Package unavailable tells a backend that could not answer (Redis or SQL
+// refused, timed out, reset, gone, overloaded) from a bug or bad data: the
+// first is a 503 the caller retries, the second a 500. Every HTTP route that
+// reaches a backend, the API's and its modules' (the orders module), asks it
+// the same way.
+package unavailable
 
 import (
 	"context"
@@ -15,14 +20,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// isUnavailable reports whether err means a backend could not be reached,
+// Is reports whether err means a backend could not be reached,
 // did not answer in time, or was not there to answer, as opposed to a bug or
 // bad data: the caller should retry later (503), and an operator should look
 // at Redis or SQL, not at us. Whatever form the failure takes (refused, timed
 // out, reset, closed, a pool that waited in vain, an operation's deadline,
 // another server on the backend's port), wrapped by the queue, the ledger or
 // a coalesced enqueue, it is a 503, never a 500.
-func isUnavailable(err error) bool {
+func Is(err error) bool {
 	var ne net.Error // a dial, read or write that failed or timed out; net.ErrClosed
 	switch {
 	case errors.As(err, &ne),

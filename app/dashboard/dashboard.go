@@ -67,6 +67,9 @@ type Config struct {
 	// SampleEvery is how often the charts get a point; History how far
 	// back they go. Defaults 2s and 5m.
 	SampleEvery, History time.Duration
+	// Minutes reads the per-minute counts of the topic pages' 24-hour
+	// charts (GET /v1/dashboard/minutes); nil answers that route 503.
+	Minutes MinuteReader
 	// Logger gets the dashboard's logs. Default logrus's standard logger.
 	Logger logrus.FieldLogger
 }

@@ -62,6 +62,23 @@ func TestDashboardPagesInBrowser(t *testing.T) {
 	}
 
 	api := startServe(t, ns, dsn, false, "http://127.0.0.1:1/unused")
+	// serve's own counts reach the per-minute hashes (its flush, every
+	// 5 s): a job enqueued through its API, and the backlog it samples.
+	api.do(t, "POST", "/v1/topics/mail/jobs", `{"id":"mail:api:1","delay_ms":3600000}`, nil)
+	testenv.WaitFor(ctx, t, "serve's enqueue and backlog in mail's per-minute counts", func() bool {
+		now := time.Now().Unix() / 60
+		ms, err := q.Minutes(ctx, "mail", now-2, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var enq int64
+		sampled := false
+		for _, m := range ms {
+			enq += m.Enqueued
+			sampled = sampled || m.Backlog >= 0
+		}
+		return enq >= 1 && sampled
+	})
 	browser := newBrowser(t)
 	tab, console := newTab(t, browser)
 	mustDo(t, tab, "a 1280 px wide window", chromedp.EmulateViewport(1280, 900))

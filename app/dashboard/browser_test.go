@@ -168,6 +168,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	roTab, roConsole := newTab(t, browser)
 	openDashboard(t, roTab, ro.url)
 	poll(t, roTab, `document.querySelectorAll('#dead tr[data-id]').length === 2`, "the dead letters in read-only mode")
+	waitRefreshes(t, roTab, 1)
+	poll(t, roTab, `document.querySelector('#error').hidden && document.querySelector('#status').textContent.startsWith('updated')`,
+		"read-only refreshes without an error")
 	n, err := chromedp.Run(roTab, chromedp.Evaluate[int](`document.querySelectorAll('[data-action], #dead button, #run-recovery').length`))
 	if err != nil || n != 0 {
 		t.Errorf("read-only mode shows %d state-changing buttons (%v), want none", n, err)

@@ -388,9 +388,9 @@
         shown.add(k);
         const tr = el('tr', { dataset: { topic: p.topic, id: j.id } });
         if (!readOnly) {
-          const box = el('input', { type: 'checkbox', class: 'dead-select', 'aria-label': 'select ' + j.id, dataset: { topic: p.topic, id: j.id } });
-          box.checked = selected.has(k);
-          tr.append(el('td', { class: 'check' }, box));
+          const check = el('input', { type: 'checkbox', class: 'dead-select', 'aria-label': 'select ' + j.id, dataset: { topic: p.topic, id: j.id } });
+          check.checked = selected.has(k);
+          tr.append(el('td', { class: 'check' }, check));
         }
         tr.append(
           el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(p.topic, j.id), text: j.id })),
@@ -424,11 +424,11 @@
   // renderSelection shows how many dead jobs are selected and enables the
   // bulk buttons.
   function renderSelection() {
+    const all = $('#dead-select-all');
+    if (!all) return; // read-only: no selection
     const boxes = [...document.querySelectorAll('#dead input.dead-select')];
     const n = selected.size;
     $('#dead-selected').textContent = fmtInt(n) + ' selected';
-    const all = $('#dead-select-all');
-    if (!all) return; // read-only: no selection
     all.checked = boxes.length > 0 && boxes.every((b) => b.checked);
     all.indeterminate = n > 0 && !all.checked;
     all.disabled = boxes.length === 0;
@@ -1082,6 +1082,14 @@
       lastSeries = series;
       renderTopics(topics.topics, series);
       renderRelay(series);
+      // A topic's page follows too: its settings, and its 24-hour charts
+      // once their counts are a minute old.
+      const r = route();
+      const shown = r.view === 'jobs' && document.body.dataset.viewState === 'ready' && topics.topics.find((t) => t.topic === r.topic);
+      if (shown) {
+        renderTopicPage(r.topic, shown);
+        await loadMinutes(r.topic, renderSeq);
+      }
       const jobs = [loadDead(topics.topics), loadLedger(series)];
       if (cycle % 2 === 0) jobs.push(loadReports());
       if (hasOrders) jobs.push(loadOrders());

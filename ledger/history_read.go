@@ -174,6 +174,30 @@ func (l *Ledger) MarkPurged(ctx context.Context, topic string, before int64) (in
 	return n, nil
 }
 
+// MarkPurgedID turns the history rows of one dead job id of topic to
+// purged: what deleting that dead job from Redis (dataplane.Client.
+// DeleteDead) leaves in history. Every dead row of the id is turned, as
+// MarkPurged turns every row that died before its cut-off: the id's
+// earlier deaths were requeued, and their jobs are gone too. It returns
+// how many rows it changed.
+func (l *Ledger) MarkPurgedID(ctx context.Context, topic, id string) (int64, error) {
+	if err := checkKey(topic, id); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := l.autocommit(ctx, func() error {
+		res := l.conn(ctx).Table(l.historyTable).
+			Where("topic = ? AND job_id = ? AND outcome = ?", topic, id, OutcomeDead).
+			Update("outcome", OutcomePurged)
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("ledger: mark the purged history of %q/%q: %w", topic, id, err)
+	}
+	return n, nil
+}
+
 // DefaultHistoryRetention is how long history rows are kept when a topic
 // sets none: a week, enough to answer "did it run?" about last week's
 // orders; longer audits export it.

@@ -172,6 +172,19 @@ func TestHistorySearch(t *testing.T) {
 		if got := fmt.Sprint(page(HistoryFilter{Topic: "t", Outcome: OutcomePurged, Limit: 5})); got != "[order:3 order:0]" {
 			t.Errorf("purged: %s", got)
 		}
+		// One dead job deleted by id: its row only; a succeeded row is left.
+		if n, err := l.MarkPurgedID(ctx, "t", "order:6"); err != nil || n != 1 {
+			t.Errorf("MarkPurgedID of the dead order:6: %d, %v; want 1", n, err)
+		}
+		if n, err := l.MarkPurgedID(ctx, "t", "order:5"); err != nil || n != 0 {
+			t.Errorf("MarkPurgedID of the succeeded order:5: %d, %v; want 0", n, err)
+		}
+		if got := fmt.Sprint(page(HistoryFilter{Topic: "t", Outcome: OutcomePurged, Limit: 5})); got != "[order:6 order:3 order:0]" {
+			t.Errorf("purged after MarkPurgedID: %s", got)
+		}
+		if _, err := l.MarkPurgedID(ctx, "t", ""); err == nil {
+			t.Error("MarkPurgedID took an empty id")
+		}
 	})
 }
 

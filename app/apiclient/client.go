@@ -317,6 +317,14 @@ func (c *Client) RequeueDead(ctx context.Context, topic string, req httpapi.Requ
 	return out, err
 }
 
+// DeleteDead sends DELETE /v1/topics/{topic}/dead/jobs/{id}: one dead job
+// deleted for good; a job that is not dead is a 404 (*Error, not_found).
+func (c *Client) DeleteDead(ctx context.Context, topic, id string) (httpapi.DeleteDeadResponse, error) {
+	var out httpapi.DeleteDeadResponse
+	err := c.do(ctx, http.MethodDelete, topicPath(topic)+"/dead/jobs/"+url.PathEscape(id), nil, nil, &out)
+	return out, err
+}
+
 // Pause sends POST /v1/topics/{topic}/pause: the topic's state after it.
 // A 503 naming redis means the pause is saved in SQL and not applied to
 // Redis yet; calling again is safe.

@@ -87,9 +87,10 @@ func TestEnqueueGetCancelAndTheirErrors(t *testing.T) {
 		t.Fatalf("cancel: %+v, %v", v, err)
 	}
 	for name, err := range map[string]error{
-		"get":     second(c.Job(testenv.Context(t), "mail", "a/b//c")),
-		"cancel":  second(c.Cancel(testenv.Context(t), "mail", "a/b//c")),
-		"requeue": second(c.RequeueDead(testenv.Context(t), "mail", httpapi.RequeueRequest{ID: "nope"})),
+		"get":         second(c.Job(testenv.Context(t), "mail", "a/b//c")),
+		"cancel":      second(c.Cancel(testenv.Context(t), "mail", "a/b//c")),
+		"requeue":     second(c.RequeueDead(testenv.Context(t), "mail", httpapi.RequeueRequest{ID: "nope"})),
+		"delete dead": second(c.DeleteDead(testenv.Context(t), "mail", "a/b//c")),
 	} {
 		var ae *apiclient.Error
 		if !errors.Is(err, queue.ErrNotFound) || !errors.As(err, &ae) || ae.Status != 404 {

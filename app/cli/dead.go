@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -12,7 +13,7 @@ import (
 )
 
 func (a *app) deadCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "dead", Short: "Dead jobs: list, requeue, purge"}
+	cmd := &cobra.Command{Use: "dead", Short: "Dead jobs: list, requeue, purge, delete one"}
 	var offset, limit int
 	list := &cobra.Command{
 		Use:     "list TOPIC",
@@ -112,6 +113,37 @@ for all of a topic's dead jobs; --older-than keeps the recent ones.`,
 	}
 	purge.Flags().DurationVar(&olderThan, "older-than", 0, "keep jobs that died more recently than this")
 	purge.Flags().BoolVar(&purgeAll, "all", false, "confirm: delete every dead job of the topic (older than --older-than)")
-	cmd.AddCommand(list, requeue, purge)
+	del := &cobra.Command{
+		Use:     "delete TOPIC ID",
+		Example: `  delayq dead delete emails welcome:42`,
+		Short:   "Delete one dead job for good (its history row says purged)",
+		Long: `Delete one dead job for good, with its payload and last error; its
+history row turns to purged. A job that is not dead (waiting, running,
+unknown) is left alone and the command exits 3.`,
+		Args: args(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			topic, id := argv[0], argv[1]
+			if err := queue.ValidateTopic(topic); err != nil {
+				return err
+			}
+			if err := queue.ValidateID(id); err != nil {
+				return err
+			}
+			s, err := a.store(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.DeleteDead(cmd.Context(), topic, id); err != nil {
+				if errors.Is(err, queue.ErrNotFound) {
+					return withCode(ExitNotFound, fmt.Errorf("no dead job %s in %s: nothing deleted (%w)", id, topic, queue.ErrNotFound))
+				}
+				return err
+			}
+			return a.emit(httpapi.DeleteDeadResponse{Topic: topic, ID: id, Deleted: true},
+				func(w io.Writer) { fmt.Fprintf(w, "deleted dead job %s of %s\n", id, topic) })
+		},
+	}
+	cmd.AddCommand(list, requeue, purge, del)
 	return cmd
 }

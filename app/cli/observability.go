@@ -22,6 +22,10 @@ type observability struct {
 	metrics *metrics.Metrics // always there: the worker and queue client feed it
 	onAPI   bool             // GET /metrics on the API's listener
 	dash    *dashboard.Dashboard
+	// minutes writes the per-minute counts of the dashboard's 24-hour
+	// charts from metrics (every process); backlog says this process
+	// samples the topics' backlog for them (the API's).
+	minutes metrics.MinutesConfig
 	server  *http.Server // metrics.listen's server, nil without one
 	ln      net.Listener
 }
@@ -31,6 +35,9 @@ type observability struct {
 // for; nothing runs yet.
 func (s *system) buildObservability(p parts) error {
 	o, c := &s.obs, s.cfg
+	if s.b != nil && s.b.Queue != nil {
+		o.minutes = metrics.MinutesConfig{Writer: s.b.Queue, Logger: s.log}
+	}
 	o.onAPI = p.api && c.Metrics.Enabled
 	ownListener := c.Metrics.Enabled && c.Metrics.Listen != ""
 	withDashboard := p.api && c.Dashboard.Enabled
@@ -62,6 +69,7 @@ func (s *system) buildObservability(p parts) error {
 		}
 	}
 	if withDashboard {
+		o.minutes.Backlog = o.backlog
 		o.dash, err = dashboard.New(dashboard.Config{
 			Source:      o.metrics,
 			Auth:        c.HTTP.Token != "",
@@ -71,6 +79,7 @@ func (s *system) buildObservability(p parts) error {
 			StaleAfter:  c.Recovery.Grace,
 			SampleEvery: c.Dashboard.SampleEvery,
 			History:     c.Dashboard.History,
+			Minutes:     s.b.Queue,
 			Logger:      s.log,
 		})
 		if err != nil {
@@ -120,12 +129,18 @@ func (o *observability) apiModules() []httpapi.Module {
 	if o.dash == nil {
 		return nil
 	}
-	return []httpapi.Module{{Pattern: dashboard.SeriesPattern, Handler: o.dash.SeriesHandler()}}
+	return []httpapi.Module{
+		{Pattern: dashboard.SeriesPattern, Handler: o.dash.SeriesHandler()},
+		{Pattern: dashboard.MinutesPattern, Handler: o.dash.MinutesHandler()},
+	}
 }
 
 // run starts the dashboard's sampler and the metrics listener as parts of
 // the system.
 func (o *observability) run(ctx context.Context, start func(string, func() error), fail func(string, error), wg *sync.WaitGroup, log logrus.FieldLogger) {
+	if o.minutes.Writer != nil {
+		start("minute counts", func() error { return o.metrics.RunMinutes(ctx, o.minutes) })
+	}
 	if o.dash != nil {
 		start("dashboard", func() error { return o.dash.Run(ctx) })
 	}
@@ -133,6 +148,24 @@ func (o *observability) run(ctx context.Context, start func(string, func() error
 		serveHTTP(ctx, "metrics", o.server, o.ln, start, fail, wg)
 		log.WithField("url", "http://"+o.ln.Addr().String()+"/metrics").Info("metrics listening")
 	}
+}
+
+// backlog reads every topic's jobs due and not claimed, for the
+// per-minute counts (from the reading the scrapes and the dashboard
+// share).
+func (o *observability) backlog(ctx context.Context) (map[string]int64, error) {
+	st, err := o.metrics.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st.RedisErr != nil {
+		return nil, st.RedisErr
+	}
+	out := make(map[string]int64, len(st.Topics))
+	for _, t := range st.Topics {
+		out[t.Topic] = t.DueNow
+	}
+	return out, nil
 }
 
 // close releases a metrics listener that was never served.

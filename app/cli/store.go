@@ -42,6 +42,9 @@ type jobStore interface {
 	RequeueDead(ctx context.Context, topic, id string) error
 	RequeueAllDead(ctx context.Context, topic string) (int, error)
 	PurgeDead(ctx context.Context, topic string, before int64) (int, error)
+	// DeleteDead deletes one dead job (httpapi.DeleteDead): queue.ErrNotFound
+	// when it is not dead.
+	DeleteDead(ctx context.Context, topic, id string) error
 	// SetPaused pauses or resumes a topic (dataplane.Client.Pause, Resume):
 	// its state afterwards, as the API answers it.
 	SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error)

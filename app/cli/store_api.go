@@ -220,6 +220,14 @@ func (s *apiStore) PurgeDead(ctx context.Context, topic string, before int64) (i
 	return r.Purged, s.explain(err)
 }
 
+func (s *apiStore) DeleteDead(ctx context.Context, topic, id string) error {
+	if err := validTopicID(topic, id); err != nil {
+		return err
+	}
+	_, err := s.c.DeleteDead(ctx, topic, id)
+	return s.explain(err)
+}
+
 func (s *apiStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
 	if f.Topic != "" {
 		if err := queue.ValidateTopic(f.Topic); err != nil {

@@ -172,6 +172,10 @@ func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64)
 	return httpapi.PurgeDead(ctx, s.b.Queue, s.b.Ledger, s.log, topic, before)
 }
 
+func (s *directStore) DeleteDead(ctx context.Context, topic, id string) error {
+	return httpapi.DeleteDead(ctx, s.b.Queue, s.b.Ledger, s.log, topic, id)
+}
+
 func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
 	if f.Topic != "" {
 		if err := queue.ValidateTopic(f.Topic); err != nil {

@@ -31,6 +31,7 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"dead", "requeue", "mail", "--all"},
 		{"dead", "requeue", "mail", "w:1"},
 		{"dead", "purge", "mail", "--all"},
+		{"dead", "delete", "mail", "w:1"},
 		{"ledger", "list"},
 		{"ledger", "stale"},
 		{"recover"},
@@ -100,6 +101,9 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		{"dead", "purge", "mail"},
 		{"dead", "purge", "mail", "--all", "--older-than", "-1h"},
 		{"dead", "list"},
+		{"dead", "delete", "mail"},
+		{"dead", "delete", "mail", "bad id"},
+		{"dead", "delete", "bad topic", "x"},
 		{"ledger", "list", "--limit", "0"},
 		{"ledger", "list", "--topic", "bad topic"},
 		{"enqueue", "mail", "x", "--api", "127.0.0.1:8080"}, // not a URL

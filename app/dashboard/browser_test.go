@@ -141,12 +141,16 @@ func TestDashboardInBrowser(t *testing.T) {
 			line.querySelector('[data-rate="burst"]').textContent === '2' && none && none.hidden;
 	})()`, "the rate limit of the target topic")
 
-	// The periodic schedule with its next run (no tick during the test).
+	// The periodic schedule with its next run (no tick during the test), on
+	// its page.
+	goHash(t, tab, "#/schedules")
 	poll(t, tab, `(() => {
 		const tr = document.querySelector('#schedules tr[data-schedule="new-year"]');
 		return !document.querySelector('#schedules').hidden && tr && tr.querySelector('.next-run').textContent.includes('(in ') &&
 			tr.textContent.includes('greetings') && tr.textContent.includes('never');
 	})()`, "the schedule with its next run")
+	goHash(t, tab, "#/")
+	poll(t, tab, `!document.querySelector('#page-topics').hidden`, "the topics page again")
 
 	shot := filepath.Join(t.ArtifactDir(), "dashboard.png")
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
@@ -164,6 +168,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	roTab, roConsole := newTab(t, browser)
 	openDashboard(t, roTab, ro.url)
 	poll(t, roTab, `document.querySelectorAll('#dead tr[data-id]').length === 2`, "the dead letters in read-only mode")
+	waitRefreshes(t, roTab, 1)
+	poll(t, roTab, `document.querySelector('#error').hidden && document.querySelector('#status').textContent.startsWith('updated')`,
+		"read-only refreshes without an error")
 	n, err := chromedp.Run(roTab, chromedp.Evaluate[int](`document.querySelectorAll('[data-action], #dead button, #run-recovery').length`))
 	if err != nil || n != 0 {
 		t.Errorf("read-only mode shows %d state-changing buttons (%v), want none", n, err)
@@ -179,7 +186,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	})()`, "the durable badge without a relay")
 	noConsoleErrors(t, "read-only tab", roConsole)
 
-	// A confirmation guards the action: cancelled, nothing changes.
+	// A confirmation guards the action: cancelled, nothing changes. The
+	// dead letters are on their page.
+	goHash(t, tab, "#/dead")
+	poll(t, tab, `!document.querySelector('#page-dead').hidden && !!document.querySelector('#dead tr[data-id="smoke:dead:1"]')`, "the dead-letters page")
 	requeue := chromedp.CSS(`#dead button[data-action="requeue"][data-id="smoke:dead:1"]`)
 	mustDo(t, tab, "cancel a requeue",
 		chromedp.Click(requeue),
@@ -221,6 +231,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Pause mail with its button (confirmed): the badge shows, the workers'
 	// Redis key and the gauge say so, who is the token's fingerprint; then
 	// resume it.
+	goHash(t, tab, "#/")
 	mustDo(t, tab, "pause mail",
 		chromedp.Click(chromedp.CSS(`#topics tr[data-topic="mail"] button[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
@@ -252,7 +263,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("mail after the resume button: %+v, %v", st, err)
 	}
 
-	// Run recovery now.
+	// Run recovery now, on its page.
+	goHash(t, tab, "#/recovery")
 	mustDo(t, tab, "run recovery now",
 		chromedp.Click(chromedp.CSS(`#run-recovery`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),

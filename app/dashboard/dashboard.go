@@ -1,24 +1,35 @@
-// Package dashboard is delayq's live dashboard: one page, served at / by
-// serve and demo, with every asset embedded in the binary (no CDN: it works
+// Package dashboard is delayq's live dashboard, served at / by serve and
+// demo, with every asset embedded in the binary (no CDN: it works
 // offline). The page reads the API (/v1, with the token it asks for once
-// and keeps in sessionStorage) and draws its charts from a history this
-// package samples from the process's metrics.
+// and keeps in sessionStorage), draws live charts from a history this
+// package samples from the process's metrics, and a topic's last 24 hours
+// from the per-minute counts every process keeps in Redis (minutes.go).
 //
-// What it shows: per topic the due, overdue, in-flight and dead counts, and
-// throughput, lateness and backlog over the last minutes; the topic's
-// durability (a badge), and for a durable topic its waiting jobs in SQL
-// beyond the horizon and the relay's pushes (loaded, relayed, reloaded),
-// with the relay's last successful pass; for an HTTP-target topic its
-// method and URL (no query) and its latest failures; the dead letters
-// with their last error and requeue/purge buttons (after a confirmation);
-// the ledger's stale rows and the recoverer's reports with a "run recovery
-// now" button; and, when the orders module is mounted, orders created,
-// paid and closed and the stock left. A topic's name opens the job browser
-// (#/topics/T/jobs?state=...): its jobs per state, paged, a search by exact
-// id or (durable topics) id prefix, and a job's page (#/topics/T/jobs/ID)
-// with its payload (pretty JSON, the first 64 KiB), attempts, times, last
-// error and ledger row, and cancel, run now, reschedule and requeue behind
-// a confirmation (docs/design.md §4.17). In read-only mode no button that
+// It is pages with their own URLs (hash routes, so back, forward and
+// reload keep the page), under a nav bar, usable 1280 px wide; times are
+// UTC in the CLI's format everywhere (docs/design.md §4.20):
+//   - #/ the topics: per topic the due, overdue, in-flight and dead
+//     counts, throughput and backlog over the last minutes, the
+//     durability, paused and no-worker badges with Pause/Resume, a
+//     durable topic's jobs in SQL beyond the horizon and the relay's
+//     pushes, an HTTP-target topic's method, URL (no query) and latest
+//     failures; and, when the orders module is mounted, the orders;
+//   - #/topics/T (and #/topics/T/jobs?state=...) one topic: its settings
+//     (durability, pause, rate limit, target, live workers), its last 24
+//     hours per minute, and its jobs with the states as tabs (waiting, in
+//     flight, retrying, dead, waiting in SQL, finished from the history),
+//     paged, searched by exact id or (durable topics) id prefix;
+//   - #/topics/T/jobs/ID a job: payload (pretty JSON, the first 64 KiB),
+//     attempts, times, last error, ledger row, history, and cancel, run
+//     now, reschedule and requeue;
+//   - #/dead the dead letters of every topic (each topic's newest 50),
+//     with checkboxes to requeue or delete a selection (one per-job call
+//     each), a job's requeue and delete, a topic's requeue-all and purge;
+//   - #/workers the worker processes, live or gone; #/schedules the
+//     periodic schedules; #/recovery the ledger's rows and stale rows and
+//     the recoverer's reports with "run recovery now".
+//
+// Every action asks for a confirmation. In read-only mode no button that
 // changes state is shown (the API refuses most of those calls anyway).
 package dashboard
 
@@ -67,6 +78,9 @@ type Config struct {
 	// SampleEvery is how often the charts get a point; History how far
 	// back they go. Defaults 2s and 5m.
 	SampleEvery, History time.Duration
+	// Minutes reads the per-minute counts of the topic pages' 24-hour
+	// charts (GET /v1/dashboard/minutes); nil answers that route 503.
+	Minutes MinuteReader
 	// Logger gets the dashboard's logs. Default logrus's standard logger.
 	Logger logrus.FieldLogger
 }

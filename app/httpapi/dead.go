@@ -39,6 +39,14 @@ type PurgeResponse struct {
 	Before int64 `json:"before"`
 }
 
+// DeleteDeadResponse is the answer of DELETE
+// /v1/topics/{topic}/dead/jobs/{id...}: the dead job deleted for good.
+type DeleteDeadResponse struct {
+	Topic   string `json:"topic"`
+	ID      string `json:"id"`
+	Deleted bool   `json:"deleted"` // always true: a job that is not dead is a 404
+}
+
 // refuseReadOnly is the 403 of state-changing operator routes in read-only
 // mode.
 func (a *api) refuseReadOnly(what string) error {
@@ -118,6 +126,43 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "purged": n, "before": before}).Info("httpapi: dead jobs purged")
 	writeJSON(w, http.StatusOK, PurgeResponse{Purged: n, Before: before})
+	return nil
+}
+
+// deleteDead handles DELETE /v1/topics/{topic}/dead/jobs/{id...}.
+func (a *api) deleteDead(w http.ResponseWriter, r *http.Request) error {
+	topic, id := r.PathValue("topic"), r.PathValue("id")
+	if err := queue.ValidateTopic(topic); err != nil {
+		return err
+	}
+	if err := a.refuseReadOnly("deleting dead jobs"); err != nil {
+		return err
+	}
+	if err := DeleteDead(r.Context(), a.q, a.l, a.log, topic, id); err != nil {
+		if errors.Is(err, queue.ErrNotFound) {
+			return newError(http.StatusNotFound, CodeNotFound, "id", fmt.Sprintf("no dead job %q in topic %q", id, topic))
+		}
+		return fromRedis(err)
+	}
+	a.log.WithFields(logrus.Fields{"topic": topic, "id": id}).Info("httpapi: dead job deleted")
+	writeJSON(w, http.StatusOK, DeleteDeadResponse{Topic: topic, ID: id, Deleted: true})
+	return nil
+}
+
+// DeleteDead deletes one dead job from Redis, then turns its history rows
+// to purged, as the API and the CLI both do; queue.ErrNotFound when the
+// job is not dead. As with PurgeDead, a failure of the second step is
+// logged and leaves the rows saying dead.
+func DeleteDead(ctx context.Context, q *dataplane.Client, l *ledger.Ledger, log logrus.FieldLogger, topic, id string) error {
+	if err := queue.ValidateID(id); err != nil {
+		return err
+	}
+	if err := q.DeleteDead(ctx, topic, id); err != nil {
+		return err
+	}
+	if _, err := l.MarkPurgedID(ctx, topic, id); err != nil {
+		log.WithError(err).WithFields(logrus.Fields{"topic": topic, "id": id}).Warn("deleted dead job's history still says dead")
+	}
 	return nil
 }
 

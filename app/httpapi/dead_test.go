@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/ledgerops"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
 )
 
 // enqueueAndBury puts n jobs d0..d(n-1) in topic's dead set through the
@@ -104,6 +107,7 @@ func readOnlyChecks(t *testing.T, e *env) {
 	expectError(t, e.post(t, "/v1/topics/t/dead/requeue", `{"all":true}`), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/topics/t/dead/requeue", `{"id":"d0"}`), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/topics/t/dead/purge", `{}`), http.StatusForbidden, httpapi.CodeReadOnly, "")
+	expectError(t, e.del(t, "/v1/topics/t/dead/jobs/d0"), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/recovery/run", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/recovery/run?dry_run=false", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
 	expectError(t, e.post(t, "/v1/topics/t/pause", ""), http.StatusForbidden, httpapi.CodeReadOnly, "")
@@ -113,4 +117,54 @@ func readOnlyChecks(t *testing.T, e *env) {
 	expect(t, e.get(t, "/v1/topics/t/dead"), http.StatusOK)
 	expect(t, e.post(t, "/v1/recovery/run?dry_run=true", ""), http.StatusOK)
 	expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"new"}`), http.StatusAccepted)
+}
+
+// DELETE /v1/topics/{topic}/dead/jobs/{id...} deletes one dead job and
+// marks its history row purged; a job that is not dead is 404 and left
+// alone; a bad id is 400 naming it; read-only mode refuses it.
+func TestDeleteDeadJob(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := testenv.Context(t)
+		for _, id := range []string{"d:1", "d:2"} {
+			expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"`+id+`"}`), http.StatusAccepted)
+		}
+		jobs := e.claimAll(t, "t")
+		o := ledgerops.Of(e.l)
+		if err := o.Record(ctx, jobs, "host:1"); err != nil {
+			t.Fatal(err)
+		}
+		dead := make([]queue.DeadJob, len(jobs))
+		for i, j := range jobs {
+			dead[i] = queue.DeadJob{Job: j, Error: "boom"}
+		}
+		if err := o.Bury(ctx, dead); err != nil {
+			t.Fatal(err)
+		}
+		if n, _, err := e.q.Bury(ctx, dead); err != nil || n != 2 {
+			t.Fatalf("bury in Redis: %d, %v", n, err)
+		}
+		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"alive","delay_ms":60000}`), http.StatusAccepted)
+
+		r := e.del(t, "/v1/topics/t/dead/jobs/d:1")
+		expect(t, r, http.StatusOK)
+		if got := decode[httpapi.DeleteDeadResponse](t, r); got != (httpapi.DeleteDeadResponse{Topic: "t", ID: "d:1", Deleted: true}) {
+			t.Fatalf("answer %+v", got)
+		}
+		if v := decode[httpapi.TopicStats](t, e.get(t, "/v1/topics/t")); v.Dead != 1 {
+			t.Fatalf("dead after one delete: %d, want 1", v.Dead)
+		}
+		if p := decode[httpapi.HistoryPage](t, e.get(t, "/v1/topics/t/history?id=d:1")); len(p.History) != 1 || p.History[0].Outcome != "purged" {
+			t.Fatalf("history of the deleted job: %+v", p)
+		}
+		if p := decode[httpapi.HistoryPage](t, e.get(t, "/v1/topics/t/history?id=d:2")); len(p.History) != 1 || p.History[0].Outcome != "dead" {
+			t.Fatalf("history of the job left dead: %+v", p)
+		}
+		expectError(t, e.del(t, "/v1/topics/t/dead/jobs/d:1"), http.StatusNotFound, httpapi.CodeNotFound, "id")
+		expectError(t, e.del(t, "/v1/topics/t/dead/jobs/alive"), http.StatusNotFound, httpapi.CodeNotFound, "id")
+		if v := decode[httpapi.JobView](t, e.get(t, "/v1/topics/t/jobs/alive")); v.State != "waiting" {
+			t.Fatalf("a waiting job after a refused delete: %+v", v)
+		}
+		expectError(t, e.del(t, "/v1/topics/t/dead/jobs/bad%20id"), http.StatusBadRequest, httpapi.CodeInvalidID, "id")
+		expectError(t, e.del(t, "/v1/topics/bad%20topic/dead/jobs/d:2"), http.StatusBadRequest, httpapi.CodeInvalidTopic, "topic")
+	})
 }

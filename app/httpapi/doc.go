@@ -25,6 +25,7 @@
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
+//	DELETE /v1/topics/{topic}/dead/jobs/{id...}   delete one dead job for good: 200 {"topic", "id", "deleted": true} (no body; see below)
 //	GET    /v1/topics/{topic}/history             finished jobs (?id=|prefix=&outcome=&finished_from=&finished_before=&after=&limit=; see below)
 //	POST   /v1/topics/{topic}/pause               pause the topic in every worker: 200 with its state (no body; see below)
 //	POST   /v1/topics/{topic}/resume              resume it: 200 with its state (no body)
@@ -61,7 +62,8 @@
 // (orderclose.HTTPHandler has the details).
 //
 // The dashboard (app/dashboard) adds GET /v1/dashboard/series, the data
-// of its charts. Routes lists the API's own routes; orderclose.Routes the
+// of its live charts, and GET /v1/dashboard/minutes, a topic's per-minute
+// counts over the last hours (see below). Routes lists the API's own routes; orderclose.Routes the
 // orders module's.
 //
 // PATCH /v1/topics/{topic}/jobs/{id...} moves a waiting or retrying job's due time
@@ -84,6 +86,33 @@
 // A durable job waiting beyond the horizon is moved in its row and put in
 // Redis at its new time. Each call counts in
 // delayq_reschedules_total{topic,result}.
+//
+// DELETE /v1/topics/{topic}/dead/jobs/{id...} deletes one dead job from
+// Redis (its envelope and its place in the dead set), then turns the id's
+// dead history rows to purged (as dead/purge does by time of death). No
+// body, no query parameter. 200 {"topic": "<topic>", "id": "<id>",
+// "deleted": true}; 404 not_found naming "id" when the job is not dead
+// (waiting, retrying, in flight or unknown: nothing is touched); 400
+// invalid_topic or invalid_id naming "topic" or "id"; 403 read_only with
+// http.read_only; 503 backend_unavailable naming redis (nothing deleted;
+// repeat it). History still saying dead after a 200 means SQL failed after
+// Redis's delete: the server logs it. The dashboard's dead-letters page
+// deletes a selection of jobs with one call each.
+//
+// GET /v1/dashboard/minutes?topic=<topic>&hours=<1-24> answers a topic's
+// counts per minute over the last hours (default 24), oldest first, as
+// {"topic", "hours", "every_ms": 60000, "t": [<each minute's start, Unix
+// ms>], "enqueued": [n], "done": [n], "retried": [n], "dead": [n],
+// "backlog": [n or null]}; every array has hours*60 values, the last one
+// the minute under way. enqueued, done (handlers that succeeded),
+// retried (failed attempts that retry) and dead are summed over every
+// process (each flushes its counts at most every 5 s, so the last seconds
+// may be missing); backlog is the jobs due and not claimed, sampled once a
+// minute by the processes that serve the API, null for a minute nobody
+// sampled. Kept in Redis for 25 hours (docs/design.md §4.20). topic is
+// required: absent, 400 missing_field; not a topic name, 400
+// invalid_topic; hours outside 1-24, 400 invalid_value; both naming the
+// parameter. Redis down: 503 backend_unavailable.
 //
 // GET /v1/ledger lists the ledger's rows (docs/audit.md has the SQL for
 // the questions it does not answer): state is waiting, in_flight or

@@ -234,6 +234,7 @@ func (a *api) routes() []route {
 		{"GET", "/v1/topics/{topic}/dead", []string{"offset", "limit"}, false, a.listDead},
 		{"POST", "/v1/topics/{topic}/dead/requeue", nil, true, a.requeueDead},
 		{"POST", "/v1/topics/{topic}/dead/purge", nil, true, a.purgeDead},
+		{"DELETE", "/v1/topics/{topic}/dead/jobs/{id...}", nil, false, a.deleteDead},
 		{"GET", "/v1/topics/{topic}/history", historyParams, false, a.listHistory},
 		{"POST", "/v1/topics/{topic}/pause", nil, false, a.pauseTopic},
 		{"POST", "/v1/topics/{topic}/resume", nil, false, a.resumeTopic},

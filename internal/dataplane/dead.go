@@ -150,3 +150,25 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 		}
 	}
 }
+
+// DeleteDead deletes one dead job for good (its envelope and its place in
+// the dead set). It returns ErrNotFound when the id is not dead: a waiting
+// or running job is never touched. The same on both durabilities: a dead
+// job has no ledger row (its history row is the caller's to mark).
+func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	k, err := c.keysFor(topic)
+	if err != nil {
+		return err
+	}
+	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job}, id).Int()
+	if err != nil {
+		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, ErrNotFound)
+	}
+	return nil
+}

@@ -96,3 +96,32 @@ func TestPurgeDeadOlderThan(t *testing.T) {
 		}
 	})
 }
+
+func TestDeleteDeadOne(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		buryN(t, e, "t", 2)
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "alive", Delay: time.Hour})
+		if err := e.c.DeleteDead(testenv.Context(t), "t", "d0"); err != nil {
+			t.Fatal(err)
+		}
+		if info := mustGet(t, e, "t", "d0"); info.State != dataplane.StateUnknown {
+			t.Fatalf("deleted dead job is %s", info.State)
+		}
+		if err := e.c.DeleteDead(testenv.Context(t), "t", "d0"); !errors.Is(err, dataplane.ErrNotFound) {
+			t.Fatalf("second delete: %v, want ErrNotFound", err)
+		}
+		// A waiting job is not dead: refused, left alone.
+		if err := e.c.DeleteDead(testenv.Context(t), "t", "alive"); !errors.Is(err, dataplane.ErrNotFound) {
+			t.Fatalf("delete of a waiting job: %v, want ErrNotFound", err)
+		}
+		if info := mustGet(t, e, "t", "alive"); info.State != dataplane.StateWaiting {
+			t.Fatalf("waiting job after a refused delete: %s", info.State)
+		}
+		if info := mustGet(t, e, "t", "d1"); info.State != dataplane.StateDead {
+			t.Fatalf("d1 %s, want still dead", info.State)
+		}
+		if err := e.c.DeleteDead(testenv.Context(t), "t", ""); err == nil {
+			t.Fatal("an empty id was accepted")
+		}
+	})
+}

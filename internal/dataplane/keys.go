@@ -1,5 +1,7 @@
 package dataplane
 
+import "strconv"
+
 // keys are the Redis keys of one topic. Every one carries the hash tag
 // {topic}, so all keys a script touches live in one Redis Cluster slot.
 type keys struct {
@@ -39,6 +41,13 @@ func newKeys(namespace, topic string) keys {
 		ticks:  p + "ticks",
 		runs:   p + "runs",
 	}
+}
+
+// minuteKey is the HASH of topic's per-minute counts of one epoch hour
+// (Unix minutes / 60): minutes.go. It carries the topic's hash tag, so
+// one script reads a day of them.
+func minuteKey(namespace, topic string, hour int64) string {
+	return namespace + ":{" + topic + "}:min:" + strconv.FormatInt(hour, 10)
 }
 
 // topicsKey is the SET of known topics. It has no hash tag (it spans

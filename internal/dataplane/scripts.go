@@ -46,6 +46,12 @@ var (
 	relayNextLua string
 	//go:embed lua/relayunnote.lua
 	relayUnnoteLua string
+	//go:embed lua/deletedead.lua
+	deleteDeadLua string
+	//go:embed lua/minuteadd.lua
+	minuteAddLua string
+	//go:embed lua/minutes.lua
+	minutesLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -54,6 +60,7 @@ type scripts struct {
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
 	relayNext, relayUnnote                            *redis.Script
+	deleteDead, minuteAdd, minutes                    *redis.Script
 }
 
 func newScripts() scripts {
@@ -76,5 +83,8 @@ func newScripts() scripts {
 		periodic:    redis.NewScript(periodicLua),
 		relayNext:   redis.NewScript(relayNextLua),
 		relayUnnote: redis.NewScript(relayUnnoteLua),
+		deleteDead:  redis.NewScript(deleteDeadLua),
+		minuteAdd:   redis.NewScript(minuteAddLua),
+		minutes:     redis.NewScript(minutesLua),
 	}
 }

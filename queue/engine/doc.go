@@ -39,8 +39,8 @@
 //
 // # Operate and inspect
 //
-// Cancel, Reschedule, Pause and Resume, RequeueDead, RequeueAllDead and
-// PurgeDead change jobs and topics; Find (a job in Redis or, for a durable
+// Cancel, Reschedule, Pause and Resume, RequeueDead, RequeueAllDead,
+// PurgeDead and DeleteDead change jobs and topics; Find (a job in Redis or, for a durable
 // job, only in SQL), Stats, List, Topics and Schedules read them; Recover
 // runs recovery now, or a dry run. The examples walk through each of them:
 // a pause, a reschedule, a cancel, a dead letter requeued, a dry run.

@@ -427,6 +427,44 @@ func ExampleEngine_RequeueDead() {
 	// ran again after the requeue
 }
 
+// DeleteDead deletes one dead job for good; its history says purged. A job
+// that is not dead is queue.ErrNotFound and is left alone.
+func ExampleEngine_DeleteDead() {
+	buried := make(chan string, 1)
+	eng, closeAll := newEngine(engine.Config{Worker: queue.WorkerConfig{
+		OnDead: func(_ context.Context, j *queue.Job, _ error) { buried <- j.ID },
+	}})
+	defer closeAll()
+	ctx := context.Background()
+	if err := eng.Handle("invoices", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		return queue.SkipRetry(errors.New("customer has no address"))
+	}), queue.TopicConfig{}); err != nil {
+		panic(err)
+	}
+	if _, err := eng.Enqueue(ctx, "invoices", queue.NewJob{ID: "inv-4"}); err != nil {
+		panic(err)
+	}
+	stop := start(eng)
+	defer stop()
+	<-buried
+	if err := eng.DeleteDead(ctx, "invoices", "inv-4"); err != nil {
+		panic(err)
+	}
+	info, err := eng.Find(ctx, "invoices", "inv-4")
+	if err != nil {
+		panic(err)
+	}
+	rows, _, err := eng.History(ctx, ledger.HistoryFilter{Topic: "invoices", ID: "inv-4", Limit: 5})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("after the delete:", info.State, "- history:", rows[0].Outcome)
+	fmt.Println("again:", errors.Is(eng.DeleteDead(ctx, "invoices", "inv-4"), queue.ErrNotFound))
+	// Output:
+	// after the delete: unknown - history: purged
+	// again: true
+}
+
 // Recover runs recovery now; a dry run reports what it would put back and
 // changes nothing.
 func ExampleEngine_Recover() {

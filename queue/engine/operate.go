@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"gorm.io/gorm"
 
@@ -130,6 +131,20 @@ func (e *Engine) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 // (Unix ms) and says how many.
 func (e *Engine) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
 	return e.q.PurgeDead(ctx, topic, before)
+}
+
+// DeleteDead deletes one dead job for good and turns its history rows to
+// purged; queue.ErrNotFound when the job is not dead (nothing is touched).
+// SQL failing after Redis's delete is returned wrapped: the job is gone,
+// its history still says dead.
+func (e *Engine) DeleteDead(ctx context.Context, topic, id string) error {
+	if err := e.q.DeleteDead(ctx, topic, id); err != nil {
+		return err
+	}
+	if _, err := e.store.MarkPurgedID(ctx, topic, id); err != nil {
+		return fmt.Errorf("engine: dead job %s/%s deleted, its history not marked purged: %w", topic, id, err)
+	}
+	return nil
 }
 
 // The engine is the Enqueuer a handler's follow-up jobs go through.

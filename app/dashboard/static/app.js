@@ -1,7 +1,10 @@
 // delayq dashboard: plain JavaScript, no libraries. It polls the API (/v1,
 // with the bearer token kept in sessionStorage) and draws small canvas
-// charts from /v1/dashboard/series. Errors are shown on the page, never
-// thrown to the console.
+// charts from /v1/dashboard/series (live, this process) and
+// /v1/dashboard/minutes (a topic's last 24 hours). Each page has its URL
+// (a hash route: #/, #/topics/T, #/topics/T/jobs?state=..., a job, #/dead,
+// #/workers, #/schedules, #/recovery), so back, forward and reload keep
+// it. Errors are shown on the page, never thrown to the console.
 'use strict';
 
 (() => {
@@ -13,7 +16,7 @@
   const staleAfterMs = Number(conf.staleAfterMs) || 60000;
   const TOKEN_KEY = 'delayq.token';
   const REFRESH_MS = 2000;
-  const DEAD_PAGE = 20;
+  const DEAD_PAGE = 50; // the dead-letters page shows each topic's newest DEAD_PAGE
 
   const $ = (sel) => document.querySelector(sel);
   const fmtInt = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
@@ -167,7 +170,7 @@
     const relay = el('div', { class: 'relay-line', hidden: true });
     const target = el('div', { class: 'target-line', hidden: true });
     const tr = el('tr', { dataset: { topic } }, el('td', { class: 'mono' },
-      el('a', { class: 'topic-link', href: jobsHash(topic, { state: 'waiting' }), title: 'browse the jobs of ' + topic, text: topic }), badge, relay, target));
+      el('a', { class: 'topic-link', href: topicHash(topic), title: 'open ' + topic + ': its jobs, charts and settings', text: topic }), badge, relay, target));
     for (const f of FIELDS) {
       cells[f] = el('td', { class: 'num', dataset: { field: f } });
       tr.append(cells[f]);
@@ -175,8 +178,8 @@
     cells.sql_beyond = el('td', { class: 'num', dataset: { field: 'sql_beyond' } });
     tr.append(cells.sql_beyond);
     const charts = {};
-    for (const c of ['throughput', 'lateness', 'backlog']) {
-      charts[c] = el('canvas', { class: 'chart', width: 220, height: 44, dataset: { chart: c } });
+    for (const c of ['throughput', 'backlog']) {
+      charts[c] = el('canvas', { class: 'chart', width: 150, height: 40, dataset: { chart: c } });
       tr.append(el('td', {}, charts[c]));
     }
     r = { tr, cells, charts, badge, relay, target };
@@ -207,7 +210,6 @@
       renderRateLimit(r, t.rate_limit);
       if (s) {
         draw(r.charts.throughput, [{ values: s.enqueued, color: COLORS.enq }, { values: s.completed, color: COLORS.done }], points, rate, span);
-        draw(r.charts.lateness, [{ values: s.late_avg_ms, color: COLORS.avg }, { values: s.late_max_ms, color: COLORS.max }], points, duration, span);
         draw(r.charts.backlog, [{ values: s.in_flight, color: COLORS.flight }, { values: s.overdue, color: COLORS.over }], points, fmtInt, span);
       }
     }
@@ -348,21 +350,32 @@
   }
 
   // ---- dead letters ---------------------------------------------------
+  //
+  // #/dead: each topic's newest DEAD_PAGE dead jobs, with a checkbox each;
+  // the selection (kept across refreshes, as topic + id) is requeued or
+  // deleted one job at a time through the per-job routes.
 
   let deadKey = '';
+  const selected = new Set(); // JSON [topic, id] of the checked dead jobs
+  const selKey = (topic, id) => JSON.stringify([topic, id]);
 
   async function loadDead(topics) {
     const withDead = topics.filter((t) => t.dead > 0);
+    const total = withDead.reduce((n, t) => n + t.dead, 0);
+    $('#nav-dead').hidden = total === 0;
+    $('#nav-dead').textContent = fmtInt(total);
     const pages = await Promise.all(
       withDead.map((t) => api('GET', '/v1/topics/' + encodeURIComponent(t.topic) + '/dead?limit=' + DEAD_PAGE)),
     );
     const key = JSON.stringify(pages.map((p) => [p.topic, p.total, p.jobs.map((j) => [j.id, j.died_at, j.last_error])]));
     if (key === deadKey) return;
     deadKey = key;
+    const shown = new Set();
     const box = $('#dead');
     box.replaceChildren();
     for (const p of pages) {
-      const h = el('h3', { dataset: { topic: p.topic } }, el('span', { class: 'mono', text: p.topic }), ' ' + fmtInt(p.total) + ' dead');
+      const h = el('h3', { dataset: { topic: p.topic } },
+        el('a', { class: 'mono topic-link', href: jobsHash(p.topic, { state: 'dead' }), text: p.topic }), ' ' + fmtInt(p.total) + ' dead');
       if (!readOnly) {
         h.append(
           el('button', { type: 'button', dataset: { action: 'requeue-all', topic: p.topic }, text: 'Requeue all' }),
@@ -371,27 +384,100 @@
       }
       const tbody = el('tbody');
       for (const j of p.jobs) {
-        const tr = el(
-          'tr',
-          { dataset: { topic: p.topic, id: j.id } },
-          el('td', { class: 'mono', text: j.id }),
-          el('td', { text: j.died_at ? ago(j.died_at) : '–', title: j.died_at ? new Date(j.died_at).toISOString() : '' }),
+        const k = selKey(p.topic, j.id);
+        shown.add(k);
+        const tr = el('tr', { dataset: { topic: p.topic, id: j.id } });
+        if (!readOnly) {
+          const check = el('input', { type: 'checkbox', class: 'dead-select', 'aria-label': 'select ' + j.id, dataset: { topic: p.topic, id: j.id } });
+          check.checked = selected.has(k);
+          tr.append(el('td', { class: 'check' }, check));
+        }
+        tr.append(
+          el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(p.topic, j.id), text: j.id })),
+          el('td', { text: j.died_at ? ago(j.died_at) : '–', title: j.died_at ? utc(new Date(j.died_at)) : '' }),
           el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
           el('td', { class: 'err', text: j.last_error || '', title: j.last_error || '' }),
         );
-        const actions = el('td');
-        if (!readOnly) actions.append(el('button', { type: 'button', dataset: { action: 'requeue', topic: p.topic, id: j.id }, text: 'Requeue' }));
+        const actions = el('td', { class: 'row-actions' });
+        if (!readOnly) {
+          actions.append(
+            el('button', { type: 'button', dataset: { action: 'requeue', topic: p.topic, id: j.id }, text: 'Requeue' }),
+            el('button', { type: 'button', class: 'danger', dataset: { action: 'delete-dead', topic: p.topic, id: j.id }, text: 'Delete' }),
+          );
+        }
         tr.append(actions);
         tbody.append(tr);
       }
-      const more = p.total > p.jobs.length ? el('p', { class: 'note', text: 'and ' + fmtInt(p.total - p.jobs.length) + ' more' }) : '';
-      box.append(
-        el('div', { class: 'dead-topic', dataset: { topic: p.topic } }, h,
-          el('table', {}, el('thead', {}, el('tr', {}, el('th', { text: 'job' }), el('th', { text: 'died' }),
-            el('th', { class: 'num', text: 'attempts' }), el('th', { text: 'last error' }), el('th'))), tbody), more),
-      );
+      const more = p.total > p.jobs.length
+        ? el('p', { class: 'note' }, 'and ' + fmtInt(p.total - p.jobs.length) + ' more: ', el('a', { href: jobsHash(p.topic, { state: 'dead' }), text: 'page through them' }))
+        : '';
+      const head = el('tr');
+      if (!readOnly) head.append(el('th', { class: 'check' }));
+      head.append(el('th', { text: 'job' }), el('th', { text: 'died' }), el('th', { class: 'num', text: 'attempts' }), el('th', { text: 'last error' }), el('th'));
+      box.append(el('div', { class: 'dead-topic', dataset: { topic: p.topic } }, h, el('table', {}, el('thead', {}, head), tbody), more));
     }
+    for (const k of [...selected]) if (!shown.has(k)) selected.delete(k); // gone: requeued, deleted, purged
     $('#no-dead').hidden = pages.length > 0;
+    renderSelection();
+  }
+
+  // renderSelection shows how many dead jobs are selected and enables the
+  // bulk buttons.
+  function renderSelection() {
+    const all = $('#dead-select-all');
+    if (!all) return; // read-only: no selection
+    const boxes = [...document.querySelectorAll('#dead input.dead-select')];
+    const n = selected.size;
+    $('#dead-selected').textContent = fmtInt(n) + ' selected';
+    all.checked = boxes.length > 0 && boxes.every((b) => b.checked);
+    all.indeterminate = n > 0 && !all.checked;
+    all.disabled = boxes.length === 0;
+    for (const id of ['#dead-bulk-requeue', '#dead-bulk-delete']) {
+      const b = $(id);
+      if (b) b.disabled = n === 0;
+    }
+  }
+
+  document.addEventListener('change', (ev) => {
+    const t = ev.target;
+    if (t.matches('input.dead-select')) {
+      const k = selKey(t.dataset.topic, t.dataset.id);
+      if (t.checked) selected.add(k);
+      else selected.delete(k);
+      renderSelection();
+    } else if (t.id === 'dead-select-all') {
+      for (const b of document.querySelectorAll('#dead input.dead-select')) {
+        b.checked = t.checked;
+        const k = selKey(b.dataset.topic, b.dataset.id);
+        if (t.checked) selected.add(k);
+        else selected.delete(k);
+      }
+      renderSelection();
+    }
+  });
+
+  // bulk runs one call per selected dead job, one after another, and says
+  // how many succeeded and why the others failed.
+  async function bulk(verb, call) {
+    const jobs = [...selected].map((k) => JSON.parse(k));
+    let ok = 0;
+    const failed = [];
+    for (const [topic, id] of jobs) {
+      try {
+        await call(topic, id);
+        ok++;
+        selected.delete(selKey(topic, id));
+      } catch (e) {
+        if (e instanceof Unauthorized) throw e;
+        failed.push(topic + '/' + id + ': ' + e.message);
+      }
+    }
+    const msg = verb + ' ' + ok + ' of ' + jobs.length + ' selected dead jobs' + (failed.length ? '; failed: ' + failed.join('; ') : '');
+    const p = $('#dead-result');
+    p.textContent = msg;
+    p.hidden = false;
+    p.classList.toggle('error', failed.length > 0);
+    return msg;
   }
 
   // ---- ledger and recovery --------------------------------------------
@@ -434,7 +520,7 @@
         const loss = (r.data_loss || []).map((l) => l.topic).join(', ');
         let trigger = r.trigger + (r.dry_run ? ' (dry run)' : '') + (r.skipped ? ' (skipped: lock held)' : '');
         return el('tr', {},
-          el('td', { text: clock(new Date(r.start)), title: r.start }), el('td', { text: trigger }),
+          el('td', { text: utc(new Date(r.start)), title: r.start }), el('td', { text: trigger }),
           el('td', { class: 'num', text: fmtInt(r.scanned) }), el('td', { class: 'num', text: fmtInt(r.reenqueued) }),
           el('td', { class: 'num' + (r.errors > 0 ? ' alert' : ''), text: fmtInt(r.errors), title: (r.error_messages || []).join('\n') }),
           el('td', { class: loss ? 'alert' : '', text: loss || '–' }));
@@ -462,16 +548,17 @@
 
   // ---- periodic schedules ---------------------------------------------
 
-  // loadSchedules fills the Schedules card from GET /v1/schedules; the card
-  // stays hidden while no schedule is configured.
+  // loadSchedules fills the schedules page from GET /v1/schedules; with
+  // none configured it says so.
   async function loadSchedules() {
     const data = await api('GET', '/v1/schedules');
     const list = data.schedules || [];
-    $('#schedules').hidden = list.length === 0;
+    $('#no-schedules').hidden = list.length > 0;
+    $('#schedule-list').hidden = list.length === 0;
     $('#schedule-list tbody').replaceChildren(
       ...list.map((s) => {
         const inMs = s.next_run - Date.now();
-        const next = clock(new Date(s.next_run)) + (inMs > 0 ? ' (in ' + duration(inMs) + ')' : '');
+        const next = utc(new Date(s.next_run)) + (inMs > 0 ? ' (in ' + duration(inMs) + ')' : '');
         return el('tr', { dataset: { schedule: s.name } },
           el('td', { class: 'mono', text: s.name }),
           el('td', { class: 'mono', text: s.spec + (s.location && s.location !== 'UTC' ? ' (' + s.location + ')' : '') }),
@@ -481,6 +568,94 @@
           el('td', { text: s.missed }));
       }),
     );
+  }
+
+  // ---- workers ----------------------------------------------------------
+
+  // loadWorkers fills the workers page from GET /v1/workers: each process,
+  // live or gone, with its topics' jobs held and concurrency.
+  async function loadWorkers() {
+    const data = await api('GET', '/v1/workers');
+    const list = data.workers || [];
+    $('#no-workers').hidden = list.length > 0;
+    $('#workers').hidden = list.length === 0;
+    $('#workers tbody').replaceChildren(...list.map((w) => el('tr', { dataset: { worker: w.id, state: w.state } },
+      el('td', { class: 'mono', text: w.id }),
+      el('td', { class: w.state === 'live' ? '' : 'alert', text: w.state }),
+      el('td', { class: 'mono', text: w.host }),
+      el('td', { class: 'num', text: String(w.pid) }),
+      el('td', { text: w.version || '–' }),
+      el('td', { text: when(w.started_at) }),
+      el('td', { text: ago(w.heartbeat), title: utc(new Date(w.heartbeat)) }),
+      el('td', { class: 'mono' }, ...(w.topics || []).map((t, i) => el('span', { class: 'worker-topic' },
+        (i ? ', ' : ''), el('a', { href: topicHash(t.topic), text: t.topic }), ' ' + t.in_flight + '/' + t.concurrency))),
+    )));
+  }
+
+  // ---- one topic's page -------------------------------------------------
+  //
+  // #/topics/T: its settings (durability, pause, rate limit, target,
+  // workers), its last 24 hours per minute (GET /v1/dashboard/minutes,
+  // read again every minute) and, below, the job browser with its states
+  // as tabs (finished: the history).
+
+  let lastSeries = null; // the latest /v1/dashboard/series, for targets
+  const minutesCache = new Map(); // topic -> {at, data}
+
+  function renderTopicPage(topic, stats) {
+    $('#topic-name').textContent = topic;
+    $('#topic-paused').hidden = !stats.paused;
+    $('#topic-no-worker').hidden = !stats.unconsumed;
+    const f = $('#topic-settings');
+    f.replaceChildren();
+    const durability = stats.durability || 'redis';
+    field(f, 'durability', durability === 'durable'
+      ? 'durable: every job is committed to SQL first; Redis holds the next queue.horizon'
+      : 'redis: waiting jobs are kept in Redis (and its persistence)');
+    field(f, 'state', stats.paused
+      ? 'paused' + (stats.paused_at ? ' at ' + utc(new Date(stats.paused_at)) : '') + ' by ' + (stats.paused_by || 'unknown')
+      : 'running');
+    field(f, 'rate limit', stats.rate_limit ? fmtInt(stats.rate_limit.per_second) + ' starts/s across the cluster, burst ' + fmtInt(stats.rate_limit.burst) : 'none');
+    const s = lastSeries && lastSeries.topics.find((x) => x.topic === topic);
+    const tg = s && s.target;
+    field(f, 'target', tg ? tg.method + ' ' + tg.url : 'none (handlers in code), or not delivered by this process');
+    field(f, 'workers', fmtInt(stats.consumers) + ' live worker process' + (stats.consumers === 1 ? '' : 'es') + ' handle it', { class: stats.unconsumed ? 'err' : null });
+    field(f, 'counts', fmtInt(stats.due) + ' waiting (' + fmtInt(stats.due_now) + ' overdue), ' + fmtInt(stats.in_flight) + ' in flight, ' + fmtInt(stats.dead) + ' dead');
+    const acts = $('#topic-actions');
+    acts.replaceChildren();
+    if (!readOnly) {
+      acts.append(el('button', { type: 'button', class: 'pause-button', dataset: { action: stats.paused ? 'resume' : 'pause', topic },
+        text: stats.paused ? 'Resume' : 'Pause' }));
+    }
+  }
+
+  // loadMinutes draws topic's 24-hour charts; the counts are read again
+  // when older than a minute.
+  async function loadMinutes(topic, seq) {
+    let c = minutesCache.get(topic);
+    if (!c || Date.now() - c.at > 60000) {
+      let data;
+      try {
+        data = await api('GET', '/v1/dashboard/minutes?topic=' + encodeURIComponent(topic) + '&hours=24');
+      } catch (e) {
+        if (e instanceof Unauthorized) throw e;
+        if (seq !== renderSeq) return;
+        $('#charts-note').textContent = 'charts unavailable: ' + e.message;
+        return;
+      }
+      c = { at: Date.now(), data };
+      minutesCache.set(topic, c);
+    }
+    if (seq !== renderSeq) return;
+    const d = c.data;
+    const n = d.t.length;
+    const perMin = (v) => fmtInt(Math.round(v)) + '/min';
+    const span = utc(new Date(d.t[0])).slice(0, 16) + 'Z – now';
+    $('#charts-note').textContent = fmtInt(d.done.reduce((a, b) => a + b, 0)) + ' done, ' + fmtInt(d.dead.reduce((a, b) => a + b, 0)) + ' dead in 24 h';
+    draw($('#chart-throughput'), [{ values: d.enqueued, color: COLORS.enq }, { values: d.done, color: COLORS.done }], n, perMin, span);
+    draw($('#chart-failures'), [{ values: d.retried, color: COLORS.max }, { values: d.dead, color: COLORS.over }], n, perMin, span);
+    draw($('#chart-backlog'), [{ values: d.backlog, color: COLORS.over }], n, fmtInt, span);
+    $('#chart-throughput').dataset.points = String(n);
   }
 
   // ---- job browser ------------------------------------------------------
@@ -503,6 +678,7 @@
     { key: 'finished', label: 'finished', count: () => null, time: 'finished' },
   ];
 
+  const topicHash = (topic) => '#/topics/' + encodeURIComponent(topic);
   const jobsHash = (topic, params) => '#/topics/' + encodeURIComponent(topic) + '/jobs?' + new URLSearchParams(params);
   const jobHash = (topic, id) => '#/topics/' + encodeURIComponent(topic) + '/jobs/' + encodeURIComponent(id);
   const jobPath = (topic, id) => topicPath(topic) + '/jobs/' + encodeURIComponent(id);
@@ -517,10 +693,15 @@
     return utc(d) + ' (' + (s >= 0 ? 'in ' + span : span + ' ago') + ')';
   }
 
-  // route reads the hash: {view: 'overview'} or {view: 'jobs', topic, params} or {view: 'job', topic, id}.
+  // route reads the hash: {view: 'overview'} (#/, the topics), {view:
+  // 'jobs', topic, params} (#/topics/T, #/topics/T/jobs?...: the topic's
+  // page), {view: 'job', topic, id}, or {view: 'dead' | 'workers' |
+  // 'schedules' | 'recovery'}. Anything else is the topics.
   function route() {
     const h = location.hash.replace(/^#/, '');
-    const m = /^\/topics\/([^/?]+)\/jobs(?:\/([^?]+))?(?:\?(.*))?$/.exec(h);
+    const page = /^\/(dead|workers|schedules|recovery)\/?$/.exec(h);
+    if (page) return { view: page[1] };
+    const m = /^\/topics\/([^/?]+)(?:\/jobs(?:\/([^?]+))?)?(?:\?(.*))?$/.exec(h);
     if (!m) return { view: 'overview' };
     let topic, id;
     try {
@@ -542,9 +723,12 @@
   async function render() {
     const r = route();
     const seq = ++renderSeq;
-    $('#overview').hidden = r.view !== 'overview';
-    $('#jobs-view').hidden = r.view !== 'jobs';
-    $('#job-view').hidden = r.view !== 'job';
+    const pages = { overview: '#page-topics', jobs: '#page-topic', job: '#job-view', dead: '#page-dead',
+      workers: '#page-workers', schedules: '#schedules', recovery: '#page-recovery' };
+    for (const [view, sel] of Object.entries(pages)) $(sel).hidden = r.view !== view;
+    const navPage = { overview: 'topics', jobs: 'topics', job: 'topics' }[r.view] || r.view;
+    for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === navPage);
+    document.title = 'delayq · ' + (r.topic ? r.topic + (r.id ? ' / ' + r.id : '') : navPage);
     document.body.dataset.view = r.view;
     try {
       if (r.view === 'jobs') await renderJobs(r, seq);
@@ -581,6 +765,9 @@
       : await api('GET', topicPath(r.topic) + '/jobs?' + q);
     if (seq !== renderSeq) return;
 
+    renderTopicPage(r.topic, stats);
+    await loadMinutes(r.topic, seq);
+    if (seq !== renderSeq) return;
     $('#jobs-topic').textContent = r.topic;
     const badge = $('#jobs-durability');
     badge.textContent = stats.durability || 'redis';
@@ -720,7 +907,7 @@
     document.body.dataset.viewState = 'loading';
     $('#job-id').textContent = r.id;
     $('#job-topic').textContent = r.topic;
-    $('#job-back').href = jobsHash(r.topic, { state: 'waiting' });
+    $('#job-back').href = topicHash(r.topic);
     let j;
     try {
       j = await api('GET', jobPath(r.topic, r.id));
@@ -892,12 +1079,21 @@
     clearTimeout(timer);
     try {
       const [topics, series] = await Promise.all([api('GET', '/v1/topics'), api('GET', '/v1/dashboard/series')]);
+      lastSeries = series;
       renderTopics(topics.topics, series);
       renderRelay(series);
+      // A topic's page follows too: its settings, and its 24-hour charts
+      // once their counts are a minute old.
+      const r = route();
+      const shown = r.view === 'jobs' && document.body.dataset.viewState === 'ready' && topics.topics.find((t) => t.topic === r.topic);
+      if (shown) {
+        renderTopicPage(r.topic, shown);
+        await loadMinutes(r.topic, renderSeq);
+      }
       const jobs = [loadDead(topics.topics), loadLedger(series)];
       if (cycle % 2 === 0) jobs.push(loadReports());
       if (hasOrders) jobs.push(loadOrders());
-      jobs.push(loadSchedules());
+      jobs.push(loadSchedules(), loadWorkers());
       await Promise.all(jobs);
       cycle++;
       showError('');
@@ -942,6 +1138,23 @@
       ask: (b) => 'Requeue every dead job of ' + b.dataset.topic + '? They all run again now.',
       run: (b) => api('POST', topicPath(b.dataset.topic) + '/dead/requeue', { all: true }),
       done: (r, b) => 'requeued ' + r.requeued + ' dead jobs of ' + b.dataset.topic,
+    },
+    'delete-dead': {
+      ask: (b) => 'Delete dead job ' + b.dataset.id + ' of ' + b.dataset.topic + ' for good? This cannot be undone.',
+      run: (b) => api('DELETE', topicPath(b.dataset.topic) + '/dead/jobs/' + encodeURIComponent(b.dataset.id)),
+      done: (r, b) => 'deleted dead job ' + b.dataset.id,
+    },
+    'bulk-requeue': {
+      check: () => selected.size > 0 || 'Select dead jobs first.',
+      ask: () => 'Requeue the ' + selected.size + ' selected dead jobs? They run again now, with their attempts reset.',
+      run: () => bulk('requeued', (topic, id) => api('POST', topicPath(topic) + '/dead/requeue', { id })),
+      done: (msg) => msg,
+    },
+    'bulk-delete': {
+      check: () => selected.size > 0 || 'Select dead jobs first.',
+      ask: () => 'Delete the ' + selected.size + ' selected dead jobs for good? This cannot be undone.',
+      run: () => bulk('deleted', (topic, id) => api('DELETE', topicPath(topic) + '/dead/jobs/' + encodeURIComponent(id))),
+      done: (msg) => msg,
     },
     purge: {
       ask: (b) => 'Delete every dead job of ' + b.dataset.topic + ' for good? This cannot be undone.',
@@ -1022,7 +1235,8 @@
     }
     deadKey = '';
     refresh();
-    if (route().view !== 'overview') await render();
+    const v = route().view;
+    if (v === 'jobs' || v === 'job') await render();
     // Counts the actions done and drawn: tests wait on it.
     document.body.dataset.actions = String(Number(document.body.dataset.actions || 0) + 1);
   });
@@ -1070,6 +1284,10 @@
   $('#orders').hidden = !hasOrders;
   $('#workers-note').hidden = hasWorkers;
   $('#stale-after').textContent = duration(staleAfterMs);
-  if (readOnly) document.querySelectorAll('[data-action]').forEach((b) => b.remove());
+  $('#dead-per-topic').textContent = String(DEAD_PAGE);
+  if (readOnly) {
+    document.querySelectorAll('[data-action]').forEach((b) => b.remove());
+    $('#dead-bulk').remove();
+  }
   start();
 })();

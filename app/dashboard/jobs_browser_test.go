@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,17 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		t.Fatalf("after the cancel the job is %s", info.State)
 	}
 
+	// An order whose window is over is closed by serve's worker: its job's
+	// page lists the succeeded run with the result the close recorded.
+	closedNo := createOrderWindow(t, api, dsn, time.Millisecond)
+	testenv.WaitFor(ctx, t, "the short order's close job to finish", func() bool {
+		return mustGet(t, q, "order_close", orderclose.JobID(closedNo)).State == queue.StateUnknown
+	})
+	goHash(t, tab, "#/topics/order_close/jobs/"+url.PathEscape(orderclose.JobID(closedNo)))
+	poll(t, tab, fmt.Sprintf(`document.querySelectorAll('#job-history tbody tr[data-outcome="succeeded"]').length === 1 &&
+		document.querySelector('#job-history td[data-field="result"]').textContent.includes('"did":"closed"') &&
+		document.querySelector('#job-history td[data-field="result"]').textContent.includes(%q)`, closedNo), "the closed order's job history with its result")
+
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")
 	poll(t, tab, jobShown("mail:big", "waiting")+` &&
@@ -207,7 +219,8 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	msgs := console.msgs[:0:0]
 	for _, m := range console.msgs {
 		if strings.Contains(m.String(), "status of 404") &&
-			(strings.Contains(m.URL, "/v1/topics/invoices/jobs/inv%3Alater") || strings.Contains(m.URL, "/v1/topics/mail/jobs/mail%3Acancel%3A1")) {
+			(strings.Contains(m.URL, "/v1/topics/invoices/jobs/inv%3Alater") || strings.Contains(m.URL, "/v1/topics/mail/jobs/mail%3Acancel%3A1") ||
+				strings.Contains(m.URL, "/v1/topics/order_close/jobs/"+strings.ReplaceAll(orderclose.JobID(closedNo), ":", "%3A"))) {
 			expected404 = append(expected404, m.URL)
 			continue
 		}
@@ -248,6 +261,12 @@ func goHash(t *testing.T, tab context.Context, hash string) {
 // returns its number: its close job waits in order_close.
 func createOrder(t *testing.T, s *server, dsn string) string {
 	t.Helper()
+	return createOrderWindow(t, s, dsn, time.Hour)
+}
+
+// createOrderWindow is createOrder with the order's payment window.
+func createOrderWindow(t *testing.T, s *server, dsn string, window time.Duration) string {
+	t.Helper()
 	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent)})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +280,7 @@ func createOrder(t *testing.T, s *server, dsn string) string {
 	var o struct {
 		OrderNo string `json:"order_no"`
 	}
-	s.do(t, "POST", "/v1/orders", `{"user":"u1","items":[{"sku":"mug","quantity":1}],"payment_window_ms":3600000}`, &o)
+	s.do(t, "POST", "/v1/orders", fmt.Sprintf(`{"user":"u1","items":[{"sku":"mug","quantity":1}],"payment_window_ms":%d}`, window.Milliseconds()), &o)
 	if o.OrderNo == "" {
 		t.Fatal("the order has no number")
 	}

@@ -1026,8 +1026,17 @@
       el('td', { text: when(h.finished_at) }),
       el('td', { class: 'num', text: h.claimed_at ? duration(h.finished_at - h.claimed_at) : '–' }),
       el('td', { class: 'mono', text: h.worker || '–' }),
+      el('td', { class: 'mono result', dataset: { field: 'result' }, text: resultText(h.result), title: resultText(h.result, true) }),
       el('td', { class: h.last_error ? 'err' : '', text: h.last_error || '–' }),
     )));
+  }
+
+  // resultText is a history row's result (what its handler recorded, any
+  // JSON value) as text: cut at 80 characters unless whole, '–' for none.
+  function resultText(r, whole) {
+    if (r === undefined || r === null) return '–';
+    const s = JSON.stringify(r);
+    return whole || s.length <= 80 ? s : s.slice(0, 79) + '…';
   }
 
   // rescheduleBody reads the reschedule inputs: minutes from now, or a

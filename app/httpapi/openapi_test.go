@@ -107,7 +107,7 @@ func (s *spec) schemaOf(op *specOp, status string) string {
 // routes and probes, the orders module's and the dashboard's, as "METHOD
 // /path" with OpenAPI's path templates ({id...} is {id}).
 func servedRoutes() []string {
-	all := slices.Concat(httpapi.Routes(), httpapi.ProbeRoutes(), orderclose.Routes(), []string{dashboard.SeriesPattern})
+	all := slices.Concat(httpapi.Routes(), httpapi.ProbeRoutes(), orderclose.Routes(), []string{dashboard.SeriesPattern, dashboard.MinutesPattern})
 	for i, r := range all {
 		all[i] = strings.ReplaceAll(r, "...}", "}")
 	}
@@ -327,12 +327,13 @@ func newContractEnv(t *testing.T, mode contractMode) *contractEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dash, err := dashboard.New(dashboard.Config{Source: stubSource{}, Auth: true, Logger: testenv.QuietLogger()})
+	dash, err := dashboard.New(dashboard.Config{Source: stubSource{}, Minutes: q, Auth: true, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	orders := orderclose.NewHTTPHandler(e.orders)
-	modules := []httpapi.Module{{Pattern: dashboard.SeriesPattern, Handler: dash.SeriesHandler()}}
+	modules := []httpapi.Module{{Pattern: dashboard.SeriesPattern, Handler: dash.SeriesHandler()},
+		{Pattern: dashboard.MinutesPattern, Handler: dash.MinutesHandler()}}
 	for _, p := range orders.Patterns() {
 		modules = append(modules, httpapi.Module{Pattern: p, Handler: orders})
 	}
@@ -584,6 +585,15 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, up, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/dead/dead/requeue", `{"id":"nope"}`, http.StatusNotFound)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/dead/dead/requeue", `{"id":"x1"}`, http.StatusOK)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/dead/dead/requeue", `{}`, http.StatusBadRequest)
+	// x2 deleted for good; then it is no longer dead, so it is a 404.
+	const deleteDead = "DELETE /v1/topics/{topic}/dead/jobs/{id}"
+	if r := k.call(t, up, deleteDead, "/v1/topics/dead/dead/jobs/x2", "", http.StatusOK); !bytes.Contains(r.body, []byte(`"deleted":true`)) {
+		t.Errorf("deleting x2: %s", r.body)
+	}
+	k.call(t, up, deleteDead, "/v1/topics/dead/dead/jobs/x2", "", http.StatusNotFound)
+	k.call(t, up, deleteDead, "/v1/topics/dead/dead/jobs/x1", "", http.StatusNotFound) // requeued: waiting, not dead
+	k.call(t, up, deleteDead, "/v1/topics/dead/dead/jobs/a%20b", "", http.StatusBadRequest)
+	k.call(t, up, deleteDead, "/v1/topics/a%20b/dead/jobs/x1", "", http.StatusBadRequest)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/purge", "/v1/topics/dead/dead/purge", `{}`, http.StatusOK)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/purge", "/v1/topics/dead/dead/purge", ``, http.StatusOK)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/purge", "/v1/topics/dead/dead/purge", `{"before":-1}`, http.StatusBadRequest)
@@ -619,6 +629,14 @@ func TestOpenAPIAnswers(t *testing.T) {
 		t.Error("GET /v1/openapi.json is not OpenAPI()")
 	}
 	k.call(t, up, "GET /v1/dashboard/series", "/v1/dashboard/series", "", http.StatusOK)
+	const minutes = "GET /v1/dashboard/minutes"
+	if r := k.call(t, up, minutes, "/v1/dashboard/minutes?topic=t&hours=1", "", http.StatusOK); !bytes.Contains(r.body, []byte(`"hours":1`)) {
+		t.Errorf("minutes: %s", r.body)
+	}
+	k.call(t, up, minutes, "/v1/dashboard/minutes?topic=t", "", http.StatusOK)
+	k.call(t, up, minutes, "/v1/dashboard/minutes", "", http.StatusBadRequest)
+	k.call(t, up, minutes, "/v1/dashboard/minutes?topic=a%20b", "", http.StatusBadRequest)
+	k.call(t, up, minutes, "/v1/dashboard/minutes?topic=t&hours=25", "", http.StatusBadRequest)
 	k.call(t, up, "GET /healthz", "/healthz", "", http.StatusOK, "Authorization", "")
 	k.call(t, up, "GET /readyz", "/readyz", "", http.StatusOK, "Authorization", "")
 
@@ -676,6 +694,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	ro := newContractEnv(t, contractReadOnly)
 	k.call(t, ro, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/t/dead/requeue", `{"all":true}`, http.StatusForbidden)
 	k.call(t, ro, "POST /v1/topics/{topic}/dead/purge", "/v1/topics/t/dead/purge", `{}`, http.StatusForbidden)
+	k.call(t, ro, "DELETE /v1/topics/{topic}/dead/jobs/{id}", "/v1/topics/t/dead/jobs/x1", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/topics/{topic}/pause", "/v1/topics/t/pause", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/topics/{topic}/resume", "/v1/topics/t/resume", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/recovery/run", "/v1/recovery/run?dry_run=false", "", http.StatusForbidden)
@@ -688,6 +707,9 @@ func TestOpenAPIAnswers(t *testing.T) {
 		op := k.s.op(route)
 		_, path, _ := strings.Cut(route, " ")
 		path = fillPath(path)
+		if route == "GET /v1/dashboard/minutes" {
+			path += "?topic=t" // without it, 400 before Redis is asked
+		}
 		body := map[string]string{
 			enqueue: `{"id":"a"}`, batch: `{"jobs":[{"id":"a"}]}`, reschedule: `{"delay_ms":1}`,
 			"POST /v1/topics/{topic}/dead/requeue": `{"all":true}`, "POST /v1/topics/{topic}/dead/purge": `{}`,

@@ -263,7 +263,12 @@ func TestFaultDurableRedisWiped(t *testing.T) {
 // before its push to Redis. The relay, in a worker process (it holds the
 // relay lock before the enqueuer starts; the enqueuer runs no relay),
 // pushes each job once it is due and missing: every job runs once, none
-// early, within 1 s of its due time (relay_every + relay_grace is 500 ms).
+// early, pushed by the relay (not left to the recoverer), and none later
+// than 3 s after its due time. relay_every + relay_grace is 500 ms, and an
+// idle host starts them all within about 0.5 s; two CI runs at once on two
+// cores have made it 1.5 s. The bound only catches a relay that stopped
+// pushing lost jobs; the lateness itself is a figure (logged), and the
+// relay's punctuality is measured by delayq bench, not asserted here.
 func TestFaultDurableEnqueuerKilledAfterCommit(t *testing.T) {
 	k := scale(200, 1000)
 	// The jobs fall due over spread from 1 s after the enqueue.
@@ -333,8 +338,8 @@ func TestFaultDurableEnqueuerKilledAfterCommit(t *testing.T) {
 	if len(late) != k {
 		t.Errorf("%d of %d jobs measured", len(late), k)
 	}
-	if sp.max > 1000 {
-		t.Errorf("a job started %d ms after its due time, want within 1 s", sp.max)
+	if sp.max > 3000 {
+		t.Errorf("a job started %d ms after its due time, want within 3 s (the relay pushes a lost job 500 ms after its due time)", sp.max)
 	}
 	relayed := 0
 	for _, l := range w.logLines(`"msg":"relay pushed jobs that were due and missing`) {

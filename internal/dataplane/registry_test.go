@@ -63,11 +63,15 @@ func TestWorkersRegistry(t *testing.T) {
 	if err := e.rdb.HSet(ctx, e.ns+":workers", "junk", "not json").Err(); err != nil {
 		t.Fatal(err)
 	}
-	list, err = e.c.Workers(ctx)
-	if err != nil || len(list) != 2 || list[0].ID != "host-a:1" || list[0].State != queue.WorkerLive ||
-		list[1].ID != "killed:2" || list[1].State != queue.WorkerGone {
-		t.Fatalf("workers %+v, %v; want host-a:1 live and killed:2 gone", list, err)
-	}
+	// host-a:1 beats every 50 ms: a loaded host can let one listing find
+	// its beat 1.5 intervals old (gone), so wait for one that finds it live.
+	testenv.WaitFor(ctx, t, "host-a:1 live and killed:2 gone", func() bool {
+		list, err = e.c.Workers(ctx)
+		if err != nil || len(list) != 2 || list[1].ID != "killed:2" || list[1].State != queue.WorkerGone {
+			t.Fatalf("workers %+v, %v; want host-a:1 and killed:2 gone (long-gone:3 and junk dropped)", list, err)
+		}
+		return list[0].ID == "host-a:1" && list[0].State == queue.WorkerLive
+	})
 	if n, _ := e.rdb.HLen(ctx, e.ns+":workers").Result(); n != 2 {
 		t.Errorf("registry holds %d entries after the read, want the 2 shown", n)
 	}

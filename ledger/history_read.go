@@ -203,34 +203,68 @@ func (l *Ledger) MarkPurgedID(ctx context.Context, topic, id string) (int64, err
 // orders; longer audits export it.
 const DefaultHistoryRetention = 7 * 24 * time.Hour
 
-// historyDeleteBatch is the most rows one DELETE of PurgeHistory removes:
-// small enough that a statement stays short (a few ms) and locks little
-// while workers write.
-const historyDeleteBatch = 500
-
-// historyPurgeRest is how long PurgeHistory rests after each DELETE, in
-// multiples of the time the DELETE took, so that a
-// purge of a big backlog leaves the SQL server to the workers most of the
-// time (measured on a 2-core host running the SQL server too: back to
-// back, a million-row purge cut a drain to 0.73x of the same drain alone;
-// resting 4x, 0.81x; 9x, see docs/benchmarks.md). It deletes at most a
-// tenth of the time: about 4,000 rows/s there.
-const historyPurgeRest = 9
-
-// PurgeHistory deletes the history rows that finished before their topic's
-// cutoff (Unix ms): cutoffs for the topics given, otherwise def (0: keep
-// them). It deletes in batches of at most 500 rows, each its own short
-// statement (found by the (topic, finished_at) index, deleted by primary
-// key), resting nine times as long as each took (at most 1 s) before the
-// next, until none is left or ctx ends, and returns how many it deleted.
-func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string]int64) (int64, error) {
-	return l.PurgeHistoryEach(ctx, def, cutoffs, nil)
+// PurgeOptions shape a purge of the job history (Ledger.PurgeHistoryWith).
+// The zero value is the default of each field.
+type PurgeOptions struct {
+	// Batch is the most rows one DELETE removes: small enough that a
+	// statement stays short (a few ms) and locks little while workers
+	// write. Default 500.
+	Batch int
+	// Duty is the largest share of the time the purge spends deleting:
+	// after each DELETE it rests (1-Duty)/Duty times as long as the
+	// DELETE and its commit took (at most 1 s), leaving the SQL server
+	// to the workers the rest of the time. On a 2-core host running the
+	// SQL server too, a million-row purge back to back cut a drain to
+	// 0.73x of the same drain alone; a duty of 0.1, 0.88x; 0.05, see
+	// docs/benchmarks.md. 0 < Duty <= 1. Default 0.05 (about 2,000 rows/s
+	// there; a faster server goes faster).
+	Duty float64
+	// Each, if not nil, is called after every DELETE with the rows it
+	// deleted, how long the statement took and how long its commit took:
+	// what the benchmark watches.
+	Each func(rows int64, statement, commit time.Duration)
 }
 
-// PurgeHistoryEach is PurgeHistory calling each, if not nil, after every
-// DELETE with the rows it deleted and how long the statement (its commit
-// included) took: what the benchmark watches.
-func (l *Ledger) PurgeHistoryEach(ctx context.Context, def int64, cutoffs map[string]int64, each func(rows int64, took time.Duration)) (int64, error) {
+// DefaultPurgeBatch and DefaultPurgeDuty are PurgeOptions' defaults.
+const (
+	DefaultPurgeBatch = 500
+	DefaultPurgeDuty  = 0.05
+)
+
+// withDefaults fills in PurgeOptions' defaults and checks the rest.
+func (o PurgeOptions) withDefaults() (PurgeOptions, error) {
+	if o.Batch == 0 {
+		o.Batch = DefaultPurgeBatch
+	}
+	if o.Duty == 0 {
+		o.Duty = DefaultPurgeDuty
+	}
+	if o.Batch < 1 || o.Batch > 10_000 {
+		return o, fmt.Errorf("ledger: purge history: Batch %d: give 1 to 10000 rows", o.Batch)
+	}
+	if !(o.Duty > 0 && o.Duty <= 1) {
+		return o, fmt.Errorf("ledger: purge history: Duty %v: give a share of the time above 0, at most 1", o.Duty)
+	}
+	return o, nil
+}
+
+// PurgeHistory is PurgeHistoryWith with the default options.
+func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string]int64) (int64, error) {
+	return l.PurgeHistoryWith(ctx, def, cutoffs, PurgeOptions{})
+}
+
+// PurgeHistoryWith deletes the history rows that finished before their
+// topic's cutoff (Unix ms): cutoffs for the topics given, otherwise def
+// (0: keep them). It deletes in batches of at most o.Batch rows, each its
+// own short transaction (the ids found by the (topic, finished_at) index,
+// deleted by primary key), resting after each as o.Duty says, until none
+// is left or ctx ends, and returns how many it deleted.
+func (l *Ledger) PurgeHistoryWith(ctx context.Context, def int64, cutoffs map[string]int64, o PurgeOptions) (int64, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return 0, err
+	}
+	rest := (1 - o.Duty) / o.Duty
 	var topics []string
 	if err := l.conn(ctx).Table(l.historyTable).Distinct("topic").Pluck("topic", &topics).Error; err != nil {
 		return 0, fmt.Errorf("ledger: purge history: topics: %w", err)
@@ -247,38 +281,58 @@ func (l *Ledger) PurgeHistoryEach(ctx context.Context, def int64, cutoffs map[st
 		for ctx.Err() == nil {
 			var ids []int64
 			err := l.conn(ctx).Table(l.historyTable).Where("topic = ? AND finished_at < ?", topic, cut).
-				Order("finished_at").Limit(historyDeleteBatch).Pluck("id", &ids).Error
+				Order("finished_at").Limit(o.Batch).Pluck("id", &ids).Error
 			if err != nil {
 				return total, fmt.Errorf("ledger: purge history of %q: %w", topic, err)
 			}
 			if len(ids) == 0 {
 				break
 			}
-			var n int64
-			began := time.Now()
-			err = l.autocommit(ctx, func() error {
-				res := l.conn(ctx).Table(l.historyTable).Where("id IN ?", ids).Delete(&HistoryRow{})
-				n = res.RowsAffected
-				return res.Error
-			})
+			n, stmt, commit, err := l.deleteHistory(ctx, ids)
 			if err != nil {
 				return total, fmt.Errorf("ledger: purge history of %q: %w", topic, err)
 			}
-			took := time.Since(began)
-			if each != nil {
-				each(n, took)
+			if o.Each != nil {
+				o.Each(n, stmt, commit)
 			}
 			total += n
-			if len(ids) < historyDeleteBatch {
+			if len(ids) < o.Batch {
 				break
 			}
-			rest := time.NewTimer(min(historyPurgeRest*took, time.Second))
+			t := time.NewTimer(min(time.Duration(rest*float64(stmt+commit)), time.Second))
 			select {
 			case <-ctx.Done():
-				rest.Stop()
-			case <-rest.C:
+				t.Stop()
+			case <-t.C:
 			}
 		}
 	}
 	return total, ctx.Err()
+}
+
+// deleteHistory deletes the history rows of ids in a transaction of its
+// own, and says how long the DELETE and the commit each took: the commit
+// waits for the disk, behind the workers' own commits, which no size of
+// batch shortens.
+func (l *Ledger) deleteHistory(ctx context.Context, ids []int64) (n int64, stmt, commit time.Duration, err error) {
+	err = l.autocommit(ctx, func() error {
+		tx := l.conn(ctx).Begin()
+		if tx.Error != nil {
+			return tx.Error
+		}
+		began := time.Now()
+		res := tx.Table(l.historyTable).Where("id IN ?", ids).Delete(&HistoryRow{})
+		if res.Error != nil {
+			tx.Rollback()
+			return res.Error
+		}
+		n, stmt = res.RowsAffected, time.Since(began)
+		began = time.Now()
+		if err := tx.Commit().Error; err != nil {
+			return err
+		}
+		commit = time.Since(began)
+		return nil
+	})
+	return n, stmt, commit, err
 }

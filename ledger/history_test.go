@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -213,6 +214,38 @@ func TestPurgeHistory(t *testing.T) {
 			if c != want {
 				t.Errorf("%s: %d rows left, want %d", topic, c, want)
 			}
+		}
+	})
+}
+
+// PurgeHistoryWith deletes at most Batch rows per statement, reports each
+// statement and its commit, rests by Duty, and refuses options out of
+// range before it deletes anything.
+func TestPurgeHistoryOptions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		var rows []HistoryRow
+		for i := range 250 {
+			rows = append(rows, HistoryRow{Topic: "t", JobID: fmt.Sprint("j", i), Outcome: OutcomeSucceeded, FinishedAt: int64(i)})
+		}
+		if err := l.db.Table(l.historyTable).CreateInBatches(&rows, 500).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []PurgeOptions{{Batch: -1}, {Batch: 10_001}, {Duty: -0.5}, {Duty: 1.5}, {Duty: math.NaN()}} {
+			if n, err := l.PurgeHistoryWith(ctx, 1000, nil, bad); err == nil || n != 0 {
+				t.Errorf("options %+v: purged %d, %v; want an error and nothing deleted", bad, n, err)
+			}
+		}
+		var sizes []int64
+		n, err := l.PurgeHistoryWith(ctx, 1000, nil, PurgeOptions{Batch: 100, Duty: 1, Each: func(rows int64, stmt, commit time.Duration) {
+			if stmt <= 0 || commit <= 0 {
+				t.Errorf("statement %s, commit %s: want both measured", stmt, commit)
+			}
+			sizes = append(sizes, rows)
+		}})
+		if err != nil || n != 250 || fmt.Sprint(sizes) != "[100 100 50]" {
+			t.Fatalf("purged %d in %v, %v; want 250 in [100 100 50]", n, sizes, err)
 		}
 	})
 }

@@ -65,9 +65,17 @@ type Config struct {
 	OnReport func(Report)
 	// HistoryRetention is how long the job history's rows are kept
 	// (docs/design.md §4.18): each run deletes those that finished longer
-	// ago, 1,000 rows per statement. Default 7 days
-	// (ledger.DefaultHistoryRetention); negative: kept for ever.
+	// ago, in short batches (HistoryPurgeBatch, HistoryPurgeDuty). Default
+	// 7 days (ledger.DefaultHistoryRetention); negative: kept for ever.
 	HistoryRetention time.Duration
+	// HistoryPurgeBatch is the most history rows one DELETE of the purge
+	// removes, 1 to 10000. Default 500 (ledger.DefaultPurgeBatch).
+	HistoryPurgeBatch int
+	// HistoryPurgeDuty is the largest share of the time a purge of the
+	// history spends deleting, above 0 and at most 1: after each DELETE it
+	// rests so long that deleting takes at most this share, leaving the
+	// SQL server to the workers. Default 0.05 (ledger.DefaultPurgeDuty).
+	HistoryPurgeDuty float64
 	// TopicHistoryRetention overrides HistoryRetention per topic (negative:
 	// that topic's kept for ever). Default none.
 	TopicHistoryRetention map[string]time.Duration
@@ -119,6 +127,18 @@ func (c Config) WithDefaults(namespace string) (Config, cron.Schedule, error) {
 	}
 	if c.HistoryRetention == 0 {
 		c.HistoryRetention = 7 * 24 * time.Hour // ledger.DefaultHistoryRetention
+	}
+	if c.HistoryPurgeBatch == 0 {
+		c.HistoryPurgeBatch = 500 // ledger.DefaultPurgeBatch
+	}
+	if c.HistoryPurgeDuty == 0 {
+		c.HistoryPurgeDuty = 0.05 // ledger.DefaultPurgeDuty
+	}
+	if c.HistoryPurgeBatch < 1 || c.HistoryPurgeBatch > 10_000 {
+		return c, nil, fmt.Errorf("recovery: HistoryPurgeBatch %d: give 1 to 10000 rows", c.HistoryPurgeBatch)
+	}
+	if !(c.HistoryPurgeDuty > 0 && c.HistoryPurgeDuty <= 1) {
+		return c, nil, fmt.Errorf("recovery: HistoryPurgeDuty %v: give a share of the time above 0, at most 1", c.HistoryPurgeDuty)
 	}
 	for t, d := range c.TopicHistoryRetention {
 		if d == 0 {

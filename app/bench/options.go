@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/recovery"
 )
@@ -104,6 +105,9 @@ type Options struct {
 	// HistoryRows is how many history rows past their retention the
 	// retention scenario writes, then deletes while a drain runs.
 	HistoryRows int
+	// Purge shapes the retention scenario's purge (batch, duty); zero
+	// fields take ledger.PurgeOptions' defaults, as the recoverer's do.
+	Purge ledger.PurgeOptions
 	// Stall ends the wait for handlers when none has run a new job for this
 	// long; the jobs not handled by then count as missing. Default 20s.
 	Stall time.Duration
@@ -174,6 +178,10 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("horizon %s: want at least 1s", o.Horizon)
 	case o.HistoryRows < 0:
 		return bad("history rows %d: must not be negative", o.HistoryRows)
+	case o.Purge.Batch < 0 || o.Purge.Batch > 10_000:
+		return bad("purge batch %d: want 1-10000", o.Purge.Batch)
+	case o.Purge.Duty < 0 || o.Purge.Duty > 1:
+		return bad("purge duty %v: want a share of the time above 0, at most 1", o.Purge.Duty)
 	case o.CompareJobs < 1 || o.CompareJobs > o.Jobs:
 		return bad("compare jobs %d: want 1-%d (the jobs)", o.CompareJobs, o.Jobs)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/bench"
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -138,6 +139,8 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.IntVar(&o.CompareJobs, "compare-jobs", d.Jobs, "jobs on a redis topic to compare Redis memory with (default: --jobs; fewer are extrapolated)")
 	case "retention":
 		fl.IntVar(&o.HistoryRows, "rows", d.HistoryRows, "history rows past their retention to delete")
+		fl.IntVar(&o.Purge.Batch, "purge-batch", ledger.DefaultPurgeBatch, "rows per DELETE (recovery.history_purge_batch)")
+		fl.Float64Var(&o.Purge.Duty, "purge-duty", ledger.DefaultPurgeDuty, "largest share of the time the purge deletes (recovery.history_purge_duty)")
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs of the drain that runs alone, then during the purge")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
 	case "idle":

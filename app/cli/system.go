@@ -63,6 +63,8 @@ func recoveryConfig(cfg config.Config, log logrus.FieldLogger) recovery.Config {
 		DryRun:                cfg.Recovery.DryRun,
 		HistoryRetention:      cfg.Recovery.HistoryRetention,
 		TopicHistoryRetention: cfg.Queue.HistoryRetentions(),
+		HistoryPurgeBatch:     cfg.Recovery.HistoryPurgeBatch,
+		HistoryPurgeDuty:      cfg.Recovery.HistoryPurgeDuty,
 		Logger:                log,
 	}
 }

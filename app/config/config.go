@@ -469,6 +469,14 @@ type Recovery struct {
 	// set its own (queue.topics.<t>.history_retention). Negative: for
 	// ever. Default 168h (a week).
 	HistoryRetention time.Duration `koanf:"history_retention"`
+	// HistoryPurgeBatch is the most history rows one DELETE of that purge
+	// removes, 1 to 10000. Default 500.
+	HistoryPurgeBatch int `koanf:"history_purge_batch"`
+	// HistoryPurgeDuty is the largest share of the time the purge spends
+	// deleting (it rests after each DELETE), above 0 and at most 1: a
+	// million-row backlog then costs a running drain about that share of
+	// the SQL server. Default 0.05.
+	HistoryPurgeDuty float64 `koanf:"history_purge_duty"`
 }
 
 // Orders configures the order auto-close module (jobs/orderclose), the
@@ -545,7 +553,8 @@ func Defaults() Config {
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
-			RelayIdleEvery: time.Second, HistoryRetention: 7 * 24 * time.Hour},
+			RelayIdleEvery: time.Second, HistoryRetention: 7 * 24 * time.Hour,
+			HistoryPurgeBatch: ledger.DefaultPurgeBatch, HistoryPurgeDuty: ledger.DefaultPurgeDuty},
 		Orders: Orders{Enabled: false, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},
 		Metrics:   Metrics{Enabled: true},

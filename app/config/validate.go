@@ -359,6 +359,12 @@ func (r Recovery) validate(p *problems, w Worker) {
 			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")
 		}
 	}
+	if r.HistoryPurgeBatch < 1 || r.HistoryPurgeBatch > 10_000 {
+		p.bad("recovery.history_purge_batch", r.HistoryPurgeBatch, "want 1 to 10000 rows")
+	}
+	if !(r.HistoryPurgeDuty > 0 && r.HistoryPurgeDuty <= 1) {
+		p.bad("recovery.history_purge_duty", r.HistoryPurgeDuty, "want a share of the time above 0, at most 1")
+	}
 	if heartbeat := w.HeartbeatInterval(); r.Grace <= heartbeat {
 		p.bad("recovery.grace", r.Grace, "must exceed the heartbeat interval (%s), or live jobs would look stale", heartbeat)
 	}

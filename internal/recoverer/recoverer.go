@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/ledger"
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
 )
@@ -235,7 +236,8 @@ func (r *Recoverer) purgeHistory(ctx context.Context, now time.Time, rep *Report
 	for t, d := range r.cfg.TopicHistoryRetention {
 		topics[t] = cutoff(d)
 	}
-	n, err := r.store.PurgeHistory(ctx, cutoff(r.cfg.HistoryRetention), topics)
+	n, err := r.store.PurgeHistoryWith(ctx, cutoff(r.cfg.HistoryRetention), topics,
+		ledger.PurgeOptions{Batch: r.cfg.HistoryPurgeBatch, Duty: r.cfg.HistoryPurgeDuty})
 	rep.HistoryDeleted = n
 	if n > 0 {
 		r.log.WithField("rows", n).Info("job history past its retention deleted")

@@ -26,10 +26,11 @@ type Store interface {
 	// TopicStates are the operators' pauses (queue.PauseStore): a run
 	// applies them to Redis before it restores any job.
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
-	// PurgeHistory deletes the job history rows that finished before their
+	// PurgeHistoryWith deletes the job history rows that finished before their
 	// topic's cutoff, cutoffs for the topics given and def for the others
-	// (0: keep), in bounded batches (ledger.Ledger.PurgeHistory).
-	PurgeHistory(ctx context.Context, def int64, cutoffs map[string]int64) (int64, error)
+	// (0: keep), in bounded batches resting as o says
+	// (ledger.Ledger.PurgeHistoryWith).
+	PurgeHistoryWith(ctx context.Context, def int64, cutoffs map[string]int64, o ledger.PurgeOptions) (int64, error)
 }
 
 // applyPauses writes to Redis the operators' pauses it lacks (and removes

@@ -20,8 +20,11 @@ import (
 // that fails is not an error of the transaction, which did commit: the
 // relay pushes those jobs (docs/design.md §4.11).
 //
-// The transaction is not run again on a deadlock: fn may have done more
-// than SQL. See the engine's ExampleEngine_Transaction.
+// The transaction is not run again when the server rolls it back (a
+// deadlock, a Galera certification conflict, a Galera node not ready): fn
+// may have done more than SQL. The error then wraps ErrRetryable: nothing
+// committed, and the caller may run it again. See the engine's
+// ExampleEngine_Transaction.
 func (l ops) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	if q == nil {
 		return errors.New("ledger: transaction: a *dataplane.Client is required")
@@ -32,7 +35,7 @@ func (l ops) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *g
 		return fn(tx, enq)
 	})
 	if err != nil {
-		return err
+		return retryableTx(err)
 	}
 	for _, s := range enq.staged {
 		// Its error is the relay's business, and Push bounds it by

@@ -152,5 +152,5 @@ func (l *Ledger) runAlone(ctx context.Context, w write) error {
 func unreachable(err error) bool {
 	var ne net.Error
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, context.Canceled) || errors.As(err, &ne)
+		errors.Is(err, context.Canceled) || errors.As(err, &ne) || isNotReady(err)
 }

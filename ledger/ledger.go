@@ -141,21 +141,22 @@ func (l *Ledger) inBatches(n, perItem, fixed, bytes int, stmt func(db *gorm.DB, 
 const rowBytes = 64
 
 // transaction runs fn in a transaction, run again as a whole if it was
-// rolled back as a deadlock victim.
+// rolled back as a deadlock victim or refused by a node not ready.
 func (l *Ledger) transaction(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return l.autocommit(ctx, func() error { return l.conn(ctx).Transaction(fn) })
 }
 
 // autocommit runs op, one commit on the ledger's own connections (a write
 // statement alone, or a transaction), again as a whole if it was a deadlock
-// victim, and counts the commit when it succeeded and each deadlock met.
+// victim or a Galera node refused it as not ready (RetryDeadlocks), and
+// counts the commit when it succeeded and each deadlock or refusal met.
 func (l *Ledger) autocommit(ctx context.Context, op func() error) error {
-	err := RetryDeadlocks(ctx, func() error {
-		err := op()
+	err := retry(ctx, l.opts.NotReadyWait, op, func(err error) {
 		if isDeadlock(err) {
 			l.writes.deadlocked()
+		} else {
+			l.writes.refused()
 		}
-		return err
 	})
 	if err == nil {
 		l.writes.committed()

@@ -47,6 +47,12 @@ type Options struct {
 	// NoHistory lists the topics whose finished jobs leave no history row
 	// (docs/design.md §4.18); every other topic's do. Default none.
 	NoHistory []string
+	// NotReadyWait is how long a write of the ledger's own that a Galera
+	// node refused as not ready (error 1047: out of the primary component)
+	// is tried again before its error is returned, retryable (a 503 for an
+	// API caller). 0 means DefaultNotReadyWait (3 s); negative: not tried
+	// again.
+	NotReadyWait time.Duration
 }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,32}$`)
@@ -77,6 +83,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.GroupCommitDepth < 1 || o.GroupCommitDepth > 16 {
 		return o, fmt.Errorf("ledger: Options.GroupCommitDepth %d: want 0 (default %d) or 1-16", o.GroupCommitDepth, DefaultGroupCommitDepth)
+	}
+	if o.NotReadyWait == 0 {
+		o.NotReadyWait = DefaultNotReadyWait
 	}
 	if o.MaxPlaceholders < 0 {
 		return o, fmt.Errorf("ledger: Options.MaxPlaceholders %d: must not be negative", o.MaxPlaceholders)

@@ -26,14 +26,20 @@ import (
 //
 // The job's history row (succeeded, with what fn recorded through
 // queue.RecordResult) is written in the same transaction.
+//
+// A transaction the server rolled back as a whole (a deadlock, a Galera
+// certification conflict, a node not ready) is not run again here, since fn
+// may do more than SQL: its error wraps ErrRetryable, and the worker runs
+// the job again as for any error (wrap the handler in RetryDeadlocks to
+// try again within the attempt).
 func Transactional(l *Ledger, fn func(ctx context.Context, tx *gorm.DB, job *queue.Job) error) func(ctx context.Context, job *queue.Job) error {
 	return func(ctx context.Context, job *queue.Job) error {
-		return l.conn(ctx).Transaction(func(tx *gorm.DB) error {
+		return retryableTx(l.conn(ctx).Transaction(func(tx *gorm.DB) error {
 			if err := fn(ctx, tx, job); err != nil {
 				return err
 			}
 			return l.deleteInTx(tx, job.Ref(), queue.RecordedResult(ctx))
-		})
+		}))
 	}
 }
 

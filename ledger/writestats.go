@@ -20,12 +20,19 @@ type WriteStats struct {
 	// grouped commits in flight hold row locks at once, so a rising count
 	// says they meet (docs/design.md §4.5).
 	Deadlocks int64 `json:"deadlocks"`
+	// NotReady is how many write attempts a Galera node refused because
+	// it was out of the cluster's primary component (error 1047), each
+	// then tried again for up to Options.NotReadyWait.
+	NotReady int64 `json:"not_ready"`
 }
 
 // writeCounter is the ledger's live WriteStats.
 type writeCounter struct {
-	commits, writes, deadlocks atomic.Int64
+	commits, writes, deadlocks, notReady atomic.Int64
 }
+
+// refused counts one write attempt a node refused as not ready.
+func (c *writeCounter) refused() { c.notReady.Add(1) }
 
 // deadlocked counts one commit attempt lost to a deadlock.
 func (c *writeCounter) deadlocked() { c.deadlocks.Add(1) }
@@ -39,5 +46,5 @@ func (c *writeCounter) called() { c.writes.Add(1) }
 // WriteStats returns the ledger's write counts so far.
 func (l *Ledger) WriteStats() WriteStats {
 	return WriteStats{Commits: l.writes.commits.Load(), Writes: l.writes.writes.Load(),
-		Deadlocks: l.writes.deadlocks.Load()}
+		Deadlocks: l.writes.deadlocks.Load(), NotReady: l.writes.notReady.Load()}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -51,7 +52,8 @@ func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err er
 	}
 	b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
 		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
-		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory()})
+		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory(),
+		NotReadyWait: notReadyWait(cfg.SQL.NotReadyWait)})
 	return err
 }
 
@@ -168,4 +170,14 @@ func defaultPoolSize(cfg config.Config) int {
 		n = max(n, min(cfg.HTTP.MaxConcurrent/8, maxDefaultPoolSize))
 	}
 	return n
+}
+
+// notReadyWait is the ledger's Options.NotReadyWait for the configured
+// sql.not_ready_wait, where 0 means "try once" (the option's 0 is its
+// default).
+func notReadyWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -137,6 +137,12 @@ type SQL struct {
 	// once (ledger.Options.GroupCommitDepth), 1-16. Default 2. SQLite
 	// has one writer: the ledger uses 1 there whatever this says.
 	GroupCommitDepth int `koanf:"group_commit_depth"`
+	// NotReadyWait is how long a ledger write that a Galera node refused
+	// as not ready (error 1047: out of the cluster's primary component) is
+	// tried again before it fails retryably (ledger.Options.NotReadyWait,
+	// deployments/README.md "Galera"); 0 tries once. Default 3s, at most
+	// 1m.
+	NotReadyWait time.Duration `koanf:"not_ready_wait"`
 }
 
 // Queue sets the data plane's limits.
@@ -540,7 +546,7 @@ func Defaults() Config {
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true,
 			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,
-			GroupCommitDepth: ledger.DefaultGroupCommitDepth},
+			GroupCommitDepth: ledger.DefaultGroupCommitDepth, NotReadyWait: ledger.DefaultNotReadyWait},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
 			Durability: "redis", Topics: map[string]QueueTopic{},
 			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},

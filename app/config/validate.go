@@ -146,6 +146,9 @@ func (s SQL) validate(p *problems) {
 	if s.GroupCommitDepth < 1 || s.GroupCommitDepth > 16 {
 		p.bad("sql.group_commit_depth", s.GroupCommitDepth, "want 1-16")
 	}
+	if s.NotReadyWait < 0 || s.NotReadyWait > time.Minute {
+		p.bad("sql.not_ready_wait", s.NotReadyWait, "want 0 (try once) to 1m")
+	}
 	if s.GroupLinger > time.Second {
 		p.bad("sql.group_linger", s.GroupLinger, "want at most 1s (negative: never wait)")
 	}

@@ -20,7 +20,9 @@ type WriteStatser interface {
 // waits for the log's flush, so on a slow disk they bound a worker),
 // delayq_ledger_writes_total (the worker's write calls: writes / commits is
 // what group commit achieves) and delayq_ledger_deadlocks_total (commits
-// the server chose as deadlock victims, then run again). Call it once.
+// the server chose as deadlock victims, then run again) and
+// delayq_ledger_not_ready_total (writes a Galera node refused as not
+// ready, then tried again). Call it once.
 func (m *Metrics) WatchLedgerWrites(l WriteStatser) error {
 	if l == nil {
 		return errors.New("metrics: WatchLedgerWrites needs the ledger")
@@ -36,6 +38,9 @@ func (m *Metrics) WatchLedgerWrites(l WriteStatser) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("deadlocks_total"),
 			Help: "Ledger commits the SQL server chose as deadlock victims; each ran again, up to five times."},
 			func() float64 { return float64(l.WriteStats().Deadlocks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name("not_ready_total"),
+			Help: "Ledger writes a Galera node refused as not ready (error 1047, out of the primary component); each was tried again for up to sql.not_ready_wait."},
+			func() float64 { return float64(l.WriteStats().NotReady) }),
 	} {
 		if err := m.reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: register the ledger write metrics: %w", err)

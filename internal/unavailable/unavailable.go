@@ -57,6 +57,7 @@ func Is(err error) bool {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1040, // too many connections
+			1047,                   // a Galera node out of the primary component (WSREP not ready)
 			1053,                   // server shutdown in progress
 			1205,                   // lock wait timeout
 			1213,                   // deadlock (the ledger retries these; one that survives is load)

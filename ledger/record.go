@@ -43,7 +43,10 @@ var recordUpdates = []string{
 // durable topic's (queue.Job.Durable: the row waits since the enqueue) by
 // one UPDATE of their rows, which keeps what a claim does not change
 // (payload, max_attempts, run_at, last_error, enqueued_at), with the upsert
-// after it for any row it did not find (see recordOn).
+// after it for any row it did not find (see recordOn). A durable job
+// claimed again (Attempt > 1) whose row is gone finished or was cancelled:
+// it is not written, and the error is a *queue.GoneError naming it (the
+// others are recorded).
 func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
 	if len(jobs) == 0 {
 		return nil
@@ -89,13 +92,24 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 	for i := range rows {
 		bytes += rowBytes + len(rows[i].Payload) + len(rows[i].LastError)
 	}
+	// gone is the last run's: a write tried again (a deadlock, a group
+	// that failed) runs its spans again from the first.
+	var gone []queue.Ref
 	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
-		return l.recordOn(db, rows[lo:hi])
+		if lo == 0 {
+			gone = gone[:0]
+		}
+		g, err := l.recordOn(db, rows[lo:hi])
+		gone = append(gone, g...)
+		return err
 	})
 	w.urgent = true // handlers wait for it
 	err := l.commit(ctx, w)
 	if err != nil {
 		return fmt.Errorf("ledger: record %d jobs: %w", len(rows), err)
+	}
+	if len(gone) > 0 {
+		return &queue.GoneError{Refs: gone}
 	}
 	return nil
 }

@@ -39,17 +39,26 @@ const (
 //     below, which first inserts into the clustered index, meets the
 //     unique key, undoes the insert, then updates, rewriting every column;
 //   - the others (a redis topic's, recorded when first claimed), and the
-//     known rows when the UPDATE matched fewer than all of them (a row
-//     deleted meanwhile, a topic made durable after its jobs were enqueued,
-//     a row at another attempt), are written by one multi-row upsert on
-//     (topic, job_id), which inserts the missing rows and rewrites the
-//     others whole, as Record always did.
+//     known rows when the UPDATE matched fewer than all of them (a topic
+//     made durable after its jobs were enqueued, a row at another
+//     attempt), are written by one multi-row upsert on (topic, job_id),
+//     which inserts the missing rows and rewrites the others whole, as
+//     Record always did;
+//   - except a known row that is missing at a claim after the first
+//     (Attempt > 1): the job had a row from its enqueue, and every claim
+//     records before its handler runs, so the row is gone because the job
+//     finished or was cancelled meanwhile (Redis still held it: a worker
+//     committed its transactional completion, then lost the ledger or
+//     died before telling Redis). Writing it again would run a finished
+//     job twice; it is returned in gone instead, for the worker to forget
+//     (queue.GoneError). Telling which rows are missing costs one SELECT,
+//     only when the UPDATE matched fewer rows than it was given.
 //
 // The two statements are not one transaction unless db is: a failure
 // between them leaves the UPDATE's rows as this claim's, which is what an
 // ambiguous failure of a single statement can leave too, and what the
 // worker's release and the recoverer handle (fenced by attempt).
-func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) error {
+func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err error) {
 	var known, fresh []Entry
 	for i := range rows {
 		// The UPDATE binds one lease for all: a claimed batch has one (the
@@ -63,19 +72,59 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) error {
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if n < int64(len(known)) {
-			// Which rows were missing is unknown: the upsert writes them
-			// all (the updated ones again, to the same claim).
-			fresh = append(fresh, known...)
+			// The upsert writes the rows that exist (the updated ones
+			// again, to the same claim) and a first claim's missing row;
+			// a later claim's missing row is a finished job's.
+			var rest []Entry
+			if rest, gone, err = l.splitGone(db, known); err != nil {
+				return nil, err
+			}
+			fresh = append(fresh, rest...)
 			sortEntries(fresh)
 		}
 	}
 	if len(fresh) == 0 {
-		return nil
+		return gone, nil
 	}
-	return l.upsertOn(db, fresh)
+	return gone, l.upsertOn(db, fresh)
+}
+
+// splitGone sorts known claims whose UPDATE matched fewer rows than it was
+// given: those whose row exists, or that are first claims (Attempt 1),
+// go to the upsert (rest); the others' rows are gone (see recordOn).
+func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []queue.Ref, err error) {
+	vars := make([]any, 0, 2*len(known))
+	for i := range known {
+		vars = append(vars, known[i].Topic, known[i].JobID)
+	}
+	rows, err := db.Raw("SELECT topic, job_id FROM `"+l.ledgerTable+"` WHERE "+
+		l.dialect.tupleIn(len(known), "topic", "job_id"), vars...).Rows()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	exists := make(map[refKey]bool, len(known))
+	for rows.Next() {
+		var k refKey
+		if err := rows.Scan(&k.topic, &k.id); err != nil {
+			return nil, nil, err
+		}
+		exists[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for _, e := range known {
+		if e.Attempt > 1 && !exists[refKey{e.Topic, e.JobID}] {
+			gone = append(gone, queue.Ref{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt})
+			continue
+		}
+		rest = append(rest, e)
+	}
+	return rest, gone, nil
 }
 
 // updateClaims runs recordOn's UPDATE over rows, which share their lease,

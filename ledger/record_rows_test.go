@@ -79,8 +79,8 @@ func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
 	})
 }
 
-// A durable job without a row (its topic became durable after it was
-// enqueued, or the row was deleted) gets one: the UPDATE finds nothing and
+// A durable job without a row at its first claim (its topic became
+// durable after it was enqueued) gets one: the UPDATE finds nothing and
 // the upsert inserts it, exactly as for a redis topic's job.
 func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
@@ -88,8 +88,8 @@ func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 		j := job("t", "gone", 1)
 		j.Durable = true
 		mustRecord(t, l, "w:1", j)
-		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE INSERT]" {
-			t.Fatalf("Record of a durable job without a row ran %v, want the UPDATE, then the upsert", v)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT INSERT]" {
+			t.Fatalf("Record of a durable job without a row ran %v, want the UPDATE, the look for the missing rows, then the upsert", v)
 		}
 		got := mustRow(t, l, "t", "gone")
 		want := Entry{ID: got.ID, Topic: "t", JobID: "gone", Payload: j.Payload, Attempt: 1, MaxAttempts: 5, RunAt: j.RunAt,
@@ -97,6 +97,39 @@ func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 			UpdatedAt: fixedNow.UnixMilli(), EnqueuedAt: j.EnqueuedAt, FirstClaimedAt: fixedNow.UnixMilli()}
 		if !equalEntry(got, want) {
 			t.Errorf("row:\n got %+v\nwant %+v", got, want)
+		}
+	})
+}
+
+// A durable job claimed again after its row was deleted (it finished: a
+// worker committed its completion, then could not tell Redis) is not
+// written back, so it does not run twice: Record names it in a
+// *queue.GoneError and records the rest of the batch.
+func TestRecordDurableForgetsAFinishedJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t",
+			queue.NewJob{ID: "done", Payload: []byte("pa"), MaxAttempts: 3},
+			queue.NewJob{ID: "next", Payload: []byte("pb"), MaxAttempts: 3})
+		first := claimOf(t, l, "t", "done")
+		mustRecord(t, l, "w:1", first)
+		if err := opsOf(l).Complete(ctx, []queue.Ref{first.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		again := *first
+		again.Attempt = 2 // Redis's lease ran out and another worker claimed it
+		next := claimOf(t, l, "t", "next")
+		err := opsOf(l).Record(ctx, []*queue.Job{&again, next}, "w:2")
+		var gone *queue.GoneError
+		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != again.Ref() {
+			t.Fatalf("Record of a finished job claimed again: %v, want a GoneError naming %v", err, again.Ref())
+		}
+		if _, err := l.Row(ctx, "t", "done"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the finished job's row: %v, want it still gone", err)
+		}
+		if r := mustRow(t, l, "t", "next"); r.Attempt != 1 || r.Worker != "w:2" || r.State != queue.StateInFlight {
+			t.Errorf("the rest of the batch: %+v, want recorded", r)
 		}
 	})
 }
@@ -128,8 +161,8 @@ func TestRecordMixedBatch(t *testing.T) {
 		fresh, again := job("r", "fresh", 1), job("r", "again", 2)
 		log.Take()
 		mustRecord(t, l, "w:1", fresh, s2, other, missing, again, own, s1)
-		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE INSERT]" {
-			t.Fatalf("mixed Record ran %v, want the UPDATE, then the upsert", v)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT INSERT]" {
+			t.Fatalf("mixed Record ran %v, want the UPDATE, the look for the missing rows, then the upsert", v)
 		}
 		for _, j := range []*queue.Job{fresh, s2, other, missing, again, own, s1} {
 			got := mustRow(t, l, j.Topic, j.ID)

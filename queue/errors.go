@@ -61,3 +61,19 @@ var ErrLeaseExpired = errors.New("lease expired")
 // ErrShutdown is the cause of a handler context that ended because the
 // worker's shutdown timeout ran out.
 var ErrShutdown = errors.New("worker shutting down")
+
+// GoneError is returned by a Ledger's Record when some of the claimed jobs
+// of durable topics have no ledger row left: a durable job's row lives from
+// its enqueue until it finishes, so a claim after its first (Attempt > 1)
+// that finds none is a claim of a job that finished or was cancelled while
+// Redis still held it (a worker that committed a job's transactional
+// completion and could not tell Redis before it lost the ledger or died).
+// The other jobs of the call were recorded. The worker must not run the
+// jobs in Refs: it forgets them in Redis (docs/design.md §4.11).
+type GoneError struct {
+	Refs []Ref
+}
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("ledger: %d claimed jobs of durable topics have no ledger row (finished or cancelled): not run", len(e.Refs))
+}

@@ -15,8 +15,9 @@
 # over TCP (a fresh MariaDB lets root in only through the unix socket).
 # The redis-server and redis-cli binaries must exist too: tests start their
 # own servers (crash tests, clusters). So must promtool (Debian's prometheus
-# package: the alert rules' tests) and Chromium at /usr/bin/chromium (the
-# dashboard's browser test); they are installed without starting the
+# package: the alert rules' tests), Chromium at /usr/bin/chromium (the
+# dashboard's browser test), and galera-4 with rsync (the Galera tests
+# start a 3-node cluster); they are installed without starting the
 # Prometheus server the package ships.
 #
 # Every failure exits non-zero with a message naming the service and why.
@@ -415,16 +416,31 @@ apt_install_quiet() {
 	apt_install "$@"
 }
 
+# galera_lib: print the galera-4 provider's path, or fail when it is not
+# installed (the places internal/testenv/galera.go looks).
+galera_lib() {
+	local p
+	for p in /usr/lib/galera/libgalera_smm.so /usr/lib/galera-4/libgalera_smm.so \
+		/usr/lib64/galera-4/libgalera_smm.so /usr/lib/libgalera_smm.so; do
+		[[ -e $p ]] && echo "$p" && return 0
+	done
+	return 1
+}
+
 ensure_tools() {
 	local missing=()
 	have promtool || missing+=(prometheus)
 	[[ -x $CHROMIUM ]] || missing+=(chromium)
+	galera_lib >/dev/null || missing+=(galera-4)
+	have rsync || missing+=(rsync)
 	if ((${#missing[@]})); then
-		apt_install_quiet "test tools (promtool, Chromium)" "${missing[@]}"
+		apt_install_quiet "test tools (promtool, Chromium, Galera, rsync)" "${missing[@]}"
 		have promtool || die "promtool: still missing after installing prometheus (the alert rules' tests need it)"
 		[[ -x $CHROMIUM ]] || die "Chromium: $CHROMIUM still missing after installing chromium (the dashboard's browser test needs it)"
+		galera_lib >/dev/null || die "Galera: libgalera_smm.so still missing after installing galera-4 (the Galera tests start a 3-node cluster)"
+		have rsync || die "rsync: still missing after installing it (a Galera node joins by an rsync state transfer)"
 	fi
-	log "tools: $(command -v promtool), $CHROMIUM"
+	log "tools: $(command -v promtool), $CHROMIUM, $(galera_lib), $(command -v rsync)"
 }
 
 ensure_redis

@@ -372,6 +372,11 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.ledgerWatch.result(tr.w.led.Record(ctx, jobs, tr.w.cfg.ID))
+	var gone *queue.GoneError
+	if errors.As(err, &gone) {
+		_ = tr.w.ledgerWatch.result(nil) // it answered: the rest are recorded
+		jobs, err = tr.forgetGone(ctx, jobs, gone.Refs), nil
+	}
 	if err != nil {
 		tr.unrecorded(ctx, jobs, err)
 		<-tr.tokens
@@ -402,6 +407,35 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	}
 	<-tr.tokens
 	tr.queueAtDue(detached, early, cc) // the claim handed them out in due order
+}
+
+// forgetGone takes the claimed jobs of durable topics that have no ledger
+// row left (they finished or were cancelled while Redis still held them:
+// queue.GoneError) out of jobs, which the ledger recorded otherwise, and
+// forgets them in Redis as done (Ack, which leaves a tombstone), so that
+// they do not run again. It returns the jobs to run. If the Ack fails,
+// their leases expire, and the next claim finds their rows gone again.
+func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) []*Job {
+	drop := make(map[Ref]bool, len(refs))
+	for _, r := range refs {
+		drop[r] = true
+	}
+	keep := jobs[:0:0]
+	for _, j := range jobs {
+		if drop[j.Ref()] {
+			tr.w.jobLog(j).Info("the job's ledger row is gone (it finished or was cancelled): not run again")
+			continue
+		}
+		keep = append(keep, j)
+	}
+	if n, err := tr.w.c.Ack(ctx, refs); err != nil {
+		tr.log.WithError(err).WithField("jobs", len(refs)).Warn("forgetting finished jobs in Redis failed: their leases expire")
+	} else {
+		tr.log.WithField("jobs", n).Debug("finished jobs forgotten in Redis")
+	}
+	tr.busy.Add(-int64(len(jobs) - len(keep)))
+	signal(tr.freed)
+	return keep
 }
 
 // unrecorded hands back jobs whose record failed, attempt unspent, and

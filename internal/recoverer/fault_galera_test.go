@@ -1,0 +1,207 @@
+package recoverer_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// TestFaultGaleraNodeKilled: the ledger of a durable topic on a 3-node
+// MariaDB Galera cluster (deployments/README.md, "Galera"), three worker
+// processes each connected to another node, producers enqueueing through
+// two of the nodes, and one node SIGKILLed under that load. Every job whose
+// enqueue was acknowledged runs, none before its due time, each with one
+// effect (committed with its ledger row's deletion); the only jobs that run
+// more than once are those the worker on the killed node had started (it
+// can no longer settle them: their leases run out and another process
+// recovers them, once that worker is restarted against a live node: see
+// below). An enqueue through the killed node that failed may or may not
+// have committed: such a job runs once if it did, never if not.
+func TestFaultGaleraNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Galera cluster and worker processes")
+	}
+	// The kill comes once dw2 has run this many jobs, and the producers
+	// stop once this many more were acknowledged after it.
+	runsBefore, acceptedAfter := scale(200, 5000), scale(1000, 30000)
+	g := testenv.StartGalera(t, 3)
+	g.Nodes[0].Exec(t, "CREATE DATABASE dq")
+	dsn := func(i int) string {
+		return g.Nodes[i].DSN("dq", "interpolateParams=true&tx_isolation=%27READ-COMMITTED%27")
+	}
+	db, led := openLedgerDB(t, dsn(0),
+		"CREATE TABLE durable_runs (token VARCHAR(32) NOT NULL PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
+			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
+		"CREATE TABLE durable_effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
+			"worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
+		"CREATE TABLE galera_probe (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",
+		"INSERT INTO galera_probe VALUES (1, 0)")
+	ddb := durableDB{dsn: dsn(0), db: db, led: led}
+	rdb, ns := testenv.Redis(t)
+
+	spec := durableWorkerSpec{RedisAddr: redisAddr(t, rdb), Namespace: ns, Topic: durableFaultTopic, Horizon: time.Hour,
+		Concurrency: 50, Lease: 3 * time.Second, Schedule: "@every 1s", Grace: 2 * time.Second, MaxConns: 12}
+	ws := make([]*child, 3)
+	for i := range ws {
+		s := spec
+		s.WorkerID, s.DSN = fmt.Sprintf("dw%d", i), dsn(i)
+		ws[i] = startChild(t, s.WorkerID, "durableworker", s)
+	}
+	for _, w := range ws {
+		testenv.WaitFor(testenv.Context(t), t, w.name+" ready", func() bool {
+			return len(w.logLines(`"msg":"durable worker ready"`)) > 0
+		})
+	}
+
+	// Producers through node 0 and node 2 (the one killed), each a batch
+	// of 20 jobs every 20 ms, due 0.3-2.3 s after their enqueue.
+	var (
+		mu                  sync.Mutex
+		accepted, uncertain []string
+		killed              atomic.Bool
+		stop                = make(chan struct{})
+		wg                  sync.WaitGroup
+	)
+	for _, node := range []int{0, 2} {
+		_, nl := openLedgerDB(t, dsn(node))
+		q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: nl, Horizon: time.Hour,
+			TopicDurability: map[string]queue.Durability{durableFaultTopic: queue.DurabilityDurable}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for b := 0; ; b++ {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				now := redisMillis(t, rdb)
+				jobs := make([]queue.NewJob, 20)
+				for i := range jobs {
+					jobs[i] = durableJob(fmt.Sprintf("p%d-%d-%d", node, b, i), now+300+int64(i)*100, false)
+				}
+				res, err := q.EnqueueBatch(testenv.Context(t), durableFaultTopic, jobs)
+				mu.Lock()
+				for i, j := range jobs {
+					switch {
+					case err != nil:
+						uncertain = append(uncertain, j.ID)
+					case res[i].Status == queue.BatchCreated:
+						accepted = append(accepted, j.ID)
+					default:
+						t.Errorf("enqueue %s: %s", j.ID, res[i].Status)
+					}
+				}
+				mu.Unlock()
+				if err != nil && !killed.Load() {
+					t.Errorf("enqueue through node %d before any kill: %v", node, err)
+				}
+			}
+		}()
+	}
+	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%d runs on dw2", runsBefore), func() bool {
+		return ddb.count(t, "SELECT COUNT(*) FROM durable_runs WHERE worker = 'dw2'") >= int64(runsBefore)
+	})
+	killed.Store(true)
+	g.Nodes[2].Kill(t)
+	killedAt := redisMillis(t, rdb)
+	mu.Lock()
+	atKill := len(accepted)
+	mu.Unlock()
+	// The survivors hold their commits until the group has evicted the
+	// dead node (evs.suspect_timeout, 5 s by default): a run in flight
+	// then may outlast its lease and run again. The stall ends when a
+	// write commits again.
+	testenv.WaitFor(testenv.Context(t), t, "a commit after the kill", func() bool {
+		return db.Exec("UPDATE galera_probe SET n = n + 1 WHERE id = 1").Error == nil
+	})
+	stallEnd := redisMillis(t, rdb)
+	t.Logf("node g2 (dw2's, and a producer's) SIGKILLed after %d acknowledged enqueues", atKill)
+	// dw2 keeps the jobs it holds while its ledger is out of reach, as in
+	// any SQL outage (their outcomes wait for it). Its supervisor sees
+	// /readyz fail on the ledger and restarts it against a live node:
+	// killed here once it noticed, and started again on node 1. Its
+	// jobs' Redis leases then lapse and the recoverers take them over.
+	testenv.WaitFor(testenv.Context(t), t, "dw2 to notice its node is gone", func() bool {
+		return len(ws[2].logLines(`"store":"ledger"`, "not answering")) > 0
+	})
+	ws[2].kill(t)
+	restarted := spec
+	restarted.WorkerID, restarted.DSN = "dw3", dsn(1)
+	ws = append(ws, startChild(t, restarted.WorkerID, "durableworker", restarted))
+	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%d more acknowledged enqueues", acceptedAfter), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted) >= atKill+acceptedAfter
+	})
+	close(stop)
+	wg.Wait()
+
+	n := int64(len(accepted))
+	testenv.WaitFor(testenv.ContextTimeout(t, time.Duration(scale(90, 300))*time.Second), t,
+		fmt.Sprintf("%d accepted jobs' effects and an empty ledger", n), func() bool {
+			return ddb.effects(t) >= n && ddb.ledgerRows(t) == 0
+		}, func() string {
+			var rows []map[string]any
+			_ = db.Raw("SELECT job_id, state, attempt, worker, run_at, lease_until, updated_at FROM " + led.LedgerTable() + " LIMIT 5").Scan(&rows).Error
+			return fmt.Sprintf("%d effects, %d ledger rows, Redis's clock %d, e.g. %v", ddb.effects(t), ddb.ledgerRows(t), redisMillis(t, rdb), rows)
+		})
+	for _, w := range ws {
+		w.stop(t, 30*time.Second) // dw2 has exited already
+		w.checkNoRace(t)
+	}
+
+	got := ddb.jobs(t)
+	// The jobs that may run again: those in flight when the node died, on
+	// dw2 (it could not settle them) or anywhere until the survivors
+	// committed again (a run held past its lease by the stall).
+	var inFlight []string
+	if err := db.Raw("SELECT DISTINCT job_id FROM durable_runs WHERE worker = 'dw2' OR start_ms < ?", stallEnd).Scan(&inFlight).Error; err != nil {
+		t.Fatal(err)
+	}
+	var onDW2 int64
+	if err := db.Raw("SELECT COUNT(*) FROM durable_runs WHERE worker = 'dw2'").Scan(&onDW2).Error; err != nil {
+		t.Fatal(err)
+	}
+	mayRepeat := map[string]bool{}
+	for _, id := range inFlight {
+		mayRepeat[id] = true
+	}
+	want := accepted
+	ranUncertain := 0
+	for _, id := range uncertain {
+		if got[id] != nil {
+			want, ranUncertain = append(want, id), ranUncertain+1
+		}
+	}
+	extra := checkOnce(t, got, want, mayRepeat)
+	if t.Failed() {
+		for id, r := range got {
+			if r.Effects > 1 || (r.Runs > 1 && !mayRepeat[id]) {
+				var runs, effects []map[string]any
+				_ = db.Raw("SELECT attempt, worker, due_ms, start_ms FROM durable_runs WHERE job_id = ? ORDER BY start_ms", id).Scan(&runs).Error
+				_ = db.Raw("SELECT id, attempt, worker FROM durable_effect WHERE job_id = ? ORDER BY id", id).Scan(&effects).Error
+				t.Logf("%s: runs %v effects %v", id, runs, effects)
+			}
+		}
+	}
+	t.Logf("%d jobs acknowledged (%d before the kill), %d enqueues failed at or after it (%d of them had committed and ran); %d extra runs, all of jobs in flight at the kill (%d, on dw2 or until the cluster committed again %d ms after it)",
+		len(accepted), atKill, len(uncertain), ranUncertain, extra, len(mayRepeat), stallEnd-killedAt)
+	if len(uncertain) == 0 {
+		t.Error("no enqueue through the killed node failed: was it under load?")
+	}
+	if onDW2 == 0 {
+		t.Error("dw2 ran nothing before its node died")
+	}
+}

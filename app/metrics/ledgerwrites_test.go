@@ -44,4 +44,7 @@ func TestLedgerWriteMetrics(t *testing.T) {
 	if got := value(t, m, "delayq_ledger_deadlocks_total", none); got != 0 {
 		t.Errorf("deadlocks_total %v, want 0", got)
 	}
+	if got := value(t, m, "delayq_ledger_not_ready_total", none); got != 0 {
+		t.Errorf("not_ready_total %v, want 0 (no Galera node refused anything)", got)
+	}
 }

@@ -334,5 +334,10 @@ func (l *Ledger) deleteHistory(ctx context.Context, ids []int64) (n int64, stmt,
 		commit = time.Since(began)
 		return nil
 	})
+	if err != nil && ctx.Err() != nil {
+		// database/sql rolls a transaction back when its context ends,
+		// and the commit then says only sql.ErrTxDone: say why.
+		err = fmt.Errorf("%w: %w", ctx.Err(), err)
+	}
 	return n, stmt, commit, err
 }

@@ -36,6 +36,18 @@ type WorkerConfig struct {
 	// outage (docs/design.md §4.5). Defaults
 	// 50ms and 5s.
 	ErrorBackoffMin, ErrorBackoffMax time.Duration
+	// LedgerHold is how long the worker keeps the jobs it holds (queued
+	// for a handler or running) while its ledger does not answer: their
+	// leases are renewed in Redis alone, so that a short SQL outage makes
+	// nothing run again. Past it, it lets them go: their Redis leases are
+	// no longer renewed, a running handler's context ends with its lease
+	// (ErrLeaseExpired) and its outcome is dropped, so that a worker that
+	// reaches the ledger takes the job over; this is for a process cut
+	// off from SQL alone, such as one whose Galera node died. Jobs that
+	// ended for good (completed, dead) whose outcomes wait for the ledger
+	// keep their leases until settled; a failed job waiting to be marked
+	// for retry is let go too (it runs again either way). Default 1m.
+	LedgerHold time.Duration
 	// OnDead, if set, is called for each job that dies, with its last error.
 	OnDead func(ctx context.Context, job *Job, err error)
 	// OnRedisReconnect, if set, is called each time the worker's link to
@@ -263,6 +275,9 @@ func (c TopicConfig) validate() error {
 	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}.Validate()
 }
 
+// DefaultLedgerHold is WorkerConfig.LedgerHold when it is 0.
+const DefaultLedgerHold = time.Minute
+
 // WithDefaults is the configuration a worker runs with: every zero field
 // set to the default written next to it, or the error of a field out of
 // range.
@@ -288,6 +303,12 @@ func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 	}
 	if c.ErrorBackoffMax == 0 {
 		c.ErrorBackoffMax = 5 * time.Second
+	}
+	if c.LedgerHold == 0 {
+		c.LedgerHold = DefaultLedgerHold
+	}
+	if c.LedgerHold < 0 {
+		return c, fmt.Errorf("queue: worker: LedgerHold %s: must not be negative", c.LedgerHold)
 	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()

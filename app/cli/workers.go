@@ -24,6 +24,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 			ID:              wc.ID,
 			ShutdownTimeout: wc.ShutdownTimeout,
 			RegistryEvery:   wc.RegistryEvery,
+			LedgerHold:      wc.LedgerHold,
 			MaxIdle:         wc.MaxIdle,
 			Logger:          log,
 			Observer:        m,

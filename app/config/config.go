@@ -269,6 +269,10 @@ type Worker struct {
 	// the workers' registry (delayq workers); one 1.5 × this late shows
 	// as gone. Default 5s.
 	RegistryEvery time.Duration `koanf:"registry_every"`
+	// LedgerHold is how long a worker keeps the jobs it holds while its
+	// ledger does not answer, before it lets them go for a worker that
+	// reaches the ledger (queue.WorkerConfig.LedgerHold). Default 1m.
+	LedgerHold time.Duration `koanf:"ledger_hold"`
 	// Defaults of every topic; Topics overrides them per topic.
 	Concurrency int `koanf:"concurrency"` // Default 10.
 	BatchSize   int `koanf:"batch_size"`  // Default 100.
@@ -553,7 +557,7 @@ func Defaults() Config {
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
-		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, Concurrency: 10, BatchSize: 100,
+		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, LedgerHold: queue.DefaultLedgerHold, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,

@@ -126,6 +126,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"recovery:\n  history_purge_duty: 1.5\n", "recovery.history_purge_duty"},
 		{"recovery:\n  history_purge_duty: .nan\n", "recovery.history_purge_duty"},
 		{"sql:\n  not_ready_wait: -1s\n", "sql.not_ready_wait"},
+		{"worker:\n  ledger_hold: 10ms\n", "worker.ledger_hold"},
 		{"sql:\n  not_ready_wait: 2m\n", "sql.not_ready_wait"},
 		{"orders:\n  enabled: true\n  sweeper_lock_ttl: 100ms\n", "orders.sweeper_lock_ttl"},
 		{"orders:\n  enabled: true\n  sweeper_lock_ttl: -1s\n", "orders.sweeper_lock_ttl"},

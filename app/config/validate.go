@@ -217,6 +217,9 @@ func (h HTTP) validate(p *problems, q Queue) {
 
 func (w Worker) validate(p *problems) {
 	p.positive("worker.shutdown_timeout", w.ShutdownTimeout)
+	if w.LedgerHold < time.Second {
+		p.bad("worker.ledger_hold", w.LedgerHold, "want at least 1s")
+	}
 	if w.RegistryEvery < 10*time.Millisecond {
 		p.bad("worker.registry_every", w.RegistryEvery, "want at least 10ms")
 	}

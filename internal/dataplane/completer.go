@@ -144,13 +144,18 @@ func (c *completer) pendingLen() int {
 // step (pending or being flushed): their leases must not run out before
 // it lands, or another worker runs them again. A job whose ledger step is
 // done (a completed job's row deleted) is among them: only its Redis lease
-// keeps it.
-func (c *completer) unsettled() map[string][]Ref {
+// keeps it. final limits them to the jobs that ended for good (completed,
+// dead), whose outcomes a second run would repeat: a retried or released
+// job runs again anyway.
+func (c *completer) unsettled(final bool) map[string][]Ref {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var refs map[string][]Ref
 	for _, byKind := range [...]*[numKinds][]outcome{&c.pending, &c.flushing} {
-		for _, os := range byKind {
+		for kind, os := range byKind {
+			if final && outcomeKind(kind) != kindCompleted && outcomeKind(kind) != kindDead {
+				continue
+			}
 			for i := range os {
 				// Field by field: the flush sets ledgerDone meanwhile.
 				o := &os[i]

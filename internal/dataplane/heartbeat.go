@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // heartbeat renews the leases of the jobs this worker holds, in Redis and
@@ -36,7 +39,12 @@ func (w *Worker) heartbeat(ctx, detached context.Context) {
 func (w *Worker) beat(detached context.Context) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
-	unsettled := w.completer.unsettled()
+	unsettled := w.completer.unsettled(false)
+	lettingGo := w.hold.check(w.cfg.LedgerHold, w.log)
+	var final map[string][]Ref
+	if lettingGo {
+		final = w.completer.unsettled(true)
+	}
 	if o, ok := w.cfg.Observer.(UnsettledObserver); ok {
 		n := 0
 		for _, refs := range unsettled {
@@ -54,6 +62,12 @@ func (w *Worker) beat(detached context.Context) {
 	byLease := make(map[time.Duration]*group)
 	for topic, tr := range w.topics {
 		refs := tr.leasedRefs(unsettled[topic])
+		if lettingGo {
+			// Only jobs that ended for good, whose outcomes wait for the
+			// ledger; the others' leases run out, retried ones included
+			// (WorkerConfig.LedgerHold).
+			refs = final[topic]
+		}
 		if len(refs) == 0 {
 			continue
 		}
@@ -75,7 +89,51 @@ func (w *Worker) beat(detached context.Context) {
 	// deleted) is not there to extend: a no-op.
 	for _, g := range byLease {
 		if err := w.ledgerWatch.result(w.led.Extend(ctx, g.refs, g.until)); err != nil {
+			w.hold.failed(time.Now())
 			logFailure(w.log, err, "heartbeat: extending ledger leases failed")
+		} else {
+			w.hold.answered(w.log)
 		}
 	}
 }
+
+// ledgerHold is how long the ledger has refused to extend the leases of
+// the jobs a worker holds, and whether the worker has let those jobs go
+// (WorkerConfig.LedgerHold): a process cut off from SQL alone (its Galera
+// node died, its link to the server is down while others' are not) would
+// otherwise keep them from every other worker for as long as it lives.
+type ledgerHold struct {
+	since   atomic.Int64 // Unix ns of the first failed extension since one succeeded; 0: none
+	letting atomic.Bool
+}
+
+// failed notes an extension the ledger refused at now.
+func (h *ledgerHold) failed(now time.Time) {
+	h.since.CompareAndSwap(0, now.UnixNano())
+}
+
+// answered notes a write the ledger took: the jobs are held again.
+func (h *ledgerHold) answered(log logrus.FieldLogger) {
+	h.since.Store(0)
+	if h.letting.Swap(false) {
+		log.WithField("store", "ledger").Info("the ledger answers again: the jobs this worker holds keep their leases again")
+	}
+}
+
+// check reports whether the worker lets its unfinished jobs go: the
+// ledger has refused every extension for hold or longer. It logs the
+// moment it starts.
+func (h *ledgerHold) check(hold time.Duration, log logrus.FieldLogger) bool {
+	since := h.since.Load()
+	if since == 0 || time.Since(time.Unix(0, since)) < hold {
+		return h.letting.Load()
+	}
+	if !h.letting.Swap(true) {
+		log.WithField("store", "ledger").WithField("hold", hold.String()).
+			Warn("the ledger has not answered for the hold: jobs not finished here are let go (their leases run out) for a worker that reaches it")
+	}
+	return true
+}
+
+// lettingGo reports whether the worker has let its unfinished jobs go.
+func (h *ledgerHold) lettingGo() bool { return h.letting.Load() }

@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"sync"
@@ -131,5 +132,99 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%s handled %d times", id, n)
 		}
+	}
+}
+
+// A worker cut off from its ledger alone (a proxy between it and MariaDB
+// cut; Redis and the other workers' ledger fine), with a handler running
+// that waits for its context: past LedgerHold it lets the job go. The
+// handler's context ends with ErrLeaseExpired, the Redis lease is no
+// longer renewed, and a worker that reaches the ledger runs the job (the
+// next attempt) and settles it. Without the hold the cut worker would
+// renew the lease in Redis for as long as it lived.
+func TestWorkerCutFromItsLedgerLetsItsJobsGo(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := testenv.MySQLDSN(t)
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+	direct := migratedLedger(t, openGorm(t, dsn))
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, time.Second, time.Second
+	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
+
+	tc := dataplane.TopicConfig{Concurrency: 1, BatchSize: 1, Lease: time.Second, Heartbeat: 200 * time.Millisecond}
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	cut, err := dataplane.NewWorker(c, ledgerops.Of(viaProxy), dataplane.WorkerConfig{ID: "cut", Logger: testenv.QuietLogger(),
+		LedgerHold: 1500 * time.Millisecond, ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cut.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}), tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueueMany(t, c, "t", "j", 1, nil)
+	startWorker(t, cut)
+	select {
+	case <-started:
+	case <-testenv.Context(t).Done():
+		t.Fatal("the job never started")
+	}
+	proxy.Cut()
+
+	var attempts []int
+	var mu sync.Mutex
+	ran := make(chan struct{})
+	other, err := dataplane.NewWorker(c, ledgerops.Of(direct), dataplane.WorkerConfig{ID: "other", Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = other.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		mu.Lock()
+		attempts = append(attempts, j.Attempt)
+		mu.Unlock()
+		close(ran)
+		return nil
+	}), tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, other)
+
+	select {
+	case err := <-cause:
+		if !errors.Is(err, dataplane.ErrLeaseExpired) {
+			t.Fatalf("the cut worker's handler ended with %v, want ErrLeaseExpired", err)
+		}
+	case <-testenv.Context(t).Done():
+		t.Fatal("the cut worker never let its running job go")
+	}
+	select {
+	case <-ran:
+	case <-testenv.Context(t).Done():
+		t.Fatal("the other worker never got the job")
+	}
+	testenv.WaitFor(testenv.Context(t), t, "the job's row settled by the other worker", func() bool {
+		n, err := direct.Count(testenv.Context(t))
+		return err == nil && n == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != 1 || attempts[0] != 2 {
+		t.Errorf("the other worker ran attempts %v, want [2]", attempts)
 	}
 }

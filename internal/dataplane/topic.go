@@ -372,6 +372,9 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.ledgerWatch.result(tr.w.led.Record(ctx, jobs, tr.w.cfg.ID))
+	if err == nil {
+		tr.w.hold.answered(tr.log)
+	}
 	var gone *queue.GoneError
 	if errors.As(err, &gone) {
 		_ = tr.w.ledgerWatch.result(nil) // it answered: the rest are recorded
@@ -625,11 +628,16 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	a.timer.Stop()
 	a.deadline = 0 // returned: a beat now renews its lease, not its timer
 	tr.mu.Unlock()
-	if err != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+	switch {
+	case err != nil && errors.Is(context.Cause(ctx), ErrShutdown):
 		// Cut off by shutdown, not failed: back to due, attempt unspent.
 		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
 		tr.w.completer.add(releasedOutcome(j))
-	} else {
+	case err != nil && errors.Is(context.Cause(ctx), ErrLeaseExpired) && tr.w.hold.lettingGo():
+		// Let go (WorkerConfig.LedgerHold): an outcome would be held
+		// again, waiting for the ledger; the job is another worker's.
+		tr.w.jobLog(j).WithError(err).Warn("the ledger did not answer and the lease ran out: the job is left to a worker that reaches the ledger")
+	default:
 		tr.settle(j, err, result())
 	}
 	// The completer has the outcome before the job leaves the running

@@ -26,7 +26,10 @@ type Worker struct {
 	// failed call the completer and the fetchers wait on them, and resume
 	// as soon as the store answers again (outage.go).
 	redisWatch, ledgerWatch *storeWatch
-	ran                     atomic.Bool
+	// hold is how long the ledger has refused the heartbeat's extensions
+	// (WorkerConfig.LedgerHold).
+	hold ledgerHold
+	ran  atomic.Bool
 }
 
 // NewWorker returns a worker over c that records every claimed job in led

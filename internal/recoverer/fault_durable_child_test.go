@@ -46,6 +46,8 @@ type durableWorkerSpec struct {
 	// MaxConns bounds the process's MariaDB pool: hundreds of handlers
 	// must not take hundreds of the shared server's connections.
 	MaxConns int
+	// LedgerHold is the worker's (0: its default).
+	LedgerHold time.Duration
 }
 
 // durablePayload is what a durable fault job carries: its due time (Unix
@@ -125,7 +127,7 @@ func runDurableWorkerProc(s durableWorkerSpec, log *logrus.Logger) error {
 	}
 	w, err := dataplane.NewWorker(q, ledgerops.Of(led), queue.WorkerConfig{ID: s.WorkerID, Logger: log,
 		ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 250 * time.Millisecond,
-		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected,
+		ShutdownTimeout: 10 * time.Second, OnRedisReconnect: rec.RedisReconnected, LedgerHold: s.LedgerHold,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,17 @@ import (
 // claim in the ledger.
 func (w *world) claim(no string, lease time.Duration) *queue.Job {
 	w.t.Helper()
+	job := w.claimUnrecorded(no, lease)
+	if err := ledgerops.Of(w.led).Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
+		w.t.Fatal(err)
+	}
+	return job
+}
+
+// claimUnrecorded claims the close job of order no in Redis, without
+// recording it.
+func (w *world) claimUnrecorded(no string, lease time.Duration) *queue.Job {
+	w.t.Helper()
 	var job *queue.Job
 	testenv.WaitFor(testenv.Context(w.t), w.t, "the close job of "+no+" to be claimable", func() bool {
 		cl, err := w.q.Claim(testenv.Context(w.t), orderclose.Topic, 1, lease)
@@ -33,9 +44,6 @@ func (w *world) claim(no string, lease time.Duration) *queue.Job {
 		job = cl.Jobs[0]
 		return true
 	})
-	if err := ledgerops.Of(w.led).Record(testenv.Context(w.t), []*queue.Job{job}, "test:1"); err != nil {
-		w.t.Fatal(err)
-	}
 	return job
 }
 
@@ -103,11 +111,22 @@ func TestCloseHandlerRunTwiceChangesNothing(t *testing.T) {
 	before := w.snapshot()
 
 	// No ack: the process "crashed" after the commit. The lease runs out
-	// and the job is handed out again.
-	second := w.claim(no, time.Minute)
-	if second.Attempt != 2 {
-		t.Fatalf("redelivered attempt %d, want 2", second.Attempt)
+	// and the job is handed out again; its record finds the row gone (the
+	// job finished) and the worker forgets it unrun.
+	redelivered := w.claimUnrecorded(no, time.Minute)
+	if redelivered.Attempt != 2 {
+		t.Fatalf("redelivered attempt %d, want 2", redelivered.Attempt)
 	}
+	var gone *queue.GoneError
+	if err := ledgerops.Of(w.led).Record(testenv.Context(t), []*queue.Job{redelivered}, "test:1"); !errors.As(err, &gone) {
+		t.Fatalf("record of the redelivered close job: %v, want a GoneError", err)
+	}
+	w.assertNoLedgerRow(no)
+	w.assertUnchanged(before, "the refused record")
+
+	// Were it run anyway (an older process's claim that wrote a row back),
+	// the handler changes nothing.
+	second := w.recordedJob(no, 2)
 	ctx, _ = queue.WithResultRecorder(testenv.Context(t))
 	if err := h.Handle(ctx, second); err != nil {
 		t.Fatalf("second run: %v", err)

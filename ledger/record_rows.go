@@ -45,14 +45,13 @@ const (
 //     which inserts the missing rows and rewrites the others whole, as
 //     Record always did;
 //   - except a known row that is missing at a claim after the first
-//     (Attempt > 1): the job had a row from its enqueue, and every claim
-//     records before its handler runs, so the row is gone because the job
-//     finished or was cancelled meanwhile (Redis still held it: a worker
-//     committed its transactional completion, then lost the ledger or
-//     died before telling Redis). Writing it again would run a finished
-//     job twice; it is returned in gone instead, for the worker to forget
-//     (queue.GoneError). Telling which rows are missing costs one SELECT,
-//     only when the UPDATE matched fewer rows than it was given.
+//     (Attempt > 1) of a job whose history says it succeeded or died
+//     since its enqueue: Redis still held it (a worker committed its
+//     transactional completion, then lost the ledger or died before
+//     telling Redis). Writing it again would run a finished job twice; it
+//     is returned in gone instead, for the worker to forget
+//     (queue.GoneError). Telling costs two SELECTs (splitGone), only when
+//     the UPDATE matched fewer rows than it was given.
 //
 // The two statements are not one transaction unless db is: a failure
 // between them leaves the UPDATE's rows as this claim's, which is what an
@@ -93,38 +92,75 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 }
 
 // splitGone sorts known claims whose UPDATE matched fewer rows than it was
-// given: those whose row exists, or that are first claims (Attempt 1),
-// go to the upsert (rest); the others' rows are gone (see recordOn).
+// given: a claim after the first (Attempt > 1) whose row is gone and whose
+// job's history says it succeeded or died since this claim's enqueue
+// (finished_at at or after its EnqueuedAt) is gone; every other one goes
+// to the upsert (rest). The history is what tells a finished job from one
+// whose row was deleted for another reason: a redis topic's job released
+// at a shutdown (its row deleted, its attempt not given back), one claimed
+// and never recorded before its topic became durable, or one whose cancel
+// lost the race against this claim (its history says cancelled: the
+// cancel answered that it was in flight, so it runs). A topic without
+// history (Options.NoHistory) cannot tell: its rows are written back, as
+// before. Two statements, only when the UPDATE missed rows.
 func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []queue.Ref, err error) {
 	vars := make([]any, 0, 2*len(known))
 	for i := range known {
 		vars = append(vars, known[i].Topic, known[i].JobID)
 	}
-	rows, err := db.Raw("SELECT topic, job_id FROM `"+l.ledgerTable+"` WHERE "+
-		l.dialect.tupleIn(len(known), "topic", "job_id"), vars...).Rows()
+	exists := make(map[refKey]bool, len(known))
+	err = l.scanKeys(db, "SELECT topic, job_id, 0 FROM `"+l.ledgerTable+"` WHERE "+
+		l.dialect.tupleIn(len(known), "topic", "job_id"), vars, func(k refKey, _ int64) { exists[k] = true })
 	if err != nil {
 		return nil, nil, err
 	}
-	defer rows.Close()
-	exists := make(map[refKey]bool, len(known))
-	for rows.Next() {
-		var k refKey
-		if err := rows.Scan(&k.topic, &k.id); err != nil {
+	var missing []Entry
+	for _, e := range known {
+		if e.Attempt > 1 && !exists[refKey{e.Topic, e.JobID}] && l.keepsHistory(e.Topic) {
+			missing = append(missing, e)
+		}
+	}
+	finished := map[refKey]int64{}
+	if len(missing) > 0 {
+		vars = vars[:0]
+		for i := range missing {
+			vars = append(vars, missing[i].Topic, missing[i].JobID)
+		}
+		vars = append(vars, OutcomeSucceeded, OutcomeDead)
+		err = l.scanKeys(db, "SELECT topic, job_id, MAX(finished_at) FROM `"+l.historyTable+"` WHERE "+
+			l.dialect.tupleIn(len(missing), "topic", "job_id")+" AND outcome IN (?, ?) GROUP BY topic, job_id",
+			vars, func(k refKey, at int64) { finished[k] = at })
+		if err != nil {
 			return nil, nil, err
 		}
-		exists[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, err
 	}
 	for _, e := range known {
-		if e.Attempt > 1 && !exists[refKey{e.Topic, e.JobID}] {
+		if at, ok := finished[refKey{e.Topic, e.JobID}]; ok && at >= e.EnqueuedAt {
 			gone = append(gone, queue.Ref{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt})
 			continue
 		}
 		rest = append(rest, e)
 	}
 	return rest, gone, nil
+}
+
+// scanKeys runs q, whose rows are (topic, job_id, a number), and calls f
+// on each.
+func (l *Ledger) scanKeys(db *gorm.DB, q string, vars []any, f func(refKey, int64)) error {
+	rows, err := db.Raw(q, vars...).Rows()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k refKey
+		var n int64
+		if err := rows.Scan(&k.topic, &k.id, &n); err != nil {
+			return err
+		}
+		f(k, n)
+	}
+	return rows.Err()
 }
 
 // updateClaims runs recordOn's UPDATE over rows, which share their lease,

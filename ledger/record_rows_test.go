@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -104,32 +105,53 @@ func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 // A durable job claimed again after its row was deleted (it finished: a
 // worker committed its completion, then could not tell Redis) is not
 // written back, so it does not run twice: Record names it in a
-// *queue.GoneError and records the rest of the batch.
+// *queue.GoneError and records the rest of the batch. A row deleted
+// without a finish (a release, a cancel that lost its race to the claim),
+// or of a topic without history, is written back as before.
 func TestRecordDurableForgetsAFinishedJob(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
-		l, _ := newLedger(t, db, Options{})
-		mustSchedule(t, l, "t",
-			queue.NewJob{ID: "done", Payload: []byte("pa"), MaxAttempts: 3},
-			queue.NewJob{ID: "next", Payload: []byte("pb"), MaxAttempts: 3})
-		first := claimOf(t, l, "t", "done")
-		mustRecord(t, l, "w:1", first)
-		if err := opsOf(l).Complete(ctx, []queue.Ref{first.Ref()}); err != nil {
-			t.Fatal(err)
+		// The real clock: a finish is compared with the enqueue's time.
+		l, _ := newLedger(t, db, Options{Now: time.Now, NoHistory: []string{"quiet"}})
+		for _, topic := range []string{"t", "quiet"} {
+			mustSchedule(t, l, topic,
+				queue.NewJob{ID: "done", Payload: []byte("pa"), MaxAttempts: 3},
+				queue.NewJob{ID: "next", Payload: []byte("pb"), MaxAttempts: 3},
+				queue.NewJob{ID: "dropped", Payload: []byte("pc"), MaxAttempts: 3})
 		}
-		again := *first
-		again.Attempt = 2 // Redis's lease ran out and another worker claimed it
-		next := claimOf(t, l, "t", "next")
-		err := opsOf(l).Record(ctx, []*queue.Job{&again, next}, "w:2")
+		claimed := map[string]*queue.Job{}
+		for _, topic := range []string{"t", "quiet"} {
+			for _, id := range []string{"done", "dropped"} {
+				j := claimOf(t, l, topic, id)
+				mustRecord(t, l, "w:1", j)
+				claimed[topic+"/"+id] = j
+			}
+			if err := opsOf(l).Complete(ctx, []queue.Ref{claimed[topic+"/done"].Ref()}); err != nil {
+				t.Fatal(err)
+			}
+			// Deleted without a finish, as a redis topic's release does.
+			if err := db.Exec("DELETE FROM "+l.LedgerTable()+" WHERE topic = ? AND job_id = 'dropped'", topic).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		again := func(topic, id string) *queue.Job {
+			j := *claimed[topic+"/"+id]
+			j.Attempt = 2 // Redis's lease ran out and another worker claimed it
+			return &j
+		}
+		batch := []*queue.Job{again("t", "done"), claimOf(t, l, "t", "next"), again("t", "dropped"), again("quiet", "done")}
+		err := opsOf(l).Record(ctx, batch, "w:2")
 		var gone *queue.GoneError
-		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != again.Ref() {
-			t.Fatalf("Record of a finished job claimed again: %v, want a GoneError naming %v", err, again.Ref())
+		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != batch[0].Ref() {
+			t.Fatalf("Record of a finished job claimed again: %v, want a GoneError naming %v alone", err, batch[0].Ref())
 		}
 		if _, err := l.Row(ctx, "t", "done"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("the finished job's row: %v, want it still gone", err)
 		}
-		if r := mustRow(t, l, "t", "next"); r.Attempt != 1 || r.Worker != "w:2" || r.State != queue.StateInFlight {
-			t.Errorf("the rest of the batch: %+v, want recorded", r)
+		for _, j := range batch[1:] {
+			if r := mustRow(t, l, j.Topic, j.ID); r.Attempt != j.Attempt || r.Worker != "w:2" || r.State != queue.StateInFlight {
+				t.Errorf("%s/%s: %+v, want recorded at attempt %d", j.Topic, j.ID, r, j.Attempt)
+			}
 		}
 	})
 }

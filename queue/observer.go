@@ -67,6 +67,16 @@ type UnsettledObserver interface {
 	Unsettled(worker string, n int)
 }
 
+// LedgerObserver, when WorkerConfig.Observer implements it too, is told of
+// jobs a claim found finished already (queue.GoneError: their ledger rows
+// gone, their history finished; acked unrun) and of the jobs the worker let
+// go after WorkerConfig.LedgerHold. It must be safe for concurrent use and
+// quick.
+type LedgerObserver interface {
+	Gone(topic string, n int)
+	LetGo(topic string, n int)
+}
+
 // NopObserver ignores every event. Embed it in an Observer that cares
 // about some events only.
 type NopObserver struct{}

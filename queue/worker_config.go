@@ -46,7 +46,10 @@ type WorkerConfig struct {
 	// off from SQL alone, such as one whose Galera node died. Jobs that
 	// ended for good (completed, dead) whose outcomes wait for the ledger
 	// keep their leases until settled; a failed job waiting to be marked
-	// for retry is let go too (it runs again either way). Default 1m.
+	// for retry is let go too (it runs again either way). It lets go only
+	// while another live worker's registry entry says its ledger answers
+	// (WorkerInfo.LedgerOK): with SQL down for everyone it holds on.
+	// Default 1m.
 	LedgerHold time.Duration
 	// OnDead, if set, is called for each job that dies, with its last error.
 	OnDead func(ctx context.Context, job *Job, err error)

@@ -23,6 +23,11 @@ type WorkerInfo struct {
 	// is.
 	Heartbeat int64 `json:"heartbeat"`
 	EveryMs   int64 `json:"every_ms"`
+	// LedgerOK says whether the process's ledger answered its last ping
+	// (one per entry written): a process cut off from SQL alone shows
+	// false, and lets its jobs go after its LedgerHold only while another
+	// live process shows true.
+	LedgerOK bool `json:"ledger_ok"`
 	// Topics are the topics the process handles, with their handlers and
 	// the jobs it holds (claimed and not settled).
 	Topics []WorkerTopic `json:"topics"`

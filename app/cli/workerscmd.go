@@ -39,13 +39,17 @@ intervals old, and disappears after 10 minutes.`,
 					fmt.Fprintln(w, "no workers: start delayq serve or delayq worker")
 					return
 				}
-				row(w, "ID", "STATE", "HOST", "PID", "VERSION", "STARTED", "HEARTBEAT", "TOPICS (handlers, jobs held)")
+				row(w, "ID", "STATE", "HOST", "PID", "VERSION", "STARTED", "HEARTBEAT", "LEDGER", "TOPICS (handlers, jobs held)")
 				for _, v := range list {
 					var ts []string
 					for _, t := range v.Topics {
 						ts = append(ts, fmt.Sprintf("%s (%d, %d)", t.Topic, t.Concurrency, t.InFlight))
 					}
-					row(w, v.ID, v.State, v.Host, v.PID, orDash(v.Version), ms(v.StartedAt), ms(v.Heartbeat), strings.Join(ts, ", "))
+					ledger := "ok"
+					if !v.LedgerOK {
+						ledger = "unreachable"
+					}
+					row(w, v.ID, v.State, v.Host, v.PID, orDash(v.Version), ms(v.StartedAt), ms(v.Heartbeat), ledger, strings.Join(ts, ", "))
 				}
 			})
 		},

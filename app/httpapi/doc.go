@@ -171,9 +171,10 @@
 //
 // GET /v1/workers lists the workers' registry (docs/design.md §4.19):
 // {"workers": [{"id", "host", "pid", "version", "started_at", "heartbeat",
-// "every_ms", "topics": [{"topic", "concurrency", "in_flight"}], "state"}]},
-// by id. Each worker process writes its entry every every_ms (5 s by
-// default), idle or not, and removes it when it stops; state is live, or
+// "every_ms", "ledger_ok", "topics": [{"topic", "concurrency", "in_flight"}],
+// "state"}]}, by id. Each worker process writes its entry every every_ms
+// (5 s by default), idle or not, with ledger_ok: whether its SQL ledger
+// answered a ping then; it removes its entry when it stops; state is live, or
 // gone once its heartbeat is 1.5 intervals old (killed, or cut off from
 // Redis); gone entries are forgotten after 10 minutes. Times are Unix ms on
 // Redis's clock. The topic stats (GET /v1/topics, /v1/topics/{topic}) carry

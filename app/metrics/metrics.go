@@ -61,6 +61,7 @@ type Metrics struct {
 	heartbeatAt *prometheus.GaugeVec
 	heartbeats  *prometheus.CounterVec
 	unsettled   *prometheus.GaugeVec
+	gone, letGo *prometheus.CounterVec
 
 	live           live
 	sweep          sweepMetrics
@@ -127,11 +128,19 @@ func New(log logrus.FieldLogger) *Metrics {
 		Namespace: namespace, Name: "worker_unsettled_jobs",
 		Help: "Finished jobs of the worker waiting for their settlement (a store down; their leases are renewed meanwhile), as of its last heartbeat.",
 	}, []string{"worker"})
+	m.gone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "worker_gone_jobs_total",
+		Help: "Claimed jobs the worker found finished already (ledger row gone, history succeeded or dead: an ack Redis never got) and acked without running them.",
+	}, []string{"topic"})
+	m.letGo = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "worker_let_go_jobs_total",
+		Help: "Jobs the worker let go because its ledger did not answer for worker.ledger_hold while another worker's did: their handlers cut at their leases' end, for a worker that reaches the ledger.",
+	}, []string{"topic"})
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
-		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats, m.unsettled,
+		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats, m.unsettled, m.gone, m.letGo,
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,
 	)

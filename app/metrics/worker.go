@@ -88,6 +88,12 @@ func (m *Metrics) Unsettled(worker string, n int) {
 	m.unsettled.WithLabelValues(worker).Set(float64(n))
 }
 
+// Gone counts claimed jobs found finished already (queue.LedgerObserver).
+func (m *Metrics) Gone(topic string, n int) { m.gone.WithLabelValues(topic).Add(float64(n)) }
+
+// LetGo counts jobs let go after the ledger hold (queue.LedgerObserver).
+func (m *Metrics) LetGo(topic string, n int) { m.letGo.WithLabelValues(topic).Add(float64(n)) }
+
 // Heartbeat records a worker's heartbeat (queue.Observer).
 func (m *Metrics) Heartbeat(worker string, at time.Time) {
 	m.heartbeatAt.WithLabelValues(worker).Set(float64(at.UnixNano()) / 1e9)

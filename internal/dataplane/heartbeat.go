@@ -2,9 +2,10 @@ package dataplane
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
 	"time"
 
+	"github.com/delayq/delayq/queue"
 	"github.com/sirupsen/logrus"
 )
 
@@ -40,7 +41,7 @@ func (w *Worker) beat(detached context.Context) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	unsettled := w.completer.unsettled(false)
-	lettingGo := w.hold.check(w.cfg.LedgerHold, w.log)
+	lettingGo := w.hold.check(w.cfg.LedgerHold, func() bool { return w.othersReachLedger(ctx) }, w.log)
 	var final map[string][]Ref
 	if lettingGo {
 		final = w.completer.unsettled(true)
@@ -101,39 +102,82 @@ func (w *Worker) beat(detached context.Context) {
 // the jobs a worker holds, and whether the worker has let those jobs go
 // (WorkerConfig.LedgerHold): a process cut off from SQL alone (its Galera
 // node died, its link to the server is down while others' are not) would
-// otherwise keep them from every other worker for as long as it lives.
+// otherwise keep them from every other worker for as long as it lives. It
+// lets go only while another live worker's registry entry says its ledger
+// answers: in an outage of SQL for everyone, holding on runs nothing twice
+// and letting go would help no one.
 type ledgerHold struct {
-	since   atomic.Int64 // Unix ns of the first failed extension since one succeeded; 0: none
-	letting atomic.Bool
+	mu      sync.Mutex
+	since   time.Time // the first failed extension since one succeeded; zero: none
+	letting bool
 }
 
 // failed notes an extension the ledger refused at now.
 func (h *ledgerHold) failed(now time.Time) {
-	h.since.CompareAndSwap(0, now.UnixNano())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since.IsZero() {
+		h.since = now
+	}
 }
 
 // answered notes a write the ledger took: the jobs are held again.
 func (h *ledgerHold) answered(log logrus.FieldLogger) {
-	h.since.Store(0)
-	if h.letting.Swap(false) {
+	h.mu.Lock()
+	was := h.letting
+	h.since, h.letting = time.Time{}, false
+	h.mu.Unlock()
+	if was {
 		log.WithField("store", "ledger").Info("the ledger answers again: the jobs this worker holds keep their leases again")
 	}
 }
 
 // check reports whether the worker lets its unfinished jobs go: the
-// ledger has refused every extension for hold or longer. It logs the
-// moment it starts.
-func (h *ledgerHold) check(hold time.Duration, log logrus.FieldLogger) bool {
-	since := h.since.Load()
-	if since == 0 || time.Since(time.Unix(0, since)) < hold {
-		return h.letting.Load()
+// ledger has refused every extension for hold or longer, and others
+// reports that another live worker reaches it (asked only then). It logs
+// each change.
+func (h *ledgerHold) check(hold time.Duration, others func() bool, log logrus.FieldLogger) bool {
+	h.mu.Lock()
+	since, was := h.since, h.letting
+	h.mu.Unlock()
+	if since.IsZero() || time.Since(since) < hold {
+		return was
 	}
-	if !h.letting.Swap(true) {
-		log.WithField("store", "ledger").WithField("hold", hold.String()).
-			Warn("the ledger has not answered for the hold: jobs not finished here are let go (their leases run out) for a worker that reaches it")
+	now := others()
+	h.mu.Lock()
+	if h.since.IsZero() { // answered meanwhile
+		now = false
 	}
-	return true
+	h.letting = now
+	h.mu.Unlock()
+	log = log.WithField("store", "ledger").WithField("hold", hold.String())
+	switch {
+	case now && !was:
+		log.Warn("the ledger has not answered for the hold while another worker's does: jobs not finished here are let go (their leases run out) for a worker that reaches it")
+	case !now && was:
+		log.Warn("no other worker reaches the ledger either: holding the jobs again")
+	}
+	return now
 }
 
 // lettingGo reports whether the worker has let its unfinished jobs go.
-func (h *ledgerHold) lettingGo() bool { return h.letting.Load() }
+func (h *ledgerHold) lettingGo() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.letting
+}
+
+// othersReachLedger reports whether another live worker of the registry
+// says its ledger answered its last ping.
+func (w *Worker) othersReachLedger(ctx context.Context) bool {
+	infos, err := w.c.Workers(ctx)
+	if err != nil {
+		return false
+	}
+	for _, in := range infos {
+		if in.ID != w.cfg.ID && in.State == queue.WorkerLive && in.LedgerOK {
+			return true
+		}
+	}
+	return false
+}

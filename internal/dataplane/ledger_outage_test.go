@@ -228,3 +228,78 @@ func TestWorkerCutFromItsLedgerLetsItsJobsGo(t *testing.T) {
 		t.Errorf("the other worker ran attempts %v, want [2]", attempts)
 	}
 }
+
+// beats counts heartbeats.
+type beats struct {
+	dataplane.NopObserver
+	n testenv.Counter
+}
+
+func (b *beats) Heartbeat(string, time.Time) { b.n.Add(1) }
+
+// The same cut with no other worker that reaches the ledger (SQL down for
+// everyone, as far as this worker can tell): past LedgerHold it holds on,
+// the handler's context does not end, and once the link is back the job
+// finishes, once.
+func TestWorkerHoldsItsJobsWhenNoWorkerReachesTheLedger(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := testenv.MySQLDSN(t)
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+	direct := migratedLedger(t, openGorm(t, dsn))
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := tcpproxy.New(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, time.Second, time.Second
+	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
+
+	const hold, beat = 600 * time.Millisecond, 100 * time.Millisecond
+	obs := &beats{}
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs, cut atomic.Int64
+	w, err := dataplane.NewWorker(c, ledgerops.Of(viaProxy), dataplane.WorkerConfig{ID: "alone", Logger: testenv.QuietLogger(),
+		Observer: obs, LedgerHold: hold, ErrorBackoffMin: 20 * time.Millisecond, ErrorBackoffMax: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		if runs.Add(1) == 1 {
+			close(started)
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			cut.Add(1)
+			return ctx.Err()
+		}
+	}), dataplane.TopicConfig{Concurrency: 1, BatchSize: 1, Lease: 400 * time.Millisecond, Heartbeat: beat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueueMany(t, c, "t", "j", 1, nil)
+	startWorker(t, w)
+	<-started
+	proxy.Cut()
+	// Three holds' worth of heartbeats with the ledger cut.
+	from := obs.n.Load()
+	obs.n.WaitAtLeast(testenv.Context(t), t, from+int64(3*hold/beat), "heartbeats past the hold")
+	if n := cut.Load(); n != 0 {
+		t.Fatal("the handler's context ended although no worker reaches the ledger: the job would run again")
+	}
+	proxy.Restore()
+	close(release)
+	testenv.WaitFor(testenv.Context(t), t, "the job settled", func() bool {
+		n, err := direct.Count(testenv.Context(t))
+		return err == nil && n == 0
+	})
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the job ran %d times, want once", n)
+	}
+}

@@ -45,6 +45,7 @@ func (w *Worker) register(bg, detached context.Context) {
 		}
 		// Times on Redis's clock, which the readers compare them with.
 		ctx, cancel := withOpTimeout(detached)
+		info.LedgerOK = w.ledgerAnswers(ctx)
 		now, err := w.c.Time(ctx)
 		if err == nil {
 			info.Heartbeat = now.UnixMilli()
@@ -109,4 +110,15 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	slices.SortFunc(out, func(a, b WorkerInfo) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// ledgerAnswers pings the ledger (when it can be pinged; otherwise it
+// answers unless the heartbeat's extensions fail), for the registry entry.
+func (w *Worker) ledgerAnswers(ctx context.Context) bool {
+	if p, ok := w.led.(Pinger); ok {
+		return p.Ping(ctx) == nil
+	}
+	w.hold.mu.Lock()
+	defer w.hold.mu.Unlock()
+	return w.hold.since.IsZero()
 }

@@ -372,13 +372,13 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	err := tr.w.ledgerWatch.result(tr.w.led.Record(ctx, jobs, tr.w.cfg.ID))
-	if err == nil {
-		tr.w.hold.answered(tr.log)
-	}
 	var gone *queue.GoneError
 	if errors.As(err, &gone) {
 		_ = tr.w.ledgerWatch.result(nil) // it answered: the rest are recorded
 		jobs, err = tr.forgetGone(ctx, jobs, gone.Refs), nil
+	}
+	if err == nil {
+		tr.w.hold.answered(tr.log)
 	}
 	if err != nil {
 		tr.unrecorded(ctx, jobs, err)
@@ -430,6 +430,9 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) 
 			continue
 		}
 		keep = append(keep, j)
+	}
+	if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
+		o.Gone(tr.topic, len(jobs)-len(keep))
 	}
 	if n, err := tr.w.c.Ack(ctx, refs); err != nil {
 		tr.log.WithError(err).WithField("jobs", len(refs)).Warn("forgetting finished jobs in Redis failed: their leases expire")
@@ -637,6 +640,9 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		// Let go (WorkerConfig.LedgerHold): an outcome would be held
 		// again, waiting for the ledger; the job is another worker's.
 		tr.w.jobLog(j).WithError(err).Warn("the ledger did not answer and the lease ran out: the job is left to a worker that reaches the ledger")
+		if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
+			o.LetGo(tr.topic, 1)
+		}
 	default:
 		tr.settle(j, err, result())
 	}

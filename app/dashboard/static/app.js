@@ -587,6 +587,8 @@
       el('td', { text: w.version || '–' }),
       el('td', { text: when(w.started_at) }),
       el('td', { text: ago(w.heartbeat), title: utc(new Date(w.heartbeat)) }),
+      el('td', { class: w.ledger_ok ? 'ledger-ok' : 'alert', text: w.ledger_ok ? 'ok' : 'unreachable',
+        title: 'whether its SQL ledger answered its last ping' }),
       el('td', { class: 'mono' }, ...(w.topics || []).map((t, i) => el('span', { class: 'worker-topic' },
         (i ? ', ' : ''), el('a', { href: topicHash(t.topic), text: t.topic }), ' ' + t.in_flight + '/' + t.concurrency))),
     )));

@@ -43,10 +43,11 @@ var recordUpdates = []string{
 // durable topic's (queue.Job.Durable: the row waits since the enqueue) by
 // one UPDATE of their rows, which keeps what a claim does not change
 // (payload, max_attempts, run_at, last_error, enqueued_at), with the upsert
-// after it for any row it did not find (see recordOn). A durable job
-// claimed again (Attempt > 1) whose row is gone finished or was cancelled:
-// it is not written, and the error is a *queue.GoneError naming it (the
-// others are recorded).
+// after it for any row it did not find (see recordOn). A job claimed
+// again (Attempt > 1) whose row is gone and whose history says it
+// succeeded or died since its enqueue finished already (its ack was
+// lost): it is not written, and the error is a *queue.GoneError naming it
+// (the others are recorded).
 func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error {
 	if len(jobs) == 0 {
 		return nil

@@ -68,22 +68,39 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 			fresh = append(fresh, rows[i].Entry)
 		}
 	}
+	// Claims whose rows may be missing: the known ones when the UPDATE
+	// missed some (those that exist are written again, to the same
+	// claim), and a redis topic's claims after the first, since a lost
+	// ack after a committed transactional completion leaves a job in
+	// Redis with its row gone there too (a retry's row exists). One
+	// SELECT for them all, a second when a row is missing.
+	var ask []Entry
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
 			return nil, err
 		}
 		if n < int64(len(known)) {
-			// The upsert writes the rows that exist (the updated ones
-			// again, to the same claim) and a first claim's missing row;
-			// a later claim's missing row is a finished job's.
-			var rest []Entry
-			if rest, gone, err = l.splitGone(db, known); err != nil {
-				return nil, err
-			}
-			fresh = append(fresh, rest...)
-			sortEntries(fresh)
+			ask = append(ask, known...)
 		}
+	}
+	for i := 0; i < len(fresh); {
+		if fresh[i].Attempt > 1 && l.keepsHistory(fresh[i].Topic) {
+			ask = append(ask, fresh[i])
+			fresh = append(fresh[:i], fresh[i+1:]...)
+			continue
+		}
+		i++
+	}
+	var written []Entry
+	if len(ask) > 0 {
+		if written, gone, err = l.splitGone(db, ask); err != nil {
+			return nil, err
+		}
+	}
+	if len(written) > 0 {
+		fresh = append(fresh, written...)
+		sortEntries(fresh)
 	}
 	if len(fresh) == 0 {
 		return gone, nil
@@ -91,8 +108,9 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 	return gone, l.upsertOn(db, fresh)
 }
 
-// splitGone sorts known claims whose UPDATE matched fewer rows than it was
-// given: a claim after the first (Attempt > 1) whose row is gone and whose
+// splitGone sorts claims whose rows may be missing (a durable topic's that
+// its UPDATE did not find, a redis topic's after the first): a claim after
+// the first (Attempt > 1) whose row is gone and whose
 // job's history says it succeeded or died since this claim's enqueue
 // (finished_at at or after its EnqueuedAt) is gone; every other one goes
 // to the upsert (rest). The history is what tells a finished job from one
@@ -102,7 +120,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 // lost the race against this claim (its history says cancelled: the
 // cancel answered that it was in flight, so it runs). A topic without
 // history (Options.NoHistory) cannot tell: its rows are written back, as
-// before. Two statements, only when the UPDATE missed rows.
+// before. One statement, two when a row is missing.
 func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []queue.Ref, err error) {
 	vars := make([]any, 0, 2*len(known))
 	for i := range known {

@@ -156,6 +156,48 @@ func TestRecordDurableForgetsAFinishedJob(t *testing.T) {
 	})
 }
 
+// A redis topic's job redelivered after its completion committed (its ack
+// lost) is refused the same way; a retry's claim and a released job's
+// (row deleted, no finish in its history) are written.
+func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{Now: time.Now})
+		done, retried, released := job("r", "done", 1), job("r", "retried", 1), job("r", "released", 1)
+		for _, j := range []*queue.Job{done, retried, released} {
+			j.EnqueuedAt = time.Now().UnixMilli() - 1000
+		}
+		mustRecord(t, l, "w:1", done, retried, released)
+		if err := opsOf(l).Complete(ctx, []queue.Ref{done.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: retried.Ref(),
+			RunAt: time.Now().UnixMilli(), LeaseUntil: time.Now().UnixMilli() + 30_000, Error: "boom"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Exec("DELETE FROM "+l.LedgerTable()+" WHERE job_id = 'released'").Error; err != nil {
+			t.Fatal(err)
+		}
+		batch := make([]*queue.Job, 0, 3)
+		for _, j := range []*queue.Job{done, retried, released} {
+			again := *j
+			again.Attempt = 2
+			batch = append(batch, &again)
+		}
+		err = opsOf(l).Record(ctx, batch, "w:2")
+		var gone *queue.GoneError
+		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != batch[0].Ref() {
+			t.Fatalf("Record: %v, want a GoneError naming %v alone", err, batch[0].Ref())
+		}
+		for _, j := range batch[1:] {
+			if r := mustRow(t, l, "r", j.ID); r.Attempt != 2 || r.Worker != "w:2" {
+				t.Errorf("%s: %+v, want recorded at attempt 2", j.ID, r)
+			}
+		}
+	})
+}
+
 // One batch with every case: scheduled rows of a durable topic, a durable
 // job whose row is missing, one whose row is at another attempt than the
 // claim expects, a redis topic's new job, a redis job claimed again, and a

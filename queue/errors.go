@@ -63,17 +63,16 @@ var ErrLeaseExpired = errors.New("lease expired")
 var ErrShutdown = errors.New("worker shutting down")
 
 // GoneError is returned by a Ledger's Record when some of the claimed jobs
-// of durable topics have no ledger row left: a durable job's row lives from
-// its enqueue until it finishes, so a claim after its first (Attempt > 1)
-// that finds none is a claim of a job that finished or was cancelled while
-// Redis still held it (a worker that committed a job's transactional
-// completion and could not tell Redis before it lost the ledger or died).
+// are claims after the first (Attempt > 1) whose ledger rows are gone and
+// whose history says they succeeded or died since their enqueue: Redis
+// still held a finished job, because a worker committed its transactional
+// completion and could not tell Redis before it lost the ledger or died.
 // The other jobs of the call were recorded. The worker must not run the
-// jobs in Refs: it forgets them in Redis (docs/design.md §4.11).
+// jobs in Refs: it forgets them in Redis (docs/design.md §4.3).
 type GoneError struct {
 	Refs []Ref
 }
 
 func (e *GoneError) Error() string {
-	return fmt.Sprintf("ledger: %d claimed jobs of durable topics have no ledger row (finished or cancelled): not run", len(e.Refs))
+	return fmt.Sprintf("ledger: %d claimed jobs have no ledger row and finished already: not run", len(e.Refs))
 }

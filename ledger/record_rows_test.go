@@ -176,7 +176,7 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Exec("DELETE FROM "+l.LedgerTable()+" WHERE job_id = 'released'").Error; err != nil {
+		if err := db.Exec("DELETE FROM " + l.LedgerTable() + " WHERE job_id = 'released'").Error; err != nil {
 			t.Fatal(err)
 		}
 		batch := make([]*queue.Job, 0, 3)

@@ -1,12 +1,10 @@
 package deployments_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 )
 
 // mysql/galera.cnf holds what Galera requires of delayq's ledger (the
@@ -14,12 +12,8 @@ import (
 // reads it without an unknown or malformed option.
 func TestGaleraConf(t *testing.T) {
 	const path = "mysql/galera.cnf"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	set := map[string]string{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(readFile(t, path), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "[") {
 			continue
@@ -54,17 +48,15 @@ func TestGaleraConf(t *testing.T) {
 	}
 	// --help --verbose parses every option of the file and exits: an
 	// unknown variable or a bad value is an error (exit 7).
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mariadbd, "--defaults-file="+path, "--help", "--verbose")
+	args := []string{"--defaults-file=" + path, "--help", "--verbose"}
 	if os.Geteuid() == 0 {
-		cmd.Args = append(cmd.Args[:2], append([]string{"--user=root"}, cmd.Args[2:]...)...)
+		args = append(args[:1], append([]string{"--user=root"}, args[1:]...)...)
 	}
-	out, err := cmd.CombinedOutput()
+	out, err := run(t, ".", nil, mariadbd, args...)
 	if err != nil {
-		t.Fatalf("mariadbd does not accept %s: %v\n%s", path, err, lastLines(string(out), 10))
+		t.Fatalf("mariadbd does not accept %s: %v\n%s", path, err, lastLines(out, 10))
 	}
-	if !strings.Contains(string(out), "wsrep-provider") {
+	if !strings.Contains(out, "wsrep-provider") {
 		t.Errorf("mariadbd --help --verbose lists no wsrep options: not a Galera-capable server?")
 	}
 }

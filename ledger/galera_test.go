@@ -32,7 +32,7 @@ func TestGalera(t *testing.T) {
 		// wsrep_sync_wait=1: a read waits until the node has applied what
 		// the cluster committed before it (a test reads on one node what
 		// it wrote on another).
-		db, err := gorm.Open(mysql.Open(g.Nodes[i].DSN("dq",
+		db, err := gorm.Open(mysql.Open(g.Nodes[i].DSN("root", "", "dq",
 			"interpolateParams=true&tx_isolation=%27READ-COMMITTED%27&wsrep_sync_wait=1")), &gorm.Config{Logger: logger.Discard})
 		if err != nil {
 			t.Fatal(err)

@@ -58,23 +58,26 @@ const (
 // ambiguous failure of a single statement can leave too, and what the
 // worker's release and the recoverer handle (fenced by attempt).
 func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err error) {
-	var known, fresh []Entry
+	// ask: claims whose rows may be missing. A claim after the first that
+	// the UPDATE does not take (a redis topic's, or a durable one's with a
+	// lease of its own) is asked at once: a lost ack after a committed
+	// transactional completion leaves its job in Redis with its row gone
+	// (a retry's row exists). The UPDATE's claims are asked when it
+	// missed some (those that exist are written again, to the same claim).
+	var known, ask, fresh []Entry
 	for i := range rows {
+		e := rows[i].Entry
+		switch {
 		// The UPDATE binds one lease for all: a claimed batch has one (the
 		// claim's deadline); a row with another goes by the upsert.
-		if rows[i].known && rows[i].Attempt > 0 && (len(known) == 0 || rows[i].LeaseUntil == known[0].LeaseUntil) {
-			known = append(known, rows[i].Entry)
-		} else {
-			fresh = append(fresh, rows[i].Entry)
+		case rows[i].known && e.Attempt > 0 && (len(known) == 0 || e.LeaseUntil == known[0].LeaseUntil):
+			known = append(known, e)
+		case e.Attempt > 1 && l.keepsHistory(e.Topic):
+			ask = append(ask, e)
+		default:
+			fresh = append(fresh, e)
 		}
 	}
-	// Claims whose rows may be missing: the known ones when the UPDATE
-	// missed some (those that exist are written again, to the same
-	// claim), and a redis topic's claims after the first, since a lost
-	// ack after a committed transactional completion leaves a job in
-	// Redis with its row gone there too (a retry's row exists). One
-	// SELECT for them all, a second when a row is missing.
-	var ask []Entry
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
@@ -84,21 +87,12 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 			ask = append(ask, known...)
 		}
 	}
-	for i := 0; i < len(fresh); {
-		if fresh[i].Attempt > 1 && l.keepsHistory(fresh[i].Topic) {
-			ask = append(ask, fresh[i])
-			fresh = append(fresh[:i], fresh[i+1:]...)
-			continue
-		}
-		i++
-	}
-	var written []Entry
 	if len(ask) > 0 {
+		// One SELECT for them all, a second when a row is missing.
+		var written []Entry
 		if written, gone, err = l.splitGone(db, ask); err != nil {
 			return nil, err
 		}
-	}
-	if len(written) > 0 {
 		fresh = append(fresh, written...)
 		sortEntries(fresh)
 	}

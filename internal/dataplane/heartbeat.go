@@ -62,13 +62,13 @@ func (w *Worker) beat(detached context.Context) {
 	}
 	byLease := make(map[time.Duration]*group)
 	for topic, tr := range w.topics {
-		refs := tr.leasedRefs(unsettled[topic])
-		if lettingGo {
-			// Only jobs that ended for good, whose outcomes wait for the
-			// ledger; the others' leases run out, retried ones included
-			// (WorkerConfig.LedgerHold).
-			refs = final[topic]
+		refs := final[topic]
+		if !lettingGo {
+			refs = tr.leasedRefs(unsettled[topic])
 		}
+		// Letting go: only jobs that ended for good, whose outcomes wait
+		// for the ledger; the others' leases run out, retried ones
+		// included (WorkerConfig.LedgerHold).
 		if len(refs) == 0 {
 			continue
 		}
@@ -158,6 +158,13 @@ func (h *ledgerHold) check(hold time.Duration, others func() bool, log logrus.Fi
 		log.Warn("no other worker reaches the ledger either: holding the jobs again")
 	}
 	return now
+}
+
+// failing reports whether an extension failed and none succeeded since.
+func (h *ledgerHold) failing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.since.IsZero()
 }
 
 // lettingGo reports whether the worker has let its unfinished jobs go.

@@ -19,6 +19,7 @@ import (
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/tcpproxy"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
 )
 
 // failCounter counts failed Record calls of the ledger it wraps.
@@ -49,10 +50,17 @@ func openGorm(t *testing.T, dsn string) *gorm.DB {
 	return db
 }
 
-// MariaDB cut off mid-drain (a TCP proxy between worker and database): no
-// handler runs without its ledger row, no attempt is spent, and once the
-// link is back every job is handled, by the worker on its own.
-func TestWorkerSurvivesLedgerOutage(t *testing.T) {
+// cutLedgerWorld is a queue client on the test's Redis namespace and one
+// MariaDB database reached two ways: directly, and through a TCP proxy the
+// test can cut (reads and writes through it time out after timeout).
+type cutLedgerWorld struct {
+	c                *dataplane.Client
+	direct, viaProxy *ledger.Ledger
+	proxy            *tcpproxy.Proxy
+}
+
+func newCutLedgerWorld(t *testing.T, timeout time.Duration) cutLedgerWorld {
+	t.Helper()
 	rdb, ns := testenv.Redis(t)
 	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
 	if err != nil {
@@ -62,16 +70,23 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 	// The driver logs every cut connection on its own global logger.
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
 	direct := migratedLedger(t, openGorm(t, dsn))
-
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := tcpproxy.New(t, cfg.Addr)
 	cfg.Addr = proxy.Addr()
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
-	led := &failCounter{Ledger: ledgerops.Of(viaProxy)}
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, timeout, timeout
+	return cutLedgerWorld{c: c, direct: direct, viaProxy: migratedLedger(t, openGorm(t, cfg.FormatDSN())), proxy: proxy}
+}
+
+// MariaDB cut off mid-drain (a TCP proxy between worker and database): no
+// handler runs without its ledger row, no attempt is spent, and once the
+// link is back every job is handled, by the worker on its own.
+func TestWorkerSurvivesLedgerOutage(t *testing.T) {
+	world := newCutLedgerWorld(t, 2*time.Second)
+	c, direct, proxy := world.c, world.direct, world.proxy
+	led := &failCounter{Ledger: ledgerops.Of(world.viaProxy)}
 
 	const total = 3000
 	enqueueMany(t, c, "t", "j", total, nil)
@@ -143,22 +158,8 @@ func TestWorkerSurvivesLedgerOutage(t *testing.T) {
 // next attempt) and settles it. Without the hold the cut worker would
 // renew the lease in Redis for as long as it lived.
 func TestWorkerCutFromItsLedgerLetsItsJobsGo(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := testenv.MySQLDSN(t)
-	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	direct := migratedLedger(t, openGorm(t, dsn))
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, cfg.Addr)
-	cfg.Addr = proxy.Addr()
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, time.Second, time.Second
-	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
+	world := newCutLedgerWorld(t, time.Second)
+	c, direct, viaProxy, proxy := world.c, world.direct, world.viaProxy, world.proxy
 
 	tc := dataplane.TopicConfig{Concurrency: 1, BatchSize: 1, Lease: time.Second, Heartbeat: 200 * time.Millisecond}
 	started := make(chan struct{})
@@ -242,22 +243,8 @@ func (b *beats) Heartbeat(string, time.Time) { b.n.Add(1) }
 // the handler's context does not end, and once the link is back the job
 // finishes, once.
 func TestWorkerHoldsItsJobsWhenNoWorkerReachesTheLedger(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dsn := testenv.MySQLDSN(t)
-	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	direct := migratedLedger(t, openGorm(t, dsn))
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := tcpproxy.New(t, cfg.Addr)
-	cfg.Addr = proxy.Addr()
-	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = time.Second, time.Second, time.Second
-	viaProxy := migratedLedger(t, openGorm(t, cfg.FormatDSN()))
+	world := newCutLedgerWorld(t, time.Second)
+	c, direct, viaProxy, proxy := world.c, world.direct, world.viaProxy, world.proxy
 
 	const hold, beat = 600 * time.Millisecond, 100 * time.Millisecond
 	obs := &beats{}

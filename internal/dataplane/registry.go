@@ -118,7 +118,5 @@ func (w *Worker) ledgerAnswers(ctx context.Context) bool {
 	if p, ok := w.led.(Pinger); ok {
 		return p.Ping(ctx) == nil
 	}
-	w.hold.mu.Lock()
-	defer w.hold.mu.Unlock()
-	return w.hold.since.IsZero()
+	return !w.hold.failing()
 }

@@ -412,8 +412,8 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	tr.queueAtDue(detached, early, cc) // the claim handed them out in due order
 }
 
-// forgetGone takes the claimed jobs of durable topics that have no ledger
-// row left (they finished or were cancelled while Redis still held them:
+// forgetGone takes the claimed jobs that finished already (their ledger
+// rows gone and their history finished: Redis never got their acks,
 // queue.GoneError) out of jobs, which the ledger recorded otherwise, and
 // forgets them in Redis as done (Ack, which leaves a tombstone), so that
 // they do not run again. It returns the jobs to run. If the Ack fails,
@@ -426,7 +426,7 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) 
 	keep := jobs[:0:0]
 	for _, j := range jobs {
 		if drop[j.Ref()] {
-			tr.w.jobLog(j).Info("the job's ledger row is gone (it finished or was cancelled): not run again")
+			tr.w.jobLog(j).Info("the job finished already (its ledger row is gone, its history says so): not run again")
 			continue
 		}
 		keep = append(keep, j)

@@ -26,30 +26,13 @@ const galeraStartTimeout = 60 * time.Second
 // has no password and may log in from localhost and 127.0.0.1.
 type Galera struct {
 	Nodes []*GaleraNode
-	// gcomm is the cluster address every node is started with.
-	gcomm string
 }
 
-// GaleraNode is one node of a Galera cluster.
+// GaleraNode is one node of a Galera cluster: a private mariadbd (its
+// DSN, Exec and Pid are MariaDB's) with a name in the cluster.
 type GaleraNode struct {
-	Name   string
-	Addr   string // 127.0.0.1:<port>, the SQL port
-	Dir    string
-	Socket string
-	proc   *testProc
-}
-
-// Pid is the node's process id.
-func (n *GaleraNode) Pid() int { return n.proc.cmd.Process.Pid }
-
-// DSN returns a go-sql-driver/mysql DSN for root to database db on this
-// node over TCP, with params (without the "?") appended.
-func (n *GaleraNode) DSN(db, params string) string {
-	dsn := fmt.Sprintf("root@tcp(%s)/%s", n.Addr, db)
-	if params != "" {
-		dsn += "?" + params
-	}
-	return dsn
+	MariaDB
+	Name string
 }
 
 // Kill SIGKILLs the node by its pid and waits until it is gone.
@@ -58,37 +41,6 @@ func (n *GaleraNode) Kill(t testing.TB) {
 	if err := n.proc.kill(syscall.SIGKILL, killTimeout); err != nil {
 		t.Fatalf("testenv: Galera node %s: %v", n.Name, err)
 	}
-}
-
-// Exec runs statements as root over the node's unix socket, failing the
-// test on the first error.
-func (n *GaleraNode) Exec(t testing.TB, stmts ...string) {
-	t.Helper()
-	db, err := sql.Open("mysql", "root@unix("+n.Socket+")/?timeout=5s")
-	if err != nil {
-		t.Fatalf("testenv: Galera node %s: %v", n.Name, err)
-	}
-	defer db.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
-			t.Fatalf("testenv: Galera node %s: %s: %v", n.Name, s, err)
-		}
-	}
-}
-
-// Status reads one of the node's wsrep status variables (wsrep_ready,
-// wsrep_cluster_size, ...) over its socket.
-func (n *GaleraNode) Status(ctx context.Context, name string) (string, error) {
-	db, err := sql.Open("mysql", "root@unix("+n.Socket+")/?timeout=2s")
-	if err != nil {
-		return "", err
-	}
-	defer db.Close()
-	var v string
-	err = db.QueryRowContext(ctx, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = UPPER(?)", name).Scan(&v)
-	return v, err
 }
 
 // galeraProvider finds the galera-4 library.
@@ -169,27 +121,15 @@ func StartGalera(t testing.TB, n int) *Galera {
 				t.Fatalf("testenv: StartGalera: %v", err)
 			}
 		}
-		g.Nodes = append(g.Nodes, &GaleraNode{Name: fmt.Sprintf("g%d", i), Dir: dir, Socket: filepath.Join(dir, "s"),
-			Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ps[i].sql))})
+		g.Nodes = append(g.Nodes, &GaleraNode{Name: fmt.Sprintf("g%d", i), MariaDB: MariaDB{Dir: dir, Socket: filepath.Join(dir, "s"),
+			Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ps[i].sql))}})
 	}
-	g.gcomm = "gcomm://" + strings.Join(members, ",")
+	gcomm := "gcomm://" + strings.Join(members, ",")
 	for i, node := range g.Nodes {
 		data := filepath.Join(node.Dir, "data")
 		if i == 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-			install := exec.CommandContext(ctx, installBin, "--no-defaults", "--datadir="+data, "--user="+runAs,
-				"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
-			install.Dir = node.Dir
-			install.SysProcAttr = sysProcAttr()
-			var out strings.Builder
-			install.Stdout, install.Stderr = &out, &out
-			err := startCmd(install)
-			if err == nil {
-				err = install.Wait()
-			}
-			cancel()
-			if err != nil {
-				t.Fatalf("testenv: StartGalera: mariadb-install-db: %v\n%s", err, out.String())
+			if err := installDataDir(installBin, node.Dir, data, runAs); err != nil {
+				t.Fatalf("testenv: StartGalera: %v", err)
 			}
 		} else {
 			// A joiner starts empty: the state transfer fills it.
@@ -211,7 +151,7 @@ func StartGalera(t testing.TB, n int) *Galera {
 			// What Galera needs (deployments/mysql/galera.cnf has the same).
 			"--binlog-format=ROW", "--default-storage-engine=InnoDB", "--innodb-autoinc-lock-mode=2",
 			"--wsrep-on=ON", "--wsrep-provider=" + provider, "--wsrep-cluster-name=delayq-test",
-			"--wsrep-cluster-address=" + g.gcomm, "--wsrep-node-name=" + node.Name,
+			"--wsrep-cluster-address=" + gcomm, "--wsrep-node-name=" + node.Name,
 			"--wsrep-node-address=127.0.0.1:" + strconv.Itoa(p.gcomm),
 			"--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:" + strconv.Itoa(p.gcomm) +
 				";ist.recv_addr=127.0.0.1:" + strconv.Itoa(p.ist) + ";gcache.size=64M",
@@ -245,6 +185,11 @@ func StartGalera(t testing.TB, n int) *Galera {
 // cluster of at least size nodes, or it exits, or galeraStartTimeout
 // passes.
 func (n *GaleraNode) waitSynced(size int) error {
+	db, err := sql.Open("mysql", "root@unix("+n.Socket+")/?timeout=2s")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	deadline := time.Now().Add(galeraStartTimeout)
 	for {
 		if n.proc.exited() {
@@ -252,17 +197,17 @@ func (n *GaleraNode) waitSynced(size int) error {
 				n.Name, n.proc.err, readFileTail(filepath.Join(n.Dir, "err.log")))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		ready, err := n.Status(ctx, "wsrep_ready")
-		var got string
-		if err == nil {
-			got, err = n.Status(ctx, "wsrep_cluster_size")
-		}
+		var ready string
+		var got int
+		err := db.QueryRowContext(ctx, "SELECT MAX(IF(VARIABLE_NAME = 'WSREP_READY', VARIABLE_VALUE, NULL)), "+
+			"MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_SIZE', VARIABLE_VALUE + 0, NULL)) FROM information_schema.GLOBAL_STATUS "+
+			"WHERE VARIABLE_NAME IN ('WSREP_READY', 'WSREP_CLUSTER_SIZE')").Scan(&ready, &got)
 		cancel()
 		if err == nil {
-			if c, _ := strconv.Atoi(got); ready == "ON" && c >= size {
+			if ready == "ON" && got >= size {
 				return nil
 			}
-			err = fmt.Errorf("wsrep_ready %s, cluster size %s", ready, got)
+			err = fmt.Errorf("wsrep_ready %s, cluster size %d", ready, got)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("Galera node %s (pid %d) not synced in a cluster of %d within %v: %v",

@@ -64,6 +64,27 @@ func (m *MariaDB) Exec(t testing.TB, stmts ...string) {
 	}
 }
 
+// installDataDir initialises the data directory data (mariadb-install-db,
+// run in dir, the files owned by runAs, root without a password).
+func installDataDir(installBin, dir, data, runAs string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	install := exec.CommandContext(ctx, installBin, "--no-defaults", "--datadir="+data, "--user="+runAs,
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
+	install.Dir = dir
+	install.SysProcAttr = sysProcAttr()
+	var out strings.Builder
+	install.Stdout, install.Stderr = &out, &out
+	err := startCmd(install)
+	if err == nil {
+		err = install.Wait()
+	}
+	if err != nil {
+		return fmt.Errorf("mariadb-install-db: %w\n%s", err, out.String())
+	}
+	return nil
+}
+
 // mariadbBins finds mariadb-install-db and mariadbd.
 func mariadbBins() (install, server string, err error) {
 	install, err = exec.LookPath("mariadb-install-db")
@@ -115,19 +136,8 @@ func StartMariaDB(t testing.TB, opts MariaDBOptions) *MariaDB {
 		runAs = u.Username
 	}
 	data := filepath.Join(dir, "data")
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	install := exec.CommandContext(ctx, installBin, "--no-defaults", "--datadir="+data, "--user="+runAs,
-		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
-	install.Dir = dir
-	install.SysProcAttr = sysProcAttr()
-	var out strings.Builder
-	install.Stdout, install.Stderr = &out, &out
-	if err := startCmd(install); err != nil {
-		t.Fatalf("testenv: StartMariaDB: mariadb-install-db: %v", err)
-	}
-	if err := install.Wait(); err != nil {
-		t.Fatalf("testenv: StartMariaDB: mariadb-install-db: %v\n%s", err, out.String())
+	if err := installDataDir(installBin, dir, data, runAs); err != nil {
+		t.Fatalf("testenv: StartMariaDB: %v", err)
 	}
 
 	var lastErr error

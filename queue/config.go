@@ -65,6 +65,15 @@ type Config struct {
 	// skipped for as long, so a Redis outage slows durable enqueues down by
 	// no more than this once. Default 1 second.
 	PushTimeout time.Duration
+	// UncertainRecheck is how long after a durable enqueue whose commit
+	// failed with an unknown outcome (SQL unreachable mid-statement: the
+	// connection or its server died) the relay checks every waiting row of
+	// the horizon once more, after the check it makes at once. A Galera
+	// node that dies while committing may have replicated the rows, and the
+	// survivors make them visible only once they have evicted it
+	// (evs.suspect_timeout, 5 s, up to evs.inactive_timeout, 15 s): the
+	// relay's windows have passed their due times by then. Default 20s.
+	UncertainRecheck time.Duration
 	// TombstoneTTL is how long Redis remembers that a durable job was
 	// acked or any job cancelled, so that a relay or recovery pass that read
 	// its row just before cannot bring it back (restore.lua). Longer costs
@@ -130,6 +139,9 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.TombstoneTTL == 0 {
 		c.TombstoneTTL = 10 * time.Second
 	}
+	if c.UncertainRecheck == 0 {
+		c.UncertainRecheck = 20 * time.Second
+	}
 	if err := c.checkDurability(); err != nil {
 		return c, err
 	}
@@ -154,6 +166,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("queue: Horizon %s: want at least 1s", c.Horizon)
 	case c.PushTimeout < 0:
 		return c, fmt.Errorf("queue: PushTimeout %s: must be positive", c.PushTimeout)
+	case c.UncertainRecheck < time.Second || c.UncertainRecheck > time.Hour:
+		return c, fmt.Errorf("queue: UncertainRecheck %s: want 1s to 1h", c.UncertainRecheck)
 	case c.TombstoneTTL < time.Second:
 		return c, fmt.Errorf("queue: TombstoneTTL %s: want at least 1s", c.TombstoneTTL)
 	}

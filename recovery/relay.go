@@ -56,6 +56,14 @@ type RelayConfig struct {
 	// restart fails the blocked read and wakes it). Whole seconds, 1s to
 	// CheckEvery. Default 1s.
 	IdleEvery time.Duration
+	// HandOverAfter is how long the passes of the process that holds the
+	// relay lock may all fail before it releases the lock and lets
+	// another process take it (waiting LockTTL before it tries again
+	// itself): its own SQL may be what is unreachable, a Galera node that
+	// died under it, while the other processes' SQL answers. When every
+	// process fails, the lock goes round and nothing is lost: each new
+	// holder starts with a full pass. Default 5s; at least Every.
+	HandOverAfter time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.
 	OnPass func(RelayReport)
@@ -95,10 +103,15 @@ func (c RelayConfig) WithDefaults(namespace string) (RelayConfig, error) {
 		// 0 when CheckEvery is under a second: then never idle.
 		c.IdleEvery = min(time.Second, c.CheckEvery.Truncate(time.Second))
 	}
+	if c.HandOverAfter == 0 {
+		c.HandOverAfter = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = logrus.StandardLogger()
 	}
 	switch {
+	case c.HandOverAfter < c.Every:
+		return c, fmt.Errorf("recovery: relay HandOverAfter %s: want at least Every (%s)", c.HandOverAfter, c.Every)
 	case c.Every < time.Millisecond || c.Every > time.Minute:
 		return c, fmt.Errorf("recovery: relay Every %s: want 1ms to 1m", c.Every)
 	case c.Grace < 0:
@@ -133,11 +146,14 @@ const (
 	WakeNote  = "note"  // an enqueuer's note is due: a push lost, skipped or never made
 	WakeLoad  = "load"  // the next waiting row beyond the horizon entered it
 	WakeCheck = "check" // CheckEvery passed with no other wake (the backstop)
-	WakeOnce  = "once"  // RunOnce
+	// WakeRecheck: an enqueuer's commit failed with an unknown outcome and
+	// asked for a full pass (now, and queue.Config.UncertainRecheck later).
+	WakeRecheck = "recheck"
+	WakeOnce    = "once" // RunOnce
 )
 
 // WakeCauses lists the causes, for metrics.
-var WakeCauses = []string{WakeLead, WakeError, WakeLost, WakeFull, WakeNote, WakeLoad, WakeCheck, WakeOnce}
+var WakeCauses = []string{WakeLead, WakeError, WakeLost, WakeFull, WakeNote, WakeLoad, WakeCheck, WakeRecheck, WakeOnce}
 
 // RelayReport is what one relay pass did. Per topic, Loaded counts the jobs
 // the horizon loader pushed (due beyond the horizon when enqueued), Relayed
@@ -189,6 +205,9 @@ type RelayTotals struct {
 	// IdleWaits counts the waits on the bell (RelayConfig.IdleEvery),
 	// counted as each begins.
 	IdleWaits int64
+	// HandOvers counts the times this process released the relay lock
+	// because its passes kept failing (RelayConfig.HandOverAfter).
+	HandOvers int64
 }
 
 // sum adds the counts of m.

@@ -125,6 +125,7 @@ func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config
 		Observer:           observer,
 		Horizon:            cfg.Queue.Horizon,
 		PushTimeout:        cfg.Queue.PushTimeout,
+		UncertainRecheck:   cfg.Queue.UncertainRecheck,
 		TombstoneTTL:       cfg.Queue.TombstoneTTL,
 	}
 	cfg.Queue.ConfigureLifecycles(&c)

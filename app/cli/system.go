@@ -72,14 +72,15 @@ func recoveryConfig(cfg config.Config, log logrus.FieldLogger) recovery.Config {
 // relayConfig is the relay's configuration from the program's.
 func relayConfig(cfg config.Config, log logrus.FieldLogger, onPass func(recovery.RelayReport)) recovery.RelayConfig {
 	return recovery.RelayConfig{
-		Every:      cfg.Recovery.RelayEvery,
-		Grace:      cfg.Recovery.RelayGrace,
-		LockTTL:    cfg.Recovery.RelayLockTTL,
-		FullEvery:  cfg.Recovery.RelayFullEvery,
-		CheckEvery: cfg.Recovery.RelayCheckEvery,
-		IdleEvery:  cfg.Recovery.RelayIdleEvery,
-		OnPass:     onPass,
-		Logger:     log,
+		Every:         cfg.Recovery.RelayEvery,
+		Grace:         cfg.Recovery.RelayGrace,
+		LockTTL:       cfg.Recovery.RelayLockTTL,
+		FullEvery:     cfg.Recovery.RelayFullEvery,
+		CheckEvery:    cfg.Recovery.RelayCheckEvery,
+		IdleEvery:     cfg.Recovery.RelayIdleEvery,
+		HandOverAfter: cfg.Recovery.RelayHandOverAfter,
+		OnPass:        onPass,
+		Logger:        log,
 	}
 }
 

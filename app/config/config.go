@@ -178,6 +178,12 @@ type Queue struct {
 	// commit; a failed push is left to the relay and pushes are skipped
 	// for as long. Default 1s.
 	PushTimeout time.Duration `koanf:"push_timeout"`
+	// UncertainRecheck is how long after a durable enqueue whose commit
+	// failed with an unknown outcome (its SQL connection or server died
+	// mid-commit) the relay checks the whole horizon once more: a Galera
+	// node's last commits become visible on the survivors only after they
+	// evicted it. 1s to 1h. Default 20s.
+	UncertainRecheck time.Duration `koanf:"uncertain_recheck"`
 	// TombstoneTTL is how long Redis remembers a durable job acked or any
 	// job cancelled, so no relay or recovery pass can bring it back from a
 	// row read just before. Default 10s.
@@ -474,6 +480,12 @@ type Recovery struct {
 	// Redis (data lost without a restart) starts the reload. Whole
 	// seconds, 1s to relay_check_every. Default 1s.
 	RelayIdleEvery time.Duration `koanf:"relay_idle_every"`
+	// RelayHandOverAfter is how long the relay's passes may all fail
+	// before the process that holds its lock releases it for another
+	// process to try (its own SQL may be what is down: a Galera node that
+	// died under it); it tries again after relay_lock_ttl. At least
+	// relay_every. Default 5s.
+	RelayHandOverAfter time.Duration `koanf:"relay_handover_after"`
 	// HistoryRetention is how long the job history's rows are kept (each
 	// recovery run deletes older ones, 500 per statement); a topic may
 	// set its own (queue.topics.<t>.history_retention). Negative: for
@@ -553,7 +565,7 @@ func Defaults() Config {
 			GroupCommitDepth: ledger.DefaultGroupCommitDepth, NotReadyWait: ledger.DefaultNotReadyWait},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
 			Durability: "redis", Topics: map[string]QueueTopic{},
-			Horizon: time.Hour, PushTimeout: time.Second, TombstoneTTL: 10 * time.Second},
+			Horizon: time.Hour, PushTimeout: time.Second, UncertainRecheck: 20 * time.Second, TombstoneTTL: 10 * time.Second},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
@@ -563,7 +575,7 @@ func Defaults() Config {
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,
-			RelayIdleEvery: time.Second, HistoryRetention: 7 * 24 * time.Hour,
+			RelayIdleEvery: time.Second, RelayHandOverAfter: 5 * time.Second, HistoryRetention: 7 * 24 * time.Hour,
 			HistoryPurgeBatch: ledger.DefaultPurgeBatch, HistoryPurgeDuty: ledger.DefaultPurgeDuty},
 		Orders: Orders{Enabled: false, PaymentWindow: 30 * time.Minute, SweeperSpec: "@every 1m", SweeperGrace: time.Minute,
 			SweeperLockTTL: time.Minute},

@@ -187,6 +187,9 @@ func (q Queue) validate(p *problems) {
 		p.bad("queue.horizon", q.Horizon, "want at least 1s")
 	}
 	p.positive("queue.push_timeout", q.PushTimeout)
+	if q.UncertainRecheck < time.Second || q.UncertainRecheck > time.Hour {
+		p.bad("queue.uncertain_recheck", q.UncertainRecheck, "want 1s to 1h")
+	}
 	if q.TombstoneTTL < time.Second {
 		p.bad("queue.tombstone_ttl", q.TombstoneTTL, "want at least 1s")
 	}
@@ -360,6 +363,9 @@ func (r Recovery) validate(p *problems, w Worker) {
 		}
 		if r.RelayIdleEvery < time.Second || r.RelayIdleEvery%time.Second != 0 || r.RelayIdleEvery > max(r.RelayCheckEvery, time.Second) {
 			p.bad("recovery.relay_idle_every", r.RelayIdleEvery, "want whole seconds from 1s to recovery.relay_check_every")
+		}
+		if r.RelayHandOverAfter < r.RelayEvery {
+			p.bad("recovery.relay_handover_after", r.RelayHandOverAfter, "want at least recovery.relay_every")
 		}
 		if r.RelayLockTTL < 3*r.RelayEvery || r.RelayLockTTL < time.Second {
 			p.bad("recovery.relay_lock_ttl", r.RelayLockTTL, "want at least 1s and 3 × recovery.relay_every")

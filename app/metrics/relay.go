@@ -100,7 +100,7 @@ type relayCollector struct {
 	every   float64   // seconds
 	started time.Time // the last success before the first: a fresh relay is not a failing one
 
-	waiting, passes, wakes, lastSuccess, interval, countedAt *prometheus.Desc
+	waiting, passes, wakes, handOvers, lastSuccess, interval, countedAt *prometheus.Desc
 }
 
 // WatchRelay registers the metrics of the relay that runs in this process:
@@ -126,8 +126,10 @@ func (m *Metrics) WatchRelay(r RelayReader, every time.Duration) error {
 		passes: prometheus.NewDesc(name("relay_passes_total"),
 			"Relay passes this process made while it held the relay lock, by result: ok or failed.", []string{"result"}, nil),
 		wakes: prometheus.NewDesc(name("relay_wakes_total"),
-			"Relay passes over SQL by what woke them: note (an enqueuer's push was lost, skipped or never made), load (a durable job entered the horizon), lost (Redis lost the relay's mark), error (a tick or pass failed), lead (this process took the relay lock), full (recovery.relay_full_every), check (recovery.relay_check_every with nothing else), once (RunOnce). Between wakes the relay reads only Redis, every recovery.relay_every.",
+			"Relay passes over SQL by what woke them: note (an enqueuer's push was lost, skipped or never made), load (a durable job entered the horizon), lost (Redis lost the relay's mark), error (a tick or pass failed), lead (this process took the relay lock), full (recovery.relay_full_every), check (recovery.relay_check_every with nothing else), recheck (an enqueue's commit failed with an unknown outcome: a full pass at once and queue.uncertain_recheck later), once (RunOnce). Between wakes the relay reads only Redis, every recovery.relay_every.",
 			[]string{"cause"}, nil),
+		handOvers: prometheus.NewDesc(name("relay_handovers_total"),
+			"Times this process released the relay lock because its passes all failed for recovery.relay_handover_after (its SQL unreachable while another process's may answer).", nil, nil),
 		lastSuccess: prometheus.NewDesc(name("relay_last_success_timestamp_seconds"),
 			"Unix time the last relay pass of this process without errors started; before the first, the time the relay's metrics were set up. A process that does not hold the relay lock keeps that value: alert on the maximum.", nil, nil),
 		interval: prometheus.NewDesc(name("relay_interval_seconds"), "How often the relay ticks (recovery.relay_every); it passes over SQL when woken, and at least every recovery.relay_check_every.", nil, nil),
@@ -149,7 +151,7 @@ func (m *Metrics) WatchRelay(r RelayReader, every time.Duration) error {
 }
 
 func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.passes, c.wakes, c.lastSuccess, c.interval, c.countedAt} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.passes, c.wakes, c.handOvers, c.lastSuccess, c.interval, c.countedAt} {
 		ch <- d
 	}
 }
@@ -167,6 +169,7 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, cause := range recovery.WakeCauses {
 		counter(c.wakes, t.Wakes[cause], cause)
 	}
+	counter(c.handOvers, t.HandOvers)
 	gauge(c.lastSuccess, seconds(c.lastOK(t)))
 	gauge(c.interval, c.every)
 	counts, at := c.r.Counts()

@@ -64,7 +64,7 @@ func TestRelayMetrics(t *testing.T) {
 
 	ok := time.Unix(1700000000, 0)
 	f.mu.Lock()
-	f.totals = recovery.RelayTotals{Passes: 10, Failed: 3, LastOK: ok, LastPass: ok.Add(time.Second), LastErr: ok.Add(time.Second)}
+	f.totals = recovery.RelayTotals{Passes: 10, Failed: 3, HandOvers: 2, LastOK: ok, LastPass: ok.Add(time.Second), LastErr: ok.Add(time.Second)}
 	f.counts = map[string]ledger.ScheduledCount{"orders": {Total: 1000, Beyond: 990}, "mail": {Total: 4}}
 	f.countsAt = ok
 	f.mu.Unlock()
@@ -81,6 +81,7 @@ func TestRelayMetrics(t *testing.T) {
 	}{
 		{"delayq_relay_passes_total", map[string]string{"result": "ok"}, 7},
 		{"delayq_relay_passes_total", map[string]string{"result": "failed"}, 3},
+		{"delayq_relay_handovers_total", nil, 2},
 		{"delayq_relay_last_success_timestamp_seconds", nil, float64(ok.Unix())},
 		{"delayq_relay_interval_seconds", nil, 0.2},
 		{"delayq_durable_counted_timestamp_seconds", nil, float64(ok.Unix())},

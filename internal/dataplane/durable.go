@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/delayq/delayq/internal/unavailable"
 )
 
 // Staged is what a transactional enqueue wrote: the results, and the jobs to
@@ -187,10 +189,14 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 	note := c.writeNote(ctx, c.planNote(jobs))
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
-		// Refused, or SQL out of reach: nothing was committed (an
-		// ambiguous failure whose commit did land is left to the relay's
-		// backstop, relay_check_every).
 		c.unnote(ctx, note)
+		if unavailable.Is(err) && !unavailable.NotSent(err) {
+			// SQL out of reach mid-statement: the rows may have committed
+			// all the same, and on a Galera cluster become visible only
+			// after the relay's windows passed them. It checks them all,
+			// now and once more later.
+			c.AskRelayRecheck(ctx)
+		}
 		return nil, err
 	}
 	created := 0

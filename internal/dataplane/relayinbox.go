@@ -27,12 +27,17 @@ import (
 //     written rings it (RPUSH, then LTRIM to one), so that an idle relay
 //     blocked on it (BLPOP, WaitRelayBell) wakes for the new note instead
 //     of reading the inbox five times a second for nothing.
+//   - <ns>:{relay}:recheck, a ZSET of times (Unix ms, the enqueuers'
+//     clocks) at which the relay checks every waiting row of the horizon
+//     (a full pass): an enqueuer whose commit failed with an unknown
+//     outcome asks for one at once and one Config.UncertainRecheck later
+//     (AskRelayRecheck); a full pass drops those due by its start.
 //   - <ns>:{relay}:next, a ZSET of one member, "load": when the next
 //     waiting row beyond the horizon enters it (Unix ms, local clocks).
 //     The relay sets it from SQL after each pass; an enqueuer of a job
 //     beyond the horizon lowers it (ZADD LT) before its commit.
 //
-// The three keys share a hash tag, so one script can touch several in a
+// The four keys share a hash tag, so one script can touch several in a
 // cluster (relayunnote.lua). A
 // Redis that lost them lost the relay's mark too, which makes the relay
 // reload the whole horizon from SQL.
@@ -51,6 +56,9 @@ const nextLoadMember = "load"
 func relayInboxKey(namespace string) string { return namespace + ":{relay}:inbox" }
 func relayNextKey(namespace string) string  { return namespace + ":{relay}:next" }
 func relayBellKey(namespace string) string  { return namespace + ":{relay}:bell" }
+func relayRecheckKey(namespace string) string {
+	return namespace + ":{relay}:recheck"
+}
 
 // relayNote is what one durable enqueue batch writes into the relay's inbox
 // before its commit.
@@ -212,9 +220,13 @@ type RelayTick struct {
 	// does (Unix ms; 0: no row beyond the horizon is known).
 	LoadDue  bool
 	NextLoad int64
-	// Pending counts every note in the inbox, those not due yet included:
-	// a relay with notes pending ticks; one with none may wait for the bell.
+	// Pending counts every note in the inbox and every recheck asked for,
+	// those not due yet included: a relay with any pending ticks; one with
+	// none may wait for the bell.
 	Pending int64
+	// RecheckDue: an enqueuer asked for a full pass by now (a commit of
+	// unknown outcome, AskRelayRecheck).
+	RecheckDue bool
 }
 
 // RelayTickNotes is the most notes one tick reads; the rest wait for the
@@ -231,6 +243,8 @@ func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (
 		Min: "-inf", Max: strconv.FormatInt(notesUpTo, 10), Count: RelayTickNotes})
 	load := pipe.ZScore(ctx, relayNextKey(c.cfg.Namespace), nextLoadMember)
 	pending := pipe.ZCard(ctx, relayInboxKey(c.cfg.Namespace))
+	rechecks := pipe.ZCard(ctx, relayRecheckKey(c.cfg.Namespace))
+	recheckDue := pipe.ZCount(ctx, relayRecheckKey(c.cfg.Namespace), "-inf", strconv.FormatInt(loadUpTo, 10))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return t, fmt.Errorf("queue: read the relay's tick: %w", err)
 	}
@@ -251,8 +265,38 @@ func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (
 		t.NextLoad = int64(at)
 		t.LoadDue = t.NextLoad <= loadUpTo
 	}
-	t.Pending = pending.Val()
+	t.Pending = pending.Val() + rechecks.Val()
+	t.RecheckDue = recheckDue.Val() > 0
 	return t, nil
+}
+
+// AskRelayRecheck asks the relay for a full pass now and another
+// Config.UncertainRecheck later: a durable enqueue's commit failed with
+// an unknown outcome, and rows it may have committed can become visible
+// after the relay's windows passed their due times (a Galera node that
+// died while committing). Best effort, bounded by PushTimeout: a Redis that
+// fails this fails the relay's reads too, which makes its next pass full.
+func (c *Client) AskRelayRecheck(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
+	defer cancel()
+	now := time.Now()
+	ref := c.noteRef()
+	pipe := c.rdb.Pipeline()
+	pipe.ZAdd(ctx, relayRecheckKey(c.cfg.Namespace),
+		redis.Z{Score: float64(now.UnixMilli()), Member: ref + ":now"},
+		redis.Z{Score: float64(now.Add(c.cfg.UncertainRecheck).UnixMilli()), Member: ref + ":later"})
+	c.ringBell(ctx, pipe)
+	_, _ = pipe.Exec(ctx)
+}
+
+// DropRelayRechecks removes the rechecks due by upTo (Unix ms, this
+// process's clock), after a full pass that started then.
+func (c *Client) DropRelayRechecks(ctx context.Context, upTo int64) error {
+	err := c.rdb.ZRemRangeByScore(ctx, relayRecheckKey(c.cfg.Namespace), "-inf", strconv.FormatInt(upTo, 10)).Err()
+	if err != nil {
+		return fmt.Errorf("queue: drop the relay's rechecks: %w", err)
+	}
+	return nil
 }
 
 // DropRelayNotes removes notes the relay has handled.

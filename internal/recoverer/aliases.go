@@ -6,6 +6,7 @@ import "github.com/delayq/delayq/recovery"
 // queue's; these names let the data plane use them unqualified.
 
 const WakeCheck = recovery.WakeCheck
+const WakeRecheck = recovery.WakeRecheck
 const WakeError = recovery.WakeError
 const WakeFull = recovery.WakeFull
 const WakeLead = recovery.WakeLead

@@ -392,6 +392,11 @@ func TestDurableEnqueueWithSQLDownWritesNothing(t *testing.T) {
 	if keys := e.rdb.Keys(ctx, e.ns+":{"+durableTopic+"}:*").Val(); len(keys) != 0 {
 		t.Fatalf("Redis keys after a failed durable enqueue: %v", keys)
 	}
+	// Its outcome is unknown to the enqueuer: it asks the relay to check
+	// the horizon now and once more later.
+	if n := e.rdb.ZCard(ctx, e.ns+":{relay}:recheck").Val(); n != 2 {
+		t.Fatalf("%d rechecks asked for after a failed durable enqueue, want 2", n)
+	}
 }
 
 // cutLedger returns a migrated ledger on a database of its own reached

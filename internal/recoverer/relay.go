@@ -126,40 +126,55 @@ func (r *Relay) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && !errors.Is(err, dataplane.ErrLockNotHeld) {
+		wait := t.C
+		switch {
+		case errors.Is(err, errHandOver):
+			// Give the others LockTTL to take the lock (they try every
+			// Every) before competing for it again.
+			r.log.WithField("after", r.cfg.HandOverAfter).Warn("relay passes kept failing; lock released for another process to relay")
+			r.mu.Lock()
+			r.totals.HandOvers++
+			r.mu.Unlock()
+			r.setNeedFull(WakeError)
+			wait = time.After(r.cfg.LockTTL)
+		case err != nil && !errors.Is(err, dataplane.ErrLockNotHeld):
 			r.log.WithError(err).Debug("relay lock")
 			r.setNeedFull(WakeError)
-		}
-		if held {
+		case held:
 			r.log.Info("relay lock lost; another process relays")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-wait:
 		}
 	}
 }
+
+// errHandOver ends a lead whose passes all failed for HandOverAfter.
+var errHandOver = errors.New("relay: passes kept failing")
 
 // lead ticks every Every until ctx ends (shutdown, or the lock was lost).
 func (r *Relay) lead(ctx context.Context) error {
 	r.setNeedFull(WakeLead) // what the last holder missed, this one finds
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
-	failing := false
+	var failingSince time.Time // zero: the last pass succeeded
 	for {
 		rep, passed, idle := r.tick(ctx)
 		switch {
 		case !passed:
 		case rep.Err != nil && ctx.Err() != nil:
 			return ctx.Err()
-		case rep.Err != nil && !failing:
+		case rep.Err != nil && failingSince.IsZero():
 			// Logged once per outage, not five times a second.
 			r.log.WithError(rep.Err).Warn("relay pass failed; retrying every pass")
-			failing = true
-		case rep.Err == nil && failing:
+			failingSince = rep.Start
+		case rep.Err != nil && time.Since(failingSince) >= r.cfg.HandOverAfter:
+			return errHandOver
+		case rep.Err == nil && !failingSince.IsZero():
 			r.log.Info("relay passes again")
-			failing = false
+			failingSince = time.Time{}
 		}
 		if idle > 0 {
 			// Nothing pending: block on the bell (a note wakes us at
@@ -228,6 +243,9 @@ func (r *Relay) tick(ctx context.Context) (rep RelayReport, passed bool, idle ti
 		cause = WakeLost
 	case fullDue:
 		cause = WakeFull
+	case st.RecheckDue:
+		cause = WakeRecheck
+		r.setNeedFull(WakeRecheck)
 	case len(st.Notes) > 0:
 		cause = WakeNote
 	case st.LoadDue:
@@ -244,6 +262,12 @@ func (r *Relay) tick(ctx context.Context) (rep RelayReport, passed bool, idle ti
 		return RelayReport{}, false, idle
 	}
 	rep = r.pass(ctx, cause, st.Latest)
+	if rep.Err == nil && rep.Reload {
+		// A full pass covers the rechecks asked for before it started.
+		if err := r.q.DropRelayRechecks(ctx, rep.Start.UnixMilli()); err != nil {
+			r.log.WithError(err).Debug("relay rechecks")
+		}
+	}
 	if rep.Err == nil {
 		// Every pass covers the notes read before it (the check reaches
 		// their latest job); a failure to drop them costs one more pass.

@@ -74,6 +74,15 @@ func Is(err error) bool {
 	})
 }
 
+// NotSent reports whether err is a failure to connect at all (a dial that
+// was refused or timed out): whatever the call was, it never reached the
+// server, so nothing it would have written was. Other failures of Is may
+// have come after the server received, or even committed, the call.
+func NotSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 // anyLeaf reports whether f holds for an error of err's tree that wraps no
 // other: where the text of a failure is, when its type is not.
 func anyLeaf(err error, f func(error) bool) bool {

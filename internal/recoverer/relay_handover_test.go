@@ -1,0 +1,103 @@
+package recoverer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
+	"github.com/delayq/delayq/internal/recoverer"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
+)
+
+// deadSQLStore is the ledger of a process whose SQL server died under it
+// (its Galera node): every read fails, while Redis answers.
+type deadSQLStore struct{ recoverer.RelayStore }
+
+var errNodeDown = errors.New("dial tcp: connect: connection refused")
+
+func (deadSQLStore) SQLNow(context.Context) (int64, error) { return 0, errNodeDown }
+func (deadSQLStore) Scheduled(context.Context, string, ledger.Cursor, int64, int) ([]ledger.Entry, error) {
+	return nil, errNodeDown
+}
+
+// A relay whose passes keep failing while it holds the lock lets another
+// process take it, so that a process cut off from its SQL alone does not
+// keep every durable job whose push was lost from running.
+func TestRelayHandsOverWhenItsPassesKeepFailing(t *testing.T) {
+	e := newDurableEnv(t, time.Minute)
+	ctx := testenv.Context(t)
+	cfg := recoverer.RelayConfig{Every: 20 * time.Millisecond, LockTTL: time.Second, HandOverAfter: 300 * time.Millisecond, Grace: time.Nanosecond}
+	cut, _ := e.runRelay(t, deadSQLStore{ledgerops.Of(e.led)}, cfg)
+	testenv.WaitFor(ctx, t, "the cut-off relay to lead and fail", func() bool { return cut.Totals().Failed > 0 })
+	healthy, _ := e.runRelay(t, ledgerops.Of(e.led), cfg)
+
+	// A commit whose push was lost: only a relay that reads SQL finds it.
+	err := e.led.DB().WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		_, err := e.c.EnqueueTx(ctx, e.led.Tx(tx), durableTopic, queue.NewJob{ID: "orphan", Payload: []byte(`1`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "the healthy relay to push the orphan", func() bool {
+		_, ok := e.inRedis(t, durableTopic, "orphan")
+		return ok
+	})
+	if n := cut.Totals().HandOvers; n < 1 {
+		t.Fatalf("the cut-off relay handed over %d times, want at least once", n)
+	}
+	if tot := healthy.Totals(); tot.Wakes[recoverer.WakeLead] < 1 || tot.Failed != 0 {
+		t.Fatalf("the healthy relay: wakes %v, %d failed passes; want it to lead without failing", tot.Wakes, tot.Failed)
+	}
+}
+
+// A commit of unknown outcome that becomes visible only after the relay's
+// check window passed its job's due time (a Galera node that died while
+// committing: the survivors apply its last write sets after they evicted
+// it): the enqueuer asks for a recheck, and the full pass it makes
+// queue.Config.UncertainRecheck later pushes the job.
+func TestRelayRechecksAfterACommitOfUnknownOutcome(t *testing.T) {
+	e := newREnv(t)
+	ctx := testenv.Context(t)
+	c, err := dataplane.New(e.rdb, queue.Config{Namespace: e.ns, Store: e.led, UncertainRecheck: time.Second,
+		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	r, _ := e.runRelay(t, ledgerops.Of(e.led), recoverer.RelayConfig{Every: 20 * time.Millisecond, Grace: time.Nanosecond,
+		FullEvery: time.Hour, CheckEvery: 30 * time.Second})
+	testenv.WaitFor(ctx, t, "the relay's first pass", func() bool { return r.Totals().Passes > 0 })
+
+	tx := e.led.DB().WithContext(ctx).Begin()
+	staged, err := c.EnqueueTx(ctx, e.led.Tx(tx), durableTopic, queue.NewJob{ID: "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := staged.Results()[0].RunAt
+	// Its note wakes a pass, which finds nothing yet and moves on.
+	testenv.WaitFor(ctx, t, "the relay's check window to pass the invisible job's due time", func() bool {
+		m, ok, err := c.RelayMark(ctx)
+		return err == nil && ok && m.Checked > runAt
+	})
+	c.AskRelayRecheck(ctx) // what the enqueuer does on its error
+	testenv.WaitFor(ctx, t, "the recheck asked for now", func() bool { return r.Totals().Wakes[recoverer.WakeRecheck] > 0 })
+	if err := tx.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "the later recheck to push the job", func() bool {
+		_, ok := e.inRedis(t, durableTopic, "unknown")
+		return ok
+	})
+	if w := r.Totals().Wakes; w[recoverer.WakeRecheck] < 2 || w[recoverer.WakeCheck] != 0 || w[recoverer.WakeFull] != 0 {
+		t.Fatalf("wakes %v, want two rechecks and no other full or check pass", w)
+	}
+	testenv.WaitFor(ctx, t, "the rechecks to be dropped", func() bool { return e.rdb.ZCard(ctx, e.ns+":{relay}:recheck").Val() == 0 })
+}

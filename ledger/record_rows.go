@@ -44,11 +44,12 @@ const (
 //     attempt), are written by one multi-row upsert on (topic, job_id),
 //     which inserts the missing rows and rewrites the others whole, as
 //     Record always did;
-//   - except a known row that is missing at a claim after the first
-//     (Attempt > 1) of a job whose history says it succeeded or died
-//     since its enqueue: Redis still held it (a worker committed its
-//     transactional completion, then lost the ledger or died before
-//     telling Redis). Writing it again would run a finished job twice; it
+//   - except a known row that is missing (any attempt) of a job whose
+//     history says it succeeded or died since its enqueue: Redis still
+//     held it (a worker committed its transactional completion, then lost
+//     the ledger or died before telling Redis), or gave it back as never
+//     claimed (a failover lost its claim and its ack; a redis topic's
+//     first claim has no row to miss, so only its later claims are asked). Writing it again would run a finished job twice; it
 //     is returned in gone instead, for the worker to forget
 //     (queue.GoneError). Telling costs two SELECTs (splitGone), only when
 //     the UPDATE matched fewer rows than it was given.
@@ -103,9 +104,10 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 }
 
 // splitGone sorts claims whose rows may be missing (a durable topic's that
-// its UPDATE did not find, a redis topic's after the first): a claim after
-// the first (Attempt > 1) whose row is gone and whose
-// job's history says it succeeded or died since this claim's enqueue
+// its UPDATE did not find, whatever its attempt: a failover of Redis can
+// lose a finished job's ack and its claim, and give it back as never
+// claimed; a redis topic's after the first): a claim whose row is gone and
+// whose job's history says it succeeded or died since this claim's enqueue
 // (finished_at at or after its EnqueuedAt) is gone; every other one goes
 // to the upsert (rest). The history is what tells a finished job from one
 // whose row was deleted for another reason: a redis topic's job released
@@ -128,7 +130,7 @@ func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []que
 	}
 	var missing []Entry
 	for _, e := range known {
-		if e.Attempt > 1 && !exists[refKey{e.Topic, e.JobID}] && l.keepsHistory(e.Topic) {
+		if !exists[refKey{e.Topic, e.JobID}] && l.keepsHistory(e.Topic) {
 			missing = append(missing, e)
 		}
 	}

@@ -81,16 +81,17 @@ func TestRecordDurableUpdatesTheRetryingRow(t *testing.T) {
 }
 
 // A durable job without a row at its first claim (its topic became
-// durable after it was enqueued) gets one: the UPDATE finds nothing and
-// the upsert inserts it, exactly as for a redis topic's job.
+// durable after it was enqueued) gets one: the UPDATE finds nothing, the
+// look for the missing row and then its history finds none, and the
+// upsert inserts it, exactly as for a redis topic's job.
 func TestRecordDurableInsertsAMissingRow(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		l, log := newLedger(t, db, Options{})
 		j := job("t", "gone", 1)
 		j.Durable = true
 		mustRecord(t, l, "w:1", j)
-		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT INSERT]" {
-			t.Fatalf("Record of a durable job without a row ran %v, want the UPDATE, the look for the missing rows, then the upsert", v)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT SELECT INSERT]" {
+			t.Fatalf("Record of a durable job without a row ran %v, want the UPDATE, the look for the missing rows and their history, then the upsert", v)
 		}
 		got := mustRow(t, l, "t", "gone")
 		want := Entry{ID: got.ID, Topic: "t", JobID: "gone", Payload: j.Payload, Attempt: 1, MaxAttempts: 5, RunAt: j.RunAt,
@@ -152,6 +153,31 @@ func TestRecordDurableForgetsAFinishedJob(t *testing.T) {
 			if r := mustRow(t, l, j.Topic, j.ID); r.Attempt != j.Attempt || r.Worker != "w:2" || r.State != queue.StateInFlight {
 				t.Errorf("%s/%s: %+v, want recorded at attempt %d", j.Topic, j.ID, r, j.Attempt)
 			}
+		}
+	})
+}
+
+// A durable job that a Redis failover gave back as never claimed (the
+// writes of its claim and of its ack lost with the master) is claimed
+// again at attempt 1 after it finished: it is gone too, not run again.
+func TestRecordDurableForgetsAFinishedJobAtItsFirstAttempt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{Now: time.Now})
+		mustSchedule(t, l, "t", queue.NewJob{ID: "lost", Payload: []byte("p"), MaxAttempts: 3})
+		first := claimOf(t, l, "t", "lost")
+		mustRecord(t, l, "w:1", first)
+		if err := opsOf(l).Complete(ctx, []queue.Ref{first.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		again := *first // the same claim, made again by the promoted replica's state
+		err := opsOf(l).Record(ctx, []*queue.Job{&again}, "w:2")
+		var gone *queue.GoneError
+		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != again.Ref() {
+			t.Fatalf("Record of a finished job claimed again at attempt 1: %v, want a GoneError naming it", err)
+		}
+		if _, err := l.Row(ctx, "t", "lost"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the finished job's row: %v, want it still gone", err)
 		}
 	})
 }
@@ -225,8 +251,8 @@ func TestRecordMixedBatch(t *testing.T) {
 		fresh, again := job("r", "fresh", 1), job("r", "again", 2)
 		log.Take()
 		mustRecord(t, l, "w:1", fresh, s2, other, missing, again, own, s1)
-		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT INSERT]" {
-			t.Fatalf("mixed Record ran %v, want the UPDATE, the look for the missing rows, then the upsert", v)
+		if v := verbs(log.Take()); fmt.Sprint(v) != "[UPDATE SELECT SELECT INSERT]" {
+			t.Fatalf("mixed Record ran %v, want the UPDATE, the look for the missing rows and their history, then the upsert", v)
 		}
 		for _, j := range []*queue.Job{fresh, s2, other, missing, again, own, s1} {
 			got := mustRow(t, l, j.Topic, j.ID)

@@ -52,7 +52,9 @@ func (b *Backends) openRedis(c config.Redis, log logrus.FieldLogger) (redis.Univ
 		opts.MasterName = c.MasterName
 		rdb = redis.NewFailoverClient(opts.Failover())
 	case "cluster":
-		rdb = redis.NewClusterClient(opts.Cluster())
+		co := opts.Cluster()
+		co.ClusterStateReloadInterval = c.ClusterReloadEvery
+		rdb = redis.NewClusterClient(co)
 	default:
 		return nil, fmt.Errorf("backend: redis.mode %q", c.Mode)
 	}

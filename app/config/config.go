@@ -87,6 +87,13 @@ type Redis struct {
 	// of 32 on a loaded host). The cap stays well under Redis's maxclients
 	// (10,000 by default, shared by every process).
 	PoolSize int `koanf:"pool_size"`
+	// ClusterReloadEvery is how often, at the most, the cluster client
+	// reloads its map of which node serves which slot (cluster mode). A
+	// master that died leaves no redirect to follow: its slots' calls fail
+	// until the next reload, go-redis's default 60s; delayq's 2s is one
+	// CLUSTER SLOTS every 2 s per process, and a failover costs seconds,
+	// not a minute. 100ms to 10m. Default 2s.
+	ClusterReloadEvery time.Duration `koanf:"cluster_reload_every"`
 	// Namespace prefixes every key, so several deployments can share one
 	// Redis. Default dq.
 	Namespace string `koanf:"namespace"`
@@ -558,7 +565,7 @@ type CLI struct {
 func Defaults() Config {
 	return Config{
 		Log:   Log{Level: "info", Format: "auto"},
-		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq"},
+		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq", ClusterReloadEvery: 2 * time.Second},
 		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true,
 			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,

@@ -121,6 +121,9 @@ func (r Redis) validate(p *problems) {
 		// go-redis would read it as its default, not as what was asked.
 		p.bad("redis.pool_size", r.PoolSize, "must be 0 (the default) or more")
 	}
+	if r.ClusterReloadEvery < 100*time.Millisecond || r.ClusterReloadEvery > 10*time.Minute {
+		p.bad("redis.cluster_reload_every", r.ClusterReloadEvery, "want 100ms to 10m")
+	}
 	if !namespaceRE.MatchString(r.Namespace) {
 		p.bad("redis.namespace", r.Namespace, "want 1-64 of [A-Za-z0-9_.-]")
 	}

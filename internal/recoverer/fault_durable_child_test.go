@@ -48,6 +48,18 @@ type durableWorkerSpec struct {
 	MaxConns int
 	// LedgerHold is the worker's (0: its default).
 	LedgerHold time.Duration
+	// RedisCluster: RedisAddr lists a Redis Cluster's nodes, separated by
+	// commas.
+	RedisCluster bool
+}
+
+// redisClient is the process's client to the spec's Redis.
+func (s durableWorkerSpec) redisClient() redis.UniversalClient {
+	if s.RedisCluster {
+		// The program's redis.cluster_reload_every.
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(s.RedisAddr, ","), ClusterStateReloadInterval: 2 * time.Second})
+	}
+	return redis.NewClient(&redis.Options{Addr: s.RedisAddr})
 }
 
 // durablePayload is what a durable fault job carries: its due time (Unix
@@ -107,7 +119,7 @@ func runDurableWorkerProc(s durableWorkerSpec, log *logrus.Logger) error {
 	defer stop()
 	release := make(chan struct{})
 	go readCommands(log, map[string]func(){"release": sync.OnceFunc(func() { close(release) })})
-	rdb := redis.NewClient(&redis.Options{Addr: s.RedisAddr})
+	rdb := s.redisClient()
 	defer rdb.Close()
 	db, led, err := openPool(s.DSN, s.MaxConns)
 	if err != nil {
@@ -165,7 +177,7 @@ func readCommands(log logrus.FieldLogger, cmds map[string]func()) {
 // (ledger.Transactional): a second run of a job adds a run, never a second
 // effect, unless the fencing is broken.
 type durableHandler struct {
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	db      *gorm.DB
 	worker  string
 	release chan struct{}

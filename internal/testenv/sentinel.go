@@ -301,19 +301,26 @@ func (g *SentinelGroup) WaitReplicated(t testing.TB) {
 // picks it.
 func (g *SentinelGroup) CutReplication(t testing.TB) {
 	t.Helper()
+	cutReplication(t, g.Replica.Addr)
+}
+
+// cutReplication cuts the replica at addr from its primary: see
+// SentinelGroup.CutReplication.
+func cutReplication(t testing.TB, addr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), replicaSyncTimeout)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: g.Replica.Addr, MaxRetries: -1, PoolSize: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
 	defer rdb.Close()
 	bogus := "cut-" + randomHex(t, 8)
 	if err := rdb.ConfigSet(ctx, "masteruser", bogus).Err(); err != nil {
-		t.Fatalf("testenv: CutReplication: CONFIG SET masteruser on %s: %v", g.Replica.Addr, err)
+		t.Fatalf("testenv: CutReplication: CONFIG SET masteruser on %s: %v", addr, err)
 	}
 	if err := rdb.ConfigSet(ctx, "masterauth", bogus).Err(); err != nil {
-		t.Fatalf("testenv: CutReplication: CONFIG SET masterauth on %s: %v", g.Replica.Addr, err)
+		t.Fatalf("testenv: CutReplication: CONFIG SET masterauth on %s: %v", addr, err)
 	}
 	if err := rdb.ClientKillByFilter(ctx, "TYPE", "master").Err(); err != nil {
-		t.Fatalf("testenv: CutReplication: CLIENT KILL TYPE master on %s: %v", g.Replica.Addr, err)
+		t.Fatalf("testenv: CutReplication: CLIENT KILL TYPE master on %s: %v", addr, err)
 	}
 	for {
 		info, err := rdb.Info(ctx, "replication").Result()
@@ -323,7 +330,7 @@ func (g *SentinelGroup) CutReplication(t testing.TB) {
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("testenv: CutReplication: replica %s still reports its link up (%v)", g.Replica.Addr, err)
+			t.Fatalf("testenv: CutReplication: replica %s still reports its link up (%v)", addr, err)
 		}
 		time.Sleep(pollInterval)
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +100,9 @@ type RedisOptions struct {
 	// Cluster starts the node in cluster mode (cluster-enabled yes); it
 	// serves nothing until it is part of a cluster (see StartCluster).
 	Cluster bool
+	// ClusterNodeTimeout is cluster-node-timeout: how long a master may
+	// not answer before its replica is promoted. Default 5s.
+	ClusterNodeTimeout time.Duration
 	// Args are extra command-line arguments passed after the config file,
 	// e.g. []string{"--maxmemory", "64mb"}.
 	Args []string
@@ -299,7 +303,9 @@ func (s *RedisServer) writeConf(port int, opts RedisOptions, fsync string) error
 		lines = append(lines,
 			"cluster-enabled yes",
 			"cluster-config-file nodes.conf",
-			"cluster-node-timeout 5000",
+			"cluster-node-timeout "+strconv.FormatInt(cmp.Or(opts.ClusterNodeTimeout, 5*time.Second).Milliseconds(), 10),
+			// A replica's first sync starts at once, not 5 s later.
+			"repl-diskless-sync-delay 0",
 		)
 	}
 	return os.WriteFile(s.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
@@ -404,6 +410,13 @@ func (s *RedisServer) Pid() int {
 		return 0
 	}
 	return s.proc.cmd.Process.Pid
+}
+
+// running reports whether the server's latest process has not exited.
+func (s *RedisServer) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil && !s.proc.exited()
 }
 
 // Kill sends SIGKILL to the server's pid and waits until it has exited: no
@@ -518,8 +531,32 @@ func readFileTail(path string) string {
 // not installed.
 func StartCluster(t testing.TB, n int) []string {
 	t.Helper()
-	if n < 3 {
-		t.Fatalf("testenv: StartCluster: n = %d; a Redis Cluster needs at least 3 masters", n)
+	return StartClusterReplicas(t, n, 0, RedisOptions{}).Addrs()
+}
+
+// Cluster is a Redis Cluster a test started (StartClusterReplicas).
+type Cluster struct {
+	// Nodes are its servers, masters first as created (then each master's
+	// replicas); a failover changes which is which (MasterOf).
+	Nodes []*RedisServer
+}
+
+// Addrs are the addresses of every node.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// StartClusterReplicas starts a cluster of masters (at least 3) with
+// replicas replicas each, the nodes started with opts (Cluster set), like
+// StartCluster, and waits until every node reports it ok.
+func StartClusterReplicas(t testing.TB, masters, replicas int, opts RedisOptions) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("testenv: StartCluster: %d masters; a Redis Cluster needs at least 3", masters)
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -528,15 +565,17 @@ func StartCluster(t testing.TB, n int) []string {
 		}
 		t.Skipf("testenv: redis-cli is not installed (%v); scripts/test-services.sh installs it", err)
 	}
-	addrs := make([]string, n)
-	for i := range addrs {
-		addrs[i] = StartRedis(t, RedisOptions{Cluster: true}).Addr
+	opts.Cluster = true
+	c := &Cluster{Nodes: make([]*RedisServer, masters*(1+replicas))}
+	for i := range c.Nodes {
+		c.Nodes[i] = StartRedis(t, opts)
 	}
+	n := len(c.Nodes)
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cli, args...)
 	cmd.SysProcAttr = sysProcAttr()
 	var buf bytes.Buffer
@@ -550,23 +589,135 @@ func StartCluster(t testing.TB, n int) []string {
 	if err != nil {
 		t.Fatalf("testenv: StartCluster: redis-cli --cluster create: %v\n%s", err, out)
 	}
+	if err := c.waitOK(ctx, n); err != nil {
+		t.Fatalf("testenv: StartCluster: %v; redis-cli said:\n%s", err, out)
+	}
+	return c
+}
 
+// WaitOK waits until every node still running reports cluster_state:ok
+// with every slot assigned: after a master was killed, once its replica
+// has been promoted.
+func (c *Cluster) WaitOK(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	if err := c.waitOK(ctx, len(c.Nodes)); err != nil {
+		t.Fatalf("testenv: Cluster.WaitOK: %v", err)
+	}
+}
+
+func (c *Cluster) waitOK(ctx context.Context, known int) error {
 	var pending []string
 	for {
 		pending = pending[:0]
-		for _, addr := range addrs {
-			if !clusterReady(ctx, addr, n) {
-				pending = append(pending, addr)
+		for _, node := range c.Nodes {
+			if node.running() && (!clusterReady(ctx, node.Addr, known) || !replicaSynced(ctx, node.Addr)) {
+				pending = append(pending, node.Addr)
 			}
 		}
 		if len(pending) == 0 {
-			return addrs
+			return nil
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("testenv: StartCluster: nodes %v did not report cluster_state:ok within %v; redis-cli said:\n%s", pending, clusterTimeout, out)
+			return fmt.Errorf("nodes %v did not report cluster_state:ok within %v", pending, clusterTimeout)
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// Describe returns CLUSTER NODES as each running node sees it, for a test's
+// failure message.
+func (c *Cluster) Describe() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		if !n.running() {
+			fmt.Fprintf(&b, "%s: not running\n", n.Addr)
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, PoolSize: 1})
+		out, err := rdb.ClusterNodes(ctx).Result()
+		_ = rdb.Close()
+		fmt.Fprintf(&b, "%s (%v):\n%s\n", n.Addr, err, out)
+	}
+	return b.String()
+}
+
+// ReplicaOf returns a replica of master (a node whose INFO replication
+// names master's port), or fails the test.
+func (c *Cluster) ReplicaOf(t testing.TB, master *RedisServer) *RedisServer {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(master.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if n == master || !n.running() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, PoolSize: 1})
+		info, err := rdb.Info(ctx, "replication").Result()
+		_ = rdb.Close()
+		if p, _ := infoField(info, "master_port"); err == nil && p == port {
+			return n
+		}
+	}
+	t.Fatalf("testenv: Cluster.ReplicaOf(%s): no replica", master.Addr)
+	return nil
+}
+
+// CutReplication cuts replica from its master as
+// SentinelGroup.CutReplication does: what the master acknowledges from
+// then on is lost if it dies. The cluster still promotes the replica after
+// a kill within cluster-node-timeout × 10 (cluster-replica-validity-factor).
+func (c *Cluster) CutReplication(t testing.TB, replica *RedisServer) {
+	t.Helper()
+	cutReplication(t, replica.Addr)
+}
+
+// MasterOf returns the node that serves slot as master, as the first
+// running node that answers says (CLUSTER SHARDS is Redis 7's; CLUSTER
+// SLOTS answers the same for every version).
+func (c *Cluster) MasterOf(t testing.TB, slot int) *RedisServer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	for _, node := range c.Nodes {
+		if !node.running() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: node.Addr, MaxRetries: -1, PoolSize: 1})
+		slots, err := rdb.ClusterSlots(ctx).Result()
+		_ = rdb.Close()
+		if err != nil {
+			continue
+		}
+		for _, s := range slots {
+			if slot >= s.Start && slot <= s.End && len(s.Nodes) > 0 {
+				for _, cand := range c.Nodes {
+					if cand.Addr == s.Nodes[0].Addr {
+						return cand
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("testenv: Cluster.MasterOf(%d): no running node knows its master", slot)
+	return nil
+}
+
+// replicaSynced reports whether the node at addr is a master, or a
+// replica whose link to its master is up: one that has not finished its
+// first sync has no data, and the cluster would never promote it.
+func replicaSynced(ctx context.Context, addr string) bool {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return false
+	}
+	return strings.Contains(info, "role:master\r\n") || strings.Contains(info, "master_link_status:up\r\n")
 }
 
 // clusterReady reports whether the node at addr says the cluster is ok,

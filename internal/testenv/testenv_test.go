@@ -512,3 +512,35 @@ func TestStartDetectsTakenPort(t *testing.T) {
 		t.Fatalf("pid %d alive after a failed start", s.Pid())
 	}
 }
+
+// A cluster with replicas: a killed master's replica is promoted and
+// serves its slots, with what was written before the kill.
+func TestClusterFailover(t *testing.T) {
+	cl := StartClusterReplicas(t, 3, 1, RedisOptions{ClusterNodeTimeout: time.Second})
+	ctx := Context(t)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer cc.Close()
+	if err := cc.Set(ctx, "{x}k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slot := int(cc.ClusterKeySlot(ctx, "{x}k").Val())
+	old := cl.MasterOf(t, slot)
+	// The write is on the replica before the kill (WAIT 1 replica).
+	if n, err := old.Client(t).Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d, %v", n, err)
+	}
+	old.Kill(t)
+	killed := time.Now()
+	WaitFor(ctx, t, "the replica's promotion", func() bool { return cl.MasterOf(t, slot) != old }, cl.Describe)
+	cl.WaitOK(t)
+	t.Logf("promoted %v after the kill", time.Since(killed))
+	// The client learns the new map after a failed call or two.
+	WaitFor(ctx, t, "the write read from the promoted replica", func() bool {
+		v, err := cc.Get(ctx, "{x}k").Result()
+		if err == nil && v != "v" {
+			t.Fatalf("after the failover: %q", v)
+		}
+		return err == nil
+	})
+	t.Logf("read %v after the kill", time.Since(killed))
+}

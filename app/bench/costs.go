@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // Costs is what a measured phase's jobs cost, counted rather than timed:
@@ -43,7 +45,7 @@ type Costs struct {
 	// scripts ran included, the probes' own INFO excluded; RedisScriptCalls
 	// the script calls among them (EVALSHA, EVAL, FCALL and their _RO
 	// forms): the round trips that do the work. Nil when Redis does not
-	// say (miniredis, Cluster).
+	// say (miniredis); on a Redis Cluster, the sum of its masters'.
 	RedisCommands          *int64   `json:"redis_commands"`
 	RedisCommandsPerJob    *float64 `json:"redis_commands_per_job"`
 	RedisScriptCalls       *int64   `json:"redis_script_calls"`
@@ -60,6 +62,23 @@ type Costs struct {
 	RedisCPUUsPerJob *float64 `json:"redis_cpu_us_per_job"`
 	SQLCPUUs         *int64   `json:"sql_server_cpu_us"`
 	SQLCPUUsPerJob   *float64 `json:"sql_server_cpu_us_per_job"`
+	// RedisNodes are the same Redis figures per master of a Redis
+	// Cluster, by address (nil for one server): what each node does per
+	// job, and its share of the commands. A master that appeared during
+	// the window (a failover) is left out.
+	RedisNodes []NodeCosts `json:"redis_nodes,omitempty"`
+}
+
+// NodeCosts is one Redis Cluster master's share of a window's work.
+type NodeCosts struct {
+	Addr     string  `json:"addr"`
+	Commands int64   `json:"commands"`
+	Share    float64 `json:"commands_share"` // of all the masters' commands, 0-1
+	// CommandsPerJob and CPUUsPerJob divide by every job of the window,
+	// wherever its keys live.
+	CommandsPerJob *float64 `json:"commands_per_job"`
+	CPUUs          int64    `json:"cpu_us"`
+	CPUUsPerJob    *float64 `json:"cpu_us_per_job"`
 }
 
 // costsBetween counts from a to b for jobs jobs.
@@ -124,7 +143,34 @@ func costsBetween(a, b probe, jobs int) *Costs {
 		c.SQLCPUUs = &us
 		c.SQLCPUUsPerJob = per(us, 1)
 	}
+	c.RedisNodes = nodeCosts(a, b, per)
 	return c
+}
+
+// nodeCosts is each master's part of the window, sorted by address.
+func nodeCosts(a, b probe, per func(n int64, scale float64) *float64) []NodeCosts {
+	if a.nodes == nil || b.nodes == nil {
+		return nil
+	}
+	var out []NodeCosts
+	var total int64
+	for addr, nb := range b.nodes {
+		na, ok := a.nodes[addr]
+		if !ok {
+			continue
+		}
+		n := NodeCosts{Addr: addr, Commands: max(nb.calls-na.calls, 0), CPUUs: int64(math.Round((nb.cpu - na.cpu) * 1e6))}
+		n.CommandsPerJob, n.CPUUsPerJob = per(n.Commands, 1), per(n.CPUUs, 1)
+		total += n.Commands
+		out = append(out, n)
+	}
+	for i := range out {
+		if total > 0 {
+			out[i].Share = float64(out[i].Commands) / float64(total)
+		}
+	}
+	slices.SortFunc(out, func(x, y NodeCosts) int { return strings.Compare(x.Addr, y.Addr) })
+	return out
 }
 
 // perSecondNote sums up costs with no jobs (idle) per second, for a note.

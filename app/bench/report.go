@@ -178,6 +178,29 @@ func writeCosts(w io.Writer, results []Result) error {
 			opt(c.RedisCommandsPerJob, "%.2f"), opt(c.RedisScriptCallsPerJob, "%.3f"),
 			opt(c.ProcessCPUUsPerJob, "%.1f"), opt(c.RedisCPUUsPerJob, "%.1f"), opt(c.SQLCPUUsPerJob, "%.1f"))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeNodeCosts(w, results)
+}
+
+// writeNodeCosts prints each Redis Cluster master's share of the runs'
+// work, if any run was on a cluster.
+func writeNodeCosts(w io.Writer, results []Result) error {
+	tw := baselineTable(w, results, func(r Result) bool { return r.Costs != nil && len(r.Costs.RedisNodes) > 0 },
+		"SCENARIO\tPARAMS\tREDIS MASTER\tCOMMANDS\tSHARE\tCMDS/JOB\tCPU µs/JOB")
+	if tw == nil {
+		return nil
+	}
+	for _, r := range results {
+		if r.Costs == nil {
+			continue
+		}
+		for _, n := range r.Costs.RedisNodes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\n", r.Scenario, r.Params, n.Addr, n.Commands, 100*n.Share,
+				opt(n.CommandsPerJob, "%.2f"), opt(n.CPUUsPerJob, "%.1f"))
+		}
+	}
 	return tw.Flush()
 }
 

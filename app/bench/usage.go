@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,7 @@ type Usage struct {
 	HostCPU *float64 `json:"host_cpu_pct,omitempty"`
 	// RedisCPU is redis-server's CPU time in % of one core (INFO cpu: the
 	// whole server, other clients' work included); nil when Redis does not
-	// say (miniredis, Cluster).
+	// say (miniredis); on a Redis Cluster, the sum of its masters'.
 	RedisCPU *float64 `json:"redis_cpu_pct,omitempty"`
 	// SQLCommits and SQLFsyncs are the MySQL server's statement commits
 	// (Handler_commit) and InnoDB fsyncs (Innodb_os_log_fsyncs, or on
@@ -78,6 +79,17 @@ type probe struct {
 	// when unknown.
 	ledgerCommits int64
 	sqlCPU        time.Duration
+	// nodes are the Redis Cluster masters' own readings, by address (nil
+	// for one server); redisCPU and cmds are their sums.
+	nodes map[string]nodeReading
+}
+
+// nodeReading is one Redis server's CPU time (seconds) and the commands it
+// counted (INFO commandstats, its INFO and CLUSTER calls left out: the
+// probes' and the cluster client's own).
+type nodeReading struct {
+	cpu   float64
+	calls int64
 }
 
 // probe takes one reading, the sandbox's ledger's commits and its SQL
@@ -95,18 +107,11 @@ func readProbe(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB) prob
 	p := probe{at: time.Now(), redisCPU: -1, commits: -1, fsyncs: -1, ledgerCommits: -1, sqlCPU: -1}
 	p.cpu, _ = processCPU()
 	p.hostBusy = hostBusy()
-	if c, ok := rdb.(*redis.Client); ok {
-		if info, err := c.Info(ctx, "cpu").Result(); err == nil {
-			f := infoFields(info)
-			sys, err1 := strconv.ParseFloat(f["used_cpu_sys"], 64)
-			usr, err2 := strconv.ParseFloat(f["used_cpu_user"], 64)
-			if err1 == nil && err2 == nil {
-				p.redisCPU = sys + usr
-			}
-		}
-		if info, err := c.Info(ctx, "commandstats").Result(); err == nil {
-			p.cmds = commandStats(info)
-		}
+	switch c := rdb.(type) {
+	case *redis.Client:
+		p.redisCPU, p.cmds = readRedis(ctx, c)
+	case *redis.ClusterClient:
+		readCluster(ctx, c, &p)
 	}
 	if db.Dialector.Name() == "mysql" {
 		var rows []variableRow
@@ -134,6 +139,62 @@ func readProbe(ctx context.Context, rdb redis.UniversalClient, db *gorm.DB) prob
 		}
 	}
 	return p
+}
+
+// readRedis reads one server's CPU time (seconds; -1 when it does not
+// say) and command counts (nil when it does not say).
+func readRedis(ctx context.Context, c *redis.Client) (cpu float64, cmds map[string]CommandStats) {
+	cpu = -1
+	if info, err := c.Info(ctx, "cpu").Result(); err == nil {
+		f := infoFields(info)
+		sys, err1 := strconv.ParseFloat(f["used_cpu_sys"], 64)
+		usr, err2 := strconv.ParseFloat(f["used_cpu_user"], 64)
+		if err1 == nil && err2 == nil {
+			cpu = sys + usr
+		}
+	}
+	if info, err := c.Info(ctx, "commandstats").Result(); err == nil {
+		cmds = commandStats(info)
+	}
+	return cpu, cmds
+}
+
+// readCluster reads every master of a Redis Cluster into p: each one's
+// own figures, and their sums. A master that does not answer makes the
+// sums unknown.
+func readCluster(ctx context.Context, c *redis.ClusterClient, p *probe) {
+	var mu sync.Mutex
+	nodes := map[string]nodeReading{}
+	cmds := map[string]CommandStats{}
+	complete := true
+	err := c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		cpu, st := readRedis(ctx, node)
+		mu.Lock()
+		defer mu.Unlock()
+		if cpu < 0 || st == nil {
+			complete = false
+			return nil
+		}
+		var calls int64
+		for name, s := range st {
+			sum := cmds[name]
+			sum.Calls += s.Calls
+			sum.Usec += s.Usec
+			cmds[name] = sum
+			if name != "info" && name != "cluster" {
+				calls += s.Calls
+			}
+		}
+		nodes[node.Options().Addr] = nodeReading{cpu: cpu, calls: calls}
+		return nil
+	})
+	if err != nil || !complete || len(nodes) == 0 {
+		return
+	}
+	p.nodes, p.cmds, p.redisCPU = nodes, cmds, 0
+	for _, n := range nodes {
+		p.redisCPU += n.cpu
+	}
 }
 
 // usageBetween computes the usage from a to b.

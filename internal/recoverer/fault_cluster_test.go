@@ -130,15 +130,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	close(stop)
 	<-done
 
-	n := int64(len(accepted))
-	testenv.WaitFor(testenv.ContextTimeout(t, time.Duration(scale(90, 300))*time.Second), t,
-		fmt.Sprintf("%d accepted jobs' effects and an empty ledger", n), func() bool {
-			return ddb.effects(t) >= n && ddb.ledgerRows(t) == 0
-		}, func() string {
-			var rows []map[string]any
-			_ = ddb.db.Raw("SELECT job_id, state, attempt, worker, run_at, lease_until FROM " + ddb.led.LedgerTable() + " LIMIT 5").Scan(&rows).Error
-			return fmt.Sprintf("%d effects, %d ledger rows, e.g. %v", ddb.effects(t), ddb.ledgerRows(t), rows)
-		})
+	ddb.waitSettled(t, int64(len(accepted)), time.Duration(scale(90, 300))*time.Second, nil)
 	for _, w := range ws {
 		w.stop(t, 30*time.Second)
 		w.checkNoRace(t)
@@ -147,27 +139,10 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	// The jobs that may run again: those that ran before the slot was
 	// served again (a claim or an ack the master took with it), and those
 	// whose earlier run outlived its lease uncommitted.
-	mayRepeat := map[string]bool{}
-	var before []string
-	if err := ddb.db.Raw("SELECT DISTINCT job_id FROM durable_runs WHERE start_ms < ?", servedAgain).Scan(&before).Error; err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range before {
-		mayRepeat[id] = true
-	}
-	var lateRepeats []string
-	if err := ddb.db.Raw("SELECT r.job_id FROM (SELECT job_id, MAX(attempt) AS a, COUNT(*) AS n FROM durable_runs GROUP BY job_id) r " +
-		"JOIN durable_effect e ON e.job_id = r.job_id AND e.attempt = r.a WHERE r.n > 1").Scan(&lateRepeats).Error; err != nil {
-		t.Fatal(err)
-	}
-	leaseRan := 0
-	for _, id := range lateRepeats {
-		if !mayRepeat[id] {
-			mayRepeat[id], leaseRan = true, leaseRan+1
-		}
-	}
+	mayRepeat, leaseRan := ddb.mayRepeat(t, "start_ms < ?", servedAgain)
 	got := ddb.jobs(t)
 	extra := checkOnce(t, got, accepted, mayRepeat)
+	ddb.logRepeats(t, got, mayRepeat)
 	var lostRuns int64 // runs whose claim the dead master took with it: run again
 	if err := ddb.db.Raw("SELECT COUNT(*) FROM (SELECT job_id FROM durable_runs GROUP BY job_id HAVING COUNT(*) > 1) r").Scan(&lostRuns).Error; err != nil {
 		t.Fatal(err)

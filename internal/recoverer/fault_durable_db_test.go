@@ -143,3 +143,68 @@ func (s spread) String() string {
 	d := func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 	return fmt.Sprintf("n=%d p50=%s p99=%s max=%s", s.n, d(s.p50), d(s.p99), d(s.max))
 }
+
+// waitSettled waits, up to timeout, until n effects are committed and the
+// ledger is empty: every accepted job ran and settled. more adds to the
+// failure's message.
+func (d durableDB) waitSettled(t testing.TB, n int64, timeout time.Duration, more func() string) {
+	t.Helper()
+	testenv.WaitFor(testenv.ContextTimeout(t, timeout), t, fmt.Sprintf("%d accepted jobs' effects and an empty ledger", n), func() bool {
+		return d.effects(t) >= n && d.ledgerRows(t) == 0
+	}, func() string {
+		var rows []map[string]any
+		_ = d.db.Raw("SELECT job_id, state, attempt, worker, run_at, lease_until, updated_at FROM " + d.led.LedgerTable() + " LIMIT 5").Scan(&rows).Error
+		msg := fmt.Sprintf("%d effects, %d ledger rows, e.g. %v", d.effects(t), d.ledgerRows(t), rows)
+		if more != nil {
+			msg += "; " + more()
+		}
+		return msg
+	})
+}
+
+// mayRepeat returns the jobs that may have run more than once after a
+// fault: those with a run matching inFlight (a WHERE clause on
+// durable_runs: in flight at the fault), and those whose effect is their
+// last run's while an earlier run left none (it outlived its lease
+// uncommitted on a loaded host); leaseRan counts the latter alone.
+func (d durableDB) mayRepeat(t testing.TB, inFlight string, args ...any) (may map[string]bool, leaseRan int) {
+	t.Helper()
+	var ids []string
+	if err := d.db.Raw("SELECT DISTINCT job_id FROM durable_runs WHERE "+inFlight, args...).Scan(&ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	may = make(map[string]bool, len(ids))
+	for _, id := range ids {
+		may[id] = true
+	}
+	var late []string
+	if err := d.db.Raw("SELECT r.job_id FROM (SELECT job_id, MAX(attempt) AS a, COUNT(*) AS n FROM durable_runs GROUP BY job_id) r " +
+		"JOIN durable_effect e ON e.job_id = r.job_id AND e.attempt = r.a WHERE r.n > 1").Scan(&late).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range late {
+		if !may[id] {
+			may[id], leaseRan = true, leaseRan+1
+		}
+	}
+	return may, leaseRan
+}
+
+// logRepeats logs, when t failed, the runs and effects of every job that
+// ran more often than it may have or has more than one effect.
+func (d durableDB) logRepeats(t testing.TB, got map[string]*jobRuns, mayRepeat map[string]bool) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	shown := 0
+	for id, r := range got {
+		if shown < 20 && (r.Effects > 1 || (r.Runs > 1 && !mayRepeat[id])) {
+			var runs, effects []map[string]any
+			_ = d.db.Raw("SELECT attempt, worker, due_ms, start_ms FROM durable_runs WHERE job_id = ? ORDER BY start_ms", id).Scan(&runs).Error
+			_ = d.db.Raw("SELECT id, attempt, worker FROM durable_effect WHERE job_id = ? ORDER BY id", id).Scan(&effects).Error
+			t.Logf("%s: runs %v effects %v", id, runs, effects)
+			shown++
+		}
+	}
+}

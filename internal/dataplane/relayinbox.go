@@ -31,7 +31,8 @@ import (
 //     clocks) at which the relay checks every waiting row of the horizon
 //     (a full pass): an enqueuer whose commit failed with an unknown
 //     outcome asks for one at once and one Config.UncertainRecheck later
-//     (AskRelayRecheck); a full pass drops those due by its start.
+//     (AskRelayRecheck; one member per second, so an outage adds at most
+//     two a second); a full pass drops those due by its start.
 //   - <ns>:{relay}:next, a ZSET of one member, "load": when the next
 //     waiting row beyond the horizon enters it (Unix ms, local clocks).
 //     The relay sets it from SQL after each pass; an enqueuer of a job
@@ -280,13 +281,18 @@ func (c *Client) AskRelayRecheck(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
 	now := time.Now()
-	ref := c.noteRef()
 	pipe := c.rdb.Pipeline()
-	pipe.ZAdd(ctx, relayRecheckKey(c.cfg.Namespace),
-		redis.Z{Score: float64(now.UnixMilli()), Member: ref + ":now"},
-		redis.Z{Score: float64(now.Add(c.cfg.UncertainRecheck).UnixMilli()), Member: ref + ":later"})
+	pipe.ZAdd(ctx, relayRecheckKey(c.cfg.Namespace), recheckAt(now), recheckAt(now.Add(c.cfg.UncertainRecheck)))
 	c.ringBell(ctx, pipe)
 	_, _ = pipe.Exec(ctx)
+}
+
+// recheckAt is the recheck due at t, rounded up to the whole second it
+// names: the enqueues that fail in one second of an outage share their
+// two rechecks, so an outage of any length adds at most two a second.
+func recheckAt(t time.Time) redis.Z {
+	s := t.UnixMilli()/1000 + 1
+	return redis.Z{Score: float64(s * 1000), Member: strconv.FormatInt(s, 10)}
 }
 
 // DropRelayRechecks removes the rechecks due by upTo (Unix ms, this

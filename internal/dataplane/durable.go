@@ -190,11 +190,11 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
 		c.unnote(ctx, note)
-		if unavailable.Is(err) && !unavailable.NotSent(err) {
-			// SQL out of reach mid-statement: the rows may have committed
-			// all the same, and on a Galera cluster become visible only
-			// after the relay's windows passed them. It checks them all,
-			// now and once more later.
+		if unavailable.OutcomeUnknown(err) {
+			// The connection was lost mid-statement: the rows may have
+			// committed all the same, and on a Galera cluster become
+			// visible only after the relay's windows passed them. It
+			// checks them all, now and once more later.
 			c.AskRelayRecheck(ctx)
 		}
 		return nil, err

@@ -1,6 +1,7 @@
 package recoverer_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -392,10 +393,37 @@ func TestDurableEnqueueWithSQLDownWritesNothing(t *testing.T) {
 	if keys := e.rdb.Keys(ctx, e.ns+":{"+durableTopic+"}:*").Val(); len(keys) != 0 {
 		t.Fatalf("Redis keys after a failed durable enqueue: %v", keys)
 	}
-	// Its outcome is unknown to the enqueuer: it asks the relay to check
-	// the horizon now and once more later.
+	// Nothing reached SQL (the proxy refuses every connection), and the
+	// enqueuer knows it: no recheck is asked for.
+	if n := e.rdb.ZCard(ctx, e.ns+":{relay}:recheck").Val(); n != 0 {
+		t.Fatalf("%d rechecks asked for after an enqueue that never reached SQL, want none", n)
+	}
+}
+
+// lostMidCall is a durable store whose connection is lost while its
+// statement is in flight: the rows may or may not have committed.
+type lostMidCall struct{ queue.DurableStore }
+
+func (lostMidCall) Schedule(context.Context, string, []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
+	return nil, 0, fmt.Errorf("ledger: schedule: %w", gomysql.ErrInvalidConn)
+}
+
+// An enqueue whose connection was lost mid-statement cannot know whether
+// its rows committed: it asks the relay for a full pass now and another
+// queue.Config.UncertainRecheck later.
+func TestDurableEnqueueOfUnknownOutcomeAsksForRechecks(t *testing.T) {
+	e := newREnv(t)
+	ctx := testenv.Context(t)
+	c, err := dataplane.New(e.rdb, queue.Config{Namespace: e.ns, Store: lostMidCall{e.led},
+		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.EnqueueBatch(ctx, durableTopic, []queue.NewJob{{ID: "a"}}); !errors.Is(err, queue.ErrLedger) {
+		t.Fatalf("enqueue with its connection lost: %v, want ErrLedger", err)
+	}
 	if n := e.rdb.ZCard(ctx, e.ns+":{relay}:recheck").Val(); n != 2 {
-		t.Fatalf("%d rechecks asked for after a failed durable enqueue, want 2", n)
+		t.Fatalf("%d rechecks asked for after an enqueue of unknown outcome, want 2", n)
 	}
 }
 

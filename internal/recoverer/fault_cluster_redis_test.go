@@ -109,8 +109,8 @@ func TestFaultClusterMasterKilledRedisTopic(t *testing.T) {
 	testenv.WaitFor(testenv.Context(t), t, "300 jobs run", func() bool { return ran() >= 300 })
 	slot := int(rdb.ClusterKeySlot(testenv.Context(t), "{"+topic+"}").Val())
 	master := cl.MasterOf(t, slot)
+	cutAt := time.Now().UnixMilli() // before the cut: what is acknowledged from here on may be lost
 	cl.CutReplication(t, cl.ReplicaOf(t, master))
-	cutAt := time.Now().UnixMilli()
 	atCut := ran()
 	testenv.WaitFor(testenv.Context(t), t, "200 runs after the cut", func() bool { return ran() >= atCut+200 })
 	master.Kill(t)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -74,6 +75,10 @@ type Relay struct {
 	// fullCause says which.
 	needFull  bool
 	fullCause string
+	// warned: the failure of the passes was logged, and not their
+	// recovery yet; kept across leads so that an outage that hands the
+	// lock round logs once.
+	warned atomic.Bool
 }
 
 // NewRelay returns a Relay over q and store.
@@ -131,10 +136,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		case errors.Is(err, errHandOver):
 			// Give the others LockTTL to take the lock (they try every
 			// Every) before competing for it again.
-			r.log.WithField("after", r.cfg.HandOverAfter).Warn("relay passes kept failing; lock released for another process to relay")
 			r.mu.Lock()
 			r.totals.HandOvers++
+			first := r.totals.HandOvers == 1
 			r.mu.Unlock()
+			entry := r.log.WithField("after", r.cfg.HandOverAfter)
+			if first {
+				entry.Warn("relay passes kept failing; lock released for another process to relay (delayq_relay_handovers_total counts the next ones)")
+			} else {
+				entry.Debug("relay passes kept failing; lock released for another process to relay")
+			}
 			r.setNeedFull(WakeError)
 			wait = time.After(r.cfg.LockTTL)
 		case err != nil && !errors.Is(err, dataplane.ErrLockNotHeld):
@@ -168,12 +179,16 @@ func (r *Relay) lead(ctx context.Context) error {
 			return ctx.Err()
 		case rep.Err != nil && failingSince.IsZero():
 			// Logged once per outage, not five times a second.
-			r.log.WithError(rep.Err).Warn("relay pass failed; retrying every pass")
+			if !r.warned.Swap(true) {
+				r.log.WithError(rep.Err).Warn("relay pass failed; retrying every pass")
+			}
 			failingSince = rep.Start
 		case rep.Err != nil && time.Since(failingSince) >= r.cfg.HandOverAfter:
 			return errHandOver
-		case rep.Err == nil && !failingSince.IsZero():
-			r.log.Info("relay passes again")
+		case rep.Err == nil:
+			if r.warned.Swap(false) {
+				r.log.Info("relay passes again")
+			}
 			failingSince = time.Time{}
 		}
 		if idle > 0 {

@@ -306,6 +306,9 @@ func (s *RedisServer) writeConf(port int, opts RedisOptions, fsync string) error
 			"cluster-node-timeout "+strconv.FormatInt(cmp.Or(opts.ClusterNodeTimeout, 5*time.Second).Milliseconds(), 10),
 			// A replica's first sync starts at once, not 5 s later.
 			"repl-diskless-sync-delay 0",
+			// A replica cut from its master (CutReplication) is promoted
+			// however long ago its link went down.
+			"cluster-replica-validity-factor 0",
 		)
 	}
 	return os.WriteFile(s.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644)

@@ -74,13 +74,33 @@ func Is(err error) bool {
 	})
 }
 
-// NotSent reports whether err is a failure to connect at all (a dial that
-// was refused or timed out): whatever the call was, it never reached the
-// server, so nothing it would have written was. Other failures of Is may
-// have come after the server received, or even committed, the call.
-func NotSent(err error) bool {
+// OutcomeUnknown reports whether err is a connection lost while the call
+// was in flight: the server may have received, and even committed, it.
+// A refused or timed-out dial never reached the server, an error the
+// server answered (too many connections, not ready, deadlock, lock wait)
+// committed nothing, and a wait for a pool connection sent nothing: none
+// of those is unknown.
+func OutcomeUnknown(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 2006 || me.Number == 2013 // gone away, lost connection
+	}
+	switch {
+	case errors.Is(err, mysql.ErrInvalidConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED):
+		return true
+	case errors.As(err, &op) && (op.Op == "read" || op.Op == "write"):
+		return true // a read or write that failed or timed out mid-call
+	}
+	return anyLeaf(err, func(e error) bool {
+		msg := e.Error()
+		return strings.Contains(msg, "invalid connection") || strings.Contains(msg, "connection reset by peer") ||
+			strings.Contains(msg, "broken pipe") || strings.Contains(msg, "unexpected EOF")
+	})
 }
 
 // anyLeaf reports whether f holds for an error of err's tree that wraps no

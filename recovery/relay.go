@@ -62,7 +62,9 @@ type RelayConfig struct {
 	// itself): its own SQL may be what is unreachable, a Galera node that
 	// died under it, while the other processes' SQL answers. When every
 	// process fails, the lock goes round and nothing is lost: each new
-	// holder starts with a full pass. Default 5s; at least Every.
+	// holder starts with a full pass. Each SQL step of a pass is bounded
+	// by twice this (at least 1s), so that a server gone silent fails
+	// the passes too. Default 5s; at least Every.
 	HandOverAfter time.Duration
 	// OnPass, if set, is called with the report of every pass that did
 	// something or failed, e.g. to export metrics. Default none.

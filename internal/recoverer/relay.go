@@ -162,6 +162,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// bounded runs one of a pass's SQL steps within twice HandOverAfter (10 s
+// by default, at least 1 s): a server that went silent (no reset, no refusal: its host
+// gone) fails the pass instead of holding it, and with it the lock, for
+// ever. A page of rows takes milliseconds on a server that answers.
+func (r *Relay) bounded(ctx context.Context, step func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, max(2*r.cfg.HandOverAfter, time.Second))
+	defer cancel()
+	return step(ctx)
+}
+
 // errHandOver ends a lead whose passes all failed for HandOverAfter.
 var errHandOver = errors.New("relay: passes kept failing")
 
@@ -350,7 +360,11 @@ func (r *Relay) finish(rep *RelayReport) {
 
 func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int64) error {
 	local := time.Now().UnixMilli() // before SQL's clock: what the pass covers, on this clock
-	sqlNow, err := r.store.SQLNow(ctx)
+	var sqlNow int64
+	err := r.bounded(ctx, func(ctx context.Context) (err error) {
+		sqlNow, err = r.store.SQLNow(ctx)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -371,7 +385,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		// Redis step failed then) and runs every FullEvery. Other passes
 		// read no pause: Redis kept its data, and an extra SQL read every
 		// 200 ms measurably delayed the reload under a busy SQL pool.
-		if err := applyPauses(ctx, r.q, r.store, r.log); err != nil {
+		if err := r.bounded(ctx, func(ctx context.Context) error { return applyPauses(ctx, r.q, r.store, r.log) }); err != nil {
 			return err
 		}
 		rep.Reload, rep.Lost = true, !ok
@@ -424,7 +438,11 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 // horizon and records it in Redis (on this process's clock, local being
 // its reading when SQL's clock read sqlNow), for the ticks to wake on.
 func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) error {
-	rows, err := r.store.Scheduled(ctx, "", ledger.Cursor{RunAt: upTo, ID: math.MaxInt64}, math.MaxInt64, 1)
+	var rows []ledger.Entry
+	err := r.bounded(ctx, func(ctx context.Context) (err error) {
+		rows, err = r.store.Scheduled(ctx, "", ledger.Cursor{RunAt: upTo, ID: math.MaxInt64}, math.MaxInt64, 1)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -445,7 +463,11 @@ func (r *Relay) push(ctx context.Context, after ledger.Cursor, upTo int64, creat
 		if err != nil {
 			return err
 		}
-		rows, err := r.store.Scheduled(ctx, "", after, upTo, r.cfg.PageSize)
+		var rows []ledger.Entry
+		err = r.bounded(ctx, func(ctx context.Context) (err error) {
+			rows, err = r.store.Scheduled(ctx, "", after, upTo, r.cfg.PageSize)
+			return err
+		})
 		if err != nil {
 			return err
 		}

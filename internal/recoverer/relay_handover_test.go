@@ -27,14 +27,37 @@ func (deadSQLStore) Scheduled(context.Context, string, ledger.Cursor, int64, int
 	return nil, errNodeDown
 }
 
+// silentSQLStore is the ledger of a process whose SQL server went silent
+// (its host gone: no reset, no refusal): every read waits until its
+// context ends.
+type silentSQLStore struct{ recoverer.RelayStore }
+
+func (silentSQLStore) SQLNow(ctx context.Context) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
 // A relay whose passes keep failing while it holds the lock lets another
 // process take it, so that a process cut off from its SQL alone does not
-// keep every durable job whose push was lost from running.
+// keep every durable job whose push was lost from running: whether its
+// server refuses it or went silent (each SQL step of a pass is bounded).
 func TestRelayHandsOverWhenItsPassesKeepFailing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(recoverer.RelayStore) recoverer.RelayStore
+	}{
+		{"refused", func(s recoverer.RelayStore) recoverer.RelayStore { return deadSQLStore{s} }},
+		{"silent", func(s recoverer.RelayStore) recoverer.RelayStore { return silentSQLStore{s} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRelayHandsOver(t, tc.store) })
+	}
+}
+
+func testRelayHandsOver(t *testing.T, broken func(recoverer.RelayStore) recoverer.RelayStore) {
 	e := newDurableEnv(t, time.Minute)
 	ctx := testenv.Context(t)
 	cfg := recoverer.RelayConfig{Every: 20 * time.Millisecond, LockTTL: time.Second, HandOverAfter: 300 * time.Millisecond, Grace: time.Nanosecond}
-	cut, _ := e.runRelay(t, deadSQLStore{ledgerops.Of(e.led)}, cfg)
+	cut, _ := e.runRelay(t, broken(ledgerops.Of(e.led)), cfg)
 	testenv.WaitFor(ctx, t, "the cut-off relay to lead and fail", func() bool { return cut.Totals().Failed > 0 })
 	healthy, _ := e.runRelay(t, ledgerops.Of(e.led), cfg)
 

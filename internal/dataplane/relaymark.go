@@ -63,6 +63,18 @@ func (c *Client) SetRelayMark(ctx context.Context, m RelayMark) error {
 	return nil
 }
 
+// MoveRelayMark writes the relay's mark only if Redis still has one
+// (relaymark.lua), after a pass that did not reload: moved is false when
+// the mark is gone, lost with Redis's data since the pass read it, and is
+// left gone, so that the next pass reloads.
+func (c *Client) MoveRelayMark(ctx context.Context, m RelayMark) (moved bool, err error) {
+	n, err := c.scripts.relayMark.Run(ctx, c.rdb, []string{relayKey(c.cfg.Namespace)}, m.Loaded, m.Checked).Int()
+	if err != nil {
+		return false, fmt.Errorf("queue: move the relay mark: %w", err)
+	}
+	return n == 1, nil
+}
+
 // ResetRelayMark deletes the relay's mark, so that its next pass reloads
 // every waiting row due within the horizon: what the recoverer asks for
 // when it finds that a topic lost data.

@@ -46,6 +46,8 @@ var (
 	relayNextLua string
 	//go:embed lua/relayunnote.lua
 	relayUnnoteLua string
+	//go:embed lua/relaymark.lua
+	relayMarkLua string
 	//go:embed lua/deletedead.lua
 	deleteDeadLua string
 	//go:embed lua/minuteadd.lua
@@ -59,7 +61,7 @@ type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
-	relayNext, relayUnnote                            *redis.Script
+	relayNext, relayUnnote, relayMark                 *redis.Script
 	deleteDead, minuteAdd, minutes                    *redis.Script
 }
 
@@ -83,6 +85,7 @@ func newScripts() scripts {
 		periodic:    redis.NewScript(periodicLua),
 		relayNext:   redis.NewScript(relayNextLua),
 		relayUnnote: redis.NewScript(relayUnnoteLua),
+		relayMark:   redis.NewScript(relayMarkLua),
 		deleteDead:  redis.NewScript(deleteDeadLua),
 		minuteAdd:   redis.NewScript(minuteAddLua),
 		minutes:     redis.NewScript(minutesLua),

@@ -428,7 +428,9 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		}
 		mark.Checked = max(mark.Checked, checkTo)
 	}
-	if err := r.q.SetRelayMark(ctx, mark); err != nil {
+	// Only if the mark is still there: Redis may have lost its data since
+	// this pass read it, and the next tick must see that and reload.
+	if moved, err := r.q.MoveRelayMark(ctx, mark); err != nil || !moved {
 		return err
 	}
 	return r.setNextLoad(ctx, local, sqlNow, upTo)

@@ -54,19 +54,20 @@ func parseMark(vals []any) (m RelayMark, ok bool, err error) {
 	return RelayMark{Loaded: l, Checked: k}, true, nil
 }
 
-// SetRelayMark writes the relay's mark.
-func (c *Client) SetRelayMark(ctx context.Context, m RelayMark) error {
-	err := c.rdb.HSet(ctx, relayKey(c.cfg.Namespace), "loaded", m.Loaded, "checked", m.Checked).Err()
-	if err != nil {
-		return fmt.Errorf("queue: write the relay mark: %w", err)
+// OpenRelayMark creates the mark's key, if missing, without a mark in it
+// (a field "reload"): at the start of a reload, so that MoveRelayMark at
+// its end finds the key gone if Redis lost its data meanwhile.
+func (c *Client) OpenRelayMark(ctx context.Context) error {
+	if err := c.rdb.HSet(ctx, relayKey(c.cfg.Namespace), "reload", 1).Err(); err != nil {
+		return fmt.Errorf("queue: open the relay mark: %w", err)
 	}
 	return nil
 }
 
-// MoveRelayMark writes the relay's mark only if Redis still has one
-// (relaymark.lua), after a pass that did not reload: moved is false when
-// the mark is gone, lost with Redis's data since the pass read it, and is
-// left gone, so that the next pass reloads.
+// MoveRelayMark writes the relay's mark only if Redis still has its key
+// (relaymark.lua), at the end of a pass (a reload opened it first):
+// moved is false when the key is gone, lost with Redis's data since the
+// pass began, and it is left gone, so that the next pass reloads.
 func (c *Client) MoveRelayMark(ctx context.Context, m RelayMark) (moved bool, err error) {
 	n, err := c.scripts.relayMark.Run(ctx, c.rdb, []string{relayKey(c.cfg.Namespace)}, m.Loaded, m.Checked).Int()
 	if err != nil {

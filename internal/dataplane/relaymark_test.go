@@ -19,8 +19,13 @@ func TestMoveRelayMarkOnlyWhileThere(t *testing.T) {
 		if _, ok, err := e.c.RelayMark(ctx); err != nil || ok {
 			t.Fatalf("a mark after a move without one: %v, %v", ok, err)
 		}
-		if err := e.c.SetRelayMark(ctx, dataplane.RelayMark{Loaded: 1, Checked: 1}); err != nil {
+		// A reload opens the key: still no mark to a reader, and a move
+		// at its end writes one.
+		if err := e.c.OpenRelayMark(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if _, ok, err := e.c.RelayMark(ctx); err != nil || ok {
+			t.Fatalf("a mark after OpenRelayMark alone: %v, %v", ok, err)
 		}
 		if moved, err := e.c.MoveRelayMark(ctx, dataplane.RelayMark{Loaded: 5, Checked: 3}); err != nil || !moved {
 			t.Fatalf("move over a mark: %v, %v; want moved", moved, err)

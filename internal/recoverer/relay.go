@@ -390,11 +390,18 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		}
 		rep.Reload, rep.Lost = true, !ok
 		rep.Reloaded = map[string]int{}
+		// The mark's key exists from here on (still no mark to a reader),
+		// so that a Redis that loses its data during the reload loses it
+		// too, and the mark is not written at the end: the next tick
+		// reloads again.
+		if err := r.q.OpenRelayMark(ctx); err != nil {
+			return err
+		}
 		start := ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
-		if err := r.q.SetRelayMark(ctx, dataplane.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil {
+		if moved, err := r.q.MoveRelayMark(ctx, dataplane.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil || !moved {
 			return err
 		}
 		if err := r.setNextLoad(ctx, local, sqlNow, upTo); err != nil {

@@ -1,10 +1,11 @@
--- relaymark.lua: the relay moves its mark after a pass that did not reload,
--- only if the mark is still there. A pass that read the mark before Redis
--- lost its data (a restart without persistence, a failover) must not write
--- it back into the empty Redis: the next tick, finding no mark, reloads the
--- horizon, pauses first, and says that Redis lost data.
+-- relaymark.lua: the relay moves its mark at the end of a pass only if the
+-- mark's key is still there (a reload creates it at its start, without a
+-- mark: OpenRelayMark). A pass that began before Redis lost its data (a
+-- restart without persistence, a failover) must not write the mark into the
+-- empty Redis: the next tick, finding no mark, reloads the horizon, pauses
+-- first, and says that Redis lost data.
 --
--- KEYS[1] <ns>:relay, a HASH: loaded, checked
+-- KEYS[1] <ns>:relay, a HASH: loaded, checked (and reload, set by OpenRelayMark)
 -- ARGV[1] loaded: Unix ms, SQL's clock
 -- ARGV[2] checked: Unix ms, SQL's clock
 -- returns 1 when the mark moved, 0 when it is gone

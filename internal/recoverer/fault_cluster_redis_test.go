@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/recoverer"
@@ -30,9 +28,7 @@ func TestFaultClusterMasterKilledRedisTopic(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	const topic = "rt"
-	cl := testenv.StartClusterReplicas(t, 3, 1, testenv.RedisOptions{ClusterNodeTimeout: 2 * time.Second})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ClusterStateReloadInterval: 2 * time.Second})
-	t.Cleanup(func() { _ = rdb.Close() })
+	cl, rdb := startFaultCluster(t)
 	_, led := openLedgerDB(t, testenv.MySQLDSN(t))
 	q, err := dataplane.New(rdb, queue.Config{Namespace: "dqrc"})
 	if err != nil {
@@ -107,17 +103,11 @@ func TestFaultClusterMasterKilledRedisTopic(t *testing.T) {
 		return len(runs)
 	}
 	testenv.WaitFor(testenv.Context(t), t, "300 jobs run", func() bool { return ran() >= 300 })
-	slot := int(rdb.ClusterKeySlot(testenv.Context(t), "{"+topic+"}").Val())
-	master := cl.MasterOf(t, slot)
-	cutAt := time.Now().UnixMilli() // before the cut: what is acknowledged from here on may be lost
-	cl.CutReplication(t, cl.ReplicaOf(t, master))
-	atCut := ran()
-	testenv.WaitFor(testenv.Context(t), t, "200 runs after the cut", func() bool { return ran() >= atCut+200 })
-	master.Kill(t)
-	killedAt := time.Now().UnixMilli()
-	testenv.WaitFor(testenv.Context(t), t, "the replica's promotion", func() bool { return cl.MasterOf(t, slot) != master }, cl.Describe)
-	cl.WaitOK(t)
-	servedAgain := time.Now().UnixMilli()
+	f := failOver(t, cl, rdb, topic, func() {
+		atCut := ran()
+		testenv.WaitFor(testenv.Context(t), t, "200 runs after the cut", func() bool { return ran() >= atCut+200 })
+	})
+	cutAt, servedAgain := f.cutAt, f.servedAgain
 	mu.Lock()
 	atServed := len(accepted)
 	mu.Unlock()
@@ -171,7 +161,7 @@ func TestFaultClusterMasterKilledRedisTopic(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("redis topic, master of slot %d killed %d ms after its replica was cut, served again %d ms after the kill: %d jobs acknowledged, %d of them in the window from the cut to the promotion, %d of those lost; %d jobs ran more than once",
-		slot, killedAt-cutAt, servedAgain-killedAt, len(all), len(window), lost, twice)
+		f.slot, f.killedAt-cutAt, servedAgain-f.killedAt, len(all), len(window), lost, twice)
 	if len(window) == 0 {
 		t.Error("no enqueue was acknowledged in the window: the master lost nothing")
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/queue"
@@ -29,9 +27,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		t.Skip("starts a Redis Cluster and worker processes")
 	}
 	runsBefore, acceptedAfter := scale(300, 5000), scale(1500, 30000)
-	cl := testenv.StartClusterReplicas(t, 3, 1, testenv.RedisOptions{ClusterNodeTimeout: 2 * time.Second})
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ClusterStateReloadInterval: 2 * time.Second})
-	t.Cleanup(func() { _ = rdb.Close() })
+	cl, rdb := startFaultCluster(t)
 	ddb := newDurableDB(t)
 	const ns = "dqcluster"
 
@@ -97,32 +93,22 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%d runs", runsBefore), func() bool {
 		return ddb.count(t, "SELECT COUNT(*) FROM durable_runs") >= int64(runsBefore)
 	})
-	slot, err := rdb.ClusterKeySlot(testenv.Context(t), "{"+durableFaultTopic+"}").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	master := cl.MasterOf(t, int(slot))
-	// The loss made real, as a lagging link would: the replica stops
-	// replicating, then the master acknowledges another 200 runs' claims,
-	// acks and pushes, and dies with them.
-	cutAt := time.Now().UnixMilli() // the cluster's nodes and the handlers' Redis TIME share this clock
-	cl.CutReplication(t, cl.ReplicaOf(t, master))
-	mu.Lock()
-	atCut := len(accepted)
-	mu.Unlock()
-	runsAtCut := ddb.count(t, "SELECT COUNT(*) FROM durable_runs")
-	testenv.WaitFor(testenv.Context(t), t, "200 runs after the cut", func() bool {
-		return ddb.count(t, "SELECT COUNT(*) FROM durable_runs") >= runsAtCut+200
+	// The loss made real: the master acknowledges another 200 runs'
+	// claims, acks and pushes after its replica's cut, and dies with them.
+	var atCut, atKill int
+	f := failOver(t, cl, rdb, durableFaultTopic, func() {
+		mu.Lock()
+		atCut = len(accepted)
+		mu.Unlock()
+		runsAtCut := ddb.count(t, "SELECT COUNT(*) FROM durable_runs")
+		testenv.WaitFor(testenv.Context(t), t, "200 runs after the cut", func() bool {
+			return ddb.count(t, "SELECT COUNT(*) FROM durable_runs") >= runsAtCut+200
+		})
+		mu.Lock()
+		atKill = len(accepted)
+		mu.Unlock()
 	})
-	killedAt := time.Now().UnixMilli()
-	master.Kill(t)
-	mu.Lock()
-	atKill := len(accepted)
-	mu.Unlock()
-	testenv.WaitFor(testenv.Context(t), t, "the replica's promotion", func() bool { return cl.MasterOf(t, int(slot)) != master }, cl.Describe)
-	cl.WaitOK(t)
-	servedAgain := time.Now().UnixMilli()
-	t.Logf("the master of slot %d cut from its replica after %d acknowledged enqueues and SIGKILLed after %d; its replica served the slot %d ms later", slot, atCut, atKill, servedAgain-killedAt)
+	t.Logf("the master of slot %d cut from its replica after %d acknowledged enqueues and SIGKILLed after %d; its replica served the slot %d ms later", f.slot, atCut, atKill, f.servedAgain-f.killedAt)
 	testenv.WaitFor(testenv.Context(t), t, fmt.Sprintf("%d more acknowledged enqueues", acceptedAfter), func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -141,7 +127,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	// cut until the slot was served again (a claim or an ack the master
 	// took with it; a run that started earlier was acked before the cut),
 	// and those whose earlier run outlived its lease uncommitted.
-	mayRepeat, leaseRan := ddb.mayRepeat(t, "start_ms >= ? AND start_ms < ?", cutAt-spec.Lease.Milliseconds(), servedAgain)
+	mayRepeat, leaseRan := ddb.mayRepeat(t, "start_ms >= ? AND start_ms < ?", f.cutAt-spec.Lease.Milliseconds(), f.servedAgain)
 	got := ddb.jobs(t)
 	extra := checkOnce(t, got, accepted, mayRepeat)
 	ddb.logRepeats(t, got, mayRepeat)

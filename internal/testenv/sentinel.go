@@ -310,7 +310,7 @@ func cutReplication(t testing.TB, addr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), replicaSyncTimeout)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+	rdb := probeClient(addr)
 	defer rdb.Close()
 	bogus := "cut-" + randomHex(t, 8)
 	if err := rdb.ConfigSet(ctx, "masteruser", bogus).Err(); err != nil {

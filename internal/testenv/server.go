@@ -573,7 +573,6 @@ func StartClusterReplicas(t testing.TB, masters, replicas int, opts RedisOptions
 	for i := range c.Nodes {
 		c.Nodes[i] = StartRedis(t, opts)
 	}
-	n := len(c.Nodes)
 
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
@@ -592,7 +591,7 @@ func StartClusterReplicas(t testing.TB, masters, replicas int, opts RedisOptions
 	if err != nil {
 		t.Fatalf("testenv: StartCluster: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	if err := c.waitOK(ctx, n); err != nil {
+	if err := c.waitOK(ctx); err != nil {
 		t.Fatalf("testenv: StartCluster: %v; redis-cli said:\n%s", err, out)
 	}
 	return c
@@ -605,17 +604,17 @@ func (c *Cluster) WaitOK(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	if err := c.waitOK(ctx, len(c.Nodes)); err != nil {
+	if err := c.waitOK(ctx); err != nil {
 		t.Fatalf("testenv: Cluster.WaitOK: %v", err)
 	}
 }
 
-func (c *Cluster) waitOK(ctx context.Context, known int) error {
+func (c *Cluster) waitOK(ctx context.Context) error {
 	var pending []string
 	for {
 		pending = pending[:0]
 		for _, node := range c.Nodes {
-			if node.running() && (!clusterReady(ctx, node.Addr, known) || !replicaSynced(ctx, node.Addr)) {
+			if node.running() && (!clusterReady(ctx, node.Addr, len(c.Nodes)) || !replicaSynced(ctx, node.Addr)) {
 				pending = append(pending, node.Addr)
 			}
 		}
@@ -640,7 +639,7 @@ func (c *Cluster) Describe() string {
 			fmt.Fprintf(&b, "%s: not running\n", n.Addr)
 			continue
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, PoolSize: 1})
+		rdb := probeClient(n.Addr)
 		out, err := rdb.ClusterNodes(ctx).Result()
 		_ = rdb.Close()
 		fmt.Fprintf(&b, "%s (%v):\n%s\n", n.Addr, err, out)
@@ -659,7 +658,7 @@ func (c *Cluster) ReplicaOf(t testing.TB, master *RedisServer) *RedisServer {
 		if n == master || !n.running() {
 			continue
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, PoolSize: 1})
+		rdb := probeClient(n.Addr)
 		info, err := rdb.Info(ctx, "replication").Result()
 		_ = rdb.Close()
 		if p, _ := infoField(info, "master_port"); err == nil && p == port {
@@ -690,7 +689,7 @@ func (c *Cluster) MasterOf(t testing.TB, slot int) *RedisServer {
 		if !node.running() {
 			continue
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: node.Addr, MaxRetries: -1, PoolSize: 1})
+		rdb := probeClient(node.Addr)
 		slots, err := rdb.ClusterSlots(ctx).Result()
 		_ = rdb.Close()
 		if err != nil {
@@ -714,7 +713,7 @@ func (c *Cluster) MasterOf(t testing.TB, slot int) *RedisServer {
 // replica whose link to its master is up: one that has not finished its
 // first sync has no data, and the cluster would never promote it.
 func replicaSynced(ctx context.Context, addr string) bool {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+	rdb := probeClient(addr)
 	defer rdb.Close()
 	info, err := rdb.Info(ctx, "replication").Result()
 	if err != nil {
@@ -723,10 +722,16 @@ func replicaSynced(ctx context.Context, addr string) bool {
 	return strings.Contains(info, "role:master\r\n") || strings.Contains(info, "master_link_status:up\r\n")
 }
 
+// probeClient is a client of one connection to the node at addr that
+// fails at once, for the probes of a test's servers; close it after use.
+func probeClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+}
+
 // clusterReady reports whether the node at addr says the cluster is ok,
 // with every slot assigned and n nodes known.
 func clusterReady(ctx context.Context, addr string, n int) bool {
-	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, PoolSize: 1})
+	rdb := probeClient(addr)
 	defer rdb.Close()
 	info, err := rdb.ClusterInfo(ctx).Result()
 	if err != nil {

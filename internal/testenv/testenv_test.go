@@ -518,7 +518,9 @@ func TestStartDetectsTakenPort(t *testing.T) {
 func TestClusterFailover(t *testing.T) {
 	cl := StartClusterReplicas(t, 3, 1, RedisOptions{ClusterNodeTimeout: time.Second})
 	ctx := Context(t)
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	// A dead master sends no MOVED: the client finds the promoted replica
+	// at its next reload of the slot map (go-redis's default: 60 s).
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ClusterStateReloadInterval: 500 * time.Millisecond})
 	defer cc.Close()
 	if err := cc.Set(ctx, "{x}k", "v", 0).Err(); err != nil {
 		t.Fatal(err)

@@ -91,6 +91,7 @@ func NewRelay(q *dataplane.Client, store RelayStore, cfg RelayConfig) (*Relay, e
 		return nil, err
 	}
 	host, _ := os.Hostname()
+	store = boundedStore{RelayStore: store, timeout: max(2*cfg.HandOverAfter, time.Second)}
 	return &Relay{q: q, store: store, cfg: cfg, needFull: true, fullCause: WakeLead, totals: RelayTotals{Wakes: map[string]int64{}},
 		log: cfg.Logger.WithFields(logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())})}, nil
 }
@@ -162,14 +163,32 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// bounded runs one of a pass's SQL steps within twice HandOverAfter (10 s
-// by default, at least 1 s): a server that went silent (no reset, no refusal: its host
-// gone) fails the pass instead of holding it, and with it the lock, for
-// ever. A page of rows takes milliseconds on a server that answers.
-func (r *Relay) bounded(ctx context.Context, step func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, max(2*r.cfg.HandOverAfter, time.Second))
+// boundedStore bounds each read of a pass by timeout (twice HandOverAfter,
+// at least 1 s; Counts' GROUP BY, outside the passes, is not bounded): a server that went silent (no reset, no
+// refusal: its host gone) fails the pass instead of holding it, and with it
+// the lock, for ever. A page of rows takes milliseconds on a server that
+// answers.
+type boundedStore struct {
+	RelayStore
+	timeout time.Duration
+}
+
+func (s boundedStore) SQLNow(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return step(ctx)
+	return s.RelayStore.SQLNow(ctx)
+}
+
+func (s boundedStore) Scheduled(ctx context.Context, topic string, after ledger.Cursor, upTo int64, limit int) ([]ledger.Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.RelayStore.Scheduled(ctx, topic, after, upTo, limit)
+}
+
+func (s boundedStore) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.RelayStore.TopicStates(ctx)
 }
 
 // errHandOver ends a lead whose passes all failed for HandOverAfter.
@@ -360,11 +379,7 @@ func (r *Relay) finish(rep *RelayReport) {
 
 func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int64) error {
 	local := time.Now().UnixMilli() // before SQL's clock: what the pass covers, on this clock
-	var sqlNow int64
-	err := r.bounded(ctx, func(ctx context.Context) (err error) {
-		sqlNow, err = r.store.SQLNow(ctx)
-		return err
-	})
+	sqlNow, err := r.store.SQLNow(ctx)
 	if err != nil {
 		return err
 	}
@@ -385,7 +400,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		// Redis step failed then) and runs every FullEvery. Other passes
 		// read no pause: Redis kept its data, and an extra SQL read every
 		// 200 ms measurably delayed the reload under a busy SQL pool.
-		if err := r.bounded(ctx, func(ctx context.Context) error { return applyPauses(ctx, r.q, r.store, r.log) }); err != nil {
+		if err := applyPauses(ctx, r.q, r.store, r.log); err != nil {
 			return err
 		}
 		rep.Reload, rep.Lost = true, !ok
@@ -447,11 +462,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 // horizon and records it in Redis (on this process's clock, local being
 // its reading when SQL's clock read sqlNow), for the ticks to wake on.
 func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) error {
-	var rows []ledger.Entry
-	err := r.bounded(ctx, func(ctx context.Context) (err error) {
-		rows, err = r.store.Scheduled(ctx, "", ledger.Cursor{RunAt: upTo, ID: math.MaxInt64}, math.MaxInt64, 1)
-		return err
-	})
+	rows, err := r.store.Scheduled(ctx, "", ledger.Cursor{RunAt: upTo, ID: math.MaxInt64}, math.MaxInt64, 1)
 	if err != nil {
 		return err
 	}
@@ -472,11 +483,7 @@ func (r *Relay) push(ctx context.Context, after ledger.Cursor, upTo int64, creat
 		if err != nil {
 			return err
 		}
-		var rows []ledger.Entry
-		err = r.bounded(ctx, func(ctx context.Context) (err error) {
-			rows, err = r.store.Scheduled(ctx, "", after, upTo, r.cfg.PageSize)
-			return err
-		})
+		rows, err := r.store.Scheduled(ctx, "", after, upTo, r.cfg.PageSize)
 		if err != nil {
 			return err
 		}

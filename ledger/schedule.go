@@ -18,8 +18,12 @@ import (
 // enqueue on. Schedule writes the rows; the relay's and the recoverer's
 // queries over them are in scheduled.go.
 
-// The ledger is the SQL side of durable topics.
-var _ queue.DurableStore = (*Ledger)(nil)
+// The ledger is the SQL side of durable topics, partitioned ones included.
+var (
+	_ queue.PartitionStore = (*Ledger)(nil)
+	_ queue.PartitionStore = txStore{}
+	_ queue.PartitionStore = sqlTxStore{}
+)
 
 // scheduleTries bounds how often Schedule reads its ids again and repeats
 // its INSERT after a concurrent enqueue of one of them took the unique key
@@ -74,6 +78,54 @@ func (l *Ledger) Schedule(ctx context.Context, topic string, jobs []queue.NewJob
 	return l.schedule(ctx, nil, topic, jobs)
 }
 
+// ScheduleEach writes jobs[i] to the partition (or topic) topics[i], as
+// Schedule does, for every i, in one transaction: one commit for all
+// (queue.PartitionStore).
+func (l *Ledger) ScheduleEach(ctx context.Context, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {
+	return l.scheduleEach(ctx, nil, topics, jobs)
+}
+
+// scheduleEach is ScheduleEach in tx when tx is set, otherwise in a
+// transaction of its own.
+func (l *Ledger) scheduleEach(ctx context.Context, tx *gorm.DB, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {
+	if len(topics) != len(jobs) {
+		return nil, 0, fmt.Errorf("ledger: schedule: %d topics for %d lists of jobs", len(topics), len(jobs))
+	}
+	for n, topic := range topics {
+		for i := range jobs[n] {
+			if err := checkKey(topic, jobs[n][i].ID); err != nil {
+				return nil, 0, fmt.Errorf("ledger: schedule: job %d of %s: %w", i, topic, err)
+			}
+		}
+	}
+	out := make([][]queue.EnqueueResult, len(topics))
+	var now int64
+	run := func(db *gorm.DB) error {
+		now = 0
+		for n, topic := range topics {
+			res, at, err := l.scheduleOn(db, topic, jobs[n])
+			if err != nil {
+				return fmt.Errorf("%s: %w", topic, err)
+			}
+			out[n] = res
+			if now == 0 || at < now {
+				now = at
+			}
+		}
+		return nil
+	}
+	var err error
+	if tx != nil {
+		err = run(tx)
+	} else {
+		err = l.transaction(ctx, run)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("ledger: schedule the jobs of %d partitions: %w", len(topics), err)
+	}
+	return out, now, nil
+}
+
 // Tx returns the ledger's DurableStore bound to tx, a transaction the caller
 // runs on the ledger's database (Engine.EnqueueTx): Schedule then
 // writes in tx, opens no transaction of its own, and its rows exist exactly
@@ -93,6 +145,13 @@ type txStore struct {
 	tx *gorm.DB
 }
 
+func (s txStore) ScheduleEach(ctx context.Context, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {
+	if s.tx == nil {
+		return nil, 0, fmt.Errorf("ledger: schedule in a transaction: nil *gorm.DB")
+	}
+	return s.l.scheduleEach(ctx, s.tx.Session(&gorm.Session{NewDB: true, Context: ctx}), topics, jobs)
+}
+
 func (s txStore) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {
 	if s.tx == nil {
 		return nil, 0, fmt.Errorf("ledger: schedule in a transaction: nil *gorm.DB")
@@ -105,6 +164,15 @@ func (s txStore) Schedule(ctx context.Context, topic string, jobs []queue.NewJob
 type sqlTxStore struct {
 	l  *Ledger
 	tx *sql.Tx
+}
+
+func (s sqlTxStore) ScheduleEach(ctx context.Context, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {
+	if s.tx == nil {
+		return nil, 0, fmt.Errorf("ledger: schedule in a transaction: nil *sql.Tx")
+	}
+	db := s.l.db.Session(&gorm.Session{NewDB: true, Context: ctx})
+	db.Statement.ConnPool = s.tx
+	return s.l.scheduleEach(ctx, db, topics, jobs)
 }
 
 func (s sqlTxStore) Schedule(ctx context.Context, topic string, jobs []queue.NewJob) ([]queue.EnqueueResult, int64, error) {

@@ -445,3 +445,30 @@ func TestAWaitingRowsWorkerIsPaddedAndReadsEmpty(t *testing.T) {
 		}
 	})
 }
+
+// ScheduleEach writes the jobs of several partitions in one commit, each
+// on its partition's rows, a duplicate found in its own partition only.
+func TestScheduleEachIsOneCommit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		l, _ := newLedger(t, db, Options{})
+		mustSchedule(t, l, "t~2.1~5", queue.NewJob{ID: "dup", MaxAttempts: 1})
+		before := l.WriteStats().Commits
+		out, _, err := l.ScheduleEach(context.Background(), []string{"t~2.0~0", "t~2.1~5"}, [][]queue.NewJob{
+			{{ID: "a", MaxAttempts: 1}, {ID: "dup", MaxAttempts: 1}},
+			{{ID: "b", MaxAttempts: 1}, {ID: "dup", MaxAttempts: 1}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := l.WriteStats().Commits - before; c != 1 {
+			t.Errorf("%d commits, want 1", c)
+		}
+		got := fmt.Sprint(out[0][0].Duplicate, out[0][1].Duplicate, out[1][0].Duplicate, out[1][1].Duplicate)
+		if got != "false false false true" {
+			t.Errorf("duplicates %s, want only the second partition's dup", got)
+		}
+		for _, r := range []struct{ topic, id string }{{"t~2.0~0", "a"}, {"t~2.0~0", "dup"}, {"t~2.1~5", "b"}} {
+			mustRow(t, l, r.topic, r.id)
+		}
+	})
+}

@@ -80,6 +80,12 @@ type Config struct {
 	// Redis memory (about 60 bytes per job finished in the window). Default
 	// 10 seconds.
 	TombstoneTTL time.Duration
+	// LayoutRefresh is how long a process keeps a topic's partition layout
+	// (its stored partition counts, docs/design.md §7.1) before it reads it
+	// again: after an operator raises a topic's partitions, enqueues go to
+	// the new layout and workers claim from it within this time. Default
+	// 2 seconds.
+	LayoutRefresh time.Duration
 }
 
 // MaxAttempts is the most attempts any job may have, whatever the
@@ -136,6 +142,9 @@ func (c Config) WithDefaults() (Config, error) {
 	if c.PushTimeout == 0 {
 		c.PushTimeout = time.Second
 	}
+	if c.LayoutRefresh == 0 {
+		c.LayoutRefresh = 2 * time.Second
+	}
 	if c.TombstoneTTL == 0 {
 		c.TombstoneTTL = 10 * time.Second
 	}
@@ -168,6 +177,8 @@ func (c Config) WithDefaults() (Config, error) {
 		return c, fmt.Errorf("queue: PushTimeout %s: must be positive", c.PushTimeout)
 	case c.UncertainRecheck < time.Second || c.UncertainRecheck > time.Hour:
 		return c, fmt.Errorf("queue: UncertainRecheck %s: want 1s to 1h", c.UncertainRecheck)
+	case c.LayoutRefresh < 10*time.Millisecond:
+		return c, fmt.Errorf("queue: LayoutRefresh %s: want at least 10ms", c.LayoutRefresh)
 	case c.TombstoneTTL < time.Second:
 		return c, fmt.Errorf("queue: TombstoneTTL %s: want at least 1s", c.TombstoneTTL)
 	}

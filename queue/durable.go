@@ -22,6 +22,18 @@ type DurableStore interface {
 	Schedule(ctx context.Context, topic string, jobs []NewJob) (results []EnqueueResult, now int64, err error)
 }
 
+// PartitionStore is a DurableStore that writes the jobs of several
+// partitions of a topic in one commit (*ledger.Ledger and its Tx, SQLTx):
+// a partitioned durable topic's enqueue then costs the commits of one
+// partition's, whatever its partition count.
+type PartitionStore interface {
+	DurableStore
+	// ScheduleEach is Schedule of jobs[i] on topics[i], for every i, all
+	// in one commit (or in the caller's transaction): results[i] are
+	// jobs[i]'s; now is the earliest of the SQL clock readings.
+	ScheduleEach(ctx context.Context, topics []string, jobs [][]NewJob) (results [][]EnqueueResult, now int64, err error)
+}
+
 // PushObserver is an EnqueueObserver that also hears of the pushes of
 // durable jobs to Redis right after their commit: how many went in, and how
 // many did not (Redis down or refusing: left to the relay; or there

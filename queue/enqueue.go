@@ -12,6 +12,13 @@ type NewJob struct {
 	Delay       time.Duration
 	RunAt       int64 // Unix ms; a time in the past means due now
 	MaxAttempts int   // 0 means Config.DefaultMaxAttempts
+	// PartitionKey, on a topic of several partitions, chooses the job's
+	// partition: jobs with the same key land on the same one (one
+	// customer's, one order's), whatever their ids. Without it the id
+	// chooses. An id is unique within its partition, so a producer that
+	// retries an enqueue gives the same key again. Same characters as an
+	// id; ignored by a topic of one partition.
+	PartitionKey string
 }
 
 // EnqueueResult says what became of one enqueued job.

@@ -16,6 +16,9 @@ var (
 	ErrInvalidRunAt       = errors.New("due time out of range")
 	ErrInvalidMaxAttempts = errors.New("max attempts out of range")
 	ErrBatchTooLarge      = errors.New("batch too large")
+	// ErrInvalidPartition: a partition key that is not an id's characters,
+	// or a partition count out of range or lower than the topic's.
+	ErrInvalidPartition = errors.New("invalid partition key or count")
 
 	// ErrInFlight is returned by Cancel for a job a worker holds: its
 	// handler may be running.

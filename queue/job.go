@@ -35,10 +35,20 @@ type Job struct {
 	// (Config.TopicDurability): the job has had its ledger row since its
 	// enqueue, so recording the claim updated that row.
 	Durable bool
+	// Partition is set on a claimed job of a topic of several partitions
+	// (docs/design.md §7.1): the name of the partition it was claimed from,
+	// which its Ref names; Topic is the topic's. Empty otherwise.
+	Partition string
 }
 
 // Ref returns the reference of this claim of j.
-func (j *Job) Ref() Ref { return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attempt} }
+// A claim of a partitioned topic's job names its partition (Job.Partition).
+func (j *Job) Ref() Ref {
+	if j.Partition != "" {
+		return Ref{Topic: j.Partition, ID: j.ID, Attempt: j.Attempt}
+	}
+	return Ref{Topic: j.Topic, ID: j.ID, Attempt: j.Attempt}
+}
 
 // RunTime returns RunAt as a time.Time.
 func (j *Job) RunTime() time.Time { return time.UnixMilli(j.RunAt) }

@@ -67,9 +67,15 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
+	// A partitioned topic's job is cancelled in the partition that has it.
+	name, _, err := c.locateRow(ctx, l, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	topic = name
 	var lost *Job // cancelled from its ledger row, Redis having no trace of it
 	for range cancelTries {
-		info, err := c.Get(ctx, topic, id)
+		info, err := c.getPart(ctx, topic, id)
 		if err != nil {
 			return nil, err
 		}

@@ -103,13 +103,13 @@ func TestClaimableHoldsComingJobsOnlyForQuickHandlers(t *testing.T) {
 	} {
 		tr := w.topics[c.topic]
 		tr.runNanos.Store(int64(c.avg))
-		tr.backlog = c.backlog
+		tr.testPart().backlog = c.backlog
 		tr.busy.Store(c.busy)
 		delete(tr.active, slow)
 		if c.long {
 			tr.active[slow] = &activeJob{timer: time.NewTimer(time.Hour), began: time.Now().Add(-time.Second)}
 		}
-		if n, nDue := tr.claimable(); n != c.wantN || nDue != c.wantD {
+		if n, nDue := tr.claimable(tr.testPart()); n != c.wantN || nDue != c.wantD {
 			t.Errorf("%s (busy %d): claimable (%d, %d), want (%d, %d)", c.what, c.busy, n, nDue, c.wantN, c.wantD)
 		}
 	}
@@ -149,7 +149,7 @@ func TestAJobClaimedAheadIsQueuedAtItsDueTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.tokens <- struct{}{} // as fetchLoop does
-	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
+	if _, _, err := tr.testFetch(ctx, 2, 2); err != nil {
 		t.Fatal(err)
 	}
 	close(led.gate)
@@ -188,7 +188,7 @@ func TestShutdownHandsBackJobsClaimedAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.tokens <- struct{}{}
-	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
+	if _, _, err := tr.testFetch(ctx, 2, 2); err != nil {
 		t.Fatal(err)
 	}
 	// Stopping before the record lands: the job, 900 ms from due, is
@@ -234,7 +234,7 @@ func TestTheFetcherWaitsForAFreedSlotOnlyWhenJobsWereLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.tokens <- struct{}{}
-	wait, until, err := tr.fetch(ctx, 2, 2)
+	wait, until, err := tr.testFetch(ctx, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,11 +242,26 @@ func TestTheFetcherWaitsForAFreedSlotOnlyWhenJobsWereLeft(t *testing.T) {
 		t.Fatalf("two of three due jobs claimed: waits until %d, want a freed slot (%d)", until, untilSlot)
 	}
 	tr.tokens <- struct{}{}
-	wait, until, err = tr.fetch(ctx, 2, 2)
+	wait, until, err = tr.testFetch(ctx, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if until != untilTime || wait != tr.w.cfg.MaxIdle {
 		t.Fatalf("every claimable job claimed: waits %s until %d, want the timer alone (%d) for MaxIdle %s (the next job is a minute away)", wait, until, untilTime, tr.w.cfg.MaxIdle)
 	}
+}
+
+// testPart returns tr's partition: its topic's own, added on first use
+// (a runner gets its partitions from Worker.Run).
+func (tr *topicRunner) testPart() *part {
+	if ps := tr.parts.Load(); ps != nil {
+		return (*ps)[0]
+	}
+	return tr.addPart(tr.topic)
+}
+
+// testFetch claims as fetchLoop does: the slots reserved, then fetch.
+func (tr *topicRunner) testFetch(ctx context.Context, n, nDue int) (time.Duration, untilWhat, error) {
+	tr.busy.Add(int64(n))
+	return tr.fetch(ctx, tr.testPart(), n, nDue)
 }

@@ -26,6 +26,7 @@ type Client struct {
 	keys      sync.Map // valid topic -> keys
 	keysN     atomic.Int64
 	topicSeen sync.Map // topic -> time.Time of the last SADD to the topics set
+	layouts   sync.Map // topic -> *layoutEntry (layout.go)
 
 	batchers  sync.Map // topic -> *enqueueBatcher (coalesce.go)
 	batchersN atomic.Int64
@@ -100,16 +101,16 @@ func (c *Client) Lock(key string, ttl time.Duration) *Lock {
 // not grow without limit; past it, keys are built on every call.
 const maxCachedTopics = 10000
 
-// keysFor returns the keys of a topic, or the *ValidationError of an
-// invalid topic name. Every Redis key of a topic is built here, so no name
-// that could break out of the {topic} hash tag or the namespace (a brace,
-// a colon, a glob character, "..") ever reaches Redis, whichever method the
-// topic came through.
+// keysFor returns the keys of a topic or a topic's partition, or the
+// *ValidationError of an invalid name. Every Redis key of a topic is built
+// here, so no name that could break out of the {topic} hash tag or the
+// namespace (a brace, a colon, a glob character, "..") ever reaches Redis,
+// whichever method the topic came through.
 func (c *Client) keysFor(topic string) (keys, error) {
 	if k, ok := c.keys.Load(topic); ok {
 		return k.(keys), nil
 	}
-	if err := ValidateTopic(topic); err != nil {
+	if err := validateName(topic); err != nil {
 		return keys{}, err
 	}
 	k := newKeys(c.cfg.Namespace, topic)
@@ -155,16 +156,25 @@ func (c *Client) WakeChannel(topic string) string {
 // once per client per topic would never restore it after a Redis data loss.
 const topicRefresh = 10 * time.Second
 
-// noteTopic records topic in the topics set, at most once per topicRefresh.
-func (c *Client) noteTopic(ctx context.Context, topic string) error {
+// noteTopic records the topic of name (a topic or a partition) in the
+// topics set and, for a partition, its count in the topic's layout, at
+// most once per topicRefresh: a partition that jobs go to is claimed
+// from, also after a Redis that lost the layout (layout.go).
+func (c *Client) noteTopic(ctx context.Context, name string) error {
 	now := time.Now()
-	if t, ok := c.topicSeen.Load(topic); ok && now.Sub(t.(time.Time)) < topicRefresh {
+	if t, ok := c.topicSeen.Load(name); ok && now.Sub(t.(time.Time)) < topicRefresh {
 		return nil
 	}
+	topic := TopicOf(name)
 	if err := c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), topic).Err(); err != nil {
 		return fmt.Errorf("queue: register topic %s: %w", topic, err)
 	}
-	c.topicSeen.Store(topic, now)
+	if _, k, _, ok := parsePartition(name); ok {
+		if err := c.listLayout(ctx, topic, k); err != nil {
+			return err
+		}
+	}
+	c.topicSeen.Store(name, now)
 	return nil
 }
 

@@ -10,11 +10,11 @@ import (
 // enqueue.lua call.
 type enqueueBatcher = coalesce.Batcher[NewJob, EnqueueResult]
 
-// enqueue runs validated jobs of one topic: coalesced with other callers'
-// when a call to the topic is in flight, alone otherwise.
+// enqueuePart runs validated jobs of one topic or partition: coalesced with
+// other callers' when a call to it is in flight, alone otherwise.
 // A durable topic's enqueue (durableTopic.enqueue: SQL, then Redis) is coalesced the
 // same way, so concurrent callers share one multi-row INSERT and commit.
-func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+func (c *Client) enqueuePart(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	if b := c.batcherFor(topic); b != nil {
 		return b.Do(ctx, jobs)
 	}

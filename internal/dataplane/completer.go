@@ -165,7 +165,8 @@ func (c *completer) unsettled(final bool) map[string][]Ref {
 				if refs == nil {
 					refs = make(map[string][]Ref, 1)
 				}
-				refs[o.job.Topic] = append(refs[o.job.Topic], o.job.Ref())
+				topic := TopicOf(o.job.Topic) // the runner's, a partition's topic
+				refs[topic] = append(refs[topic], o.job.Ref())
 			}
 		}
 	}
@@ -377,7 +378,7 @@ func buildOnce[T any](built *[]T, outcomes []outcome, build func(outcome) T) []T
 func (c *completer) report(ctx context.Context, s settlement, outcomes []outcome) {
 	n := make(map[string]int, 1)
 	for _, o := range outcomes {
-		n[o.job.Topic]++
+		n[TopicOf(o.job.Topic)]++ // a partition's count is its topic's
 	}
 	for topic, k := range n {
 		s.count(c.w.cfg.Observer, topic, k)

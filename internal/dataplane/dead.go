@@ -18,7 +18,11 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	return c.lifecycle(topic).requeueDead(ctx, topic, id)
+	name, _, err := c.locate(ctx, topic, id)
+	if err != nil {
+		return err
+	}
+	return c.lifecycle(topic).requeueDead(ctx, name, id)
 }
 
 // requeueDead requeues a dead job of a redis topic: one script.
@@ -44,7 +48,9 @@ func (c *Client) RequeueAllDead(ctx context.Context, topic string) (int, error) 
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
-	return c.lifecycle(topic).requeueAllDead(ctx, topic)
+	return c.eachPartition(ctx, topic, func(name string) (int, error) {
+		return c.lifecycle(name).requeueAllDead(ctx, name)
+	})
 }
 
 // requeueAllDead requeues every dead job of a redis topic, deadChunk per
@@ -74,6 +80,11 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 	if err := ValidateTopic(topic); err != nil {
 		return 0, err
 	}
+	return c.eachPartition(ctx, topic, func(name string) (int, error) { return c.purgeDead(ctx, name, before) })
+}
+
+// purgeDead is PurgeDead on one partition (or a topic of one).
+func (c *Client) purgeDead(ctx context.Context, topic string, before int64) (int, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return 0, err
@@ -97,7 +108,7 @@ func (c *Client) PurgeDead(ctx context.Context, topic string, before int64) (int
 // already there is a newer job of the same id: nothing is done.
 func (t durableTopic) requeueDead(ctx context.Context, topic, id string) error {
 	c := t.c
-	info, err := c.Get(ctx, topic, id)
+	info, err := c.getPart(ctx, topic, id)
 	if err != nil {
 		return err
 	}
@@ -156,9 +167,17 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 // or running job is never touched. The same on both durabilities: a dead
 // job has no ledger row (its history row is the caller's to mark).
 func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
 	if err := ValidateID(id); err != nil {
 		return err
 	}
+	name, _, err := c.locate(ctx, topic, id)
+	if err != nil {
+		return err
+	}
+	topic = name
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return err

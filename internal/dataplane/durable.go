@@ -184,7 +184,74 @@ func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now i
 // race with the commit if the process died right then (the job would wait
 // for the relay's backstop). One Redis round trip in series per batch
 // costs far less than the commit's flush; the push removes the note.
+//
+// On a topic of several partitions each job goes to its partition (route),
+// all of them in one commit (PartitionStore.ScheduleEach), then one push.
 func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
+	if IsPartition(topic) {
+		return t.enqueueOne(ctx, topic, jobs)
+	}
+	l, err := c.enqueueLayout(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if l.Current() == 1 {
+		return t.enqueueOne(ctx, topic, jobs)
+	}
+	names, subs, at := c.splitJobs(l, topic, jobs)
+	ps, ok := c.cfg.Store.(PartitionStore)
+	if !ok || len(names) == 1 {
+		out := make([]EnqueueResult, len(jobs))
+		for n, name := range names {
+			res, err := t.enqueueOne(ctx, name, subs[n])
+			if err != nil {
+				return nil, err
+			}
+			for k, i := range at[n] {
+				out[i] = res[k]
+			}
+		}
+		return out, nil
+	}
+	note := c.writeNote(ctx, c.planNote(jobs))
+	outs, now, err := ps.ScheduleEach(ctx, names, subs)
+	if err == nil && len(outs) != len(names) {
+		err = fmt.Errorf("store answered %d partitions for %d", len(outs), len(names))
+	}
+	for n := range outs {
+		if err == nil && len(outs[n]) != len(subs[n]) {
+			err = fmt.Errorf("store answered %d results for %d jobs of %s", len(outs[n]), len(subs[n]), names[n])
+		}
+	}
+	if err != nil {
+		c.unnote(ctx, note)
+		if unavailable.OutcomeUnknown(err) {
+			c.AskRelayRecheck(ctx) // as enqueueOne, below
+		}
+		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
+	}
+	out := make([]EnqueueResult, len(jobs))
+	var rows []RestoreRow
+	created := 0
+	for n, name := range names {
+		for k, i := range at[n] {
+			out[i] = outs[n][k]
+			if !out[i].Duplicate {
+				created++
+			}
+		}
+		rows = append(rows, c.created(name, subs[n], outs[n], now)...)
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
+	}
+	_ = c.Push(ctx, &Staged{topic: topic, rows: rows, sqlNow: now, at: time.Now(), note: note})
+	return out, nil
+}
+
+// enqueueOne is enqueue on one partition (or a topic of one).
+func (t durableTopic) enqueueOne(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
 	note := c.writeNote(ctx, c.planNote(jobs))
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
@@ -206,7 +273,7 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 		}
 	}
 	if created > 0 {
-		c.cfg.Observer.Enqueued(topic, created)
+		c.cfg.Observer.Enqueued(TopicOf(topic), created)
 	}
 	// The push after a transactional enqueue's commit, at once.
 	_ = c.Push(ctx, &Staged{topic: topic, rows: c.created(topic, jobs, out, now), sqlNow: now, at: time.Now(), note: note})
@@ -273,6 +340,6 @@ var errPushPaused = errors.New("skipped: Redis failed a push moments ago; the re
 
 func (c *Client) observePush(topic string, pushed, notPushed int) {
 	if o, ok := c.cfg.Observer.(PushObserver); ok {
-		o.Pushed(topic, pushed, notPushed)
+		o.Pushed(TopicOf(topic), pushed, notPushed)
 	}
 }

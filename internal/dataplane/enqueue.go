@@ -110,10 +110,10 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 		}
 	}
 	if created > 0 {
-		c.cfg.Observer.Enqueued(topic, created)
+		c.cfg.Observer.Enqueued(TopicOf(topic), created)
 	}
 	if o, ok := c.cfg.Observer.(EnqueueCallObserver); ok {
-		o.EnqueueCall(topic, len(jobs))
+		o.EnqueueCall(TopicOf(topic), len(jobs))
 	}
 	return out, nil
 }

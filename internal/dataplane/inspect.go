@@ -12,10 +12,17 @@ import (
 // retrying) with SQLOnly set; one a worker holds is StateInFlight. The API
 // and the CLI show jobs this way.
 func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo, error) {
-	info, err := c.Get(ctx, topic, id)
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	name, info, err := c.locateRow(ctx, l, topic, id)
 	if err != nil || info.State != StateUnknown || l == nil || !c.lifecycle(topic).waitsInSQL() {
 		return info, err
 	}
+	topic = name
 	row, err := l.Lookup(ctx, topic, id)
 	if err != nil {
 		return nil, fmt.Errorf("queue: find %s/%s: %w: %w", topic, id, ErrLedger, err)
@@ -23,14 +30,19 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	if row == nil {
 		return info, nil
 	}
-	return &JobInfo{State: row.State, Score: row.RunAt, SQLOnly: true, Job: &Job{
-		Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
+	info = &JobInfo{State: row.State, Score: row.RunAt, SQLOnly: true, Job: &Job{
+		Topic: TopicOf(topic), ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
 		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError,
-	}}, nil
+	}}
+	if IsPartition(topic) {
+		info.Job.Partition = topic
+	}
+	return info, nil
 }
 
 // Get returns a job's state and envelope. An unknown id is not an error: its
-// state is StateUnknown.
+// state is StateUnknown. On a topic of several partitions it looks through
+// them all (locate); the job's Partition names the one it is in.
 func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
@@ -38,6 +50,13 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
+	_, info, err := c.locate(ctx, topic, id)
+	return info, err
+}
+
+// getPart is Get on one partition (or a topic of one), by its name. The
+// job's Topic is the topic's and its Partition the partition's.
+func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
@@ -56,7 +75,10 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 		return nil, fmt.Errorf("queue: get %s/%s: score %q: %w", topic, id, score, err)
 	}
 	env, _ := reply[2].(string)
-	info := &JobInfo{Score: int64(f), Job: &Job{Topic: topic, ID: id}}
+	info := &JobInfo{Score: int64(f), Job: &Job{Topic: TopicOf(topic), ID: id}}
+	if IsPartition(topic) {
+		info.Job.Partition = topic
+	}
 	if err := decodeEnvelope([]byte(env), info.Job); err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
@@ -67,11 +89,43 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 	return info, nil
 }
 
-// Stats returns topic's counts without scanning any set.
+// Stats returns topic's counts without scanning any set: on a topic of
+// several partitions, their sums (the earliest next due time, the oldest
+// overdue job, Redis's clock as the last partition read saw it).
 func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return Stats{}, err
 	}
+	names, err := c.Partitions(ctx, topic)
+	if err != nil {
+		return Stats{}, err
+	}
+	var sum Stats
+	for i, name := range names {
+		s, err := c.statsPart(ctx, name)
+		if err != nil {
+			return Stats{}, err
+		}
+		if i == 0 {
+			sum = s
+			continue
+		}
+		sum.Now = max(sum.Now, s.Now)
+		sum.Due += s.Due
+		sum.DueNow += s.DueNow
+		sum.InFlight += s.InFlight
+		sum.Dead += s.Dead
+		if s.NextDue > 0 && (sum.NextDue == 0 || s.NextDue < sum.NextDue) {
+			sum.NextDue = s.NextDue
+		}
+		sum.OldestOverdueMs = max(sum.OldestOverdueMs, s.OldestOverdueMs)
+	}
+	sum.Topic = topic
+	return sum, nil
+}
+
+// statsPart is Stats of one partition (or a topic of one), by its name.
+func (c *Client) statsPart(ctx context.Context, topic string) (Stats, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return Stats{}, err

@@ -16,9 +16,10 @@ import (
 
 // Durability returns topic's durability (Config.TopicDurability, else
 // Config.Durability), to show it: what differs between the two is the
-// Client's to do, through the methods that differ.
+// Client's to do, through the methods that differ. A partition's is its
+// topic's.
 func (c *Client) Durability(topic string) Durability {
-	if d, ok := c.cfg.TopicDurability[topic]; ok {
+	if d, ok := c.cfg.TopicDurability[TopicOf(topic)]; ok {
 		return d
 	}
 	return c.cfg.Durability

@@ -1,9 +1,11 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -22,6 +24,49 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 	if offset < 0 || limit < 1 || limit > MaxPage {
 		return nil, fmt.Errorf("queue: list %s: offset %d, limit %d: want offset >= 0 and limit 1-%d", topic, offset, limit, MaxPage)
 	}
+	names, err := c.Partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 1 {
+		return c.listPart(ctx, names[0], state, offset, limit)
+	}
+	return c.listMerged(ctx, names, state, offset, limit)
+}
+
+// maxMergedOffset bounds how deep List pages through a topic of several
+// partitions: each page reads offset+limit jobs of every partition.
+const maxMergedOffset = 10 * MaxPage
+
+// listMerged is List over several partitions: the first offset+limit of
+// each, merged in the state's order, then the page.
+func (c *Client) listMerged(ctx context.Context, names []string, state State, offset, limit int) (*Page, error) {
+	if offset > maxMergedOffset {
+		return nil, fmt.Errorf("queue: list %s: offset %d: a topic of several partitions pages up to offset %d", TopicOf(names[0]), offset, maxMergedOffset)
+	}
+	out := &Page{}
+	for _, name := range names {
+		p, err := c.listPart(ctx, name, state, 0, offset+limit)
+		if err != nil {
+			return nil, err
+		}
+		out.Total += p.Total
+		out.Jobs = append(out.Jobs, p.Jobs...)
+	}
+	desc := state == StateDead
+	slices.SortStableFunc(out.Jobs, func(a, b *JobInfo) int {
+		if desc {
+			return cmp.Compare(b.Score, a.Score)
+		}
+		return cmp.Compare(a.Score, b.Score)
+	})
+	out.Jobs = out.Jobs[min(offset, len(out.Jobs)):min(offset+limit, len(out.Jobs))]
+	return out, nil
+}
+
+// listPart is List on one partition (or a topic of one), by its name;
+// limit is not bounded by MaxPage (listMerged reads deeper).
+func (c *Client) listPart(ctx context.Context, topic string, state State, offset, limit int) (*Page, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
@@ -46,7 +91,10 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 		id, _ := reply[i].(string)
 		score, _ := reply[i+1].(string)
 		f, _ := strconv.ParseFloat(score, 64)
-		info := &JobInfo{Score: int64(f), Job: &Job{Topic: topic, ID: id}}
+		info := &JobInfo{Score: int64(f), Job: &Job{Topic: TopicOf(topic), ID: id}}
+		if IsPartition(topic) {
+			info.Job.Partition = topic
+		}
 		if env, ok := reply[i+2].(string); ok {
 			if err := decodeEnvelope([]byte(env), info.Job); err != nil {
 				return nil, fmt.Errorf("queue: list %s: job %s: %w", topic, id, err)

@@ -255,7 +255,7 @@ func TestHeartbeatRenewsQueuedJobsWhoseLeaseStillRuns(t *testing.T) {
 	tr := w.topics["t"]
 	// A claim with no handler goroutine: the jobs stay queued.
 	tr.tokens <- struct{}{} // as fetchLoop does
-	if _, _, err := tr.fetch(ctx, 2, 2); err != nil {
+	if _, _, err := tr.testFetch(ctx, 2, 2); err != nil {
 		t.Fatal(err)
 	}
 	for range RecordPipeline { // all tokens back: the record goroutine is done

@@ -1,18 +1,31 @@
 package dataplane
 
-import "strconv"
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
 
-// Topic partitions (docs/design.md §7.1, being built): a topic with K > 1
-// partitions spreads its keys over K hash tags, one per partition, chosen
-// so that the partitions cover Redis Cluster's slot space in K equal arcs
-// whatever the topic's name. This file is the layout: which tag partition
-// p of K has, and which slot a tag falls in.
+	"github.com/delayq/delayq/queue"
+)
+
+// Topic partitions (docs/design.md §7.1): a topic with K > 1 partitions
+// spreads its keys over K hash tags, one per partition, chosen so that the
+// partitions cover Redis Cluster's slot space in K equal arcs whatever the
+// topic's name. This file is the naming: which tag partition p of K has,
+// which slot a tag falls in, which partition a job goes to, and which
+// topic a partition's name belongs to.
+//
+// Below the public operations a partition is a topic of its own: its name
+// (the tag) builds its keys, names its ledger rows, and goes into a
+// claimed job's Ref, so the scripts, the ledger, the relay and recovery
+// work on it unchanged. What the user sees is the topic: TopicOf.
 
 // clusterSlots is the number of Redis Cluster hash slots.
 const clusterSlots = 16384
 
 // MaxPartitions bounds a topic's partition count.
-const MaxPartitions = 256
+const MaxPartitions = queue.MaxPartitions
 
 // partitionTag returns the hash tag (the text between the braces of every
 // key) of partition p (0 ≤ p < k) of topic when it has k partitions. With
@@ -58,3 +71,76 @@ func tagSlot(tag string) int {
 	}
 	return int(crc) % clusterSlots
 }
+
+// partitionSep starts the partition part of a partition's name. It is not
+// in a topic's alphabet, so a name with it is a partition's.
+const partitionSep = '~'
+
+// TopicOf returns the topic that name (a topic's or a partition's) belongs
+// to: the part before "~", or name itself.
+func TopicOf(name string) string {
+	if i := strings.IndexByte(name, partitionSep); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// IsPartition says name is a partition's (topic~k.p~n), not a topic's.
+func IsPartition(name string) bool { return strings.IndexByte(name, partitionSep) >= 0 }
+
+// validateName checks a data-plane name: a valid topic, or exactly the
+// tag partitionTag gives one of its partitions (so no other name with a
+// "~" ever builds a key).
+func validateName(name string) error {
+	if !IsPartition(name) {
+		return ValidateTopic(name)
+	}
+	topic, k, p, ok := parsePartition(name)
+	if !ok || ValidateTopic(topic) != nil || partitionTag(topic, k, p) != name {
+		return &ValidationError{Field: "topic", Kind: ErrInvalidTopic,
+			Reason: fmt.Sprintf("%q: not a topic's partition", truncateKey(name))}
+	}
+	return nil
+}
+
+// parsePartition splits topic~k.p~n into its topic, k and p.
+func parsePartition(name string) (topic string, k, p int, ok bool) {
+	topic, rest, ok := strings.Cut(name, string(partitionSep))
+	if !ok {
+		return "", 0, 0, false
+	}
+	kp, _, ok := strings.Cut(rest, string(partitionSep))
+	if !ok {
+		return "", 0, 0, false
+	}
+	ks, ps, ok := strings.Cut(kp, ".")
+	if !ok {
+		return "", 0, 0, false
+	}
+	k, err1 := strconv.Atoi(ks)
+	p, err2 := strconv.Atoi(ps)
+	if err1 != nil || err2 != nil || k < 2 || k > MaxPartitions || p < 0 || p >= k {
+		return "", 0, 0, false
+	}
+	return topic, k, p, true
+}
+
+// PartitionOf returns the partition (0 ≤ p < k) of a job: FNV-1a of its
+// partition key, or of its id without one, modulo k. Not CRC16, the
+// slots' hash, so that which partition a job lands on and which slot that
+// partition's tag has are not correlated.
+func PartitionOf(key, id string, k int) int {
+	if k <= 1 {
+		return 0
+	}
+	if key == "" {
+		key = id
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum64() % uint64(k))
+}
+
+// PartitionName returns the name (the tag) of partition p of topic when
+// it has k partitions: topic itself when k is 1.
+func PartitionName(topic string, k, p int) string { return partitionTag(topic, k, p) }

@@ -48,19 +48,35 @@ func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor s
 	}
 	st.Changed = changed
 	// Redis is written even when SQL changed nothing: an earlier call may
-	// have failed at this step.
-	if paused {
-		// A topic paused before its first job is listed all the same
-		// (GET /v1/topics, delayq stats, the gauge): an operator must see
-		// every pause in force, a mistyped topic name's included.
-		if err = c.rdb.Set(ctx, k.paused, pauseValue(st), 0).Err(); err == nil {
-			err = c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), topic).Err()
-		}
-	} else {
-		err = c.scripts.resume.Run(ctx, c.rdb, []string{k.paused, k.wake}, 0).Err()
-	}
+	// have failed at this step. Every partition has the flag in its own
+	// slot, where its claims read it; the topic's own key (partition
+	// count 1, always listed) is written last, as PausesOf reads it.
+	names, err := c.Partitions(ctx, topic)
 	if err != nil {
 		return st, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrNotApplied, err)
+	}
+	slices.Reverse(names)
+	for _, name := range names {
+		if name != topic {
+			if k, err = c.keysFor(name); err != nil {
+				return st, err
+			}
+		} else if k, err = c.keysFor(topic); err != nil {
+			return st, err
+		}
+		if paused {
+			// A topic paused before its first job is listed all the same
+			// (GET /v1/topics, delayq stats, the gauge): an operator must see
+			// every pause in force, a mistyped topic name's included.
+			if err = c.rdb.Set(ctx, k.paused, pauseValue(st), 0).Err(); err == nil {
+				err = c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), topic).Err()
+			}
+		} else {
+			err = c.scripts.resume.Run(ctx, c.rdb, []string{k.paused, k.wake}, 0).Err()
+		}
+		if err != nil {
+			return st, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrNotApplied, err)
+		}
 	}
 	return st, nil
 }
@@ -125,14 +141,23 @@ func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string
 	if len(states) == 0 {
 		return nil, nil
 	}
-	ks := make([]keys, len(states))
-	for i, st := range states {
-		k, err := c.keysFor(st.Topic)
+	// A partitioned topic's state goes to each of its partitions.
+	var ks []keys
+	var of []PauseState
+	for _, st := range states {
+		names, err := c.Partitions(ctx, st.Topic)
 		if err != nil {
 			return nil, err
 		}
-		ks[i] = k
+		for _, name := range names {
+			k, err := c.keysFor(name)
+			if err != nil {
+				return nil, err
+			}
+			ks, of = append(ks, k), append(of, st)
+		}
 	}
+	states = of
 	pipe := c.rdb.Pipeline()
 	exists := make([]*redis.IntCmd, len(states))
 	for i, k := range ks {
@@ -150,7 +175,7 @@ func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string
 			if err != nil {
 				return changed, fmt.Errorf("queue: apply the pause of %s: %w", st.Topic, err)
 			}
-			if ok {
+			if ok && !slices.Contains(changed, st.Topic) {
 				changed = append(changed, st.Topic)
 				if err := c.rdb.SAdd(ctx, topicsKey(c.cfg.Namespace), st.Topic).Err(); err != nil {
 					return changed, fmt.Errorf("queue: list the paused topic %s: %w", st.Topic, err)
@@ -161,7 +186,7 @@ func (c *Client) ApplyPauses(ctx context.Context, states []PauseState) ([]string
 			if err != nil {
 				return changed, fmt.Errorf("queue: apply the resume of %s: %w", st.Topic, err)
 			}
-			if n == 1 {
+			if n == 1 && !slices.Contains(changed, st.Topic) {
 				changed = append(changed, st.Topic)
 			}
 		}

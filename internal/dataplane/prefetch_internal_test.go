@@ -46,12 +46,12 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 	tr.busy.Store(4) // every slot taken
 	check := func(what string, want int) {
 		t.Helper()
-		if _, got := tr.claimable(); got != want {
+		if _, got := tr.claimable(tr.testPart()); got != want {
 			t.Fatalf("%s: claimable %d, want %d", what, got, want)
 		}
 	}
 	check("no backlog, no run yet", 0)
-	tr.backlog = true
+	tr.testPart().backlog = true
 	check("a backlog, handlers not known quick", 0)
 	tr.ran(time.Millisecond)
 	check("a backlog, quick handlers", 3)
@@ -64,14 +64,14 @@ func TestClaimableAddsThePrefetchOnlyWhileQuickHandlersFaceABacklog(t *testing.T
 		tr.ran(time.Second)
 	}
 	check("handlers that became slow", 0)
-	tr.backlog = false
+	tr.testPart().backlog = false
 	tr.runNanos.Store(int64(time.Millisecond))
 	check("quick handlers, no backlog", 0)
 
 	lim := w.topics["limited"]
-	lim.backlog = true
+	lim.testPart().backlog = true
 	lim.ran(time.Millisecond)
-	if _, got := lim.claimable(); got != 4 {
+	if _, got := lim.claimable(lim.testPart()); got != 4 {
 		t.Fatalf("rate-limited topic: claimable %d, want its 4 free slots and no prefetch", got)
 	}
 	if cap(tr.work) != 4+3 || cap(lim.work) != 4 {
@@ -94,7 +94,7 @@ func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
 		t.Fatalf("DefaultPrefetch(2000) = %d, want it capped at %d", DefaultPrefetch(2000), MaxConcurrency)
 	}
 	tr.busy.Store(4)
-	tr.backlog = true
+	tr.testPart().backlog = true
 	for _, c := range []struct {
 		avg  time.Duration
 		want int
@@ -107,7 +107,7 @@ func TestPrefetchHoldsWhatHandlersStartInTenMilliseconds(t *testing.T) {
 		{10 * time.Millisecond, 0}, // not quick: no prefetch at all
 	} {
 		tr.runNanos.Store(int64(c.avg))
-		if _, got := tr.claimable(); got != c.want {
+		if _, got := tr.claimable(tr.testPart()); got != c.want {
 			t.Errorf("average run %s: claimable %d, want %d", c.avg, got, c.want)
 		}
 	}

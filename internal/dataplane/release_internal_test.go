@@ -94,8 +94,8 @@ func TestShutdownReleasesClaimedButUnstartedJobs(t *testing.T) {
 		}
 	}
 	tr := w.topics["t"]
-	tr.tokens <- struct{}{}                           // as fetchLoop does
-	if _, _, err := tr.fetch(ctx, 5, 5); err != nil { // no handler goroutines: they stay queued
+	tr.tokens <- struct{}{}                               // as fetchLoop does
+	if _, _, err := tr.testFetch(ctx, 5, 5); err != nil { // no handler goroutines: they stay queued
 		t.Fatal(err)
 	}
 	for i := 0; i < RecordPipeline; i++ { // all tokens back: the record goroutine is done

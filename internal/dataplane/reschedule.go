@@ -94,6 +94,12 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 	if err := c.validateWhen(to, time.Now()); err != nil {
 		return nil, err
 	}
+	// A partitioned topic's job moves in the partition that has it.
+	name, _, err := c.locateRow(ctx, l, topic, id)
+	if err != nil {
+		return nil, err
+	}
+	topic = name
 	var (
 		// accepted: this call's move is in the ledger row (its
 		// compare-and-set won). Later rounds only bring Redis to the row's
@@ -108,7 +114,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
 		}
 		now := seen.UnixMilli()
-		info, err := c.Get(ctx, topic, id)
+		info, err := c.getPart(ctx, topic, id)
 		if err != nil {
 			return nil, err
 		}

@@ -184,7 +184,7 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 	open := make(map[string]int) // topic -> index in calls of its open chunk
 	size := make(map[string]int) // topic -> bytes in its open chunk
 	for i, r := range rows {
-		if err := ValidateTopic(r.Topic); err != nil {
+		if err := validateName(r.Topic); err != nil {
 			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
 			continue
 		}

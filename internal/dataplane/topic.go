@@ -13,8 +13,9 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
-// topicRunner is one topic's part of a worker: a fetcher that claims and
-// records jobs, and a pool of handler goroutines fed through work.
+// topicRunner is one topic's part of a worker: a fetcher per partition
+// that claims and records jobs, and one pool of handler goroutines fed
+// through work, which the partitions share (the topic's concurrency).
 type topicRunner struct {
 	w     *Worker
 	topic string
@@ -22,22 +23,22 @@ type topicRunner struct {
 	cfg   TopicConfig
 	log   logrus.FieldLogger
 
-	work  chan *Job     // claimed, recorded and due, not started; cap = concurrency + prefetch
-	busy  atomic.Int64  // jobs claimed, held, in work or running: never above cap(work)
-	freed chan struct{} // a handler slot came free (cap 1, never blocks)
-	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
+	work chan *Job    // claimed, recorded and due, not started; cap = concurrency + prefetch
+	busy atomic.Int64 // jobs claimed (or being claimed), held, in work or running: never above cap(work)
+	// claimMu makes a fetcher's count of what it may claim and its taking
+	// of those slots one step, so that the fetchers of several partitions
+	// never claim more between them than the topic has room for.
+	claimMu sync.Mutex
+	// parts are the partitions' fetch states, one per partition of every
+	// layout the topic has (layout.go); the worker adds to them when an
+	// operator raises the partition count.
+	parts atomic.Pointer[[]*part]
 
 	stopping  <-chan struct{} // closed when the worker stops claiming (Run's ctx)
 	tokens    chan struct{}   // one per batch being claimed or recorded
 	holds     sync.WaitGroup  // recorded batches waiting for their jobs' due times
-	recordErr chan error      // the last ledger failure, for the fetcher's backoff
+	recordErr chan error      // the last ledger failure, for the fetchers' backoff
 
-	// paused: the last claim found the topic paused (the fetcher's own,
-	// read and written by it alone).
-	paused bool
-	// backlog: the last claim left due jobs behind, so the fetcher may
-	// claim up to the prefetch beyond its free slots (the fetcher's own).
-	backlog bool
 	// runNanos is a moving average of the handlers' run times (ns; 0
 	// before the first): prefetch only while they are quick.
 	runNanos atomic.Int64
@@ -49,6 +50,22 @@ type topicRunner struct {
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers
 	queued map[Ref]*Job       // recorded, waiting in work for a handler
+}
+
+// part is one partition's fetcher state: its name (the topic's own for a
+// topic of one partition), its wake channel and what its last claim found.
+type part struct {
+	name  string
+	log   logrus.FieldLogger
+	freed chan struct{} // a handler slot came free (cap 1, never blocks)
+	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
+
+	// paused: the last claim found the topic paused (the fetcher's own,
+	// read and written by it alone).
+	paused bool
+	// backlog: the last claim left due jobs behind, so the fetcher may
+	// claim up to the prefetch beyond its free slots (the fetcher's own).
+	backlog bool
 }
 
 // activeJob is a running handler: its lease timer ends its context when the
@@ -64,12 +81,41 @@ func newTopicRunner(w *Worker, topic string, h Handler, cfg TopicConfig) *topicR
 		w: w, topic: topic, h: h, cfg: cfg,
 		log:       w.log.WithField("topic", topic),
 		work:      make(chan *Job, cfg.Concurrency+prefetchOf(cfg)),
-		freed:     make(chan struct{}, 1),
-		wake:      make(chan struct{}, 1),
 		tokens:    make(chan struct{}, RecordPipeline),
 		recordErr: make(chan error, 1),
 		active:    make(map[Ref]*activeJob),
 		queued:    make(map[Ref]*Job),
+	}
+}
+
+// addPart adds partition name's fetcher state, and returns it; nil if the
+// topic has it already. Only the worker's start and its layout watch call
+// it, one at a time.
+func (tr *topicRunner) addPart(name string) *part {
+	var old []*part
+	if ps := tr.parts.Load(); ps != nil {
+		old = *ps
+	}
+	for _, p := range old {
+		if p.name == name {
+			return nil
+		}
+	}
+	p := &part{name: name, log: tr.log, freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	if name != tr.topic {
+		p.log = tr.log.WithField("partition", name)
+	}
+	ps := append(old[:len(old):len(old)], p)
+	tr.parts.Store(&ps)
+	return p
+}
+
+// slotFreed tells every partition's fetcher that a handler slot came free.
+func (tr *topicRunner) slotFreed() {
+	if ps := tr.parts.Load(); ps != nil {
+		for _, p := range *ps {
+			signal(p.freed)
+		}
 	}
 }
 
@@ -89,19 +135,13 @@ func signal(ch chan struct{}) {
 // Recording a batch in the ledger (a durable commit) takes longer than
 // claiming it, so the fetcher does not wait for it: up to RecordPipeline
 // batches are being recorded while it claims the next one.
-func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
-	defer func() { // every batch recorded or released before shutdown goes on
-		for i := 0; i < cap(tr.tokens); i++ {
-			tr.tokens <- struct{}{}
-		}
-		tr.holds.Wait()
-	}()
+func (tr *topicRunner) fetchLoop(stop, detached context.Context, p *part) {
 	// After a failed claim or record the fetcher waits for the store that
 	// failed to answer again, at most errPause (outage.go).
 	errPause := time.Duration(0)
 	backOff := func(err error) {
 		errPause = min(max(2*errPause, tr.w.cfg.ErrorBackoffMin), tr.w.cfg.ErrorBackoffMax)
-		logFailure(tr.log.WithField("retry_in", errPause), err, "fetch failed")
+		logFailure(p.log.WithField("retry_in", errPause), err, "fetch failed")
 		awaitStore(detached, stop.Done(), err, errPause)
 	}
 	for stop.Err() == nil {
@@ -113,20 +153,21 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			continue
 		default:
 		}
-		n, nDue := tr.claimable()
-		if n <= 0 {
-			select {
-			case <-tr.freed:
-			case <-stop.Done():
-			}
-			continue
-		}
 		select {
 		case tr.tokens <- struct{}{}:
 		case <-stop.Done():
 			continue
 		}
-		wait, until, err := tr.fetch(detached, min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize))
+		n, nDue := tr.reserve(p)
+		if n <= 0 {
+			<-tr.tokens
+			select {
+			case <-p.freed:
+			case <-stop.Done():
+			}
+			continue
+		}
+		wait, until, err := tr.fetch(detached, p, n, nDue)
 		if err == nil {
 			select {
 			case err = <-tr.recordErr:
@@ -142,7 +183,7 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 			continue // took a full batch: more may be due
 		}
 		if until == untilToken {
-			tr.waitToken(stop, wait)
+			tr.waitToken(stop, p, wait)
 			continue
 		}
 		// A handler finishing matters only when claimable jobs were left
@@ -151,12 +192,12 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 		// last, a commit each, instead of one claim at the timer.
 		var freed chan struct{}
 		if until == untilSlot {
-			freed = tr.freed
+			freed = p.freed
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
-		case <-tr.wake:
+		case <-p.wake:
 		case <-freed:
 		case <-stop.Done():
 		}
@@ -167,14 +208,24 @@ func (tr *topicRunner) fetchLoop(stop, detached context.Context) {
 // waitToken sleeps until the rate limit's next token (wait), or a wake
 // message or shutdown. A freed slot does not end it: without a token the
 // claim would take nothing.
-func (tr *topicRunner) waitToken(stop context.Context, wait time.Duration) {
+func (tr *topicRunner) waitToken(stop context.Context, p *part, wait time.Duration) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-	case <-tr.wake:
+	case <-p.wake:
 	case <-stop.Done():
 	}
+}
+
+// settleClaims waits, once every fetcher of the topic has stopped, until
+// every batch they claimed is recorded and queued, or released: shutdown
+// hands back what is queued next.
+func (tr *topicRunner) settleClaims() {
+	for i := 0; i < cap(tr.tokens); i++ {
+		tr.tokens <- struct{}{}
+	}
+	tr.holds.Wait()
 }
 
 // pausedRecheck is how long a fetcher of a paused topic waits for the
@@ -193,35 +244,64 @@ const (
 	untilToken                  // the rate limit's next token: due jobs were held back
 )
 
-// fetch claims up to n jobs, at most nDue of them due already (the rest
-// due within the claim-ahead), and starts recording them; the recording
-// goroutine queues them for the handlers, each at its due time, or hands
-// them back if the ledger fails. It holds one token of tr.tokens and gives
-// it back. It returns how long to wait before the next claim, or -1 to
-// claim again at once, and what else ends the wait.
-func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.Duration, until untilWhat, err error) {
+// reserve takes the slots of the jobs p's fetcher may claim now (n, nDue
+// of them due already: claimable), at most a batch, in one step with the
+// count: busy includes them from here on, and fetch gives back what the
+// claim did not fill.
+func (tr *topicRunner) reserve(p *part) (n, nDue int) {
+	tr.claimMu.Lock()
+	defer tr.claimMu.Unlock()
+	n, nDue = tr.claimable(p)
+	n, nDue = min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize)
+	if n > 0 {
+		tr.busy.Add(int64(n))
+	}
+	return n, nDue
+}
+
+// unreserve gives back k slots reserve took that no claimed job fills.
+func (tr *topicRunner) unreserve(k int) {
+	if k <= 0 {
+		return
+	}
+	tr.busy.Add(-int64(k))
+	if ps := tr.parts.Load(); ps != nil && len(*ps) > 1 {
+		tr.slotFreed() // another partition's fetcher may be waiting for them
+	}
+}
+
+// fetch claims up to n jobs from p, at most nDue of them due already (the
+// rest due within the claim-ahead), and starts recording them; the
+// recording goroutine queues them for the handlers, each at its due time,
+// or hands them back if the ledger fails. It holds one token of tr.tokens
+// and gives it back, and the n slots reserve took, and gives back those
+// the claim did not fill. It returns how long to wait before the next
+// claim, or -1 to claim again at once, and what else ends the wait.
+func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wait time.Duration, until untilWhat, err error) {
 	ctx, cancel := withOpTimeout(detached)
 	defer cancel()
 	ahead := claimAheadOf(tr.cfg)
 	sentAt := time.Now()
-	cl, err := tr.w.c.claim(ctx, tr.topic, n, nDue, tr.cfg.Lease, rateLimitOf(tr.cfg), ahead)
+	cl, err := tr.w.c.claim(ctx, p.name, n, nDue, tr.cfg.Lease, rateLimitOf(tr.cfg), ahead)
 	if err = tr.w.redisWatch.result(err); err != nil {
+		tr.unreserve(n)
 		<-tr.tokens
 		return 0, untilTime, err
 	}
+	tr.unreserve(n - len(cl.Jobs))
 	// Redis read its clock before the reply travelled back, so its time
 	// at replyAt is at least cl.nowMicros: holds measured from here err
 	// late, never early (holdUntilDue).
 	replyAt := time.Now()
 	tr.clock.seen(cl.nowMicros, sentAt, replyAt)
 	switch {
-	case cl.Paused && !tr.paused:
-		tr.log.Info("topic paused: claims stopped until it is resumed")
-	case !cl.Paused && tr.paused:
-		tr.log.Info("topic resumed: claiming again")
+	case cl.Paused && !p.paused:
+		p.log.Info("topic paused: claims stopped until it is resumed")
+	case !cl.Paused && p.paused:
+		p.log.Info("topic resumed: claiming again")
 	}
-	tr.paused = cl.Paused
-	tr.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
+	p.paused = cl.Paused
+	p.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {
@@ -241,7 +321,6 @@ func (tr *topicRunner) fetch(detached context.Context, n, nDue int) (wait time.D
 			}
 		}
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
-		tr.busy.Add(int64(len(cl.Jobs))) // slots taken now, before the record lands
 		go tr.record(detached, cl.Jobs, claimClock{cl.Now, cl.nowMicros, replyAt})
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
 			return -1, untilTime, nil
@@ -292,13 +371,13 @@ const prefetchQuick = 10 * time.Millisecond
 // claim-ahead. Behind slow handlers claims follow the free slots alone, so
 // no job, due or coming, waits here for a slot while another worker may
 // have one.
-func (tr *topicRunner) claimable() (n, nDue int) {
+func (tr *topicRunner) claimable(p *part) (n, nDue int) {
 	busy := int(tr.busy.Load())
 	room := cap(tr.work) - busy // what never blocks a push into work
 	quick := tr.quickRoom()
 	free := tr.cfg.Concurrency - busy
 	nDue = free
-	if tr.backlog {
+	if p.backlog {
 		nDue += quick // the prefetch
 	}
 	nDue = max(min(nDue, room), 0)
@@ -440,7 +519,7 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) 
 		tr.log.WithField("jobs", n).Debug("finished jobs forgotten in Redis")
 	}
 	tr.busy.Add(-int64(len(jobs) - len(keep)))
-	signal(tr.freed)
+	tr.slotFreed()
 	return keep
 }
 
@@ -460,7 +539,7 @@ func (tr *topicRunner) unrecorded(ctx context.Context, jobs []*Job, err error) {
 		tr.w.cfg.Observer.Released(tr.topic, n)
 	}
 	tr.busy.Add(-int64(len(jobs)))
-	signal(tr.freed)
+	tr.slotFreed()
 }
 
 // queueAtDue queues jobs claimed ahead of their due times (in due order)
@@ -606,7 +685,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		tr.w.jobLog(j).Warn("lease expired before the handler started: not running it")
 		tr.dropSuperseded(context.WithoutCancel(base), j)
 		tr.busy.Add(-1)
-		signal(tr.freed)
+		tr.slotFreed()
 		return
 	}
 	a := &activeJob{deadline: leaseUntil, began: time.Now(),
@@ -622,7 +701,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	late := time.Duration(tr.clock.now()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
-	err := runHandler(ctx, tr.h, j)
+	err := runHandler(ctx, tr.h, tr.handlerJob(j))
 	took := time.Since(began)
 	tr.ran(took)
 	tr.w.cfg.Observer.Handled(tr.topic, took, err)
@@ -652,7 +731,18 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	delete(tr.active, ref)
 	tr.mu.Unlock()
 	tr.busy.Add(-1)
-	signal(tr.freed)
+	tr.slotFreed()
+}
+
+// handlerJob is the job as its handler sees it: a partition's job names
+// its topic, and the partition in Job.Partition (which its Ref uses).
+func (tr *topicRunner) handlerJob(j *Job) *Job {
+	if j.Topic == tr.topic {
+		return j
+	}
+	hj := *j
+	hj.Topic, hj.Partition = tr.topic, j.Topic
+	return &hj
 }
 
 // dropSuperseded deletes the ledger row of a claim whose lease ran out

@@ -12,6 +12,10 @@ func (c *Client) validate(j *NewJob, now time.Time) error {
 	if err := ValidateID(j.ID); err != nil {
 		return err
 	}
+	if j.PartitionKey != "" && ValidateID(j.PartitionKey) != nil {
+		return &ValidationError{Field: "partition_key", Kind: ErrInvalidPartition,
+			Reason: fmt.Sprintf("%q: want 1-200 characters of [A-Za-z0-9_.:@/-]", truncateKey(j.PartitionKey))}
+	}
 	if len(j.Payload) > c.cfg.MaxPayloadBytes {
 		return &ValidationError{Field: "payload", Kind: ErrPayloadTooLarge,
 			Reason: fmt.Sprintf("%d bytes: limit is %d", len(j.Payload), c.cfg.MaxPayloadBytes)}
@@ -46,3 +50,11 @@ func (c *Client) validate(j *NewJob, now time.Time) error {
 // widen: a due time before it is almost surely seconds passed as
 // milliseconds.
 const earliestRunAt = 978307200000
+
+// truncateKey shortens a refused key for its error message.
+func truncateKey(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

@@ -7,18 +7,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// listenWake subscribes to every topic's wake channel and nudges the
-// topic's fetcher on each message. go-redis re-subscribes after a
+// listenWake subscribes to every partition's wake channel (a topic of one
+// partition has its own) and nudges the partition's fetcher on each
+// message. go-redis re-subscribes after a
 // disconnect; each (re)subscription confirmation wakes every fetcher, so
 // claims resume at once when Redis is back, and each re-subscription after
 // the first one counts as a Redis reconnect (see WorkerConfig.OnRedisReconnect).
 func (w *Worker) listenWake(ctx context.Context) {
-	byChannel := make(map[string]*topicRunner, len(w.topics))
-	channels := make([]string, 0, len(w.topics))
-	for topic, tr := range w.topics {
-		ch := w.c.WakeChannel(topic)
-		byChannel[ch] = tr
-		channels = append(channels, ch)
+	var channels []string
+	w.wakeParts.Range(func(ch, _ any) bool {
+		channels = append(channels, ch.(string))
+		return true
+	})
+	wake := func(ch string) bool {
+		if p, ok := w.wakeParts.Load(ch); ok {
+			signal(p.(*part).wake)
+			return true
+		}
+		return false
 	}
 
 	var hooks sync.WaitGroup
@@ -37,18 +43,20 @@ func (w *Worker) listenWake(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case ch := <-w.newWake:
+			// A partition added while we run (Worker.watchLayouts).
+			if err := ps.Subscribe(ctx, ch); err != nil {
+				w.log.WithError(err).WithField("channel", ch).Warn("subscribing to a new partition's wake channel failed: its fetcher claims on its timer")
+			}
 		case m, ok := <-msgs:
 			if !ok {
 				return
 			}
 			switch m := m.(type) {
 			case *redis.Message:
-				if tr := byChannel[m.Channel]; tr != nil {
-					signal(tr.wake)
-				}
+				wake(m.Channel)
 			case *redis.Subscription:
-				if tr := byChannel[m.Channel]; tr != nil {
-					signal(tr.wake)
+				if wake(m.Channel) {
 					if m.Kind == "subscribe" && rounds.confirmed(m.Channel) {
 						signal(reconnected)
 					}

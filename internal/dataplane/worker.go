@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,12 @@ type Worker struct {
 	// (WorkerConfig.LedgerHold).
 	hold ledgerHold
 	ran  atomic.Bool
+
+	// wakeParts maps a wake channel to its partition's fetcher state
+	// (*part); newWake hands the wake listener the channels of partitions
+	// added while it runs (layout.go).
+	wakeParts sync.Map
+	newWake   chan string
 }
 
 // NewWorker returns a worker over c that records every claimed job in led
@@ -48,6 +55,9 @@ func NewWorker(c *Client, led Ledger, cfg WorkerConfig) (*Worker, error) {
 		cfg:    cfg,
 		log:    cfg.Logger.WithField("worker", cfg.ID),
 		topics: make(map[string]*topicRunner),
+		// Buffered for a raise to MaxPartitions of a few topics at once;
+		// the layout watch waits when it is full.
+		newWake: make(chan string, 4*MaxPartitions),
 	}
 	w.completer = newCompleter(w)
 	w.redisWatch = newStoreWatch("redis", c.Ping, cfg.ErrorBackoffMin, cfg.ErrorBackoffMax, w.log)
@@ -107,26 +117,45 @@ func (w *Worker) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(detached)
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	bgWG.Add(3)
-	go func() { defer bgWG.Done(); w.listenWake(bg) }()
+	bgWG.Add(2)
 	go func() { defer bgWG.Done(); w.heartbeat(bg, detached) }()
 	go func() { defer bgWG.Done(); w.register(bg, detached) }()
 
 	var fetchers, handlers sync.WaitGroup
+	startFetch := func(tr *topicRunner, name string) {
+		p := tr.addPart(name)
+		if p == nil {
+			return
+		}
+		w.wakeParts.Store(w.c.WakeChannel(name), p)
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, detached, p) }()
+	}
 	for _, tr := range w.topics {
 		tr.stopping = ctx.Done()
 		for i := 0; i < tr.cfg.Concurrency; i++ {
 			handlers.Add(1)
 			go func() { defer handlers.Done(); tr.handleLoop(handlerCtx) }()
 		}
-		fetchers.Add(1)
-		go func() { defer fetchers.Done(); tr.fetchLoop(ctx, detached) }()
+		for _, name := range w.partitionsOf(ctx, tr.topic) {
+			startFetch(tr, name)
+		}
 	}
+	bgWG.Add(1) // once the first partitions are known
+	go func() { defer bgWG.Done(); w.listenWake(bg) }()
+	// The layout watch adds the fetchers of partitions an operator adds;
+	// it ends with ctx, and before fetchers.Wait, which no Add may follow.
+	watchDone := make(chan struct{})
+	go func() { defer close(watchDone); w.watchLayouts(ctx, startFetch) }()
 	w.log.WithField("topics", len(w.topics)).Info("worker started")
 
 	<-ctx.Done()
 	w.log.Info("worker stopping: no more claims")
+	<-watchDone
 	fetchers.Wait()
+	for _, tr := range w.topics {
+		tr.settleClaims()
+	}
 	for _, tr := range w.topics {
 		tr.releaseQueued(detached)
 		close(tr.work)
@@ -148,6 +177,54 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-completerDone
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// partitionsOf returns the partitions of topic's layout, or the topic's
+// own name alone when Redis cannot tell (the layout watch adds the rest
+// once it can): its own partition is always claimed from.
+func (w *Worker) partitionsOf(ctx context.Context, topic string) []string {
+	names, err := w.c.Partitions(ctx, topic)
+	if err != nil {
+		logFailure(w.log.WithField("topic", topic), err, "reading the topic's partitions failed: claiming from its own until it answers")
+		return []string{topic}
+	}
+	if !slices.Contains(names, topic) {
+		names = append(names, topic)
+	}
+	return names
+}
+
+// watchLayouts reads every topic's layout again every Config.LayoutRefresh
+// until ctx ends, and starts a fetcher (start) for each partition it has
+// not seen, and subscribes to its wake channel.
+func (w *Worker) watchLayouts(ctx context.Context, start func(tr *topicRunner, name string)) {
+	t := time.NewTicker(w.c.cfg.LayoutRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, tr := range w.topics {
+			names, err := w.c.Partitions(ctx, tr.topic)
+			if err != nil {
+				continue // the store's outage is someone else's to report
+			}
+			for _, name := range names {
+				if _, known := w.wakeParts.Load(w.c.WakeChannel(name)); known {
+					continue
+				}
+				start(tr, name)
+				tr.log.WithField("partition", name).Info("new partition: claiming from it")
+				select {
+				case w.newWake <- w.c.WakeChannel(name):
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}
 }
 
 // opTimeout bounds one Redis or ledger call of the runtime.

@@ -164,7 +164,7 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	known, err := r.q.Topics(ctx)
+	known, err := r.q.AllPartitions(ctx) // each partition has its own keys and epoch
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func (r *Recoverer) RedisReconnected(ctx context.Context) {
 	r.mu.Lock()
 	topics := slices.Clone(r.topics)
 	r.mu.Unlock()
-	known, err := r.q.Topics(ctx)
+	known, err := r.q.AllPartitions(ctx) // each partition has its own keys and epoch
 	if err != nil {
 		r.log.WithError(err).Warn("Redis reconnected: cannot list topics; running recovery now")
 		r.Trigger("redis-reconnect")

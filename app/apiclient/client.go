@@ -348,6 +348,20 @@ func (c *Client) SetPaused(ctx context.Context, topic string, paused bool) (http
 	return out, err
 }
 
+// Partitions sends GET /v1/topics/{topic}/partitions.
+func (c *Client) Partitions(ctx context.Context, topic string) (httpapi.PartitionsResponse, error) {
+	var out httpapi.PartitionsResponse
+	err := c.do(ctx, http.MethodGet, topicPath(topic)+"/partitions", nil, nil, &out)
+	return out, err
+}
+
+// SetPartitions sends PUT /v1/topics/{topic}/partitions.
+func (c *Client) SetPartitions(ctx context.Context, topic string, partitions int) (httpapi.PartitionsResponse, error) {
+	var out httpapi.PartitionsResponse
+	err := c.do(ctx, http.MethodPut, topicPath(topic)+"/partitions", nil, httpapi.PartitionsRequest{Partitions: &partitions}, &out)
+	return out, err
+}
+
 // PurgeDead sends POST /v1/topics/{topic}/dead/purge.
 func (c *Client) PurgeDead(ctx context.Context, topic string, req httpapi.PurgeRequest) (httpapi.PurgeResponse, error) {
 	var out httpapi.PurgeResponse

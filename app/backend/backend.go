@@ -127,6 +127,7 @@ func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config
 		PushTimeout:        cfg.Queue.PushTimeout,
 		UncertainRecheck:   cfg.Queue.UncertainRecheck,
 		TombstoneTTL:       cfg.Queue.TombstoneTTL,
+		LayoutRefresh:      cfg.Queue.LayoutRefresh,
 	}
 	cfg.Queue.ConfigureLifecycles(&c)
 	return c

@@ -46,6 +46,11 @@ type Env struct {
 	// Options.NoHistory), to compare a drain with history on and off
 	// (docs/design.md §4.18). Default off: history on, as in production.
 	NoHistory bool
+	// Partitions spreads the run's topic over this many partitions
+	// (docs/design.md §7.1), to compare a partitioned topic's costs with
+	// one of a single partition, and on a Redis Cluster to spread it over
+	// the masters. Default 1.
+	Partitions int
 }
 
 // Options configure one run. Zero fields take the scenario's defaults

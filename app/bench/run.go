@@ -51,6 +51,12 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 	}
 	r.Namespace = s.ns
 	r.Tables = []string{s.led.LedgerTable(), s.led.DeadLetterTable(), s.led.HistoryTable()}
+	if k := o.Env.Partitions; k > 1 {
+		if _, err = s.q.SetPartitions(ctx, "bench."+name, k); err != nil {
+			return r, errors.Join(err, s.close(ctx))
+		}
+		r.Params += fmt.Sprintf(" partitions=%d", k)
+	}
 	err = b(ctx, s, o, &r)
 	if cerr := s.close(ctx); cerr != nil {
 		err = errors.Join(err, cerr)

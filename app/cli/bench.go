@@ -22,6 +22,7 @@ import (
 type benchFlags struct {
 	keep        bool
 	noHistory   bool
+	partitions  int
 	stall       time.Duration
 	baselineFor time.Duration
 	cpuProfile  string
@@ -54,6 +55,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	pf := cmd.PersistentFlags()
 	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
 	pf.BoolVar(&f.noHistory, "no-history", false, "the run's jobs leave no history rows (to compare a drain with history on and off)")
+	pf.IntVar(&f.partitions, "partitions", 1, "spread the run's topic over this many partitions (1-256), over a Redis Cluster's masters")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
 	pf.DurationVar(&f.baselineFor, "baseline-for", time.Second, "enqueue and http: how long each round-trip baseline (PING, empty EVALSHA) runs, before and after the run")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
@@ -206,6 +208,9 @@ func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
 // after the other and prints the report. A missing job or a failed run
 // makes it fail.
 func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (err error) {
+	if f.partitions < 1 || f.partitions > queue.MaxPartitions {
+		return usageError{fmt.Errorf("--partitions %d: want 1-%d", f.partitions, queue.MaxPartitions)}
+	}
 	cfg, err := a.loadConfig(cmd)
 	if err != nil {
 		return err
@@ -244,7 +249,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	}
 	// The durable idle run's relay and recoverer take the configured
 	// settings, as `delayq serve` runs them.
-	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory,
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory, Partitions: f.partitions,
 		Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {

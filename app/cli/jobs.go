@@ -18,6 +18,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	var payload, payloadFile, runAt string
 	var delay time.Duration
 	var maxAttempts int
+	var partitionKey string
 	cmd := &cobra.Command{
 		Use: "enqueue TOPIC ID",
 		Example: `  delayq enqueue emails welcome:42 --payload '{"to":"a@example.com"}' --delay 10m
@@ -31,13 +32,16 @@ func (a *app) enqueueCmd() *cobra.Command {
 			if payload != "" && payloadFile != "" {
 				return usageError{errors.New("--payload and --payload-file: give one of them, not both")}
 			}
-			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts}
+			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts, PartitionKey: partitionKey}
 			if payloadFile != "" {
 				b, err := os.ReadFile(payloadFile)
 				if err != nil {
 					return usageError{err}
 				}
 				j.Payload = b
+			}
+			if partitionKey != "" && queue.ValidateID(partitionKey) != nil {
+				return usageError{fmt.Errorf("--partition-key %q: want 1-200 characters of [A-Za-z0-9_.:@/-]", partitionKey)}
 			}
 			if runAt != "" {
 				t, err := parseTime(runAt)
@@ -68,6 +72,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	f.DurationVar(&delay, "delay", 0, "run after this delay, from Redis's clock (e.g. 30m)")
 	f.StringVar(&runAt, "run-at", "", "run at this time: RFC 3339 or Unix ms")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job goes dead (0 = queue.default_max_attempts)")
+	f.StringVar(&partitionKey, "partition-key", "", "on a topic of several partitions, jobs with the same key land on the same one")
 	return cmd
 }
 

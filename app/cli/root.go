@@ -105,7 +105,7 @@ func (a *app) newRoot() *cobra.Command {
 	operator := []*cobra.Command{
 		a.enqueueCmd(), a.cancelCmd(), a.rescheduleCmd(), a.getCmd(), a.jobsCmd(), a.statsCmd(),
 		a.deadCmd(), a.ledgerCmd(), a.recoverCmd(), a.smokeCmd(),
-		a.pauseCmd(true), a.pauseCmd(false),
+		a.pauseCmd(true), a.pauseCmd(false), a.partitionsCmd(),
 		a.schedulesCmd(), a.historyCmd(), a.workersCmd(), a.productsCmd(),
 	}
 	names := make([]string, 0, len(operator))

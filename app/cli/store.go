@@ -48,6 +48,9 @@ type jobStore interface {
 	// SetPaused pauses or resumes a topic (dataplane.Client.Pause, Resume):
 	// its state afterwards, as the API answers it.
 	SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error)
+	// Partitions reads a topic's partition count and, with set > 0,
+	// raises it to set first (dataplane.Client.SetPartitions).
+	Partitions(ctx context.Context, topic string, set int) (httpapi.PartitionsResponse, error)
 	// List returns a page of ledger rows (ledger.List) as the API shows
 	// it.
 	List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error)

@@ -64,7 +64,7 @@ func (s *apiStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	}
 	// The payload goes as base64: its exact bytes, whatever they are (a
 	// JSON payload would be re-encoded on the way, its spacing lost).
-	req := httpapi.EnqueueRequest{ID: j.ID}
+	req := httpapi.EnqueueRequest{ID: j.ID, PartitionKey: j.PartitionKey}
 	if len(j.Payload) > 0 {
 		b64 := base64.StdEncoding.EncodeToString(j.Payload)
 		req.PayloadBase64 = &b64
@@ -185,6 +185,18 @@ func (s *apiStore) SetPaused(ctx context.Context, topic string, paused bool) (ht
 		return httpapi.PauseResponse{}, err
 	}
 	out, err := s.c.SetPaused(ctx, topic, paused)
+	return out, s.explain(err)
+}
+
+func (s *apiStore) Partitions(ctx context.Context, topic string, set int) (httpapi.PartitionsResponse, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return httpapi.PartitionsResponse{}, err
+	}
+	if set > 0 {
+		out, err := s.c.SetPartitions(ctx, topic, set)
+		return out, s.explain(err)
+	}
+	out, err := s.c.Partitions(ctx, topic)
 	return out, s.explain(err)
 }
 

@@ -120,6 +120,33 @@ func (s *directStore) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
 	return s.b.Queue.Workers(ctx)
 }
 
+// Partitions reads (and with set > 0 first raises) a topic's partition
+// count on Redis directly, and logs the audit line the API logs.
+func (s *directStore) Partitions(ctx context.Context, topic string, set int) (httpapi.PartitionsResponse, error) {
+	if set > 0 {
+		l, err := s.b.Queue.SetPartitions(ctx, topic, set)
+		if err != nil {
+			return httpapi.PartitionsResponse{}, err
+		}
+		s.log.WithFields(logrus.Fields{"topic": topic, "partitions": l.Current(), "actor": cliActor()}).Info("topic partitions set")
+		return httpapi.PartitionsResponse{Topic: topic, Partitions: l.Current(), Layouts: layoutCounts(l.Counts)}, nil
+	}
+	l, err := s.b.Queue.Layout(ctx, topic)
+	if err != nil {
+		return httpapi.PartitionsResponse{}, err
+	}
+	return httpapi.PartitionsResponse{Topic: topic, Partitions: l.Current(), Layouts: layoutCounts(l.Counts)}, nil
+}
+
+// layoutCounts is a layout's counts as the API shows them: [1] for a
+// topic never partitioned.
+func layoutCounts(counts []int) []int {
+	if len(counts) == 0 {
+		return []int{1}
+	}
+	return counts
+}
+
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as
 // "cli:<user>@<host>", and logs the audit line the API logs.
 func (s *directStore) SetPaused(ctx context.Context, topic string, paused bool) (httpapi.PauseResponse, error) {

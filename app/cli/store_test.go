@@ -39,6 +39,8 @@ func TestOperatorCommandsRefuseWithoutAnInstance(t *testing.T) {
 		{"smoke"},
 		{"pause", "mail"},
 		{"resume", "mail"},
+		{"partitions", "mail"},
+		{"partitions", "mail", "4"},
 		{"schedules"},
 	}
 	for _, cmd := range commands {
@@ -92,6 +94,12 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		{"resume", "a{b"},
 		{"pause"},
 		{"resume", "a", "b"},
+		{"partitions", "bad topic"},
+		{"partitions", "mail", "0"},
+		{"partitions", "mail", "257"},
+		{"partitions", "mail", "four"},
+		{"partitions", "mail", "4", "5"},
+		{"enqueue", "mail", "x", "--partition-key", "bad key"},
 		{"dead", "list", "mail", "--limit", "0"},
 		{"jobs", "mail", "--limit", "0"},
 		{"jobs", "mail", "--state", "done"},

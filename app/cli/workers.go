@@ -43,6 +43,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 		Relay:      relayConfig(cfg, log, m.RelayPass),
 		NoRecovery: !p.recovery,
 		NoPeriodic: !p.periodic,
+		Partitions: cfg.Queue.Partitions(),
 		Logger:     log,
 	}
 	if len(cfg.Periodic) > 0 {

@@ -195,6 +195,10 @@ type Queue struct {
 	// job cancelled, so no relay or recovery pass can bring it back from a
 	// row read just before. Default 10s.
 	TombstoneTTL time.Duration `koanf:"tombstone_ttl"`
+	// LayoutRefresh is how long a process keeps a topic's partition count
+	// before reading it again: after a raise, enqueues and claims follow
+	// within it. 10ms to 1m. Default 2s.
+	LayoutRefresh time.Duration `koanf:"layout_refresh"`
 }
 
 // QueueTopic is one topic's queue settings.
@@ -207,6 +211,21 @@ type QueueTopic struct {
 	// HistoryRetention is how long its history rows are kept; 0 means
 	// recovery.history_retention, negative for ever.
 	HistoryRetention time.Duration `koanf:"history_retention"`
+	// Partitions raises the topic's partition count to at least this when
+	// the program starts (docs/design.md §7.1): a stored setting of the
+	// topic, never lowered. 0 means as stored (1 unless raised).
+	Partitions int `koanf:"partitions"`
+}
+
+// Partitions lists the partition counts set under queue.topics.
+func (q Queue) Partitions() map[string]int {
+	out := make(map[string]int)
+	for name, t := range q.Topics {
+		if t.Partitions > 0 {
+			out[name] = t.Partitions
+		}
+	}
+	return out
 }
 
 // NoHistory lists the topics whose history is off (queue.topics.<t>.history).
@@ -572,7 +591,8 @@ func Defaults() Config {
 			GroupCommitDepth: ledger.DefaultGroupCommitDepth, NotReadyWait: ledger.DefaultNotReadyWait},
 		Queue: Queue{MaxPayloadBytes: 1 << 20, MaxDelay: 365 * 24 * time.Hour, DefaultMaxAttempts: 25, Coalesce: 1000, CoalesceInFlight: 2,
 			Durability: "redis", Topics: map[string]QueueTopic{},
-			Horizon: time.Hour, PushTimeout: time.Second, UncertainRecheck: 20 * time.Second, TombstoneTTL: 10 * time.Second},
+			Horizon: time.Hour, PushTimeout: time.Second, UncertainRecheck: 20 * time.Second, TombstoneTTL: 10 * time.Second,
+			LayoutRefresh: 2 * time.Second},
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},

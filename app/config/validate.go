@@ -185,6 +185,9 @@ func (q Queue) validate(p *problems) {
 		if t.History != "" && t.History != "on" && t.History != "off" {
 			p.bad(key+".history", t.History, "want on or off")
 		}
+		if t.Partitions < 0 || t.Partitions > queue.MaxPartitions {
+			p.bad(key+".partitions", t.Partitions, "want 1-%d (0: as stored)", queue.MaxPartitions)
+		}
 	}
 	if q.Horizon < time.Second {
 		p.bad("queue.horizon", q.Horizon, "want at least 1s")
@@ -195,6 +198,9 @@ func (q Queue) validate(p *problems) {
 	}
 	if q.TombstoneTTL < time.Second {
 		p.bad("queue.tombstone_ttl", q.TombstoneTTL, "want at least 1s")
+	}
+	if q.LayoutRefresh < 10*time.Millisecond || q.LayoutRefresh > time.Minute {
+		p.bad("queue.layout_refresh", q.LayoutRefresh, "want 10ms to 1m")
 	}
 }
 

@@ -109,6 +109,8 @@ func TestProbeBadInput(t *testing.T) {
 		{pattern: "PATCH /v1/topics/{topic}/jobs/{id...}", path: "/v1/topics/probe/jobs/seed:1", body: `{"delay_ms":1000}`},
 		{pattern: "POST /v1/topics/{topic}/pause", path: "/v1/topics/probe/pause"},
 		{pattern: "POST /v1/topics/{topic}/resume", path: "/v1/topics/probe/resume"},
+		{pattern: "GET /v1/topics/{topic}/partitions", path: "/v1/topics/probe/partitions"},
+		{pattern: "PUT /v1/topics/{topic}/partitions", path: "/v1/topics/probe/partitions", body: `{"partitions":1}`},
 		{pattern: "GET /v1/topics", path: "/v1/topics"},
 		{pattern: "GET /v1/topics/{topic}", path: "/v1/topics/probe"},
 		{pattern: "GET /v1/topics/{topic}/dead", path: "/v1/topics/order_close/dead", params: map[string]string{"offset": "0", "limit": "10"}},

@@ -29,6 +29,8 @@
 //	GET    /v1/topics/{topic}/history             finished jobs (?id=|prefix=&outcome=&finished_from=&finished_before=&after=&limit=; see below)
 //	POST   /v1/topics/{topic}/pause               pause the topic in every worker: 200 with its state (no body; see below)
 //	POST   /v1/topics/{topic}/resume              resume it: 200 with its state (no body)
+//	GET    /v1/topics/{topic}/partitions          the topic's partition count and the counts that may still hold jobs
+//	PUT    /v1/topics/{topic}/partitions          raise it: {"partitions": n}; 200 with the same (see Partitions)
 //	GET    /v1/ledger                             ledger rows (?state=&topic=&due_after=&due_before=&cursor=&limit=; see below)
 //	GET    /v1/ledger/inflight                    the same as GET /v1/ledger, its older name
 //	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
@@ -280,6 +282,24 @@
 // never per request; absent where the process runs no relay, or before
 // its first count). GET /v1/topics lists durable topics whose jobs all wait
 // in SQL only, too.
+//
+// # Partitions
+//
+// A topic of several partitions spreads its keys over a Redis Cluster
+// (docs/design.md §7.1). PUT /v1/topics/{topic}/partitions with
+// {"partitions": n} raises the count: new enqueues go to the n partitions,
+// every worker claims from them within queue.layout_refresh (2 s), and the
+// jobs already enqueued drain where they are. It answers 200 with
+// {"topic", "partitions", "layouts"}: the count enqueues use and every
+// count whose partitions may still hold jobs, ascending. A count lower
+// than the current one, outside 1-256, or whose partition names (topic~n.p~m)
+// would be over 64 characters is refused 400 (field partitions); the
+// current count again changes nothing. Each change is logged at info
+// (topic, partitions, actor, remote); refused 403 read_only in read-only
+// mode. An enqueue's "partition_key" (the characters of an id) puts jobs
+// with the same key on the same partition; without it the id chooses.
+// Every route by topic and id finds a job in whichever partition it is,
+// and a topic's stats and listings cover all of them.
 //
 // # Pause and resume
 //

@@ -30,6 +30,7 @@ const (
 	fieldDelayMs
 	fieldRunAt
 	fieldMaxAttempts
+	fieldPartitionKey
 )
 
 func (r *EnqueueRequest) decodeFast(raw []byte) bool {
@@ -95,6 +96,16 @@ func (r *EnqueueRequest) decodeFast(raw []byte) bool {
 			}
 			m := int(n)
 			r.MaxAttempts = &m
+		case "partition_key":
+			field = fieldPartitionKey
+			v, ok := s.String()
+			if !ok {
+				return false
+			}
+			r.PartitionKey = string(v)
+			if httpjson.CheckText("partition_key", r.PartitionKey) != nil {
+				return false
+			}
 		default:
 			return false
 		}

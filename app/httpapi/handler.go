@@ -238,6 +238,8 @@ func (a *api) routes() []route {
 		{"GET", "/v1/topics/{topic}/history", historyParams, false, a.listHistory},
 		{"POST", "/v1/topics/{topic}/pause", nil, false, a.pauseTopic},
 		{"POST", "/v1/topics/{topic}/resume", nil, false, a.resumeTopic},
+		{"GET", "/v1/topics/{topic}/partitions", nil, false, a.getPartitions},
+		{"PUT", "/v1/topics/{topic}/partitions", nil, true, a.setPartitions},
 		{"GET", "/v1/ledger", ledgerListParams, false, a.ledgerList},
 		{"GET", "/v1/ledger/inflight", ledgerListParams, false, a.ledgerList}, // the older name
 		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},

@@ -31,6 +31,9 @@ type EnqueueRequest struct {
 	RunAt *int64 `json:"run_at,omitempty"`
 	// MaxAttempts bounds the claims; absent means the queue's default.
 	MaxAttempts *int `json:"max_attempts,omitempty"`
+	// PartitionKey chooses the partition of a topic of several: jobs with
+	// the same key land on the same one. Absent: the id chooses.
+	PartitionKey string `json:"partition_key,omitempty"`
 }
 
 // EnqueueResponse answers an enqueue: 202 when the job was created, 200
@@ -49,7 +52,7 @@ type EnqueueResponse struct {
 // both given, an explicit 0) and leaves range checks to the queue, which
 // owns the limits.
 func newJob(req *EnqueueRequest) (queue.NewJob, error) {
-	j := queue.NewJob{ID: req.ID}
+	j := queue.NewJob{ID: req.ID, PartitionKey: req.PartitionKey}
 	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
 	switch {
 	case hasJSON && req.PayloadBase64 != nil:

@@ -561,6 +561,10 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, up, "GET /v1/topics/{topic}", "/v1/topics/dur", "", http.StatusOK)
 	k.call(t, up, "GET /v1/topics/{topic}", "/v1/topics/a%20b", "", http.StatusBadRequest)
 	k.call(t, up, "POST /v1/topics/{topic}/pause", "/v1/topics/t/pause", "", http.StatusOK)
+	k.call(t, up, "GET /v1/topics/{topic}/partitions", "/v1/topics/parts/partitions", "", http.StatusOK)
+	k.call(t, up, "PUT /v1/topics/{topic}/partitions", "/v1/topics/parts/partitions", `{"partitions":4}`, http.StatusOK)
+	k.call(t, up, "PUT /v1/topics/{topic}/partitions", "/v1/topics/parts/partitions", `{"partitions":2}`, http.StatusBadRequest)
+	k.call(t, up, "PUT /v1/topics/{topic}/partitions", "/v1/topics/parts/partitions", `{}`, http.StatusBadRequest)
 	k.call(t, up, "GET /v1/topics/{topic}", "/v1/topics/t", "", http.StatusOK)
 	k.call(t, up, "POST /v1/topics/{topic}/resume", "/v1/topics/t/resume", "", http.StatusOK)
 	k.call(t, up, "POST /v1/topics/{topic}/pause", "/v1/topics/a%20b/pause", "", http.StatusBadRequest)
@@ -696,6 +700,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, ro, "POST /v1/topics/{topic}/dead/purge", "/v1/topics/t/dead/purge", `{}`, http.StatusForbidden)
 	k.call(t, ro, "DELETE /v1/topics/{topic}/dead/jobs/{id}", "/v1/topics/t/dead/jobs/x1", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/topics/{topic}/pause", "/v1/topics/t/pause", "", http.StatusForbidden)
+	k.call(t, ro, "PUT /v1/topics/{topic}/partitions", "/v1/topics/t/partitions", `{"partitions":2}`, http.StatusForbidden)
 	k.call(t, ro, "POST /v1/topics/{topic}/resume", "/v1/topics/t/resume", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/recovery/run", "/v1/recovery/run?dry_run=false", "", http.StatusForbidden)
 	k.call(t, ro, "POST /v1/recovery/run", "/v1/recovery/run?dry_run=true", "", http.StatusOK)
@@ -714,7 +719,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 			enqueue: `{"id":"a"}`, batch: `{"jobs":[{"id":"a"}]}`, reschedule: `{"delay_ms":1}`,
 			"POST /v1/topics/{topic}/dead/requeue": `{"all":true}`, "POST /v1/topics/{topic}/dead/purge": `{}`,
 			createOrder: `{"user":"u1","items":[{"sku":"A","quantity":1}]}`, extend: `{"by_ms":1000}`,
-			putProduct: `{"stock":1,"price_cents":1}`,
+			putProduct: `{"stock":1,"price_cents":1}`, "PUT /v1/topics/{topic}/partitions": `{"partitions":2}`,
 		}[route]
 		if op.RequestBody != nil && body == "" {
 			t.Fatalf("%s: no body to send", route)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sirupsen/logrus"
 
@@ -51,6 +52,13 @@ type Config struct {
 	// NoPeriodic makes Run leave Schedules to other processes; Schedules
 	// still lists them. Default off.
 	NoPeriodic bool
+	// Partitions raises topics' partition counts when Run starts: each
+	// topic named gets at least this many (docs/design.md §7.1). The count
+	// is a stored setting of the topic, which every process reads, so a
+	// process configured with fewer than the topic has keeps the topic's
+	// (and says so in a warning); a count is never lowered. Default none:
+	// every topic as stored (one partition unless raised).
+	Partitions map[string]int
 	// Logger receives the logs of every part, with a "component" field.
 	// Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
@@ -60,6 +68,14 @@ type Config struct {
 func (c Config) check() error {
 	if c.Queue.Store != nil {
 		return errors.New("engine: Config.Queue.Store: leave it nil; the store is New's argument")
+	}
+	for topic, k := range c.Partitions {
+		if err := queue.ValidateTopic(topic); err != nil {
+			return fmt.Errorf("engine: Config.Partitions: %w", err)
+		}
+		if k < 1 || k > queue.MaxPartitions {
+			return fmt.Errorf("engine: Config.Partitions[%s]: %d: want 1-%d", topic, k, queue.MaxPartitions)
+		}
 	}
 	return nil
 }

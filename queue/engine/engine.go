@@ -207,6 +207,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	e.raisePartitions(ctx)
 	if len(e.HandledTopics()) > 0 {
 		start("worker", e.worker.Run)
 	}
@@ -222,6 +223,44 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-ctx.Done()
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// raisePartitions applies Config.Partitions. A failure is logged and left:
+// the workers claim from whatever layout is stored, and an operator can
+// raise the count later (SetPartitions).
+func (e *Engine) raisePartitions(ctx context.Context) {
+	for topic, k := range e.cfg.Partitions {
+		log := e.log.WithFields(logrus.Fields{"topic": topic, "partitions": k})
+		l, err := e.q.Layout(ctx, topic)
+		if err != nil {
+			log.WithError(err).Warn("engine: cannot read the topic's partitions: not raised")
+			continue
+		}
+		switch cur := l.Current(); {
+		case k < cur:
+			log.WithField("stored", cur).Warn("engine: the topic has more partitions than configured: it keeps them (a count is never lowered)")
+		case k > cur:
+			if _, err := e.q.SetPartitions(ctx, topic, k); err != nil {
+				log.WithError(err).Warn("engine: raising the topic's partitions failed")
+				continue
+			}
+			log.WithField("was", cur).Info("engine: topic partitions raised")
+		}
+	}
+}
+
+// SetPartitions raises topic's partition count to k (docs/design.md §7.1):
+// enqueues go to the k partitions and every worker claims from them within
+// queue.Config.LayoutRefresh; jobs already enqueued drain where they are.
+func (e *Engine) SetPartitions(ctx context.Context, topic string, k int) (queue.Partitions, error) {
+	l, err := e.q.SetPartitions(ctx, topic, k)
+	return l.Public(), err
+}
+
+// Partitions reads topic's partition layout.
+func (e *Engine) Partitions(ctx context.Context, topic string) (queue.Partitions, error) {
+	l, err := e.q.Layout(ctx, topic)
+	return l.Public(), err
 }
 
 // warnNoRelay says, when this process runs no relay, that a durable

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,6 +44,8 @@ func TestNewRefusesConfigsThatCannotWork(t *testing.T) {
 			Recovery: recovery.Config{Grace: 10 * time.Second}}, want: "Grace"},
 		{name: "a schedule that cannot parse", cfg: engine.Config{Schedules: []periodic.Schedule{
 			{Name: "x", Spec: "every day", Topic: "t"}}}, want: "every day"},
+		{name: "no partitions", cfg: engine.Config{Partitions: map[string]int{"t": 0}}, want: "Config.Partitions[t]"},
+		{name: "partitions of a topic that is not a name", cfg: engine.Config{Partitions: map[string]int{"a b": 2}}, want: "Config.Partitions"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -187,5 +190,53 @@ func TestHandleRefusesAHeartbeatWithinTheGrace(t *testing.T) {
 	}
 	if got := eng.HandledTopics(); len(got) != 1 || got[0] != "fine" {
 		t.Errorf("handled %v, want [fine]", got)
+	}
+}
+
+// Run raises the partition counts of Config.Partitions (never lowers one),
+// before its worker claims: the worker claims from every partition.
+func TestRunRaisesConfiguredPartitions(t *testing.T) {
+	rdb, ns := testenv.MiniRedis(t)
+	store := migratedLedger(t, testenv.SQLite(t))
+	ctx := testenv.Context(t)
+	first, err := engine.New(rdb, store, engine.Config{Queue: queue.Config{Namespace: ns}, NoRecovery: true, Logger: testenv.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.SetPartitions(ctx, "low", 8); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(rdb, store, engine.Config{Queue: queue.Config{Namespace: ns}, NoRecovery: true, Logger: testenv.QuietLogger(),
+		Partitions: map[string]int{"close": 4, "low": 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan *queue.Job, 1)
+	if err := eng.Handle("close", queue.HandlerFunc(func(_ context.Context, j *queue.Job) error {
+		ran <- j
+		return nil
+	}), queue.TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	run := testenv.Start(t, eng.Run)
+	testenv.WaitFor(ctx, t, "Run to raise close's partitions", func() bool {
+		p, err := eng.Partitions(ctx, "close")
+		return err == nil && p.Current == 4
+	})
+	if _, err := eng.Enqueue(ctx, "close", queue.NewJob{ID: "o1"}); err != nil {
+		t.Fatal(err)
+	}
+	j := testenv.Receive(ctx, t, ran, "the job to run")
+	if j.Topic != "close" || !strings.HasPrefix(j.Partition, "close~4.") {
+		t.Errorf("ran from topic %q partition %q, want one of close's 4", j.Topic, j.Partition)
+	}
+	for topic, want := range map[string]string{"close": "{4 [1 4]}", "low": "{8 [1 8]}"} {
+		p, err := eng.Partitions(ctx, topic)
+		if err != nil || fmt.Sprint(p) != want {
+			t.Errorf("%s: %v %v, want %s", topic, p, err, want)
+		}
+	}
+	if err := run.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,18 +69,46 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	// the caller can commit: if the process dies between the commit and
 	// Push, the relay finds the jobs when they fall due (or at once if they
 	// are due), as their lost push.
+	// On a topic of several partitions each job goes to its partition,
+	// all in the caller's transaction (PartitionStore.ScheduleEach); a
+	// store that cannot do that writes them to the topic's own.
+	l, _ := c.enqueueLayout(ctx, topic)
+	ps, each := store.(PartitionStore)
 	var out []EnqueueResult
+	var rows []RestoreRow
 	var now int64
 	note, err := c.noteAlong(ctx, c.planNote(valid), func() (err error) {
-		out, now, err = schedule(ctx, store, topic, valid)
-		return err
+		if !each || l.Current() == 1 {
+			out, now, err = schedule(ctx, store, topic, valid)
+			rows = c.created(topic, valid, out, now)
+			return err
+		}
+		names, subs, idx := c.splitJobs(l, topic, valid)
+		outs, at, err := ps.ScheduleEach(ctx, names, subs)
+		if err != nil {
+			return fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
+		}
+		if len(outs) != len(names) {
+			return fmt.Errorf("queue: enqueue to %s: store answered %d partitions for %d", topic, len(outs), len(names))
+		}
+		now, out = at, make([]EnqueueResult, len(valid))
+		for n, name := range names {
+			if len(outs[n]) != len(subs[n]) {
+				return fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", name, len(outs[n]), len(subs[n]))
+			}
+			for k, i := range idx[n] {
+				out[i] = outs[n][k]
+			}
+			rows = append(rows, c.created(name, subs[n], outs[n], now)...)
+		}
+		return nil
 	})
 	if err != nil {
 		c.unnote(ctx, note) // a refused enqueue writes nothing
 		return nil, err
 	}
 	mergeResults(results, at, out)
-	s.rows, s.sqlNow, s.at, s.note = c.created(topic, valid, out, now), now, time.Now(), note
+	s.rows, s.sqlNow, s.at, s.note = rows, now, time.Now(), note
 	return s, nil
 }
 

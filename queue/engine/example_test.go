@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +140,49 @@ func ExampleEngine_Transaction() {
 	stop()
 	// Output:
 	// ran: order_close:1001
+}
+
+// A shop whose orders are sharded by customer partitions its close jobs by
+// the same key: the order row and its close job commit together, and all
+// of one customer's close jobs are on one partition (docs/design.md §7.1).
+func ExampleEngine_Transaction_partitioned() {
+	eng, closeAll := newEngine(durable(time.Hour))
+	defer closeAll()
+	ctx := context.Background()
+	if _, err := eng.SetPartitions(ctx, "order_close", 4); err != nil {
+		panic(err)
+	}
+	db := eng.Store().DB()
+	if err := db.Exec("CREATE TABLE orders (no TEXT PRIMARY KEY, customer TEXT)").Error; err != nil {
+		panic(err)
+	}
+	ran := make(chan *queue.Job, 2)
+	if err := eng.Handle("order_close", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		ran <- j
+		return nil
+	}), queue.TopicConfig{}); err != nil {
+		panic(err)
+	}
+	for _, no := range []string{"1001", "1002"} {
+		err := eng.Transaction(ctx, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+			if err := tx.Exec("INSERT INTO orders (no, customer) VALUES (?, 'c42')", no).Error; err != nil {
+				return err // rolled back: no job anywhere
+			}
+			_, err := enq.Enqueue(ctx, "order_close", queue.NewJob{ID: "order_close:" + no, PartitionKey: "customer:c42"})
+			return err
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+	stop := start(eng)
+	a, b := <-ran, <-ran
+	stop()
+	fmt.Println("topic:", a.Topic, b.Topic)
+	fmt.Println("one partition:", a.Partition == b.Partition && strings.HasPrefix(a.Partition, "order_close~4."))
+	// Output:
+	// topic: order_close order_close
+	// one partition: true
 }
 
 // EnqueueTx joins a transaction the caller runs: a rollback leaves no job.

@@ -5,13 +5,13 @@ import (
 	"time"
 )
 
-// redisClock is a topic's estimate of Redis's clock: due times and leases
-// are Redis times, read from the master that holds the topic's keys (each
-// topic's hash tag may live on another Cluster master, with its own clock,
-// so each topic keeps its own).
+// redisClock is a partition's estimate of Redis's clock (a topic of one
+// partition is its own): due times and leases are Redis times, read from
+// the master that holds the partition's keys (each hash tag may live on
+// another Cluster master, with its own clock, so each keeps its own).
 type redisClock struct {
 	offset atomic.Int64 // Redis's clock minus the local clock, µs
-	known  bool         // seen has run; only the topic's fetcher reads or writes it
+	known  bool         // seen has run; only the partition's fetcher reads or writes it
 }
 
 // seen narrows the offset with a claim's clock: Redis read its clock
@@ -23,7 +23,7 @@ type redisClock struct {
 // once did, ran behind Redis by however long the process stalled before it
 // read a reply (a pause, a GC, a slow reply): a lease that ran out during
 // the stall still looked valid, and the handler ran beside the worker that
-// had claimed the job again. Only the topic's fetcher calls it.
+// had claimed the job again. Only the partition's fetcher calls it.
 func (c *redisClock) seen(nowMicros int64, sentAt, replyAt time.Time) {
 	lo, hi := nowMicros-replyAt.UnixMicro(), nowMicros-sentAt.UnixMicro()
 	if o := c.offset.Load(); !c.known || o < lo || o > hi {

@@ -43,8 +43,6 @@ type topicRunner struct {
 	// before the first): prefetch only while they are quick.
 	runNanos atomic.Int64
 
-	clock redisClock // Redis's clock, as this topic's claims tell it
-
 	// mu guards active, queued and the LeaseUntil of queued jobs: the
 	// heartbeat renews the leases of both.
 	mu     sync.Mutex
@@ -59,6 +57,9 @@ type part struct {
 	log   logrus.FieldLogger
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
+	// clock is Redis's clock as this partition's claims tell it: each
+	// partition may live on another Cluster master, with its own clock.
+	clock redisClock
 
 	// paused: the last claim found the topic paused (the fetcher's own,
 	// read and written by it alone).
@@ -108,6 +109,21 @@ func (tr *topicRunner) addPart(name string) *part {
 	ps := append(old[:len(old):len(old)], p)
 	tr.parts.Store(&ps)
 	return p
+}
+
+// clockOf is the Redis clock of the partition named name (a claimed job's
+// Topic, a Ref's): the one its due times and lease are on.
+func (tr *topicRunner) clockOf(name string) *redisClock {
+	ps := tr.parts.Load()
+	if ps == nil {
+		return &redisClock{} // no claim yet: nothing is timed on it
+	}
+	for _, p := range *ps {
+		if p.name == name {
+			return &p.clock
+		}
+	}
+	return &(*ps)[0].clock
 }
 
 // slotFreed tells every partition's fetcher that a handler slot came free.
@@ -293,7 +309,7 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 	// at replyAt is at least cl.nowMicros: holds measured from here err
 	// late, never early (holdUntilDue).
 	replyAt := time.Now()
-	tr.clock.seen(cl.nowMicros, sentAt, replyAt)
+	p.clock.seen(cl.nowMicros, sentAt, replyAt)
 	switch {
 	case cl.Paused && !p.paused:
 		p.log.Info("topic paused: claims stopped until it is resumed")
@@ -673,10 +689,11 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	ref := j.Ref()
 	// From the queue to the running jobs in one step, so that no heartbeat
 	// misses the job; its LeaseUntil is the heartbeat's while it is queued.
+	clock := tr.clockOf(j.Topic)
 	tr.mu.Lock()
 	delete(tr.queued, ref)
 	leaseUntil := j.LeaseUntil
-	if tr.clock.until(leaseUntil) <= 0 {
+	if clock.until(leaseUntil) <= 0 {
 		tr.mu.Unlock()
 		// The lease ran out before the handler could start (a stalled
 		// process): another worker may own the job now. Leave it to the
@@ -689,7 +706,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		return
 	}
 	a := &activeJob{deadline: leaseUntil, began: time.Now(),
-		timer: time.AfterFunc(tr.clock.until(leaseUntil), func() { cancel(ErrLeaseExpired) })}
+		timer: time.AfterFunc(clock.until(leaseUntil), func() { cancel(ErrLeaseExpired) })}
 	tr.active[ref] = a
 	tr.mu.Unlock()
 	if tr.cfg.Timeout > 0 {
@@ -698,7 +715,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		defer c()
 	}
 
-	late := time.Duration(tr.clock.now()-j.RunAt) * time.Millisecond
+	late := time.Duration(clock.now()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
 	err := runHandler(ctx, tr.h, tr.handlerJob(j))
@@ -787,11 +804,12 @@ func (tr *topicRunner) settle(j *Job, err error, result []byte) {
 	}
 	if errors.Is(err, ErrSkipRetry) || j.Attempt >= j.MaxAttempts { // the topic's limit applied at the claim
 		log.Error("job failed for good: dead")
-		tr.w.completer.add(deadOutcome(j, err, tr.clock.now()))
+		tr.w.completer.add(deadOutcome(j, err, tr.clockOf(j.Topic).now()))
 		return
 	}
-	runAt := tr.clock.now() + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
-	if at, ok := RetryRequested(err, tr.clock.now()); ok {
+	now := tr.clockOf(j.Topic).now()
+	runAt := now + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
+	if at, ok := RetryRequested(err, now); ok {
 		runAt = at
 	}
 	log.WithField("retry_at", time.UnixMilli(runAt).UTC().Format(time.RFC3339Nano)).Warn("job failed: retrying")
@@ -830,10 +848,10 @@ func (tr *topicRunner) leasedRefs(unsettled []Ref) []Ref {
 // lease of the id), so its job keeps its old deadline and its handler's
 // context ends there, or it does not start.
 func (tr *topicRunner) extended(refs []Ref, now, deadline int64) {
-	d := tr.clock.until(deadline)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	for _, r := range refs {
+		d := tr.clockOf(r.Topic).until(deadline)
 		if a, ok := tr.active[r]; ok && a.deadline > now {
 			a.deadline = deadline
 			a.timer.Reset(d)

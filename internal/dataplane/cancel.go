@@ -68,7 +68,7 @@ func (c *Client) Cancel(ctx context.Context, l Ledger, topic, id string) (*Job, 
 		return nil, err
 	}
 	// A partitioned topic's job is cancelled in the partition that has it.
-	name, _, err := c.locateRow(ctx, l, topic, id)
+	name, err := c.nameOf(ctx, l, topic, id)
 	if err != nil {
 		return nil, err
 	}

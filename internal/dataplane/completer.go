@@ -443,7 +443,13 @@ func (c *completer) onDead(ctx context.Context, outcomes []outcome) {
 		return
 	}
 	for _, o := range outcomes {
-		c.w.cfg.OnDead(ctx, o.job, o.failure.err)
+		j := o.job
+		if IsPartition(j.Topic) { // the hook sees the topic, as handlers do
+			cp := *j
+			cp.Topic, cp.Partition = TopicOf(j.Topic), j.Topic
+			j = &cp
+		}
+		c.w.cfg.OnDead(ctx, j, o.failure.err)
 	}
 }
 

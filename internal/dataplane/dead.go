@@ -18,7 +18,7 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	name, _, err := c.locate(ctx, topic, id)
+	name, err := c.nameOf(ctx, nil, topic, id)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
-	name, _, err := c.locate(ctx, topic, id)
+	name, err := c.nameOf(ctx, nil, topic, id)
 	if err != nil {
 		return err
 	}

@@ -72,19 +72,24 @@ func (w *Worker) beat(detached context.Context) {
 		if len(refs) == 0 {
 			continue
 		}
-		_, deadline, err := w.c.Extend(ctx, refs, tr.cfg.Lease)
-		if err = w.redisWatch.result(err); err != nil {
-			logFailure(tr.log, err, "heartbeat: extending leases failed")
-			continue
+		// One call per partition (a topic of one is its own): each has
+		// its own master and clock, so its own deadline, and one that
+		// fails leaves the others' extended.
+		for name, prefs := range byTopic(refs) {
+			_, deadline, err := w.c.Extend(ctx, prefs, tr.cfg.Lease)
+			if err = w.redisWatch.result(err); err != nil {
+				logFailure(tr.log.WithField("partition", name), err, "heartbeat: extending leases failed")
+				continue
+			}
+			tr.extended(prefs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
+			g := byLease[tr.cfg.Lease]
+			if g == nil {
+				g = &group{}
+				byLease[tr.cfg.Lease] = g
+			}
+			g.refs = append(g.refs, prefs...)
+			g.until = max(g.until, deadline)
 		}
-		tr.extended(refs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
-		g := byLease[tr.cfg.Lease]
-		if g == nil {
-			g = &group{}
-			byLease[tr.cfg.Lease] = g
-		}
-		g.refs = append(g.refs, refs...)
-		g.until = max(g.until, deadline)
 	}
 	// A row whose ledger step is done already (a completed job's row
 	// deleted) is not there to extend: a no-op.

@@ -104,8 +104,9 @@ func layoutKey(namespace, topic string) string {
 // layoutEntry is a process's copy of one topic's layout: every enqueue
 // reads it, without a lock; mu lets one caller at a time read it again.
 type layoutEntry struct {
-	mu  sync.Mutex
-	cur atomic.Pointer[layoutCopy]
+	mu     sync.Mutex
+	cur    atomic.Pointer[layoutCopy]
+	failed atomic.Pointer[layoutFailure] // the last read failed, with no copy to give
 }
 
 // layoutCopy is a layout and when it was read.
@@ -129,20 +130,43 @@ func (c *Client) Layout(ctx context.Context, topic string) (Layout, error) {
 	if cp := e.cur.Load(); cp != nil && time.Since(cp.at) < c.cfg.LayoutRefresh {
 		return cp.layout, nil
 	}
+	if f := e.failed.Load(); f != nil && time.Since(f.at) < c.cfg.LayoutRefresh {
+		return Layout{}, f.err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if cp := e.cur.Load(); cp != nil && time.Since(cp.at) < c.cfg.LayoutRefresh {
 		return cp.layout, nil // another caller read it meanwhile
 	}
+	if f := e.failed.Load(); f != nil && time.Since(f.at) < c.cfg.LayoutRefresh {
+		return Layout{}, f.err
+	}
 	l, err := c.readLayout(ctx, topic)
 	if err != nil {
+		// The callers behind this one take the copy (or, without one, the
+		// error) for a moment rather than each waiting on a read that
+		// fails: an enqueue routes by count 1 then (enqueueLayout).
+		retry := time.Now().Add(min(layoutRetry, c.cfg.LayoutRefresh) - c.cfg.LayoutRefresh)
 		if cp := e.cur.Load(); cp != nil {
+			e.cur.Store(&layoutCopy{layout: cp.layout, at: retry})
 			return cp.layout, nil
 		}
+		e.failed.Store(&layoutFailure{err: err, at: retry})
 		return Layout{}, err
 	}
+	e.failed.Store(nil)
 	e.cur.Store(&layoutCopy{layout: l, at: time.Now()})
 	return l, nil
+}
+
+// layoutRetry is how soon a failed read of a layout is tried again.
+const layoutRetry = 200 * time.Millisecond
+
+// layoutFailure is a failed first read of a layout, and when it is due to
+// be tried again (as a copy's at).
+type layoutFailure struct {
+	err error
+	at  time.Time
 }
 
 // cachedLayout is this process's copy of topic's layout, however old;
@@ -215,18 +239,16 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, k int) (Layout
 		}
 	}
 	// A paused topic's new partitions are paused before any job can go
-	// there: the flag is copied from the topic's own key first.
-	if v, err := c.rdb.Get(ctx, c.pausedKey(topic)).Result(); err == nil {
-		for _, name := range names {
-			if err := c.rdb.Set(ctx, c.pausedKey(name), v, 0).Err(); err != nil {
-				return l, fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
-			}
-		}
-	} else if !errors.Is(err, redis.Nil) {
-		return l, fmt.Errorf("queue: set the partitions of %s: %w", topic, err)
+	// there: the flag is copied from the topic's own key first, and again
+	// once they are listed (a pause made in between wrote the old ones).
+	if err := c.copyPause(ctx, topic, names); err != nil {
+		return l, err
 	}
 	if err := c.listLayout(ctx, topic, k); err != nil {
 		return Layout{}, err
+	}
+	if err := c.copyPause(ctx, topic, names); err != nil {
+		return l, err
 	}
 	l, err = c.readLayout(ctx, topic)
 	if err != nil {
@@ -236,6 +258,24 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, k int) (Layout
 		v.(*layoutEntry).cur.Store(&layoutCopy{layout: l, at: time.Now()})
 	}
 	return l, nil
+}
+
+// copyPause copies topic's pause flag, if it has one, to the partitions
+// names.
+func (c *Client) copyPause(ctx context.Context, topic string, names []string) error {
+	v, err := c.rdb.Get(ctx, c.pausedKey(topic)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("queue: set the partitions of %s: %w", topic, err)
+	}
+	for _, name := range names {
+		if err := c.rdb.Set(ctx, c.pausedKey(name), v, 0).Err(); err != nil {
+			return fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
+		}
+	}
+	return nil
 }
 
 // listLayout adds count k (and 1, always listed) to topic's layout.

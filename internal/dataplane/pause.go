@@ -51,11 +51,13 @@ func (c *Client) setPaused(ctx context.Context, store PauseStore, topic, actor s
 	// have failed at this step. Every partition has the flag in its own
 	// slot, where its claims read it; the topic's own key (partition
 	// count 1, always listed) is written last, as PausesOf reads it.
-	names, err := c.Partitions(ctx, topic)
+	// The layout as Redis has it now, not this process's copy: a raise
+	// another process made a moment ago must not leave partitions out.
+	l, err := c.readLayout(ctx, topic)
 	if err != nil {
 		return st, fmt.Errorf("queue: %s %s: %w: %w", verb, topic, ErrNotApplied, err)
 	}
-	slices.Reverse(names)
+	names := l.Names(topic)
 	for _, name := range names {
 		if name != topic {
 			if k, err = c.keysFor(name); err != nil {

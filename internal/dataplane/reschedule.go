@@ -95,7 +95,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 		return nil, err
 	}
 	// A partitioned topic's job moves in the partition that has it.
-	name, _, err := c.locateRow(ctx, l, topic, id)
+	name, err := c.nameOf(ctx, l, topic, id)
 	if err != nil {
 		return nil, err
 	}

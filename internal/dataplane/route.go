@@ -196,3 +196,14 @@ func (c *Client) locateRow(ctx context.Context, l rowLookup, topic, id string) (
 	}
 	return name, info, nil
 }
+
+// nameOf is the name of the partition of topic that holds job id, for an
+// operation that reads the job itself next (cancel, reschedule, the dead
+// letters): a topic never partitioned is its own, without a Redis call.
+func (c *Client) nameOf(ctx context.Context, l rowLookup, topic, id string) (string, error) {
+	if lay, err := c.Layout(ctx, topic); err == nil && len(lay.Counts) <= 1 && lay.Current() == 1 {
+		return topic, nil
+	}
+	name, _, err := c.locateRow(ctx, l, topic, id)
+	return name, err
+}

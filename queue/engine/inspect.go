@@ -118,6 +118,7 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 	if err != nil {
 		return nil, err
 	}
+	counts = byTopic(counts)
 	if len(topics) == 0 {
 		if topics, err = i.q.Topics(ctx); err != nil {
 			return nil, err
@@ -148,6 +149,20 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// byTopic sums the counts of a topic's partitions (their rows carry the
+// partitions' names, docs/design.md §7.1) into the topic's.
+func byTopic(counts map[string]ledger.ScheduledCount) map[string]ledger.ScheduledCount {
+	out := make(map[string]ledger.ScheduledCount, len(counts))
+	for name, c := range counts {
+		t := dataplane.TopicOf(name)
+		sum := out[t]
+		sum.Total += c.Total
+		sum.Beyond += c.Beyond
+		out[t] = sum
+	}
+	return out
 }
 
 // durableCounts are the counter's counts, or, without one, counted now in

@@ -16,7 +16,8 @@ import (
 )
 
 // TestInspectorReadsBothStores, on Redis and MariaDB: a durable topic
-// whose only job waits beyond the horizon is listed, with its SQL counts,
+// (of 4 partitions) whose only job waits beyond the horizon is listed, with
+// its SQL counts,
 // although Redis has no key of it; a redis topic has no SQL counts; a
 // paused topic says who paused it. Counted on demand (no relay), then
 // through a counter that has not counted yet (no counts at hand).
@@ -28,6 +29,10 @@ func TestInspectorReadsBothStores(t *testing.T) {
 		Queue: queue.Config{Namespace: ns, Horizon: time.Minute,
 			TopicDurability: map[string]queue.Durability{"far": queue.DurabilityDurable}}})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// far is partitioned: its row is its partition's, counted as far's.
+	if _, err := eng.SetPartitions(ctx, "far", 4); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.Enqueue(ctx, "far", queue.NewJob{ID: "f1", Delay: time.Hour}); err != nil {

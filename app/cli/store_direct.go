@@ -129,22 +129,13 @@ func (s *directStore) Partitions(ctx context.Context, topic string, set int) (ht
 			return httpapi.PartitionsResponse{}, err
 		}
 		s.log.WithFields(logrus.Fields{"topic": topic, "partitions": l.Current(), "actor": cliActor()}).Info("topic partitions set")
-		return httpapi.PartitionsResponse{Topic: topic, Partitions: l.Current(), Layouts: layoutCounts(l.Counts)}, nil
+		return httpapi.NewPartitionsResponse(topic, l.Public()), nil
 	}
 	l, err := s.b.Queue.Layout(ctx, topic)
 	if err != nil {
 		return httpapi.PartitionsResponse{}, err
 	}
-	return httpapi.PartitionsResponse{Topic: topic, Partitions: l.Current(), Layouts: layoutCounts(l.Counts)}, nil
-}
-
-// layoutCounts is a layout's counts as the API shows them: [1] for a
-// topic never partitioned.
-func layoutCounts(counts []int) []int {
-	if len(counts) == 0 {
-		return []int{1}
-	}
-	return counts
+	return httpapi.NewPartitionsResponse(topic, l.Public()), nil
 }
 
 // SetPaused pauses or resumes a topic on Redis and SQL directly, as

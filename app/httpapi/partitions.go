@@ -23,11 +23,10 @@ type PartitionsResponse struct {
 	Layouts    []int  `json:"layouts"`
 }
 
-func newPartitionsResponse(topic string, counts []int, current int) PartitionsResponse {
-	if len(counts) == 0 {
-		counts = []int{1}
-	}
-	return PartitionsResponse{Topic: topic, Partitions: current, Layouts: counts}
+// NewPartitionsResponse renders a topic's layout (Engine.Partitions,
+// dataplane.Layout.Public).
+func NewPartitionsResponse(topic string, p queue.Partitions) PartitionsResponse {
+	return PartitionsResponse{Topic: topic, Partitions: p.Current, Layouts: p.Layouts}
 }
 
 // getPartitions handles GET /v1/topics/{topic}/partitions.
@@ -40,7 +39,7 @@ func (a *api) getPartitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fromRedis(err)
 	}
-	writeJSON(w, http.StatusOK, newPartitionsResponse(topic, l.Counts, l.Current()))
+	writeJSON(w, http.StatusOK, NewPartitionsResponse(topic, l.Public()))
 	return nil
 }
 
@@ -67,6 +66,6 @@ func (a *api) setPartitions(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "partitions": l.Current(), "actor": actor(r), "remote": r.RemoteAddr}).
 		Info("httpapi: topic partitions set")
-	writeJSON(w, http.StatusOK, newPartitionsResponse(topic, l.Counts, l.Current()))
+	writeJSON(w, http.StatusOK, NewPartitionsResponse(topic, l.Public()))
 	return nil
 }

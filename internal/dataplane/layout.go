@@ -42,11 +42,15 @@ type Layout struct {
 
 // Public is the layout as package queue shows it.
 func (l Layout) Public() queue.Partitions {
-	counts := l.Counts
-	if len(counts) == 0 {
-		counts = []int{1}
+	return queue.Partitions{Current: l.Current(), Layouts: l.counts()}
+}
+
+// counts are the counts listed: 1 alone for a topic never partitioned.
+func (l Layout) counts() []int {
+	if len(l.Counts) == 0 {
+		return []int{1}
 	}
-	return queue.Partitions{Current: l.Current(), Layouts: counts}
+	return l.Counts
 }
 
 // Current is the partition count enqueues use.
@@ -61,10 +65,7 @@ func (l Layout) Current() int {
 // current count's first, by partition, then the older ones'. A topic of
 // one partition has its own name alone.
 func (l Layout) Names(topic string) []string {
-	counts := l.Counts
-	if len(counts) == 0 {
-		counts = []int{1}
-	}
+	counts := l.counts()
 	var out []string
 	for i := len(counts) - 1; i >= 0; i-- {
 		out = append(out, l.partitions(topic, counts[i])...)
@@ -127,19 +128,24 @@ func (c *Client) Layout(ctx context.Context, topic string) (Layout, error) {
 		v, _ = c.layouts.LoadOrStore(topic, &layoutEntry{})
 	}
 	e := v.(*layoutEntry)
-	if cp := e.cur.Load(); cp != nil && time.Since(cp.at) < c.cfg.LayoutRefresh {
-		return cp.layout, nil
+	// What is fresh enough to answer with: a copy, or a failed read that
+	// is not due to be tried again yet.
+	fresh := func() (Layout, bool, error) {
+		if cp := e.cur.Load(); cp != nil && time.Since(cp.at) < c.cfg.LayoutRefresh {
+			return cp.layout, true, nil
+		}
+		if f := e.failed.Load(); f != nil && time.Since(f.at) < c.cfg.LayoutRefresh {
+			return Layout{}, true, f.err
+		}
+		return Layout{}, false, nil
 	}
-	if f := e.failed.Load(); f != nil && time.Since(f.at) < c.cfg.LayoutRefresh {
-		return Layout{}, f.err
+	if l, ok, err := fresh(); ok {
+		return l, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if cp := e.cur.Load(); cp != nil && time.Since(cp.at) < c.cfg.LayoutRefresh {
-		return cp.layout, nil // another caller read it meanwhile
-	}
-	if f := e.failed.Load(); f != nil && time.Since(f.at) < c.cfg.LayoutRefresh {
-		return Layout{}, f.err
+	if l, ok, err := fresh(); ok { // another caller read it meanwhile
+		return l, err
 	}
 	l, err := c.readLayout(ctx, topic)
 	if err != nil {
@@ -270,10 +276,14 @@ func (c *Client) copyPause(ctx context.Context, topic string, names []string) er
 	if err != nil {
 		return fmt.Errorf("queue: set the partitions of %s: %w", topic, err)
 	}
+	// One round trip, not one per partition (each SET alone: the keys
+	// are in different slots).
+	pipe := c.rdb.Pipeline()
 	for _, name := range names {
-		if err := c.rdb.Set(ctx, c.pausedKey(name), v, 0).Err(); err != nil {
-			return fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
-		}
+		pipe.Set(ctx, c.pausedKey(name), v, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
 	}
 	return nil
 }

@@ -84,24 +84,8 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 			return err
 		}
 		names, subs, idx := c.splitJobs(l, topic, valid)
-		outs, at, err := ps.ScheduleEach(ctx, names, subs)
-		if err != nil {
-			return fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
-		}
-		if len(outs) != len(names) {
-			return fmt.Errorf("queue: enqueue to %s: store answered %d partitions for %d", topic, len(outs), len(names))
-		}
-		now, out = at, make([]EnqueueResult, len(valid))
-		for n, name := range names {
-			if len(outs[n]) != len(subs[n]) {
-				return fmt.Errorf("queue: enqueue to %s: store answered %d results for %d jobs", name, len(outs[n]), len(subs[n]))
-			}
-			for k, i := range idx[n] {
-				out[i] = outs[n][k]
-			}
-			rows = append(rows, c.created(name, subs[n], outs[n], now)...)
-		}
-		return nil
+		out, rows, now, err = c.scheduleParts(ctx, ps, topic, names, subs, idx)
+		return err
 	})
 	if err != nil {
 		c.unnote(ctx, note) // a refused enqueue writes nothing
@@ -243,6 +227,33 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 		return out, nil
 	}
 	note := c.writeNote(ctx, c.planNote(jobs))
+	out, rows, now, err := c.scheduleParts(ctx, ps, topic, names, subs, at)
+	if err != nil {
+		c.unnote(ctx, note)
+		if unavailable.OutcomeUnknown(err) {
+			c.AskRelayRecheck(ctx) // as enqueueOne, below
+		}
+		return nil, err
+	}
+	created := 0
+	for _, r := range out {
+		if !r.Duplicate {
+			created++
+		}
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
+	}
+	_ = c.Push(ctx, &Staged{topic: topic, rows: rows, sqlNow: now, at: time.Now(), note: note})
+	return out, nil
+}
+
+// scheduleParts writes the jobs of a partitioned topic, split by partition
+// (splitJobs: names, subs, and idx, each job's index in the call), through
+// ps in one commit or the caller's transaction: the results in the call's
+// order, the created rows to push, and SQL's clock. Its error wraps
+// ErrLedger, as schedule's does.
+func (c *Client) scheduleParts(ctx context.Context, ps PartitionStore, topic string, names []string, subs [][]NewJob, idx [][]int) ([]EnqueueResult, []RestoreRow, int64, error) {
 	outs, now, err := ps.ScheduleEach(ctx, names, subs)
 	if err == nil && len(outs) != len(names) {
 		err = fmt.Errorf("store answered %d partitions for %d", len(outs), len(names))
@@ -253,29 +264,21 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 		}
 	}
 	if err != nil {
-		c.unnote(ctx, note)
-		if unavailable.OutcomeUnknown(err) {
-			c.AskRelayRecheck(ctx) // as enqueueOne, below
-		}
-		return nil, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
+		return nil, nil, 0, fmt.Errorf("queue: enqueue to %s: %w: %w", topic, ErrLedger, err)
 	}
-	out := make([]EnqueueResult, len(jobs))
+	n := 0
+	for _, s := range subs {
+		n += len(s)
+	}
+	out := make([]EnqueueResult, n)
 	var rows []RestoreRow
-	created := 0
-	for n, name := range names {
-		for k, i := range at[n] {
-			out[i] = outs[n][k]
-			if !out[i].Duplicate {
-				created++
-			}
+	for p, name := range names {
+		for k, i := range idx[p] {
+			out[i] = outs[p][k]
 		}
-		rows = append(rows, c.created(name, subs[n], outs[n], now)...)
+		rows = append(rows, c.created(name, subs[p], outs[p], now)...)
 	}
-	if created > 0 {
-		c.cfg.Observer.Enqueued(topic, created)
-	}
-	_ = c.Push(ctx, &Staged{topic: topic, rows: rows, sqlNow: now, at: time.Now(), note: note})
-	return out, nil
+	return out, rows, now, nil
 }
 
 // enqueueOne is enqueue on one partition (or a topic of one).

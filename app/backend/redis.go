@@ -1,13 +1,16 @@
 package backend
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -83,8 +86,60 @@ func checkRedis(ctx context.Context, rdb redis.UniversalClient, c config.Redis, 
 	if hint := redisConfigMistake(err); hint != "" {
 		return fmt.Errorf("backend: redis at %s: %s: %w", strings.Join(c.Addrs, ","), hint, err)
 	}
+	if c.TLS && droppedConn(err) && len(c.Addrs) > 0 {
+		// With TLS 1.3 a server that refuses the client's certificate
+		// says so after the client's handshake is done, and the alert may
+		// be lost to the close: the PING sees only EOF or a reset, as it
+		// would from a Redis going down. One connection of our own tells
+		// the two apart.
+		if perr := probeTLS(ctx, c); perr != nil {
+			if hint := redisConfigMistake(perr); hint != "" {
+				return fmt.Errorf("backend: redis at %s: %s: %w", strings.Join(c.Addrs, ","), hint, perr)
+			}
+		}
+	}
 	log.WithError(err).WithField("addrs", c.Addrs).Warn("Redis does not answer yet; starting anyway (requests get 503 and workers retry until it does)")
 	return nil
+}
+
+// errDroppedAfterHandshake is probeTLS's answer for a server that took the
+// TLS handshake and then closed the connection without answering a PING.
+var errDroppedAfterHandshake = errors.New("the connection was closed right after the TLS handshake")
+
+// droppedConn reports whether err is a connection that ended without a
+// word: EOF or a reset.
+func droppedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// probeTLS connects to the first configured address, completes the TLS
+// handshake and sends one PING. It returns nil when the server answers
+// anything (a refused password included: the PING of checkRedis reports
+// that), the dial's error when no connection is made (Redis down), and an
+// error wrapping errDroppedAfterHandshake when the server closes the
+// connection after the handshake without a word, as Redis does to a client
+// certificate it does not accept.
+func probeTLS(ctx context.Context, c config.Redis) error {
+	tc, err := redisTLS(c)
+	if err != nil || tc == nil {
+		return err
+	}
+	d := tls.Dialer{Config: tc}
+	conn, err := d.DialContext(ctx, "tcp", c.Addrs[0])
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err = conn.Write([]byte("PING\r\n")); err == nil {
+		_, err = bufio.NewReader(conn).ReadString('\n')
+	}
+	if err != nil && droppedConn(err) {
+		return fmt.Errorf("%w: %w", errDroppedAfterHandshake, err)
+	}
+	return err
 }
 
 // redisConfigMistake names the configuration keys behind err, or returns ""
@@ -108,6 +163,8 @@ func redisConfigMistake(err error) string {
 		return "the server refused the TLS handshake (check redis.tls_cert_file and redis.tls_key_file: a client certificate its CA signed)"
 	case errors.As(err, &record):
 		return "the server does not speak TLS (redis.tls is on)"
+	case errors.Is(err, errDroppedAfterHandshake):
+		return "the server closed the connection after the TLS handshake, as it does when it refuses the client certificate (check redis.tls_cert_file and redis.tls_key_file: a client certificate its CA signed)"
 	}
 	msg := err.Error()
 	// go-redis's failover client wraps what the sentinels answered.

@@ -2,8 +2,11 @@ package backend_test
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +128,74 @@ func TestRedisTLSAndPassword(t *testing.T) {
 				t.Fatalf("took %v to fail", d)
 			}
 		})
+	}
+}
+
+// TestRedisTLSDroppedAfterHandshake checks the case TLS 1.3 makes hard to
+// see: a server that takes the client's handshake and then closes the
+// connection without a word, as Redis does to a client certificate it does
+// not accept when its alert is lost to the close. Open must fail naming the
+// certificate keys, not start as if Redis were merely down; and with
+// nothing listening at all it still starts.
+func TestRedisTLSDroppedAfterHandshake(t *testing.T) {
+	t.Parallel()
+	pki := testenv.NewPKI(t)
+	cert, err := tls.LoadX509KeyPair(pki.ServerCertFile, pki.ServerKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var handshakes atomic.Int64
+	go func() {
+		for {
+			raw, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tc := tls.Server(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+			if tc.Handshake() == nil {
+				handshakes.Add(1)
+			}
+			_ = raw.Close() // no alert, no close_notify
+		}
+	}()
+
+	cfg := func(addr string) config.Config {
+		c := config.Defaults()
+		c.HTTP.Enabled = false
+		c.SQL.SQLitePath = filepath.Join(t.TempDir(), "ledger.db")
+		c.Redis.Mode, c.Redis.Addrs, c.Redis.TLS = "single", []string{addr}, true
+		c.Redis.TLSCAFile = pki.CAFile
+		c.Redis.TLSCertFile, c.Redis.TLSKeyFile = pki.ClientCertFile, pki.ClientKeyFile
+		return c
+	}
+	_, err = tlsOpen(t, cfg(ln.Addr().String()), tlsLogger(&testenv.SyncBuffer{}))
+	if err == nil {
+		t.Fatal("Open succeeded against a server that drops every client after the handshake")
+	}
+	if !strings.Contains(err.Error(), "redis.tls_cert_file") {
+		t.Fatalf("error %q does not name redis.tls_cert_file", err)
+	}
+	if handshakes.Load() == 0 {
+		t.Fatal("no handshake completed: the test did not test the drop after it")
+	}
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	_ = closed.Close()
+	logs := &testenv.SyncBuffer{}
+	if _, err := tlsOpen(t, cfg(addr), tlsLogger(logs)); err != nil {
+		t.Fatalf("Open with Redis down: %v, want a start that waits for it", err)
+	}
+	if !strings.Contains(logs.String(), "does not answer yet") {
+		t.Fatalf("no warning that Redis does not answer; logs:\n%s", logs)
 	}
 }
 

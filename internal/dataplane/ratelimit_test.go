@@ -196,3 +196,92 @@ func TestDefaultRateBurst(t *testing.T) {
 		}
 	}
 }
+
+// A topic's limit is the topic's whatever its partition count: the claims
+// of all its partitions together take no more than burst + rate × elapsed,
+// a partition with nothing due gives back the tokens it took, and a paused
+// topic's partitions take none.
+func TestClaimRateLimitIsTheTopicsOverItsPartitions(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		const topic, k, jobs = "limited", 4, 40
+		layout, err := e.c.SetPartitions(ctx, topic, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The new count's partitions and the topic's own (count 1, where
+		// no job goes now): its claims take from the same bucket in its
+		// script, as an old layout's do while a raise drains it.
+		parts := layout.Names(topic)
+		if len(parts) != k+1 || !slices.Contains(parts, topic) {
+			t.Fatalf("partitions %v, want the topic's own and %d", parts, k)
+		}
+		l := dataplane.RateLimit{PerSecond: 40, Burst: 4}
+
+		// Nothing due yet: every claim takes tokens and gives them back.
+		for _, p := range parts {
+			if c := mustClaimLimited(t, e, p, 10, l); len(c.Jobs) != 0 || c.NextToken != 0 {
+				t.Fatalf("%s: claimed %d with nothing due, next token %d", p, len(c.Jobs), c.NextToken)
+			}
+		}
+		if tok, ok := bucketTokens(t, e, topic); ok && tok < float64(l.Burst)-1e-9 {
+			t.Fatalf("bucket at %v after claims that found nothing, want it full (%d)", tok, l.Burst)
+		}
+
+		base := redisNow(t, e) - 1000
+		batch := make([]dataplane.NewJob, jobs)
+		for i := range batch {
+			batch[i] = dataplane.NewJob{ID: fmt.Sprintf("j%02d", i), RunAt: base + int64(i)}
+		}
+		if _, err := e.c.EnqueueBatch(ctx, topic, batch); err != nil {
+			t.Fatal(err)
+		}
+		first := int64(0)
+		got := 0
+		for round := 0; got < jobs; round++ {
+			if round > 10*jobs {
+				t.Fatalf("%d of %d claimed after %d rounds", got, jobs, round)
+			}
+			var soonest int64
+			for _, p := range parts {
+				c := mustClaimLimited(t, e, p, 10, l)
+				if first == 0 {
+					first = c.Now
+				}
+				got += len(c.Jobs)
+				allowed := float64(l.Burst) + float64(c.Now-first)*l.PerSecond/1000
+				if float64(got) > allowed+1e-9 {
+					t.Fatalf("%d claimed over %d partitions %d ms after the first claim: more than burst + rate × elapsed = %.2f",
+						got, k, c.Now-first, allowed)
+				}
+				if tok, ok := bucketTokens(t, e, topic); ok && tok < 0 {
+					t.Fatalf("bucket at %v tokens", tok)
+				}
+				if c.NextToken > 0 && (soonest == 0 || c.NextToken < soonest) {
+					soonest = c.NextToken
+				}
+			}
+			if got < jobs {
+				if soonest == 0 {
+					t.Fatalf("due jobs left after %d claimed, but no partition said when the next token comes", got)
+				}
+				waitRedisPast(t, e, soonest-1)
+			}
+		}
+
+		if _, err := e.c.Pause(ctx, &memPauses{}, topic, "test"); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := bucketTokens(t, e, topic)
+		waitRedisPast(t, e, redisNow(t, e)+100)
+		mustEnqueue(t, e, topic, dataplane.NewJob{ID: "while-paused"})
+		for _, p := range parts {
+			if c := mustClaimLimited(t, e, p, 10, l); len(c.Jobs) != 0 || !c.Paused {
+				t.Fatalf("%s: paused topic's claim took %d jobs, paused=%v", p, len(c.Jobs), c.Paused)
+			}
+		}
+		if after, _ := bucketTokens(t, e, topic); after != before {
+			t.Fatalf("a paused topic's claims changed its bucket from %v to %v", before, after)
+		}
+	})
+}

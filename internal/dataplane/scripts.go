@@ -54,6 +54,8 @@ var (
 	minuteAddLua string
 	//go:embed lua/minutes.lua
 	minutesLua string
+	//go:embed lua/ratetake.lua
+	rateTakeLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -62,7 +64,7 @@ type scripts struct {
 	cancel, requeue, purge, get, stats                *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
 	relayNext, relayUnnote, relayMark                 *redis.Script
-	deleteDead, minuteAdd, minutes                    *redis.Script
+	deleteDead, minuteAdd, minutes, rateTake          *redis.Script
 }
 
 func newScripts() scripts {
@@ -89,5 +91,6 @@ func newScripts() scripts {
 		deleteDead:  redis.NewScript(deleteDeadLua),
 		minuteAdd:   redis.NewScript(minuteAddLua),
 		minutes:     redis.NewScript(minutesLua),
+		rateTake:    redis.NewScript(rateTakeLua),
 	}
 }

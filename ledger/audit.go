@@ -27,7 +27,8 @@ func (l *Ledger) InFlight(ctx context.Context, topic string, limit int) ([]Entry
 	}
 	q := l.conn(ctx).Table(l.ledgerTable)
 	if topic != "" {
-		q = q.Where("topic = ?", topic)
+		where, vars := topicMatch(topic)
+		q = q.Where(where, vars...)
 	}
 	var rows []Entry
 	if err := q.Order("id").Limit(limit).Find(&rows).Error; err != nil {
@@ -80,7 +81,8 @@ func (l *Ledger) DeadLetters(ctx context.Context, topic string, dayStart, dayEnd
 	}
 	q := l.conn(ctx).Table(l.deadTable).Where("died_at >= ? AND died_at < ?", dayStart, dayEnd)
 	if topic != "" {
-		q = q.Where("topic = ?", topic)
+		where, vars := topicMatch(topic)
+		q = q.Where(where, vars...)
 	}
 	var rows []DeadLetter
 	if err := q.Order("died_at").Order("id").Limit(limit).Find(&rows).Error; err != nil {
@@ -94,9 +96,10 @@ func (l *Ledger) Row(ctx context.Context, topic, id string) (Entry, error) {
 	var rows []Entry
 	// Find, not First: a missing row is an expected answer here, and First
 	// would also log it as an error.
+	where, vars := topicMatch(topic)
 	err := l.conn(ctx).Table(l.ledgerTable).
-		Where("topic = ? AND job_id = ?", topic, id).
-		Limit(1).Find(&rows).Error
+		Where(where, vars...).Where("job_id = ?", id).
+		Order("id DESC").Limit(1).Find(&rows).Error
 	if err != nil {
 		return Entry{}, fmt.Errorf("ledger: row %s/%s: %w", topic, id, err)
 	}

@@ -36,8 +36,9 @@ func (l *Ledger) RowsOf(ctx context.Context, topic string, ids []string) (map[st
 	for lo := 0; lo < len(ids); lo += maxRowsPerLookup {
 		hi := min(lo+maxRowsPerLookup, len(ids))
 		var rows []Summary
+		where, vars := topicMatch(topic)
 		err := l.conn(ctx).Table(l.ledgerTable).Select(summarySelect).
-			Where("topic = ? AND job_id IN ?", topic, ids[lo:hi]).Find(&rows).Error
+			Where(where, vars...).Where("job_id IN ?", ids[lo:hi]).Find(&rows).Error
 		if err != nil {
 			return nil, fmt.Errorf("ledger: rows of %d jobs of topic %q: %w", hi-lo, topic, err)
 		}
@@ -95,8 +96,9 @@ func (l *Ledger) ByPrefix(ctx context.Context, topic, prefix, after string, limi
 		read++ // one more: is there a next page?
 	}
 	var rows []Summary
+	where, vars := topicMatch(topic)
 	err := l.conn(ctx).Table(l.ledgerTable).Select(summarySelect).
-		Where("topic = ? AND job_id "+op+" ? AND job_id < ?", topic, from, upper).
+		Where(where, vars...).Where("job_id "+op+" ? AND job_id < ?", from, upper).
 		Order("job_id").Limit(read).Find(&rows).Error
 	if err != nil {
 		return nil, "", fmt.Errorf("ledger: rows of topic %q with id prefix %q after %q: %w", topic, prefix, after, err)

@@ -62,7 +62,8 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 	if f.Outcome != "" && !ValidOutcome(f.Outcome) {
 		return nil, "", fmt.Errorf("ledger: history: outcome %q: want succeeded, dead, cancelled or purged", f.Outcome)
 	}
-	q := l.conn(ctx).Table(l.historyTable).Where("topic = ?", f.Topic)
+	where, vars := topicMatch(f.Topic)
+	q := l.conn(ctx).Table(l.historyTable).Where(where, vars...)
 	switch {
 	case f.ID != "":
 		q = q.Where("job_id = ?", f.ID)
@@ -119,6 +120,9 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 	if err := q.Limit(f.Limit + 1).Find(&rows).Error; err != nil {
 		return nil, "", fmt.Errorf("ledger: history of %q: %w", f.Topic, err)
 	}
+	for k := range rows {
+		rows[k].Topic, rows[k].Partition = SplitPartition(rows[k].Topic)
+	}
 	if len(rows) <= f.Limit {
 		return rows, "", nil
 	}
@@ -162,8 +166,9 @@ func (l *Ledger) MarkPurged(ctx context.Context, topic string, before int64) (in
 	}
 	var n int64
 	err := l.autocommit(ctx, func() error {
-		res := l.conn(ctx).Table(l.historyTable).
-			Where("topic = ? AND outcome = ? AND finished_at <= ?", topic, OutcomeDead, before).
+		where, vars := topicMatch(topic)
+		res := l.conn(ctx).Table(l.historyTable).Where(where, vars...).
+			Where("outcome = ? AND finished_at <= ?", OutcomeDead, before).
 			Update("outcome", OutcomePurged)
 		n = res.RowsAffected
 		return res.Error
@@ -186,8 +191,9 @@ func (l *Ledger) MarkPurgedID(ctx context.Context, topic, id string) (int64, err
 	}
 	var n int64
 	err := l.autocommit(ctx, func() error {
-		res := l.conn(ctx).Table(l.historyTable).
-			Where("topic = ? AND job_id = ? AND outcome = ?", topic, id, OutcomeDead).
+		where, vars := topicMatch(topic)
+		res := l.conn(ctx).Table(l.historyTable).Where(where, vars...).
+			Where("job_id = ? AND outcome = ?", id, OutcomeDead).
 			Update("outcome", OutcomePurged)
 		n = res.RowsAffected
 		return res.Error

@@ -128,7 +128,8 @@ func (l *Ledger) listQuery(ctx context.Context, f ListFilter) (*gorm.DB, error) 
 		q = q.Where("state = ?", f.State)
 	}
 	if f.Topic != "" {
-		q = q.Where("topic = ?", f.Topic)
+		where, vars := topicMatch(f.Topic)
+		q = q.Where(where, vars...)
 	}
 	if f.DueAfter != 0 {
 		q = q.Where("run_at > ?", f.DueAfter)

@@ -154,6 +154,10 @@ type HistoryRow struct {
 	// Result is what the handler of a succeeded job recorded
 	// (queue.RecordResult): JSON, nil when none.
 	Result JobResult `gorm:"column:result;type:text" json:"result,omitempty"`
+	// Partition is the partition the job ran in, for a topic of several
+	// (docs/design.md §7.1): the row's topic column holds it, and History
+	// shows the topic's name in Topic. Not a column.
+	Partition string `gorm:"-" json:"partition,omitempty"`
 }
 
 // Column sizes, checked before writing so that MySQL (which rejects overlong

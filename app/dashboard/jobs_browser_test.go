@@ -165,6 +165,15 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		document.querySelector('#job-history td[data-field="result"]').textContent.includes('"did":"closed"') &&
 		document.querySelector('#job-history td[data-field="result"]').textContent.includes(%q)`, closedNo), "the closed order's job history with its result")
 
+	// A job of a partitioned topic shows its partition.
+	if _, err := q.SetPartitions(ctx, "parted", 4); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, "parted", queue.NewJob{ID: "p:1", Delay: time.Hour})
+	goHash(t, tab, "#/topics/parted/jobs/p%3A1")
+	poll(t, tab, jobShown("p:1", "waiting")+` && document.querySelector('dd[data-field="partition"]').textContent.startsWith('parted~4.')`,
+		"the partitioned job's page with its partition")
+
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")
 	poll(t, tab, jobShown("mail:big", "waiting")+` &&

@@ -23,7 +23,10 @@ const maxLedgerPage = 1000
 type LedgerRow struct {
 	ID    int64  `json:"id"`
 	Topic string `json:"topic"`
-	JobID string `json:"job_id"`
+	// Partition is the partition whose row this is, for a topic of
+	// several (docs/design.md §7.1); "" otherwise.
+	Partition string `json:"partition,omitempty"`
+	JobID     string `json:"job_id"`
 	// State is the row's: waiting (a durable job waiting for its first
 	// run: no claim yet), in_flight or retrying.
 	State       queue.State `json:"state"`
@@ -80,8 +83,9 @@ func leaseOf(e ledger.Entry) int64 {
 // NewLedgerRow renders a ledger row as the API and the CLI show it: no
 // payload, the last error as valid UTF-8.
 func NewLedgerRow(e ledger.Entry) LedgerRow {
+	topic, partition := ledger.SplitPartition(e.Topic)
 	return LedgerRow{
-		ID: e.ID, Topic: e.Topic, JobID: e.JobID, State: e.State,
+		ID: e.ID, Topic: topic, Partition: partition, JobID: e.JobID, State: e.State,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
 		ClaimedAt: e.ClaimedAt, LeaseUntil: leaseOf(e), Worker: validText(e.Worker),
 		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),

@@ -299,7 +299,11 @@
 // mode. An enqueue's "partition_key" (the characters of an id) puts jobs
 // with the same key on the same partition; without it the id chooses.
 // Every route by topic and id finds a job in whichever partition it is,
-// and a topic's stats and listings cover all of them.
+// and a topic's stats and listings cover all of them: Redis's, and the
+// ledger's (GET /v1/ledger?topic=, the SQL listings of the job browser,
+// history). A job view, a ledger row and a history row of such a topic
+// name the topic in "topic" and its partition (topic~n.p~m) in
+// "partition"; "partition" is absent for a topic of one.
 //
 // # Pause and resume
 //

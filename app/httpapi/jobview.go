@@ -16,7 +16,10 @@ import (
 // valid UTF-8 JSON (else in base64), and the last error is valid UTF-8.
 type JobView struct {
 	Topic string `json:"topic"`
-	ID    string `json:"id"`
+	// Partition is the partition holding the job, for a topic of several
+	// (docs/design.md §7.1); "" otherwise.
+	Partition string `json:"partition,omitempty"`
+	ID        string `json:"id"`
 	// State is waiting, retrying, in_flight or dead (queue.State);
 	// cancelled in a DELETE's answer.
 	State queue.State `json:"state"`
@@ -63,7 +66,7 @@ type JobView struct {
 func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 	j := info.Job
 	v := JobView{
-		Topic: j.Topic, ID: j.ID, State: info.State,
+		Topic: j.Topic, Partition: j.Partition, ID: j.ID, State: info.State,
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
@@ -113,7 +116,7 @@ func NewRowView(s ledger.Summary) JobView {
 	e := s.Entry
 	row := newSummaryRow(s)
 	v := JobView{
-		Topic: e.Topic, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
+		Topic: row.Topic, Partition: row.Partition, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),
 		PayloadSize: s.PayloadSize, Retrying: e.State == queue.StateRetrying, Ledger: &row,
 	}

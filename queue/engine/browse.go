@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -169,16 +170,25 @@ func (i *Inspector) listRedis(ctx context.Context, topic, name string, set queue
 		out.Jobs = append(out.Jobs, ListedJob{Info: info})
 	}
 	if set == queue.StateInFlight && len(out.Jobs) > 0 {
-		ids := make([]string, len(out.Jobs))
-		for k, j := range out.Jobs {
-			ids[k] = j.Info.Job.ID
+		// One statement per partition on the page, each on the exact
+		// (topic, job_id) index: a partition's rows carry its name.
+		ids := map[string][]string{}
+		for _, j := range out.Jobs {
+			in := cmp.Or(j.Info.Job.Partition, topic)
+			ids[in] = append(ids[in], j.Info.Job.ID)
 		}
-		rows, err := i.store.RowsOf(ctx, topic, ids)
-		if err != nil {
-			out.LedgerError = fmt.Errorf("%w: %w", queue.ErrLedger, err)
+		rows := map[string]map[string]ledger.Summary{}
+		for in, of := range ids {
+			r, err := i.store.RowsOf(ctx, in, of)
+			if err != nil {
+				out.LedgerError = fmt.Errorf("%w: %w", queue.ErrLedger, err)
+				break
+			}
+			rows[in] = r
 		}
 		for k := range out.Jobs {
-			if s, ok := rows[out.Jobs[k].Info.Job.ID]; ok {
+			j := out.Jobs[k].Info.Job
+			if s, ok := rows[cmp.Or(j.Partition, topic)][j.ID]; ok {
 				out.Jobs[k].Row = &s
 			}
 		}

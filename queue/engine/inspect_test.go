@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -175,5 +176,65 @@ func TestPauseIsAudited(t *testing.T) {
 	want := []string{"audit: topic pause mail ops:alice true", "audit: topic pause mail ops:bob false", "audit: topic resume mail ops:alice true"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("audit lines %q, want %q", got, want)
+	}
+}
+
+// The in_flight page of a partitioned durable topic joins each job with
+// its ledger row, which its partition's name keys.
+func TestInspectorJoinsPartitionedInFlightRows(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	store := migratedLedger(t, testenv.MySQL(t))
+	ctx := testenv.Context(t)
+	eng, err := engine.New(rdb, store, engine.Config{NoRecovery: true, Logger: testenv.QuietLogger(),
+		Queue: queue.Config{Namespace: ns}.WithDurableTopics("pt")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.SetPartitions(ctx, "pt", 4); err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 8
+	for i := 0; i < jobs; i++ {
+		if _, err := eng.Enqueue(ctx, "pt", queue.NewJob{ID: fmt.Sprint("o", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started, release := make(chan string, jobs), make(chan struct{})
+	err = eng.Handle("pt", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		started <- j.ID
+		<-release
+		return nil
+	}), queue.TopicConfig{Concurrency: jobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(runCtx) }()
+	defer func() {
+		close(release)
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	for i := 0; i < jobs; i++ {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatalf("%d of %d jobs started", i, jobs)
+		}
+	}
+	page, err := eng.Inspector().Jobs(ctx, "pt", engine.JobQuery{State: "in_flight", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != jobs || page.LedgerError != nil {
+		t.Fatalf("in_flight page: %d jobs, ledger error %v; want %d", len(page.Jobs), page.LedgerError, jobs)
+	}
+	for _, j := range page.Jobs {
+		if j.Row == nil || j.Row.Topic != j.Info.Job.Partition || !strings.HasPrefix(j.Row.Topic, "pt~4.") {
+			t.Fatalf("job %s of partition %q: row %+v", j.Info.Job.ID, j.Info.Job.Partition, j.Row)
+		}
 	}
 }

@@ -859,7 +859,8 @@
     if (j.finished_at) t = j.finished_at;
     const worker = j.ledger && j.ledger.worker ? j.ledger.worker : '';
     return el('tr', { dataset: { id: j.id, state: j.state } },
-      el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(topic, j.id), text: j.id })),
+      el('td', { class: 'mono' }, el('a', { class: 'job-link', href: jobHash(topic, j.id), text: j.id,
+        title: j.partition ? 'partition ' + j.partition : '' })),
       el('td', {}, j.state, ...marks),
       el('td', { text: when(t), title: t ? new Date(t).toISOString() : '' }),
       el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
@@ -935,6 +936,7 @@
     const f = $('#job-fields');
     f.replaceChildren();
     field(f, 'state', j.state + (j.sql_only ? ' (in SQL only)' : ''));
+    if (j.partition) field(f, 'partition', j.partition, { class: 'mono' });
     field(f, 'attempts', j.attempt + ' of ' + j.max_attempts);
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
 )
 
 // HistoryFilter selects finished jobs of one topic (History). With ID the
@@ -260,8 +262,9 @@ func (l *Ledger) PurgeHistory(ctx context.Context, def int64, cutoffs map[string
 }
 
 // PurgeHistoryWith deletes the history rows that finished before their
-// topic's cutoff (Unix ms): cutoffs for the topics given, otherwise def
-// (0: keep them). It deletes in batches of at most o.Batch rows, each its
+// topic's cutoff (Unix ms): cutoffs for the topics given (a partitioned
+// topic's cutoff covers its partitions' rows), otherwise def (0: keep
+// them). It deletes in batches of at most o.Batch rows, each its
 // own short transaction (the ids found by the (topic, finished_at) index,
 // deleted by primary key), resting after each as o.Duty says, until none
 // is left or ctx ends, and returns how many it deleted.
@@ -277,7 +280,11 @@ func (l *Ledger) PurgeHistoryWith(ctx context.Context, def int64, cutoffs map[st
 	}
 	var total int64
 	for _, topic := range topics {
+		// A partition's rows (topic~K.p~n) keep their topic's retention.
 		cut, ok := cutoffs[topic]
+		if !ok {
+			cut, ok = cutoffs[dataplane.TopicOf(topic)]
+		}
 		if !ok {
 			cut = def
 		}

@@ -192,14 +192,15 @@ func TestHistorySearch(t *testing.T) {
 }
 
 // PurgeHistory deletes what finished before each topic's cutoff, in
-// batches, and keeps the rest.
+// batches, and keeps the rest; a partition's rows keep their topic's.
 func TestPurgeHistory(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		l, _ := newLedger(t, db, Options{})
+		longPart := dataplane.PartitionName("long", 2, 1)
 		var rows []HistoryRow
 		for i := range 2500 {
-			for _, topic := range []string{"short", "long"} {
+			for _, topic := range []string{"short", "long", longPart} {
 				rows = append(rows, HistoryRow{Topic: topic, JobID: fmt.Sprint("j", i), Outcome: OutcomeSucceeded, FinishedAt: int64(i)})
 			}
 		}
@@ -207,10 +208,10 @@ func TestPurgeHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		n, err := l.PurgeHistory(ctx, 2000, map[string]int64{"long": 100})
-		if err != nil || n != 2000+100 {
-			t.Fatalf("purged %d, %v; want 2100", n, err)
+		if err != nil || n != 2000+100+100 {
+			t.Fatalf("purged %d, %v; want 2200", n, err)
 		}
-		for topic, want := range map[string]int64{"short": 500, "long": 2400} {
+		for topic, want := range map[string]int64{"short": 500, "long": 2400, longPart: 2400} {
 			var c int64
 			l.db.Table(l.historyTable).Where("topic = ?", topic).Count(&c)
 			if c != want {

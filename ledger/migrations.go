@@ -62,6 +62,7 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 			p.index(pre+"history", "idx_"+pre+"history_topic_finished"))
 	},
 	6: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"history", "result")) },
+	7: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"topic_state", "layouts")) },
 }
 
 // probe asks a database's catalogue whether a table, column or index

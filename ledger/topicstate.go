@@ -32,6 +32,11 @@ type TopicState struct {
 	Paused    bool   `gorm:"column:paused;not null"`
 	ChangedAt int64  `gorm:"column:changed_at;type:bigint;not null"`
 	ChangedBy string `gorm:"column:changed_by;type:varchar(191);not null"`
+	// Layouts are the topic's partition counts that may hold jobs,
+	// ascending, comma-separated ("" when never partitioned; see
+	// SetLayouts). A row written for its layouts alone has paused 0 and
+	// changed_at 0, which no pause state is older than.
+	Layouts string `gorm:"column:layouts;type:varchar(1024);not null;default:''"`
 }
 
 // TopicStateTable returns the name of the topic state table (dq_topic_state
@@ -130,7 +135,8 @@ func (l *Ledger) TopicState(ctx context.Context, topic string) (queue.PauseState
 // (not migrated yet) reads as no rows.
 func (l *Ledger) TopicStates(ctx context.Context) ([]queue.PauseState, error) {
 	var rows []TopicState
-	if err := l.conn(ctx).Table(l.stateTable).Order("topic").Find(&rows).Error; err != nil {
+	// changed_at 0: a row written for a topic's layouts alone, never paused.
+	if err := l.conn(ctx).Table(l.stateTable).Where("changed_at > 0").Order("topic").Find(&rows).Error; err != nil {
 		// A deployment upgraded without its new table (auto_migrate off,
 		// delayq migrate not run yet) has no pause either: no
 		// Pause can have succeeded. The relay and the recoverer read this

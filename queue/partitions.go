@@ -1,5 +1,7 @@
 package queue
 
+import "context"
+
 // Partitions is a topic's partition layout (docs/design.md §7.1): the
 // count enqueues use, and every count whose partitions may still hold jobs,
 // ascending (Current last).
@@ -10,3 +12,15 @@ type Partitions struct {
 
 // MaxPartitions bounds a topic's partition count.
 const MaxPartitions = 256
+
+// LayoutStore keeps topics' partition layouts where a Redis data loss
+// cannot reach them (the ledger's topic state), as PauseStore keeps their
+// pauses: a raise writes here before Redis, and the relay and the
+// recoverer write Redis's layout keys again from here.
+type LayoutStore interface {
+	// AddLayouts adds counts to topic's stored layouts (a union: a count
+	// is never removed) and returns them all, ascending.
+	AddLayouts(ctx context.Context, topic string, counts []int) ([]int, error)
+	// Layouts returns the stored layouts of every topic partitioned.
+	Layouts(ctx context.Context) (map[string][]int, error)
+}

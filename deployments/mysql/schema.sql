@@ -79,16 +79,21 @@ CREATE TABLE IF NOT EXISTS `dq_dead_letter` (
   KEY `idx_dq_dead_letter_topic_died` (`topic`, `died_at`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- Topic state: the operators' pauses (delayq pause / resume), one row per
--- topic ever paused. It is operator intent, kept here so that no Redis data
--- loss can lift a pause: the relay and the recoverer write a paused topic's
--- Redis key again from it (docs/design.md §4.13). changed_at is the SQL
--- server's clock and grows with each change of a topic.
+-- Topic state: the operators' pauses (delayq pause / resume) and partition
+-- counts (delayq partitions), one row per topic ever paused or
+-- partitioned. It is operator intent, kept here so that no Redis data loss
+-- can lift a pause or lose a partition count: the relay and the recoverer
+-- write a paused topic's Redis key and a partitioned topic's layout key
+-- again from it (docs/design.md §4.13, §7.1). changed_at is the SQL
+-- server's clock and grows with each change of a topic's pause (0 on a row
+-- written for its layouts only). layouts: the partition counts that may
+-- hold jobs, ascending, comma-separated ("" when never partitioned).
 CREATE TABLE IF NOT EXISTS `dq_topic_state` (
-  `topic`      VARCHAR(64)  NOT NULL,
-  `paused`     TINYINT(1)   NOT NULL,
-  `changed_at` BIGINT       NOT NULL,
-  `changed_by` VARCHAR(191) NOT NULL,
+  `topic`      VARCHAR(64)   NOT NULL,
+  `paused`     TINYINT(1)    NOT NULL,
+  `changed_at` BIGINT        NOT NULL,
+  `changed_by` VARCHAR(191)  NOT NULL,
+  `layouts`    VARCHAR(1024) NOT NULL DEFAULT '',
   PRIMARY KEY (`topic`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
@@ -149,6 +154,9 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 6, 'history_result', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_history' AND COLUMN_NAME = 'result');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 7, 'topic_layouts', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_topic_state' AND COLUMN_NAME = 'layouts');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

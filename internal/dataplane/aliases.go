@@ -56,6 +56,7 @@ type Handler = queue.Handler
 type HandlerFunc = queue.HandlerFunc
 type Job = queue.Job
 type JobInfo = queue.JobInfo
+type LayoutStore = queue.LayoutStore
 type NewJob = queue.NewJob
 type NopObserver = queue.NopObserver
 type Observer = queue.Observer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -244,6 +245,14 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, k int) (Layout
 				Reason: fmt.Sprintf("%d: partition name %s is over %d characters (the ledger's topic column); use a shorter topic name or fewer partitions", k, name, maxNameLen)}
 		}
 	}
+	// SQL first, when there is a ledger: what Redis lists, SQL has, and a
+	// Redis data loss gives it back (ApplyLayouts, from the relay and the
+	// recoverer).
+	if ls, ok := c.cfg.Store.(LayoutStore); ok {
+		if _, err := ls.AddLayouts(ctx, topic, append(slices.Clone(l.Counts), k)); err != nil {
+			return l, fmt.Errorf("queue: set the partitions of %s: %w: %w", topic, ErrLedger, err)
+		}
+	}
 	// A paused topic's new partitions are paused before any job can go
 	// there: the flag is copied from the topic's own key first, and again
 	// once they are listed (a pause made in between wrote the old ones).
@@ -286,6 +295,41 @@ func (c *Client) copyPause(ctx context.Context, topic string, names []string) er
 		return fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
 	}
 	return nil
+}
+
+// ApplyLayouts lists in Redis the partition counts of layouts (a topic's
+// stored layouts, queue.LayoutStore) that its layout key lacks, and returns
+// the topics it changed. It never removes a count. This process reads a
+// changed topic's layout again at its next use; others within
+// Config.LayoutRefresh.
+func (c *Client) ApplyLayouts(ctx context.Context, layouts map[string][]int) ([]string, error) {
+	topics := slices.Sorted(maps.Keys(layouts))
+	topics = slices.DeleteFunc(topics, func(t string) bool { return ValidateTopic(t) != nil })
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	pipe := c.rdb.Pipeline()
+	added := make([]*redis.IntCmd, len(topics))
+	for i, topic := range topics {
+		zs := []redis.Z{{Score: 1, Member: 1}}
+		for _, k := range layouts[topic] {
+			if k > 1 && k <= MaxPartitions {
+				zs = append(zs, redis.Z{Score: float64(k), Member: k})
+			}
+		}
+		added[i] = pipe.ZAdd(ctx, layoutKey(c.cfg.Namespace, topic), zs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: apply partition layouts: %w", err)
+	}
+	var changed []string
+	for i, topic := range topics {
+		if added[i].Val() > 0 {
+			changed = append(changed, topic)
+			c.layouts.Delete(topic)
+		}
+	}
+	return changed, nil
 }
 
 // listLayout adds count k (and 1, always listed) to topic's layout.

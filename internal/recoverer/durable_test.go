@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
+	"github.com/sirupsen/logrus"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
@@ -519,5 +521,62 @@ func TestRelayAfterAnOutagePushesAheadOfTime(t *testing.T) {
 	}
 	if due, ok := e.inRedis(t, durableTopic, "during"); !ok || due != res.RunAt {
 		t.Fatalf("after the outage: in Redis %v due %d, want %d", ok, due, res.RunAt)
+	}
+}
+
+// A process that starts after Redis lost everything (no layout of its own
+// to remember) puts a paused partitioned topic's layout back from SQL
+// before its pause, so that the pause reaches every partition before the
+// reload pushes a job there; the raise survives too, though its count
+// holds no job yet.
+func TestRelayRestoresLayoutsBeforePauses(t *testing.T) {
+	e := newDurableEnv(t, time.Minute)
+	ctx := testenv.Context(t)
+	if _, err := e.c.SetPartitions(ctx, durableTopic, 4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Pause(ctx, e.led, durableTopic, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []queue.NewJob
+	for i := range 40 {
+		jobs = append(jobs, queue.NewJob{ID: fmt.Sprintf("j%02d", i)})
+	}
+	if _, err := e.c.EnqueueBatch(ctx, durableTopic, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.SetPartitions(ctx, durableTopic, 8); err != nil { // a count no job is in yet
+		t.Fatal(err)
+	}
+	// Redis loses everything of the namespace.
+	keys, err := e.rdb.Keys(ctx, e.ns+":*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys of %s: %d, %v", e.ns, len(keys), err)
+	}
+	if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := dataplane.New(e.rdb, e.c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := recoverer.NewRelay(fresh, ledgerops.Of(e.led), recoverer.RelayConfig{Logger: e.log, Grace: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := e.relayOnce(t, r); !rep.Reload || rep.Reloaded[durableTopic] != len(jobs) {
+		t.Fatalf("reload after the loss: %+v, want %d jobs reloaded", rep, len(jobs))
+	}
+	l, err := fresh.Layout(ctx, durableTopic)
+	if err != nil || !slices.Equal(l.Counts, []int{1, 4, 8}) {
+		t.Fatalf("layout after the reload: %v (%v), want 1, 4 and 8", l.Counts, err)
+	}
+	for _, p := range l.Names(durableTopic) {
+		if n, err := e.rdb.Exists(ctx, e.ns+":{"+p+"}:paused").Result(); err != nil || n != 1 {
+			t.Fatalf("%s not paused after the reload (%v)", p, err)
+		}
+	}
+	if got := e.logged(logrus.WarnLevel, "partition layouts re-applied"); len(got) != 1 {
+		t.Errorf("%d warnings of the layouts re-applied, want 1", len(got))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -301,6 +302,79 @@ func TestPauseSurvivesRedisWipe(t *testing.T) {
 	}
 	if ran := pw.count(t, "SELECT COUNT(*) FROM pause_runs"); ran != 0 {
 		t.Fatalf("%d jobs ran while paused", ran)
+	}
+
+	if _, err := pw.q.Resume(ctx, pw.led, pauseTopic, "test"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "all jobs run after the resume", func() bool {
+		return pw.count(t, "SELECT COUNT(DISTINCT job_id) FROM pause_runs") == n
+	})
+}
+
+// TestPartitionedPauseSurvivesRedisWipe: the same with a topic of 4
+// partitions, which every worker process claims from before the wipe (and
+// so after it). Redis loses the layout key with the pauses; the relay puts
+// the layout back from SQL before the pauses, so the pause reaches every
+// partition before any job is pushed there, and none runs until the
+// resume.
+func TestPartitionedPauseSurvivesRedisWipe(t *testing.T) {
+	pw := newPauseWorld(t, 3, true)
+	ctx := testenv.Context(t)
+	layout, err := pw.q.SetPartitions(ctx, pauseTopic, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := layout.Names(pauseTopic)
+	key := func(name, suffix string) string { return pw.q.Config().Namespace + ":{" + name + "}:" + suffix }
+	for _, p := range parts {
+		ch := pw.q.WakeChannel(p)
+		testenv.WaitFor(ctx, t, "3 processes claiming from "+p, func() bool {
+			m, err := pw.rdb.PubSubNumSub(ctx, ch).Result()
+			return err == nil && m[ch] == 3
+		})
+	}
+	if _, err := pw.q.Pause(ctx, pw.led, pauseTopic, "test"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	jobs := make([]queue.NewJob, n)
+	for i := range jobs {
+		jobs[i] = queue.NewJob{ID: fmt.Sprintf("w%d", i)}
+	}
+	if _, err := pw.q.EnqueueBatch(ctx, pauseTopic, jobs); err != nil {
+		t.Fatal(err)
+	}
+	due := func() int64 {
+		var sum int64
+		for _, p := range parts {
+			c, err := pw.rdb.ZCard(ctx, key(p, "due")).Result()
+			if err != nil {
+				return -1
+			}
+			sum += c
+		}
+		return sum
+	}
+	testenv.WaitFor(ctx, t, "the jobs in Redis", func() bool { return due() == n })
+
+	pw.srv.Kill(t)
+	pw.srv.Restart(t)
+	testenv.WaitFor(ctx, t, "the relay's reload", func() bool { return due() == n })
+	for _, p := range parts {
+		if ok, err := pw.rdb.Exists(ctx, key(p, "paused")).Result(); err != nil || ok != 1 {
+			t.Fatalf("after the wipe and reload %s is not paused (%v)", p, err)
+		}
+	}
+	if counts, err := pw.rdb.ZRange(ctx, key(pauseTopic, "layout"), 0, -1).Result(); err != nil || !slices.Equal(counts, []string{"1", "4"}) {
+		t.Fatalf("layout after the wipe: %v (%v), want 1 and 4", counts, err)
+	}
+	pw.waitSubscribed(t, 3)
+	if ran := pw.count(t, "SELECT COUNT(*) FROM pause_runs"); ran != 0 {
+		t.Fatalf("%d jobs ran while paused", ran)
+	}
+	if c := due(); c != n {
+		t.Fatalf("%d jobs due after the workers' claims, want all %d waiting", c, n)
 	}
 
 	if _, err := pw.q.Resume(ctx, pw.led, pauseTopic, "test"); err != nil {

@@ -33,6 +33,9 @@ type RelayStore interface {
 	// TopicStates are the operators' pauses (queue.PauseStore), applied
 	// to Redis before a reload or full pass pushes anything.
 	TopicStates(ctx context.Context) ([]queue.PauseState, error)
+	// Layouts are the topics' partition layouts (queue.LayoutStore),
+	// applied to Redis before the pauses.
+	Layouts(ctx context.Context) (map[string][]int, error)
 }
 
 // Relay keeps Redis in step with the SQL ledger's waiting rows (the
@@ -189,6 +192,12 @@ func (s boundedStore) TopicStates(ctx context.Context) ([]queue.PauseState, erro
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	return s.RelayStore.TopicStates(ctx)
+}
+
+func (s boundedStore) Layouts(ctx context.Context) (map[string][]int, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.RelayStore.Layouts(ctx)
 }
 
 // errHandOver ends a lead whose passes all failed for HandOverAfter.
@@ -497,7 +506,7 @@ func (r *Relay) push(ctx context.Context, after ledger.Cursor, upTo int64, creat
 		for i, o := range out {
 			switch o {
 			case dataplane.RestoreCreated:
-				created[rows[i].Topic]++
+				created[dataplane.TopicOf(rows[i].Topic)]++ // a partition's rows count as its topic's
 			case dataplane.RestoreGone:
 				rep.Gone++
 			}

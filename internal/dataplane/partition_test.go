@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -178,8 +179,10 @@ func TestPartitionedTopicRunsEveryJobOnce(t *testing.T) {
 
 // Raising a live durable topic's partitions from 1 to 8, with jobs waiting
 // and a producer running: every job runs once and none before its due
-// time; the old layout drains while new jobs go to the new one.
-func TestRaisingPartitionsOnALiveTopic(t *testing.T) {
+// time; the old layout drains while new jobs go to the new one. 5,000
+// waiting and 3,000 produced in make test; 100,000 and 20,000 under make
+// chaos (DELAYQ_CHAOS=long).
+func TestChaosRaisingPartitionsOnALiveTopic(t *testing.T) {
 	e := newDurableWEnv(t)
 	c, err := dataplane.New(e.rdb, dataplane.Config{Namespace: e.ns, Store: e.led, LayoutRefresh: 100 * time.Millisecond,
 		TopicDurability: map[string]dataplane.Durability{durableT: dataplane.DurabilityDurable}})
@@ -209,12 +212,20 @@ func TestRaisingPartitionsOnALiveTopic(t *testing.T) {
 	}
 	startWorker(t, w)
 
-	const waiting, produced = 5000, 3000
+	waiting, produced := 5000, 3000
+	base, spread := 500*time.Millisecond, 1500
+	if os.Getenv("DELAYQ_CHAOS") == "long" {
+		// Due well after the raise (enqueueing 100,000 takes seconds):
+		// all of them wait through it.
+		waiting, produced = 100_000, 20_000
+		base, spread = 45*time.Second, 5000
+	}
 	enqueueMany(t, e.c, durableT, "w", waiting, func(j *dataplane.NewJob) {
 		var n int
 		fmt.Sscanf(j.ID, "w%d", &n)
-		j.Delay = time.Duration(500+n%1500) * time.Millisecond
+		j.Delay = base + time.Duration(n%spread)*time.Millisecond
 	})
+	var waitedAtRaise int
 	// The producer: small batches, before, during and after the raise.
 	produce := testenv.Start(t, func(ctx context.Context) error {
 		for i := 0; i < produced; i += 50 {
@@ -226,10 +237,18 @@ func TestRaisingPartitionsOnALiveTopic(t *testing.T) {
 			if _, err := c.EnqueueBatch(ctx, durableT, batch); err != nil {
 				return err
 			}
-			if i == produced/3 {
+			if i <= produced/3 && produced/3 < i+50 { // once, a third of the way
 				if _, err := c.SetPartitions(ctx, durableT, 8); err != nil {
 					return err
 				}
+				mu.Lock()
+				waitedAtRaise = waiting
+				for id := range runs {
+					if id[0] == 'w' {
+						waitedAtRaise--
+					}
+				}
+				mu.Unlock()
 			}
 			if !sleepCtx(ctx, 5*time.Millisecond) {
 				return ctx.Err()
@@ -240,7 +259,7 @@ func TestRaisingPartitionsOnALiveTopic(t *testing.T) {
 	if err := produce.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	obs.completed.WaitAtLeast(ctx, t, waiting+produced, "every job completed")
+	obs.completed.WaitAtLeast(ctx, t, int64(waiting+produced), "every job completed")
 	mu.Lock()
 	defer mu.Unlock()
 	if len(runs) != waiting+produced {
@@ -254,6 +273,7 @@ func TestRaisingPartitionsOnALiveTopic(t *testing.T) {
 	if len(early) > 0 {
 		t.Fatalf("%d jobs ran early: %v", len(early), early[:min(5, len(early))])
 	}
+	t.Logf("%d jobs waiting at the raise, %d produced around it; they ran from %v", waitedAtRaise, produced, parts)
 	if parts[""] == 0 || len(parts) != 9 {
 		t.Fatalf("jobs ran from %d partitions (%v), want the old one and 8 new", len(parts), parts)
 	}

@@ -23,6 +23,18 @@ import (
 // claim or its ack may be lost with the master), or an earlier run of it
 // outlived its lease without committing (a loaded host).
 func TestFaultClusterMasterKilled(t *testing.T) {
+	testFaultClusterMasterKilled(t, 1)
+}
+
+// TestFaultClusterMasterKilledPartitioned is TestFaultClusterMasterKilled
+// with the topic spread over 6 partitions, 2 on each master: the master
+// killed (the one of the topic's own slot, which holds its layout key too)
+// takes 2 of them and the layout with it; the same jobs run, the same way.
+func TestFaultClusterMasterKilledPartitioned(t *testing.T) {
+	testFaultClusterMasterKilled(t, 6)
+}
+
+func testFaultClusterMasterKilled(t *testing.T, partitions int) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster and worker processes")
 	}
@@ -50,6 +62,21 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		TopicDurability: map[string]queue.Durability{durableFaultTopic: queue.DurabilityDurable}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if partitions > 1 {
+		l, err := q.SetPartitions(testenv.Context(t), durableFaultTopic, partitions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perMaster := map[string]int{}
+		for _, p := range l.Names(durableFaultTopic) {
+			slot, err := rdb.ClusterKeySlot(testenv.Context(t), "{"+p+"}").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			perMaster[cl.MasterOf(t, int(slot)).Addr]++
+		}
+		t.Logf("partitions (with the topic's own) per master: %v", perMaster)
 	}
 	// A producer: a batch of 20 jobs every 20 ms, due 0.3-2.2 s after
 	// its enqueue. Its pushes to Redis fail while the slot has no master;

@@ -25,6 +25,18 @@ import (
 // killed node that failed may or may not have committed: such a job runs
 // once if it did, never if not.
 func TestFaultGaleraNodeKilled(t *testing.T) {
+	testFaultGaleraNodeKilled(t, 1)
+}
+
+// TestFaultGaleraNodeKilledPartitioned is TestFaultGaleraNodeKilled with
+// the topic spread over 4 partitions: each coalesced enqueue writes the
+// rows of several partitions in one transaction (ScheduleEach), which the
+// kill may cut like any other.
+func TestFaultGaleraNodeKilledPartitioned(t *testing.T) {
+	testFaultGaleraNodeKilled(t, 4)
+}
+
+func testFaultGaleraNodeKilled(t *testing.T, partitions int) {
 	if testing.Short() {
 		t.Skip("starts a Galera cluster and worker processes")
 	}
@@ -75,6 +87,9 @@ func TestFaultGaleraNodeKilled(t *testing.T) {
 		q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: nl, Horizon: time.Hour,
 			TopicDurability: map[string]queue.Durability{durableFaultTopic: queue.DurabilityDurable}})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.SetPartitions(testenv.Context(t), durableFaultTopic, partitions); err != nil {
 			t.Fatal(err)
 		}
 		wg.Add(1)

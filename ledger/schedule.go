@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -98,6 +99,11 @@ func (l *Ledger) scheduleEach(ctx context.Context, tx *gorm.DB, topics []string,
 			}
 		}
 	}
+	if tx == nil {
+		if out, now, ok, err := l.scheduleEachAtOnce(ctx, topics, jobs); ok || err != nil {
+			return out, now, err
+		}
+	}
 	out := make([][]queue.EnqueueResult, len(topics))
 	var now int64
 	run := func(db *gorm.DB) error {
@@ -124,6 +130,53 @@ func (l *Ledger) scheduleEach(ctx context.Context, tx *gorm.DB, topics []string,
 		return nil, 0, fmt.Errorf("ledger: schedule the jobs of %d partitions: %w", len(topics), err)
 	}
 	return out, now, nil
+}
+
+// scheduleEachAtOnce is ScheduleEach's common case, as cheap as an
+// unpartitioned Schedule: with a fresh estimate of the SQL clock, and the
+// jobs of every partition fitting one statement, it inserts them all in one
+// INSERT of its own (atomic alone: no transaction). ok is false, and
+// nothing was written, when the case does not apply or an id already had a
+// row (the unique key refused the statement): the caller then takes the
+// general path, which reads the ids.
+func (l *Ledger) scheduleEachAtOnce(ctx context.Context, topics []string, jobs [][]queue.NewJob) (out [][]queue.EnqueueResult, now int64, ok bool, err error) {
+	now, fresh := l.clock.now()
+	if !fresh {
+		return nil, 0, false, nil
+	}
+	n, size := 0, 0
+	for _, js := range jobs {
+		n += len(js)
+		for i := range js {
+			size += scheduleRowBytes(&js[i])
+		}
+	}
+	if n == 0 || n > l.batchSize(3, 0) || size > scheduleStmtBytes {
+		return nil, 0, false, nil
+	}
+	out = make([][]queue.EnqueueResult, len(topics))
+	rows := make([]newRow, 0, n)
+	for p, topic := range topics {
+		res, fresh := planSchedule(jobs[p], nil, map[string]int64{}, now)
+		out[p] = res
+		for _, i := range fresh {
+			rows = append(rows, newRow{topic: topic, job: &jobs[p][i], runAt: res[i].RunAt})
+		}
+	}
+	// In the unique key's order, as Schedule inserts: two INSERTs that
+	// meet lock their rows in one order.
+	slices.SortFunc(rows, func(a, b newRow) int {
+		return cmp.Or(strings.Compare(a.topic, b.topic), strings.Compare(a.job.ID, b.job.ID))
+	})
+	err = l.autocommit(ctx, func() error { return l.insertRows(l.conn(ctx), rows, now, func([]newRow) {}) })
+	switch {
+	case err == nil:
+		return out, now, true, nil
+	case isDuplicateKey(err):
+		return nil, 0, false, nil
+	default:
+		return nil, 0, false, fmt.Errorf("ledger: schedule the jobs of %d partitions: %w", len(topics), err)
+	}
 }
 
 // Tx returns the ledger's DurableStore bound to tx, a transaction the caller
@@ -408,35 +461,56 @@ func dueAt(j *queue.NewJob, now int64) int64 {
 }
 
 // insertScheduled inserts the rows of jobs[fresh], whose run_at are in out,
-// in as few multi-row INSERTs as the placeholder limit and
-// scheduleStmtBytes allow, and adds each statement's ids to mine once it
-// succeeded. Only the strings are bound: the numbers are integers this
-// process computed, written into the statement, which keeps a row at three
-// placeholders and the statement cheap to build.
+// in as few multi-row INSERTs as insertRows makes, and adds each
+// statement's ids to mine once it succeeded.
 func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob, fresh []int, out []queue.EnqueueResult, now int64, mine map[string]int64) error {
+	rows := make([]newRow, len(fresh))
+	for k, i := range fresh {
+		rows[k] = newRow{topic: topic, job: &jobs[i], runAt: out[i].RunAt}
+	}
+	return l.insertRows(db, rows, now, func(done []newRow) {
+		for _, r := range done {
+			mine[r.job.ID] = r.runAt
+		}
+	})
+}
+
+// newRow is a waiting row to insert: its topic (a partition's name for a
+// partitioned topic), its job and its run_at.
+type newRow struct {
+	topic string
+	job   *queue.NewJob
+	runAt int64
+}
+
+// insertRows inserts rows in as few multi-row INSERTs as the placeholder
+// limit and scheduleStmtBytes allow, calling done with each statement's
+// rows once it succeeded. Only the strings are bound: the numbers are
+// integers this process computed, written into the statement, which keeps
+// a row at three placeholders and the statement cheap to build.
+func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]newRow)) error {
 	perStmt := l.batchSize(3, 0)
 	nowText := strconv.FormatInt(now, 10)
 	head := "INSERT INTO `" + l.ledgerTable + "` " + scheduleColumns + " VALUES "
-	for lo := 0; lo < len(fresh); {
+	for lo := 0; lo < len(rows); {
 		hi, size := lo, 0
-		for hi < len(fresh) && hi-lo < perStmt {
-			n := scheduleRowBytes(&jobs[fresh[hi]])
+		for hi < len(rows) && hi-lo < perStmt {
+			n := scheduleRowBytes(rows[hi].job)
 			if hi > lo && size+n > scheduleStmtBytes {
 				break
 			}
 			size += n
 			hi++
 		}
-		part := fresh[lo:hi]
+		part := rows[lo:hi]
 		b := make([]byte, 0, len(head)+len(part)*scheduleRowOverhead)
 		b = append(b, head...)
 		vars := make([]any, 0, 3*len(part))
-		for k, i := range part {
-			j := &jobs[i]
+		for k, r := range part {
+			j := r.job
 			if k > 0 {
 				b = append(b, ',')
 			}
-			runAt := out[i].RunAt
 			// topic, job_id, payload, attempt, max_attempts, run_at,
 			// claimed_at, lease_until (NeverStale: a waiting job is the
 			// relay's, not the recoverer's), worker, state, last_error,
@@ -444,7 +518,7 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			b = append(b, "(?,?,?,0,"...)
 			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
 			b = append(b, ',')
-			b = strconv.AppendInt(b, runAt, 10)
+			b = strconv.AppendInt(b, r.runAt, 10)
 			b = append(b, ",0,"...)
 			b = strconv.AppendInt(b, NeverStale, 10)
 			b = append(b, ",'"+waitingWorker+"','"+queue.StateWaiting.Column()+"','',"...)
@@ -454,14 +528,12 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 			b = append(b, ')')
 			// The payload's placeholder must not follow a "(": gorm
 			// expands a slice bound there into a list.
-			vars = append(vars, topic, j.ID, nonNil(j.Payload))
+			vars = append(vars, r.topic, j.ID, nonNil(j.Payload))
 		}
 		if err := db.Exec(string(b), vars...).Error; err != nil {
 			return err
 		}
-		for _, i := range part {
-			mine[jobs[i].ID] = out[i].RunAt
-		}
+		done(part)
 		lo = hi
 	}
 	return nil

@@ -472,3 +472,42 @@ func TestScheduleEachIsOneCommit(t *testing.T) {
 		}
 	})
 }
+
+// With new ids and a fresh estimate of the SQL clock, ScheduleEach is as
+// cheap as Schedule: one INSERT for every partition's rows, no transaction
+// around it, one commit; the rows are each partition's, with the due times
+// the results give.
+func TestScheduleEachNewIDsIsOneStatement(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, log := newLedger(t, db, Options{})
+		mustSchedule(t, l, "warm", queue.NewJob{ID: "w", MaxAttempts: 1}) // reads the SQL clock
+		log.Take()
+		before := l.WriteStats().Commits
+		topics := []string{"t~3.0~1", "t~3.1~0", "t~3.2~4"}
+		out, now, err := l.ScheduleEach(ctx, topics, [][]queue.NewJob{
+			{{ID: "b", MaxAttempts: 1, Delay: time.Second}, {ID: "a", MaxAttempts: 2}},
+			{{ID: "c", MaxAttempts: 3}, {ID: "c", MaxAttempts: 3}},
+			{{ID: "d", MaxAttempts: 4, Delay: time.Minute}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := verbs(log.Take()); fmt.Sprint(got) != "[INSERT]" {
+			t.Errorf("ScheduleEach ran %v, want one INSERT", got)
+		}
+		if c := l.WriteStats().Commits - before; c != 1 {
+			t.Errorf("%d commits, want 1", c)
+		}
+		if !out[1][1].Duplicate || out[1][1].RunAt != out[1][0].RunAt || out[0][0].RunAt != now+1000 || out[2][0].RunAt != now+60_000 {
+			t.Errorf("results %+v (now %d)", out, now)
+		}
+		for p, ids := range [][]string{{"b", "a"}, {"c"}, {"d"}} {
+			for k, id := range ids {
+				if r := mustRow(t, l, topics[p], id); r.RunAt != out[p][k].RunAt || r.State != queue.StateWaiting {
+					t.Errorf("row %s/%s: %+v, want due %d", topics[p], id, r, out[p][k].RunAt)
+				}
+			}
+		}
+	})
+}

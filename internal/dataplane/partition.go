@@ -144,3 +144,21 @@ func PartitionOf(key, id string, k int) int {
 // PartitionName returns the name (the tag) of partition p of topic when
 // it has k partitions: topic itself when k is 1.
 func PartitionName(topic string, k, p int) string { return partitionTag(topic, k, p) }
+
+// ShardOf is the ledger shard (0 to n-1) whose SQL server holds the rows of
+// name, a topic's or a partition's (docs/design.md §7.1): partition p of
+// any count is on shard p mod n, so that a topic of K partitions, K a
+// multiple of n, has K/n on each shard, and a raise moves no row; a topic
+// of one partition (its own name) is on the shard of FNV-1a of its name
+// mod n.
+func ShardOf(name string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	if _, _, p, ok := parsePartition(name); ok {
+		return p % n
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return int(h.Sum32() % uint32(n))
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Find is Get, and for a durable topic whose job Redis does not have, the
@@ -100,9 +102,24 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
+	if len(names) == 1 {
+		s, err := c.statsPart(ctx, names[0])
+		s.Topic = topic
+		return s, err
+	}
+	// One round trip for every partition, not one each.
+	calls := make([]scriptCall, len(names))
+	for i, name := range names {
+		k, err := c.keysFor(name)
+		if err != nil {
+			return Stats{}, err
+		}
+		calls[i] = scriptCall{keys: []string{k.due, k.lease, k.dead}}
+	}
+	cmds := c.runEach(ctx, c.scripts.stats, calls)
 	var sum Stats
 	for i, name := range names {
-		s, err := c.statsPart(ctx, name)
+		s, err := statsOf(name, cmds[i])
 		if err != nil {
 			return Stats{}, err
 		}
@@ -130,7 +147,12 @@ func (c *Client) statsPart(ctx context.Context, topic string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	r, err := c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead}).Int64Slice()
+	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead}))
+}
+
+// statsOf reads stats.lua's reply for topic (a partition's name).
+func statsOf(topic string, cmd *redis.Cmd) (Stats, error) {
+	r, err := cmd.Int64Slice()
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue: stats of %s: %w", topic, err)
 	}

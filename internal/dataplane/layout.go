@@ -54,6 +54,10 @@ func (l Layout) counts() []int {
 	return l.Counts
 }
 
+// single says the topic has one partition, its own, and never had more:
+// every job of it is under its own name.
+func (l Layout) single() bool { return len(l.Counts) <= 1 && l.Current() == 1 }
+
 // Current is the partition count enqueues use.
 func (l Layout) Current() int {
 	if len(l.Counts) == 0 {

@@ -288,3 +288,42 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Stats of a topic of many partitions reads them all in one pipeline,
+// and a server that has lost its scripts (SCRIPT FLUSH: a restart, a new
+// node) is sent their bodies: the sums are right either way. On
+// miniredis, whose script cache is this test's alone.
+func TestStatsOfManyPartitionsAfterAScriptFlush(t *testing.T) {
+	rdb, ns := testenv.MiniRedis(t)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if _, err := c.SetPartitions(ctx, "many", 64); err != nil {
+		t.Fatal(err)
+	}
+	batch := make([]dataplane.NewJob, 500)
+	for i := range batch {
+		batch[i] = dataplane.NewJob{ID: fmt.Sprint("j", i), Delay: time.Hour}
+	}
+	if _, err := c.EnqueueBatch(ctx, "many", batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, flush := range []bool{false, true} {
+		if flush {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, err := c.Stats(ctx, "many")
+		if err != nil || st.Due != 500 || st.Topic != "many" {
+			t.Fatalf("stats (scripts flushed: %v): %+v, %v; want 500 due", flush, st, err)
+		}
+		// An id whose partition is not the one it routes to under no key
+		// (a missing one): found nowhere, in one pipelined look.
+		if info, err := c.Get(ctx, "many", "nope"); err != nil || info.State != dataplane.StateUnknown {
+			t.Fatalf("get of a missing id: %+v, %v", info, err)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // enqueue runs validated jobs of topic, each on its partition of the
@@ -132,11 +134,33 @@ func (c *Client) locate(ctx context.Context, topic, id string) (string, *JobInfo
 	}
 	home := c.route(l, topic, "", id)
 	info, err := c.getPart(ctx, home, id)
-	if err != nil || info.State != StateUnknown || len(l.Counts) <= 1 && l.Current() == 1 {
+	if err != nil || info.State != StateUnknown || l.single() {
 		return home, info, err
 	}
+	// Not where the id routes (its partition key chose, or an older
+	// layout has it): which other partition's job hash has it, in one
+	// round trip (one per node of a cluster) however many there are, so
+	// that a miss (a 404) costs no more on 256 partitions than on 2.
+	var others []string
 	for _, name := range l.Names(topic) {
-		if name == home {
+		if name != home {
+			others = append(others, name)
+		}
+	}
+	pipe := c.rdb.Pipeline()
+	has := make([]*redis.BoolCmd, len(others))
+	for i, name := range others {
+		k, err := c.keysFor(name)
+		if err != nil {
+			return "", nil, err
+		}
+		has[i] = pipe.HExists(ctx, k.job, id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return "", nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
+	}
+	for i, name := range others {
+		if !has[i].Val() {
 			continue
 		}
 		other, err := c.getPart(ctx, name, id)
@@ -201,7 +225,7 @@ func (c *Client) locateRow(ctx context.Context, l rowLookup, topic, id string) (
 // operation that reads the job itself next (cancel, reschedule, the dead
 // letters): a topic never partitioned is its own, without a Redis call.
 func (c *Client) nameOf(ctx context.Context, l rowLookup, topic, id string) (string, error) {
-	if lay, err := c.Layout(ctx, topic); err == nil && len(lay.Counts) <= 1 && lay.Current() == 1 {
+	if lay, err := c.Layout(ctx, topic); err == nil && lay.single() {
 		return topic, nil
 	}
 	name, _, err := c.locateRow(ctx, l, topic, id)

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"context"
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
@@ -93,4 +94,38 @@ func newScripts() scripts {
 		minutes:     redis.NewScript(minutesLua),
 		rateTake:    redis.NewScript(rateTakeLua),
 	}
+}
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runEach runs s once per call in one pipeline (one round trip, or one per
+// node of a Redis Cluster), with EVALSHA; the calls a server answers
+// NOSCRIPT (it restarted, or is new to the cluster) are sent again with
+// the script's body in a second pipeline. Each command holds its call's
+// reply or error.
+func (c *Client) runEach(ctx context.Context, s *redis.Script, calls []scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	pipe := c.rdb.Pipeline()
+	for i, call := range calls {
+		cmds[i] = s.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe = c.rdb.Pipeline()
+		for _, i := range again {
+			cmds[i] = s.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	return cmds
 }

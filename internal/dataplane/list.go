@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 //go:embed lua/list.lua
@@ -34,34 +37,125 @@ func (c *Client) List(ctx context.Context, topic string, state State, offset, li
 	return c.listMerged(ctx, names, state, offset, limit)
 }
 
-// maxMergedOffset bounds how deep List pages through a topic of several
-// partitions: each page reads offset+limit jobs of every partition.
-const maxMergedOffset = 10 * MaxPage
+// maxMergedOffset and maxMergedEntries bound what one page of a topic of
+// several partitions reads: offset+limit ids of every partition (K ×
+// (offset+limit) ids and scores in all), so that a deep page on many
+// partitions is refused rather than read (about 5 MB at the most).
+const (
+	maxMergedOffset  = 10 * MaxPage
+	maxMergedEntries = 100 * MaxPage
+)
 
-// listMerged is List over several partitions: the first offset+limit of
-// each, merged in the state's order, then the page.
+// listMerged is List over several partitions, in two round trips (one per
+// node of a cluster each) whatever their number: the first offset+limit
+// ids and scores of each partition's set and its size, merged in the
+// state's order; then the envelopes of the page's jobs alone.
 func (c *Client) listMerged(ctx context.Context, names []string, state State, offset, limit int) (*Page, error) {
-	if offset > maxMergedOffset {
-		return nil, fmt.Errorf("queue: list %s: offset %d: a topic of several partitions pages up to offset %d", TopicOf(names[0]), offset, maxMergedOffset)
+	topic := TopicOf(names[0])
+	if deepest := min(maxMergedOffset, maxMergedEntries/len(names)-limit); offset > deepest {
+		return nil, &ValidationError{Field: "offset", Kind: ErrInvalid,
+			Reason: fmt.Sprintf("%d: a topic of %d partitions pages up to offset %d at this limit", offset, len(names), max(deepest, 0))}
 	}
-	out := &Page{}
-	for _, name := range names {
-		p, err := c.listPart(ctx, name, state, 0, offset+limit)
+	type part struct {
+		keys  keys
+		total *redis.IntCmd
+		ids   *redis.ZSliceCmd
+	}
+	parts := make([]part, len(names))
+	pipe := c.rdb.Pipeline()
+	for i, name := range names {
+		k, err := c.keysFor(name)
 		if err != nil {
 			return nil, err
 		}
-		out.Total += p.Total
-		out.Jobs = append(out.Jobs, p.Jobs...)
+		set, _, desc, err := listSet(k, state)
+		if err != nil {
+			return nil, fmt.Errorf("queue: list %s: %w", topic, err)
+		}
+		parts[i].keys = k
+		parts[i].total = pipe.ZCard(ctx, set)
+		rng := redis.ZRangeArgs{Key: set, Start: 0, Stop: offset + limit - 1, Rev: desc}
+		parts[i].ids = pipe.ZRangeArgsWithScores(ctx, rng)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
+	}
+	type entry struct {
+		part  int
+		id    string
+		score float64
+	}
+	out := &Page{}
+	var all []entry
+	for i, p := range parts {
+		out.Total += p.total.Val()
+		for _, z := range p.ids.Val() {
+			id, _ := z.Member.(string)
+			all = append(all, entry{part: i, id: id, score: z.Score})
+		}
 	}
 	desc := state == StateDead
-	slices.SortStableFunc(out.Jobs, func(a, b *JobInfo) int {
+	slices.SortStableFunc(all, func(a, b entry) int {
 		if desc {
-			return cmp.Compare(b.Score, a.Score)
+			return cmp.Compare(b.score, a.score)
 		}
-		return cmp.Compare(a.Score, b.Score)
+		return cmp.Compare(a.score, b.score)
 	})
-	out.Jobs = out.Jobs[min(offset, len(out.Jobs)):min(offset+limit, len(out.Jobs))]
+	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	pipe = c.rdb.Pipeline()
+	envs := make([]*redis.StringCmd, len(page))
+	for i, e := range page {
+		envs[i] = pipe.HGet(ctx, parts[e.part].keys.job, e.id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
+	}
+	_, in, _, _ := listSet(parts[0].keys, state)
+	for i, e := range page {
+		env, err := envs[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
+		}
+		info, err := listedJob(names[e.part], e.id, e.score, env, err == nil, in)
+		if err != nil {
+			return nil, err
+		}
+		out.Jobs = append(out.Jobs, info)
+	}
 	return out, nil
+}
+
+// listSet is the set of k that lists state, the set's name as
+// stateInRedis knows it, and whether it lists newest first.
+func listSet(k keys, state State) (set, in string, desc bool, err error) {
+	switch state {
+	case StateWaiting:
+		return k.due, inDue, false, nil
+	case StateInFlight:
+		return k.lease, inLease, false, nil
+	case StateDead:
+		return k.dead, inDead, true, nil
+	}
+	return "", "", false, fmt.Errorf("cannot list state %q", state)
+}
+
+// listedJob is one listed job of topic (a partition's name): its id, its
+// score in the set in, and its envelope when hasEnv.
+func listedJob(topic, id string, score float64, env string, hasEnv bool, in string) (*JobInfo, error) {
+	info := &JobInfo{Score: int64(score), Job: &Job{Topic: TopicOf(topic), ID: id}}
+	if IsPartition(topic) {
+		info.Job.Partition = topic
+	}
+	if hasEnv {
+		if err := decodeEnvelope([]byte(env), info.Job); err != nil {
+			return nil, fmt.Errorf("queue: list %s: job %s: %w", topic, id, err)
+		}
+	}
+	info.State = stateInRedis(in, info.Job.Attempt)
+	if info.State == StateInFlight {
+		info.Job.LeaseUntil = info.Score
+	}
+	return info, nil
 }
 
 // listPart is List on one partition (or a topic of one), by its name;
@@ -71,16 +165,13 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 	if err != nil {
 		return nil, err
 	}
-	set, in, order := "", "", "asc"
-	switch state {
-	case StateWaiting:
-		set, in = k.due, inDue
-	case StateInFlight:
-		set, in = k.lease, inLease
-	case StateDead:
-		set, in, order = k.dead, inDead, "desc"
-	default:
-		return nil, fmt.Errorf("queue: list %s: cannot list state %q", topic, state)
+	set, in, desc, err := listSet(k, state)
+	if err != nil {
+		return nil, fmt.Errorf("queue: list %s: %w", topic, err)
+	}
+	order := "asc"
+	if desc {
+		order = "desc"
 	}
 	reply, err := c.listScript.Run(ctx, c.rdb, []string{set, k.job}, order, offset, limit).Slice()
 	if err != nil {
@@ -91,18 +182,10 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 		id, _ := reply[i].(string)
 		score, _ := reply[i+1].(string)
 		f, _ := strconv.ParseFloat(score, 64)
-		info := &JobInfo{Score: int64(f), Job: &Job{Topic: TopicOf(topic), ID: id}}
-		if IsPartition(topic) {
-			info.Job.Partition = topic
-		}
-		if env, ok := reply[i+2].(string); ok {
-			if err := decodeEnvelope([]byte(env), info.Job); err != nil {
-				return nil, fmt.Errorf("queue: list %s: job %s: %w", topic, id, err)
-			}
-		}
-		info.State = stateInRedis(in, info.Job.Attempt)
-		if info.State == StateInFlight {
-			info.Job.LeaseUntil = info.Score
+		env, ok := reply[i+2].(string)
+		info, err := listedJob(topic, id, f, env, ok, in)
+		if err != nil {
+			return nil, err
 		}
 		p.Jobs = append(p.Jobs, info)
 	}

@@ -327,3 +327,52 @@ func TestStatsOfManyPartitionsAfterAScriptFlush(t *testing.T) {
 		}
 	}
 }
+
+// The job browser's Redis listing of a partitioned topic merges its
+// partitions: pages in due order across them, totals summed, each job with
+// its partition and payload; an offset deeper than the merge reads is
+// refused naming offset.
+func TestListMergesPartitions(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		const topic, jobs = "browse", 300
+		if _, err := e.c.SetPartitions(ctx, topic, 4); err != nil {
+			t.Fatal(err)
+		}
+		base := redisNow(t, e) + time.Hour.Milliseconds()
+		batch := make([]dataplane.NewJob, jobs)
+		for i := range batch {
+			batch[i] = dataplane.NewJob{ID: fmt.Sprintf("j%03d", i), RunAt: base + int64(i), Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		}
+		if _, err := e.c.EnqueueBatch(ctx, topic, batch); err != nil {
+			t.Fatal(err)
+		}
+		parts := map[string]bool{}
+		var got []string
+		for offset := 0; offset < jobs; offset += 70 {
+			p, err := e.c.List(ctx, topic, dataplane.StateWaiting, offset, 70)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Total != jobs {
+				t.Fatalf("total %d, want %d", p.Total, jobs)
+			}
+			for _, info := range p.Jobs {
+				n := len(got)
+				if info.Job.Topic != topic || string(info.Job.Payload) != fmt.Sprintf(`{"n":%d}`, n) || info.Score != base+int64(n) {
+					t.Fatalf("job %d of the listing: %+v (payload %s)", n, info.Job, info.Job.Payload)
+				}
+				parts[info.Job.Partition] = true
+				got = append(got, info.Job.ID)
+			}
+		}
+		if len(got) != jobs || len(parts) != 4 {
+			t.Fatalf("listed %d jobs from %d partitions, want %d from 4", len(got), len(parts), jobs)
+		}
+		_, err := e.c.List(ctx, topic, dataplane.StateWaiting, 10*dataplane.MaxPage+1, 10)
+		var ve *dataplane.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "offset" {
+			t.Fatalf("a page past the merge's depth: %v, want a validation error on offset", err)
+		}
+	})
+}

@@ -77,16 +77,9 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 		return nil, fmt.Errorf("queue: get %s/%s: score %q: %w", topic, id, score, err)
 	}
 	env, _ := reply[2].(string)
-	info := &JobInfo{Score: int64(f), Job: &Job{Topic: TopicOf(topic), ID: id}}
-	if IsPartition(topic) {
-		info.Job.Partition = topic
-	}
-	if err := decodeEnvelope([]byte(env), info.Job); err != nil {
-		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
-	}
-	info.State = stateInRedis(set, info.Job.Attempt)
-	if info.State == StateInFlight {
-		info.Job.LeaseUntil = info.Score
+	info, err := listedJob(topic, id, f, env, true, set)
+	if err != nil {
+		return nil, fmt.Errorf("queue: get %s: %w", topic, err)
 	}
 	return info, nil
 }

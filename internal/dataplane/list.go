@@ -118,7 +118,7 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 		}
 		info, err := listedJob(names[e.part], e.id, e.score, env, err == nil, in)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("queue: list %s: %w", names[e.part], err)
 		}
 		out.Jobs = append(out.Jobs, info)
 	}
@@ -139,8 +139,9 @@ func listSet(k keys, state State) (set, in string, desc bool, err error) {
 	return "", "", false, fmt.Errorf("cannot list state %q", state)
 }
 
-// listedJob is one listed job of topic (a partition's name): its id, its
-// score in the set in, and its envelope when hasEnv.
+// listedJob is one job of topic (a partition's name) as Redis holds it: its
+// id, its score in the set in, and its envelope when hasEnv (a listing may
+// meet an id whose envelope is gone).
 func listedJob(topic, id string, score float64, env string, hasEnv bool, in string) (*JobInfo, error) {
 	info := &JobInfo{Score: int64(score), Job: &Job{Topic: TopicOf(topic), ID: id}}
 	if IsPartition(topic) {
@@ -148,7 +149,7 @@ func listedJob(topic, id string, score float64, env string, hasEnv bool, in stri
 	}
 	if hasEnv {
 		if err := decodeEnvelope([]byte(env), info.Job); err != nil {
-			return nil, fmt.Errorf("queue: list %s: job %s: %w", topic, id, err)
+			return nil, fmt.Errorf("job %s: %w", id, err)
 		}
 	}
 	info.State = stateInRedis(in, info.Job.Attempt)
@@ -185,7 +186,7 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 		env, ok := reply[i+2].(string)
 		info, err := listedJob(topic, id, f, env, ok, in)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("queue: list %s: %w", topic, err)
 		}
 		p.Jobs = append(p.Jobs, info)
 	}

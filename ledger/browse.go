@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The job browser's reads (docs/design.md §4.17): the rows of a page of
@@ -27,7 +28,9 @@ const summarySelect = "id, topic, job_id, attempt, max_attempts, run_at, claimed
 // are at most 1,000 jobs, so one statement in practice.
 const maxRowsPerLookup = 1000
 
-// RowsOf returns the rows (summaries) of topic's jobs ids that have one,
+// RowsOf returns the rows (summaries) of topic's jobs ids that have one
+// (topic exactly: a partition's name for a partition's jobs, as Redis's
+// listing names each job's partition),
 // by job id: the in-flight page of the job browser joins Redis's lease set
 // with the rows' worker and claim this way, one statement per page instead
 // of one per job, on the unique (topic, job_id) index.
@@ -36,9 +39,8 @@ func (l *Ledger) RowsOf(ctx context.Context, topic string, ids []string) (map[st
 	for lo := 0; lo < len(ids); lo += maxRowsPerLookup {
 		hi := min(lo+maxRowsPerLookup, len(ids))
 		var rows []Summary
-		where, vars := topicMatch(topic)
 		err := l.conn(ctx).Table(l.ledgerTable).Select(summarySelect).
-			Where(where, vars...).Where("job_id IN ?", ids[lo:hi]).Find(&rows).Error
+			Where("topic = ? AND job_id IN ?", topic, ids[lo:hi]).Find(&rows).Error
 		if err != nil {
 			return nil, fmt.Errorf("ledger: rows of %d jobs of topic %q: %w", hi-lo, topic, err)
 		}
@@ -88,7 +90,8 @@ func (l *Ledger) ByPrefix(ctx context.Context, topic, prefix, after string, limi
 	}
 	upper := prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
 	from, op := prefix, ">="
-	if after > from {
+	if after != "" && after >= from {
+		// After a page that ended on the id equal to the prefix, too.
 		from, op = after, ">"
 	}
 	read := limit
@@ -99,13 +102,28 @@ func (l *Ledger) ByPrefix(ctx context.Context, topic, prefix, after string, limi
 	where, vars := topicMatch(topic)
 	err := l.conn(ctx).Table(l.ledgerTable).Select(summarySelect).
 		Where(where, vars...).Where("job_id "+op+" ? AND job_id < ?", from, upper).
-		Order("job_id").Limit(read).Find(&rows).Error
+		Order("job_id").Order("id").Limit(read).Find(&rows).Error
 	if err != nil {
 		return nil, "", fmt.Errorf("ledger: rows of topic %q with id prefix %q after %q: %w", topic, prefix, after, err)
 	}
 	if len(rows) > limit {
+		last := rows[limit-1].JobID
+		if rows[limit].JobID == last {
+			// The id is in several partitions (a topic's listing takes
+			// them all): the page takes every row of it, or the next page,
+			// which starts after it, would skip some.
+			var same []Summary
+			err := l.conn(ctx).Table(l.ledgerTable).Select(summarySelect).
+				Where(where, vars...).Where("job_id = ?", last).Order("id").Find(&same).Error
+			if err != nil {
+				return nil, "", fmt.Errorf("ledger: rows of topic %q with id %q: %w", topic, last, err)
+			}
+			k := slices.IndexFunc(rows, func(s Summary) bool { return s.JobID == last })
+			rows = append(rows[:k], same...)
+			return rows, last, nil
+		}
 		rows = rows[:limit]
-		return rows, rows[limit-1].JobID, nil
+		return rows, last, nil
 	}
 	return rows, "", nil
 }

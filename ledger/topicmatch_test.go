@@ -14,9 +14,9 @@ import (
 )
 
 // A topic's listings take its partitions' rows (their topic column holds
-// the partition's name) and nothing else: not a topic whose name the
-// unescaped LIKE pattern would match ("_" is a wildcard), not a longer
-// name. A partition's name lists its own rows only. History shows the
+// the partition's name) and nothing else: not a topic whose name a LIKE
+// pattern would match ("_" is LIKE's wildcard, and SQLite's LIKE ignores
+// case), not a longer name. A partition's name lists its own rows only. History shows the
 // topic's name with the partition beside it.
 func TestListingsTakeAPartitionedTopicsRows(t *testing.T) {
 	eachBackend(t, func(t *testing.T, db *gorm.DB) {
@@ -26,6 +26,7 @@ func TestListingsTakeAPartitionedTopicsRows(t *testing.T) {
 		topics := map[string]string{ // job id -> stored topic
 			"j0": "a_b", "j1": p0, "j2": p1,
 			"x0": "aXb", "x1": dataplane.PartitionName("aXb", 2, 0), "x2": "a_bc", "x3": dataplane.PartitionName("a_bc", 2, 1),
+			"x4": dataplane.PartitionName("A_b", 2, 0), // SQLite's LIKE would take it
 		}
 		base := fixedNow.UnixMilli()
 		var rows []Entry
@@ -82,11 +83,11 @@ func TestListingsTakeAPartitionedTopicsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("ByPrefix", sums(ss))
-		byID, err := l.RowsOf(ctx, "a_b", []string{"j0", "j1", "j2", "x0", "x1", "x2", "x3"})
-		if err != nil {
-			t.Fatal(err)
+		// RowsOf is exact: the job browser asks it per partition.
+		byID, err := l.RowsOf(ctx, p1, []string{"j0", "j1", "j2", "x0", "x1", "x2", "x3", "x4"})
+		if err != nil || len(byID) != 1 || byID["j2"].Topic != p1 {
+			t.Errorf("RowsOf(%s): %v (%v), want j2 alone", p1, slices.Collect(maps.Keys(byID)), err)
 		}
-		check("RowsOf", slices.Collect(maps.Keys(byID)))
 		inflight, err := l.InFlight(ctx, "a_b", 100)
 		if err != nil {
 			t.Fatal(err)
@@ -129,6 +130,50 @@ func TestListingsTakeAPartitionedTopicsRows(t *testing.T) {
 		}
 		if n, err := l.MarkPurgedID(ctx, "aXb", "x1"); err != nil || n != 1 {
 			t.Errorf("MarkPurgedID(aXb, x1): %d rows, %v; want 1", n, err)
+		}
+	})
+}
+
+// ByPrefix pages through every row of a topic whose id has the prefix,
+// also when one id is in several partitions (no page splits it) and when
+// an id equals the prefix (the next page goes on after it).
+func TestByPrefixPagesOverPartitions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{})
+		p0, p1 := dataplane.PartitionName("t", 2, 0), dataplane.PartitionName("t", 2, 1)
+		base := fixedNow.UnixMilli()
+		var rows []Entry
+		for _, r := range [][2]string{{"t", "o"}, {"t", "o:1"}, {p0, "o:1"}, {p1, "o:1"}, {p0, "o:2"}, {p1, "o:3"}, {"t", "p:1"}} {
+			rows = append(rows, Entry{Topic: r[0], JobID: r[1], Payload: []byte{}, MaxAttempts: 1, RunAt: base,
+				State: queue.StateWaiting, UpdatedAt: base})
+		}
+		insertRows(t, l, rows)
+		for _, limit := range []int{1, 2, 3, 100} {
+			var got []string
+			after := ""
+			for page := 0; ; page++ {
+				if page > 10 {
+					t.Fatalf("limit %d: still paging after %d pages: %v", limit, page, got)
+				}
+				ss, next, err := l.ByPrefix(ctx, "t", "o", after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range ss {
+					got = append(got, s.Topic+"/"+s.JobID)
+				}
+				if next == "" {
+					break
+				}
+				after = next
+			}
+			want := []string{"t/o", "t/o:1", p0 + "/o:1", p1 + "/o:1", p0 + "/o:2", p1 + "/o:3"}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("limit %d: %v, want %v", limit, got, want)
+			}
 		}
 	})
 }

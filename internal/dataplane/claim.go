@@ -69,6 +69,13 @@ func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease tim
 	if limit.PerSecond > 0 && IsPartition(topic) {
 		return c.claimShared(ctx, topic, n, nDue, lease, limit, ahead)
 	}
+	return c.runClaim(ctx, topic, n, nDue, lease, limit, ahead)
+}
+
+// runClaim runs claim.lua for claim, its arguments checked; n = 0 hands out
+// nothing but still puts expired leases back (and buries the poison ones)
+// and reads the next due time and lease deadline.
+func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
@@ -112,11 +119,11 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 	if err != nil {
 		return nil, err
 	}
-	take := func(want, back int) ([]any, error) {
+	take := func(want, back int, takenAt int64) ([]any, error) {
 		return c.scripts.rateTake.Run(ctx, c.rdb, []string{tk.rate, tk.paused},
-			want, strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, back).Slice()
+			want, strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, back, takenAt).Slice()
 	}
-	reply, err := take(n, 0)
+	reply, err := take(n, 0, 0)
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: take tokens: %w", partition, err)
 	}
@@ -124,13 +131,11 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 		return nil, fmt.Errorf("queue: claim from %s: take tokens: reply of %d values", partition, len(reply))
 	}
 	granted, nextToken, paused := int(asInt64(reply[0])), max(asInt64(reply[1]), 0), asInt64(reply[2]) == 1
-	if granted == 0 {
-		// Nothing may start: the fetcher sleeps until the next token (or
-		// a wake, when paused). Expired leases go back at the next claim.
-		us := asInt64(reply[3])
-		return &Claimed{Now: us / 1000, nowMicros: us, Paused: paused, NextToken: nextToken}, nil
-	}
-	res, err := c.claim(ctx, partition, granted, min(nDue, granted), lease, RateLimit{}, ahead)
+	takenAt := asInt64(reply[3])
+	// A claim of what the tokens allow (none: only the expired leases go
+	// back, and the next due time is read, so that a partition with nothing
+	// due does not report itself held back by the limit).
+	res, err := c.runClaim(ctx, partition, granted, min(nDue, granted), lease, RateLimit{}, ahead)
 	spent := 0
 	if err == nil {
 		spent = len(res.Jobs)
@@ -138,12 +143,13 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 	if spent < granted {
 		// Best effort: a give-back that fails only leaves the topic
 		// slower for a moment, never faster than its limit.
-		_, _ = take(0, granted-spent)
+		_, _ = take(0, granted-spent, takenAt)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if spent == granted && granted < n && res.NextDue > 0 && res.NextDue <= res.Now {
+	res.Paused = res.Paused || paused
+	if !res.Paused && spent == granted && granted < n && res.NextDue > 0 && res.NextDue <= res.Now {
 		// Due jobs were held back for lack of tokens.
 		res.NextToken = nextToken
 	}

@@ -224,8 +224,10 @@ func TestClaimRateLimitIsTheTopicsOverItsPartitions(t *testing.T) {
 				t.Fatalf("%s: claimed %d with nothing due, next token %d", p, len(c.Jobs), c.NextToken)
 			}
 		}
-		if tok, ok := bucketTokens(t, e, topic); ok && tok < float64(l.Burst)-1e-9 {
-			t.Fatalf("bucket at %v after claims that found nothing, want it full (%d)", tok, l.Burst)
+		// Given back but what refilled while they were held (a give-back
+		// never adds the refill the cap would have cut).
+		if tok, ok := bucketTokens(t, e, topic); ok && tok < float64(l.Burst)-1 {
+			t.Fatalf("bucket at %v after claims that found nothing, want it about full (%d)", tok, l.Burst)
 		}
 
 		base := redisNow(t, e) - 1000
@@ -283,5 +285,67 @@ func TestClaimRateLimitIsTheTopicsOverItsPartitions(t *testing.T) {
 		if after, _ := bucketTokens(t, e, topic); after != before {
 			t.Fatalf("a paused topic's claims changed its bucket from %v to %v", before, after)
 		}
+	})
+}
+
+// With the topic's tokens spent by one busy partition, a claim on another
+// takes no job but still puts its expired leases back (due now, so it says
+// when the next token comes), and a partition with nothing due says
+// nothing of tokens: it is not held back, and sleeps until its own next
+// due time.
+func TestClaimRateLimitWithoutTokensStillTendsThePartition(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		const topic = "tended"
+		if _, err := e.c.SetPartitions(ctx, topic, 3); err != nil {
+			t.Fatal(err)
+		}
+		partOf := func(id string) string {
+			info, err := e.c.Get(ctx, topic, id)
+			if err != nil || info.Job == nil {
+				t.Fatalf("get %s: %+v %v", id, info, err)
+			}
+			return info.Job.Partition
+		}
+		for i := range 10 {
+			mustEnqueue(t, e, topic, dataplane.NewJob{ID: fmt.Sprint("busy", i), PartitionKey: "busy"})
+		}
+		busy := partOf("busy0")
+		var leased, leasedPart string
+		for i := 0; leased == ""; i++ {
+			id := fmt.Sprint("other", i)
+			mustEnqueue(t, e, topic, dataplane.NewJob{ID: id, PartitionKey: id})
+			if p := partOf(id); p != busy {
+				leased, leasedPart = id, p
+			}
+		}
+		cl, err := e.c.Claim(ctx, leasedPart, 1, 5*time.Millisecond)
+		if err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != leased {
+			t.Fatalf("claim of %s: %+v %v", leased, cl, err)
+		}
+		waitRedisPast(t, e, cl.Jobs[0].LeaseUntil)
+
+		l := dataplane.RateLimit{PerSecond: 1, Burst: 4} // a token a second: spent, the bucket stays empty
+		if c := mustClaimLimited(t, e, busy, 10, l); len(c.Jobs) != 4 {
+			t.Fatalf("busy partition took %d, want the burst", len(c.Jobs))
+		}
+		c := mustClaimLimited(t, e, leasedPart, 10, l)
+		if len(c.Jobs) != 0 || c.NextToken == 0 {
+			t.Fatalf("claim without tokens: %d jobs, next token %d; want none and when the next token comes", len(c.Jobs), c.NextToken)
+		}
+		// Back in due: a job claimed before shows as retrying there.
+		if info, err := e.c.Get(ctx, topic, leased); err != nil || info.State != dataplane.StateRetrying {
+			t.Fatalf("the expired lease of %s: %+v %v, want it back in due", leased, info, err)
+		}
+		for _, p := range []string{dataplane.PartitionName(topic, 3, 0), dataplane.PartitionName(topic, 3, 1), dataplane.PartitionName(topic, 3, 2)} {
+			if p == busy || p == leasedPart {
+				continue
+			}
+			if c := mustClaimLimited(t, e, p, 10, l); len(c.Jobs) != 0 || c.NextToken != 0 {
+				t.Fatalf("idle partition %s: %d jobs, next token %d; want neither", p, len(c.Jobs), c.NextToken)
+			}
+			return
+		}
+		t.Fatal("no idle partition left to check")
 	})
 }

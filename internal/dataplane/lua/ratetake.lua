@@ -14,6 +14,10 @@
 -- ARGV[2]  rate limit, tokens a second (> 0)
 -- ARGV[3]  burst: the bucket's size (at least 1)
 -- ARGV[4]  give back: tokens an earlier take of this caller did not spend
+-- ARGV[5]  that take's time, Redis µs (its reply's now_us), with a give-back:
+--          what the bucket refilled since is not given back, as the refill
+--          would have been lost to the cap had the tokens stayed (so a
+--          give-back never lets more start than the limit allows)
 --
 -- Returns  {granted, next_token, paused, now_us}
 --          granted: tokens taken, at most want and floor(tokens);
@@ -28,6 +32,11 @@ local want = tonumber(ARGV[1])
 local rate = tonumber(ARGV[2])
 local burst = math.max(tonumber(ARGV[3]), 1)
 local back = tonumber(ARGV[4]) or 0
+local takenAt = tonumber(ARGV[5]) or 0
+local nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if back > 0 and takenAt > 0 then
+  back = math.max(0, back - math.max(0, nowUs - takenAt) * rate / 1000000)
+end
 
 local tokens = burst
 local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -55,4 +64,4 @@ local nextToken = -1
 if want > 0 and paused == 0 and granted < want then
   nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
 end
-return {granted, nextToken, paused, tonumber(t[1]) * 1000000 + tonumber(t[2])}
+return {granted, nextToken, paused, nowUs}

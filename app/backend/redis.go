@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,13 +117,25 @@ func droppedConn(err error) bool {
 // handshake and sends one PING. It returns nil when the server answers
 // anything (a refused password included: the PING of checkRedis reports
 // that), the dial's error when no connection is made (Redis down), and an
-// error wrapping errDroppedAfterHandshake when the server closes the
-// connection after the handshake without a word, as Redis does to a client
-// certificate it does not accept.
+// error wrapping errDroppedAfterHandshake when the server asked for a
+// client certificate in the handshake and then closed the connection
+// without a word, as Redis does to a certificate it does not accept. A
+// server that asked for none and closed (a TLS proxy in front of a Redis
+// that is down) gets a plain error: not a configuration mistake.
 func probeTLS(ctx context.Context, c config.Redis) error {
 	tc, err := redisTLS(c)
 	if err != nil || tc == nil {
 		return err
+	}
+	tc = tc.Clone()
+	var asked atomic.Bool
+	certs := tc.Certificates
+	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		asked.Store(true)
+		if len(certs) > 0 {
+			return &certs[0], nil
+		}
+		return &tls.Certificate{}, nil // none to give: the server decides
 	}
 	d := tls.Dialer{Config: tc}
 	conn, err := d.DialContext(ctx, "tcp", c.Addrs[0])
@@ -136,7 +149,7 @@ func probeTLS(ctx context.Context, c config.Redis) error {
 	if _, err = conn.Write([]byte("PING\r\n")); err == nil {
 		_, err = bufio.NewReader(conn).ReadString('\n')
 	}
-	if err != nil && droppedConn(err) {
+	if err != nil && droppedConn(err) && asked.Load() {
 		return fmt.Errorf("%w: %w", errDroppedAfterHandshake, err)
 	}
 	return err

@@ -132,11 +132,13 @@ func TestRedisTLSAndPassword(t *testing.T) {
 }
 
 // TestRedisTLSDroppedAfterHandshake checks the case TLS 1.3 makes hard to
-// see: a server that takes the client's handshake and then closes the
-// connection without a word, as Redis does to a client certificate it does
-// not accept when its alert is lost to the close. Open must fail naming the
-// certificate keys, not start as if Redis were merely down; and with
-// nothing listening at all it still starts.
+// see: a server that asks for the client's certificate, takes the
+// handshake and then closes the connection without a word, as Redis does
+// to a certificate it does not accept when its alert is lost to the
+// close. Open must fail naming the certificate keys, not start as if
+// Redis were merely down. A server that asks for no certificate and
+// closes (a TLS proxy in front of a Redis that is down), and an address
+// where nothing listens, are outages: Open starts.
 func TestRedisTLSDroppedAfterHandshake(t *testing.T) {
 	t.Parallel()
 	pki := testenv.NewPKI(t)
@@ -144,26 +146,30 @@ func TestRedisTLSDroppedAfterHandshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	var handshakes atomic.Int64
-	go func() {
-		for {
-			raw, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tc := tls.Server(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
-			if tc.Handshake() == nil {
-				handshakes.Add(1)
-			}
-			_ = raw.Close() // no alert, no close_notify
+	// dropping serves TLS, asking for a client certificate (any) as auth
+	// says, and closes every connection after its handshake.
+	dropping := func(auth tls.ClientAuthType) (string, *atomic.Int64) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-
+		t.Cleanup(func() { _ = ln.Close() })
+		handshakes := &atomic.Int64{}
+		go func() {
+			for {
+				raw, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				tc := tls.Server(raw, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, ClientAuth: auth})
+				if tc.Handshake() == nil {
+					handshakes.Add(1)
+				}
+				_ = raw.Close() // no alert, no close_notify
+			}
+		}()
+		return ln.Addr().String(), handshakes
+	}
 	cfg := func(addr string) config.Config {
 		c := config.Defaults()
 		c.HTTP.Enabled = false
@@ -173,9 +179,11 @@ func TestRedisTLSDroppedAfterHandshake(t *testing.T) {
 		c.Redis.TLSCertFile, c.Redis.TLSKeyFile = pki.ClientCertFile, pki.ClientKeyFile
 		return c
 	}
-	_, err = tlsOpen(t, cfg(ln.Addr().String()), tlsLogger(&testenv.SyncBuffer{}))
+
+	addr, handshakes := dropping(tls.RequestClientCert)
+	_, err = tlsOpen(t, cfg(addr), tlsLogger(&testenv.SyncBuffer{}))
 	if err == nil {
-		t.Fatal("Open succeeded against a server that drops every client after the handshake")
+		t.Fatal("Open succeeded against a server that asks for a certificate and drops every client after the handshake")
 	}
 	if !strings.Contains(err.Error(), "redis.tls_cert_file") {
 		t.Fatalf("error %q does not name redis.tls_cert_file", err)
@@ -184,18 +192,24 @@ func TestRedisTLSDroppedAfterHandshake(t *testing.T) {
 		t.Fatal("no handshake completed: the test did not test the drop after it")
 	}
 
+	proxy, proxied := dropping(tls.NoClientCert)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := closed.Addr().String()
+	down := closed.Addr().String()
 	_ = closed.Close()
-	logs := &testenv.SyncBuffer{}
-	if _, err := tlsOpen(t, cfg(addr), tlsLogger(logs)); err != nil {
-		t.Fatalf("Open with Redis down: %v, want a start that waits for it", err)
+	for _, a := range []string{proxy, down} {
+		logs := &testenv.SyncBuffer{}
+		if _, err := tlsOpen(t, cfg(a), tlsLogger(logs)); err != nil {
+			t.Fatalf("Open with Redis down behind %s: %v, want a start that waits for it", a, err)
+		}
+		if !strings.Contains(logs.String(), "does not answer yet") {
+			t.Fatalf("no warning that Redis does not answer; logs:\n%s", logs)
+		}
 	}
-	if !strings.Contains(logs.String(), "does not answer yet") {
-		t.Fatalf("no warning that Redis does not answer; logs:\n%s", logs)
+	if proxied.Load() == 0 {
+		t.Fatal("the proxy completed no handshake")
 	}
 }
 

@@ -253,6 +253,16 @@ func (c *Client) SetPartitions(ctx context.Context, topic string, k int) (Layout
 	// Redis data loss gives it back (ApplyLayouts, from the relay and the
 	// recoverer).
 	if ls, ok := c.cfg.Store.(LayoutStore); ok {
+		// SQL's count too: Redis may have lost a higher one that the
+		// relay has not written back yet.
+		stored, err := ls.Layouts(ctx)
+		if err != nil {
+			return l, fmt.Errorf("queue: set the partitions of %s: %w: %w", topic, ErrLedger, err)
+		}
+		if ks := stored[topic]; len(ks) > 0 && ks[len(ks)-1] > k {
+			return l, &ValidationError{Field: "partitions", Kind: ErrInvalidPartition,
+				Reason: fmt.Sprintf("%d: the topic has %d; a partition count can only be raised", k, ks[len(ks)-1])}
+		}
 		if _, err := ls.AddLayouts(ctx, topic, append(slices.Clone(l.Counts), k)); err != nil {
 			return l, fmt.Errorf("queue: set the partitions of %s: %w: %w", topic, ErrLedger, err)
 		}
@@ -311,6 +321,20 @@ func (c *Client) ApplyLayouts(ctx context.Context, layouts map[string][]int) ([]
 	topics = slices.DeleteFunc(topics, func(t string) bool { return ValidateTopic(t) != nil })
 	if len(topics) == 0 {
 		return nil, nil
+	}
+	// A paused topic's partitions are paused before they are listed, as
+	// SetPartitions does (the count may be one a raise is still writing,
+	// or whose Redis step failed): no enqueue or claim can use them first.
+	for _, topic := range topics {
+		var names []string
+		for _, k := range layouts[topic] {
+			if k > 1 && k <= MaxPartitions {
+				names = append(names, partitionNames(topic, k)...)
+			}
+		}
+		if err := c.copyPause(ctx, topic, names); err != nil {
+			return nil, err
+		}
 	}
 	pipe := c.rdb.Pipeline()
 	added := make([]*redis.IntCmd, len(topics))

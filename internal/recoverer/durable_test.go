@@ -580,3 +580,44 @@ func TestRelayRestoresLayoutsBeforePauses(t *testing.T) {
 		t.Errorf("%d warnings of the layouts re-applied, want 1", len(got))
 	}
 }
+
+// A raise below the count SQL keeps is refused, also while Redis has lost
+// the higher one (before the relay writes it back); and a paused topic's
+// count that SQL has and Redis lacks is paused as it is listed again.
+func TestLayoutsInSQLGuardRaisesAndPauses(t *testing.T) {
+	e := newDurableEnv(t, time.Minute)
+	ctx := testenv.Context(t)
+	if _, err := e.c.SetPartitions(ctx, durableTopic, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Pause(ctx, e.led, durableTopic, "test"); err != nil {
+		t.Fatal(err)
+	}
+	layoutKey := e.ns + ":{" + durableTopic + "}:layout"
+	if err := e.rdb.Del(ctx, layoutKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := dataplane.New(e.rdb, e.c.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fresh.SetPartitions(ctx, durableTopic, 4)
+	var ve *dataplane.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "partitions" {
+		t.Fatalf("a raise to 4 below SQL's 8: %v, want refused", err)
+	}
+	// The 8 partitions' pause keys gone too, as after a failed raise.
+	for p := range 8 {
+		if err := e.rdb.Del(ctx, e.ns+":{"+dataplane.PartitionName(durableTopic, 8, p)+"}:paused").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fresh.ApplyLayouts(ctx, map[string][]int{durableTopic: {1, 8}}); err != nil {
+		t.Fatal(err)
+	}
+	for p := range 8 {
+		if n, err := e.rdb.Exists(ctx, e.ns+":{"+dataplane.PartitionName(durableTopic, 8, p)+"}:paused").Result(); err != nil || n != 1 {
+			t.Fatalf("partition %d listed again without its topic's pause (%v)", p, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/unavailable"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -208,9 +209,12 @@ func (s *Shards) Schedule(ctx context.Context, topic string, jobs []queue.NewJob
 
 // ScheduleEach writes each partition's jobs on its shard: one commit per
 // shard the call touches, so not atomic across shards. A failed shard
-// fails the call; the shards written before it keep their rows, and the
-// caller's retry finds them as duplicates (an id is unique within its
-// partition, which is on one shard). The clock returned is the earliest
+// fails the call; the shards written before it keep their rows (a retry
+// finds them as duplicates: an id is unique within its partition, which
+// is on one shard), and the error then wraps
+// unavailable.ErrPartlyCommitted, an outcome the data plane treats as
+// unknown: it keeps its relay note and asks for a recheck, so those rows
+// are pushed though the call failed. The clock returned is the earliest
 // of the shards' (each shard's rows are timed by its own server).
 func (s *Shards) ScheduleEach(ctx context.Context, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {
 	if len(topics) != len(jobs) {
@@ -226,6 +230,7 @@ func (s *Shards) ScheduleEach(ctx context.Context, topics []string, jobs [][]que
 	}
 	out := make([][]queue.EnqueueResult, len(topics))
 	var now int64
+	committed := false
 	for i, idx := range at {
 		if len(idx) == 0 {
 			continue
@@ -235,9 +240,13 @@ func (s *Shards) ScheduleEach(ctx context.Context, topics []string, jobs [][]que
 			ts[k], js[k] = topics[p], jobs[p]
 		}
 		res, at, err := s.ledgers[i].ScheduleEach(ctx, ts, js)
+		if err != nil && committed {
+			return nil, 0, fmt.Errorf("shard %d: %w (%w)", i, err, unavailable.ErrPartlyCommitted)
+		}
 		if err != nil {
 			return nil, 0, fmt.Errorf("shard %d: %w", i, err)
 		}
+		committed = true
 		for k, p := range idx {
 			out[p] = res[k]
 		}

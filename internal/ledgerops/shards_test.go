@@ -10,6 +10,7 @@ import (
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/internal/unavailable"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -144,5 +145,38 @@ func TestShardsRouteEachRowToItsShard(t *testing.T) {
 		if own, _ := ledgers[i].TopicStates(ctx); i > 0 && len(own) != 0 {
 			t.Errorf("shard %d keeps pauses of its own: %+v", i, own)
 		}
+	}
+}
+
+// A write over two shards that fails on the second after the first
+// committed says its outcome is unknown (the data plane keeps its relay
+// note and asks for a recheck), and the first shard's rows stand.
+func TestShardsScheduleEachPartlyCommitted(t *testing.T) {
+	ctx := testenv.Context(t)
+	var ledgers []*ledger.Ledger
+	for range 2 {
+		l, err := ledger.New(testenv.MySQL(t), ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ledgers = append(ledgers, l)
+	}
+	if err := ledgers[1].DB().Exec("DROP TABLE " + ledgers[1].LedgerTable()).Error; err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledgerops.NewShards(ledgers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{dataplane.PartitionName("t", 2, 0), dataplane.PartitionName("t", 2, 1)}
+	_, _, err = s.ScheduleEach(ctx, names, [][]queue.NewJob{{{ID: "a", MaxAttempts: 1}}, {{ID: "b", MaxAttempts: 1}}})
+	if err == nil || !unavailable.OutcomeUnknown(err) {
+		t.Fatalf("ScheduleEach with shard 1 failing: %v, want an unknown outcome", err)
+	}
+	if row, err := s.Lookup(ctx, names[0], "a"); err != nil || row == nil {
+		t.Fatalf("shard 0's row: %+v, %v", row, err)
 	}
 }

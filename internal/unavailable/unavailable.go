@@ -74,6 +74,11 @@ func Is(err error) bool {
 	})
 }
 
+// ErrPartlyCommitted marks a write over several SQL servers (ledger shards)
+// that failed on one after another had committed: its outcome is partly
+// known, which the caller treats as unknown (the relay checks the rows).
+var ErrPartlyCommitted = errors.New("committed on some shards only")
+
 // OutcomeUnknown reports whether err is a connection lost while the call
 // was in flight: the server may have received, and even committed, it.
 // A refused or timed-out dial never reached the server, an error the
@@ -81,6 +86,9 @@ func Is(err error) bool {
 // committed nothing, and a wait for a pool connection sent nothing: none
 // of those is unknown.
 func OutcomeUnknown(err error) bool {
+	if errors.Is(err, ErrPartlyCommitted) {
+		return true
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return false

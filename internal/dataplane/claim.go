@@ -119,19 +119,20 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 	if err != nil {
 		return nil, err
 	}
-	take := func(want, back int, takenAt int64) ([]any, error) {
+	take := func(want, back int, takenAt int64, level string) ([]any, error) {
 		return c.scripts.rateTake.Run(ctx, c.rdb, []string{tk.rate, tk.paused},
-			want, strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, back, takenAt).Slice()
+			want, strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, back, takenAt, level).Slice()
 	}
-	reply, err := take(n, 0, 0)
+	reply, err := take(n, 0, 0, "0")
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: take tokens: %w", partition, err)
 	}
-	if len(reply) != 4 {
+	if len(reply) != 5 {
 		return nil, fmt.Errorf("queue: claim from %s: take tokens: reply of %d values", partition, len(reply))
 	}
 	granted, nextToken, paused := int(asInt64(reply[0])), max(asInt64(reply[1]), 0), asInt64(reply[2]) == 1
 	takenAt := asInt64(reply[3])
+	level, _ := reply[4].(string)
 	// A claim of what the tokens allow (none: only the expired leases go
 	// back, and the next due time is read, so that a partition with nothing
 	// due does not report itself held back by the limit).
@@ -143,7 +144,7 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 	if spent < granted {
 		// Best effort: a give-back that fails only leaves the topic
 		// slower for a moment, never faster than its limit.
-		_, _ = take(0, granted-spent, takenAt)
+		_, _ = take(0, granted-spent, takenAt, level)
 	}
 	if err != nil {
 		return nil, err

@@ -131,7 +131,8 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 	c := t.c
 	total := 0
 	for {
-		page, err := c.List(ctx, topic, StateDead, 0, deadChunk)
+		// topic may be a partition's name: its own set, not the merge.
+		page, err := c.listPart(ctx, topic, StateDead, 0, deadChunk)
 		if err != nil {
 			return total, err
 		}

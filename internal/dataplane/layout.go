@@ -322,40 +322,73 @@ func (c *Client) ApplyLayouts(ctx context.Context, layouts map[string][]int) ([]
 	if len(topics) == 0 {
 		return nil, nil
 	}
-	// A paused topic's partitions are paused before they are listed, as
-	// SetPartitions does (the count may be one a raise is still writing,
-	// or whose Redis step failed): no enqueue or claim can use them first.
-	for _, topic := range topics {
-		var names []string
-		for _, k := range layouts[topic] {
-			if k > 1 && k <= MaxPartitions {
-				names = append(names, partitionNames(topic, k)...)
+	// What Redis lists, and each topic's pause, in one round trip.
+	pipe := c.rdb.Pipeline()
+	listed := make([]*redis.StringSliceCmd, len(topics))
+	paused := make([]*redis.StringCmd, len(topics))
+	for i, topic := range topics {
+		listed[i] = pipe.ZRange(ctx, layoutKey(c.cfg.Namespace, topic), 0, -1)
+		paused[i] = pipe.Get(ctx, c.pausedKey(topic))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("queue: apply partition layouts: %w", err)
+	}
+	missing := make([][]int, len(topics))
+	var changed []string
+	for i, topic := range topics {
+		if err := listed[i].Err(); err != nil {
+			return nil, fmt.Errorf("queue: apply partition layouts: %w", err)
+		}
+		have := listed[i].Val()
+		for _, k := range append([]int{1}, layouts[topic]...) {
+			if k >= 1 && k <= MaxPartitions && !slices.Contains(have, strconv.Itoa(k)) && !slices.Contains(missing[i], k) {
+				missing[i] = append(missing[i], k)
 			}
 		}
-		if err := c.copyPause(ctx, topic, names); err != nil {
-			return nil, err
+		if len(missing[i]) > 0 {
+			changed = append(changed, topic)
 		}
 	}
-	pipe := c.rdb.Pipeline()
-	added := make([]*redis.IntCmd, len(topics))
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	// A paused topic's partitions of the counts Redis lacks are paused
+	// before those are listed, as SetPartitions does (the count may be one
+	// a raise is still writing, or whose Redis step failed): no enqueue or
+	// claim can use them first. Then the counts, in one round trip each.
+	pipe = c.rdb.Pipeline()
 	for i, topic := range topics {
-		zs := []redis.Z{{Score: 1, Member: 1}}
-		for _, k := range layouts[topic] {
-			if k > 1 && k <= MaxPartitions {
-				zs = append(zs, redis.Z{Score: float64(k), Member: k})
+		v, err := paused[i].Result()
+		if err != nil || len(missing[i]) == 0 {
+			continue // not paused (redis.Nil), or nothing to list
+		}
+		for _, k := range missing[i] {
+			if k > 1 {
+				for _, name := range partitionNames(topic, k) {
+					pipe.Set(ctx, c.pausedKey(name), v, 0)
+				}
 			}
 		}
-		added[i] = pipe.ZAdd(ctx, layoutKey(c.cfg.Namespace, topic), zs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: apply partition layouts: pause the partitions of paused topics: %w", err)
+	}
+	pipe = c.rdb.Pipeline()
+	for i, topic := range topics {
+		if len(missing[i]) == 0 {
+			continue
+		}
+		zs := []redis.Z{{Score: 1, Member: 1}}
+		for _, k := range missing[i] {
+			zs = append(zs, redis.Z{Score: float64(k), Member: k})
+		}
+		pipe.ZAdd(ctx, layoutKey(c.cfg.Namespace, topic), zs...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: apply partition layouts: %w", err)
 	}
-	var changed []string
-	for i, topic := range topics {
-		if added[i].Val() > 0 {
-			changed = append(changed, topic)
-			c.layouts.Delete(topic)
-		}
+	for _, topic := range changed {
+		c.layouts.Delete(topic)
 	}
 	return changed, nil
 }

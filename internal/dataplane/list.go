@@ -52,7 +52,8 @@ const (
 // state's order; then the envelopes of the page's jobs alone.
 func (c *Client) listMerged(ctx context.Context, names []string, state State, offset, limit int) (*Page, error) {
 	topic := TopicOf(names[0])
-	if deepest := min(maxMergedOffset, maxMergedEntries/len(names)-limit); offset > deepest {
+	// The first page is always served (K × limit ids at the most).
+	if deepest := max(0, min(maxMergedOffset, maxMergedEntries/len(names)-limit)); offset > deepest {
 		return nil, &ValidationError{Field: "offset", Kind: ErrInvalid,
 			Reason: fmt.Sprintf("%d: a topic of %d partitions pages up to offset %d at this limit", offset, len(names), max(deepest, 0))}
 	}

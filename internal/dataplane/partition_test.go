@@ -374,5 +374,65 @@ func TestListMergesPartitions(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != "offset" {
 			t.Fatalf("a page past the merge's depth: %v, want a validation error on offset", err)
 		}
+		// On 256 partitions the first page of the largest size is served;
+		// the next one is past the depth.
+		if _, err := e.c.SetPartitions(ctx, "wide", 256); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := e.c.List(ctx, "wide", dataplane.StateWaiting, 0, dataplane.MaxPage); err != nil || p.Total != 0 {
+			t.Fatalf("first page of 256 partitions: %+v, %v", p, err)
+		}
+		if _, err := e.c.List(ctx, "wide", dataplane.StateWaiting, 1, dataplane.MaxPage); !errors.As(err, &ve) || ve.Field != "offset" {
+			t.Fatalf("second page of 256 partitions at the largest size: %v, want refused naming offset", err)
+		}
 	})
+}
+
+// Requeueing every dead job of a durable partitioned topic requeues each
+// partition's (each page read from its own dead set).
+func TestRequeueAllDeadOfAPartitionedDurableTopic(t *testing.T) {
+	e := newDurableWEnv(t)
+	ctx := testenv.Context(t)
+	l, err := e.c.SetPartitions(ctx, durableT, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 40
+	enqueueMany(t, e.c, durableT, "d", jobs, nil)
+	ops := ledgerops.Of(e.led)
+	buried := 0
+	for _, name := range l.Names(durableT) {
+		cl, err := e.c.Claim(ctx, name, 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cl.Jobs) == 0 {
+			continue
+		}
+		if err := ops.Record(ctx, cl.Jobs, "w:1"); err != nil {
+			t.Fatal(err)
+		}
+		dead := make([]dataplane.DeadJob, len(cl.Jobs))
+		for i, j := range cl.Jobs {
+			dead[i] = dataplane.DeadJob{Job: j, Error: "boom"}
+		}
+		if err := ops.Bury(ctx, dead); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.c.Bury(ctx, dead); err != nil {
+			t.Fatal(err)
+		}
+		buried += len(dead)
+	}
+	if buried != jobs {
+		t.Fatalf("buried %d, want %d", buried, jobs)
+	}
+	n, err := e.c.RequeueAllDead(ctx, durableT)
+	if err != nil || n != jobs {
+		t.Fatalf("requeue all dead: %d, %v; want %d", n, err, jobs)
+	}
+	st, err := e.c.Stats(ctx, durableT)
+	if err != nil || st.Dead != 0 || st.Due != jobs { // due at the SQL clock's now: maybe a moment ahead of Redis's
+		t.Fatalf("stats after the requeue: %+v, %v", st, err)
+	}
 }

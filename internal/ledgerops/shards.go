@@ -213,7 +213,7 @@ func (s *Shards) Schedule(ctx context.Context, topic string, jobs []queue.NewJob
 // finds them as duplicates: an id is unique within its partition, which
 // is on one shard), and the error then wraps
 // unavailable.ErrPartlyCommitted, an outcome the data plane treats as
-// unknown: it keeps its relay note and asks for a recheck, so those rows
+// unknown: it asks the relay for a recheck (a full pass), so those rows
 // are pushed though the call failed. The clock returned is the earliest
 // of the shards' (each shard's rows are timed by its own server).
 func (s *Shards) ScheduleEach(ctx context.Context, topics []string, jobs [][]queue.NewJob) ([][]queue.EnqueueResult, int64, error) {

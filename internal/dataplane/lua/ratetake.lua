@@ -14,18 +14,22 @@
 -- ARGV[2]  rate limit, tokens a second (> 0)
 -- ARGV[3]  burst: the bucket's size (at least 1)
 -- ARGV[4]  give back: tokens an earlier take of this caller did not spend
--- ARGV[5]  that take's time, Redis µs (its reply's now_us), with a give-back:
---          what the bucket refilled since is not given back, as the refill
---          would have been lost to the cap had the tokens stayed (so a
---          give-back never lets more start than the limit allows)
+-- ARGV[5]  with a give-back: that take's time, Redis µs (its reply's now_us)
+-- ARGV[6]  with a give-back: the bucket's level after that take (its reply's
+--          level). Had the tokens stayed, the refill since would have been
+--          cut at the cap: a give-back returns at most the room the bucket
+--          would have had, burst - (level + refill since), so that it never
+--          lets more start than the limit allows, and returns all when
+--          the cap was not reached
 --
--- Returns  {granted, next_token, paused, now_us}
+-- Returns  {granted, next_token, paused, now_us, level}
 --          granted: tokens taken, at most want and floor(tokens);
 --          next_token: -1, or the time (Redis ms) the next token is there
 --          when fewer than want were granted;
 --          paused: 1 when the topic is paused (nothing granted), else 0;
 --          now_us: Redis's clock in µs (the worker's clock offset, as in
---          claim.lua's reply).
+--          claim.lua's reply); level: the bucket's tokens after this call
+--          (a string: a float).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local want = tonumber(ARGV[1])
@@ -33,9 +37,11 @@ local rate = tonumber(ARGV[2])
 local burst = math.max(tonumber(ARGV[3]), 1)
 local back = tonumber(ARGV[4]) or 0
 local takenAt = tonumber(ARGV[5]) or 0
+local levelAfter = tonumber(ARGV[6]) or 0
 local nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if back > 0 and takenAt > 0 then
-  back = math.max(0, back - math.max(0, nowUs - takenAt) * rate / 1000000)
+  local room = burst - (levelAfter + math.max(0, nowUs - takenAt) * rate / 1000000)
+  back = math.min(back, math.max(0, room))
 end
 
 local tokens = burst
@@ -64,4 +70,4 @@ local nextToken = -1
 if want > 0 and paused == 0 and granted < want then
   nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
 end
-return {granted, nextToken, paused, nowUs}
+return {granted, nextToken, paused, nowUs, tostring(tokens)}

@@ -218,7 +218,7 @@ func (a *app) getCmd() *cobra.Command {
 					state += " (SQL only)"
 				}
 				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
-				row(w, v.Topic, v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
+				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
 			})
 		},
 	}

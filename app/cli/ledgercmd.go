@@ -64,7 +64,7 @@ func (a *app) emitEntries(rows []ledger.Entry) error {
 	return a.emit(out, func(w io.Writer) {
 		row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
 		for _, r := range out {
-			row(w, r.Topic, r.JobID, r.State, r.Attempt, ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
+			row(w, topicCell(r.Topic, r.Partition), r.JobID, r.State, r.Attempt, ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
 		}
 	})
 }
@@ -106,7 +106,7 @@ the questions this does not answer.`,
 			return a.emit(p, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "DUE", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
 				for _, r := range p.Rows {
-					row(w, r.Topic, r.JobID, r.State, r.Attempt, ms(r.RunAt), ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
+					row(w, topicCell(r.Topic, r.Partition), r.JobID, r.State, r.Attempt, ms(r.RunAt), ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
 				}
 				if p.NextCursor != "" {
 					fmt.Fprintf(w, "(more: --cursor %s)\n", p.NextCursor)
@@ -168,3 +168,13 @@ func (fl ledgerListFlags) filter() (ledger.ListFilter, error) {
 
 // maxLedgerPage is the most rows one ledger list prints, as the API allows.
 const maxLedgerPage = 1000
+
+// topicCell is a table's topic column: a partitioned topic's row or job
+// shows its partition's name (topic~K.p~n), which begins with the topic's;
+// --json gives both apart.
+func topicCell(topic, partition string) string {
+	if partition != "" {
+		return partition
+	}
+	return topic
+}

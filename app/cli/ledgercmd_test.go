@@ -102,6 +102,21 @@ func TestLedgerList(t *testing.T) {
 	if p, _ := list("--state", "waiting", "--limit", "2", "--cursor", p.NextCursor, "--json"); ids(p) != "mail/late" || p.NextCursor != "" {
 		t.Errorf("second page %+v", p)
 	}
+
+	// A partitioned topic's row: listed under its topic, its partition
+	// beside it in --json and in the table's topic column.
+	part := dataplane.PartitionName("mail", 2, 1)
+	parted := ledger.Entry{Topic: part, JobID: "parted", State: queue.StateInFlight, RunAt: t0 + 500, Attempt: 1, Worker: "h:2", Payload: []byte{}}
+	if err := db.WithContext(ctx).Table(l.LedgerTable()).Create(&parted).Error; err != nil {
+		t.Fatal(err)
+	}
+	p, _ = list("--state", "in_flight", "--topic", "mail", "--json")
+	if ids(p) != "mail/busy mail/parted" || p.Rows[1].Partition != part || p.Rows[0].Partition != "" {
+		t.Errorf("in flight rows of mail with a partition's: %+v", p.Rows)
+	}
+	if _, table := list("--state", "in_flight", "--topic", "mail"); !strings.Contains(table, part) {
+		t.Errorf("table without the partition %s:\n%s", part, table)
+	}
 }
 
 // Bad ledger list flags exit 2 with a message naming the flag, before any

@@ -109,7 +109,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		}
 		calls[i] = scriptCall{keys: []string{k.due, k.lease, k.dead}}
 	}
-	cmds := c.runEach(ctx, c.scripts.stats, calls)
+	cmds := c.runEach(ctx, c.scripts.stats, calls, nil)
 	var sum Stats
 	for i, name := range names {
 		s, err := statsOf(name, cmds[i])

@@ -114,22 +114,11 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 	}
 
 	head := []any{mode, opts.SeenAt, c.cfg.TombstoneTTL.Milliseconds()}
-	cmds := c.runRestoreCalls(ctx, calls, head, false, opts.note)
-	var retry []int // calls Redis had no script for (it restarted): sent again with EVAL
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			retry = append(retry, i)
-		}
+	var note func(redis.Pipeliner)
+	if opts.note != "" {
+		note = func(pipe redis.Pipeliner) { pipe.ZRem(ctx, relayInboxKey(c.cfg.Namespace), opts.note) }
 	}
-	if len(retry) > 0 {
-		again := make([]restoreCall, len(retry))
-		for k, i := range retry {
-			again[k] = calls[i]
-		}
-		for k, cmd := range c.runRestoreCalls(ctx, again, head, true, "") {
-			cmds[retry[k]] = cmd
-		}
-	}
+	cmds := c.runEach(ctx, c.scripts.restore, c.restoreScriptCalls(calls, head), note)
 
 	var errs []error
 	if bad != nil {
@@ -218,37 +207,22 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 	return calls
 }
 
-// runRestoreCalls sends calls in one pipeline, with EVALSHA, or with EVAL
-// when eval is set, and returns their commands in order; head are the
-// arguments before the rows' (mode, seen at, tombstone TTL). Per-call
-// errors are in the commands. A note, if set, is removed from the relay's
-// inbox after the calls, in the same round trip.
-func (c *Client) runRestoreCalls(ctx context.Context, calls []restoreCall, head []any, eval bool, note string) []*redis.Cmd {
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
+// restoreScriptCalls are calls as restore.lua's calls; head are the
+// arguments before the rows' (mode, seen at, tombstone TTL).
+func (c *Client) restoreScriptCalls(calls []restoreCall, head []any) []scriptCall {
+	out := make([]scriptCall, len(calls))
 	for i, call := range calls {
 		// restoreCalls left invalid topics out, so this cannot fail;
 		// the error is checked all the same.
 		k, err := c.keysFor(call.topic)
 		if err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			cmds[i] = cmd
+			out[i].err = err
 			continue
 		}
-		keys := []string{k.due, k.lease, k.job, k.wake, k.dead, k.gone}
 		args := make([]any, 0, len(head)+len(call.args))
 		args = append(args, head...)
 		args = append(args, call.args...)
-		if eval {
-			cmds[i] = c.scripts.restore.Eval(ctx, pipe, keys, args...)
-		} else {
-			cmds[i] = c.scripts.restore.EvalSha(ctx, pipe, keys, args...)
-		}
+		out[i] = scriptCall{keys: []string{k.due, k.lease, k.job, k.wake, k.dead, k.gone}, args: args}
 	}
-	if note != "" {
-		pipe.ZRem(ctx, relayInboxKey(c.cfg.Namespace), note)
-	}
-	_, _ = pipe.Exec(ctx) // errors are per command
-	return cmds
+	return out
 }

@@ -96,22 +96,33 @@ func newScripts() scripts {
 	}
 }
 
-// scriptCall is one call of a script: its keys and arguments.
+// scriptCall is one call of a script: its keys and arguments, or the
+// error that keeps it from being sent.
 type scriptCall struct {
 	keys []string
 	args []any
+	err  error
 }
 
 // runEach runs s once per call in one pipeline (one round trip, or one per
 // node of a Redis Cluster), with EVALSHA; the calls a server answers
 // NOSCRIPT (it restarted, or is new to the cluster) are sent again with
 // the script's body in a second pipeline. Each command holds its call's
-// reply or error.
-func (c *Client) runEach(ctx context.Context, s *redis.Script, calls []scriptCall) []*redis.Cmd {
+// reply or error. also, if set, adds commands to the first pipeline, after
+// the calls.
+func (c *Client) runEach(ctx context.Context, s *redis.Script, calls []scriptCall, also func(redis.Pipeliner)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := c.rdb.Pipeline()
 	for i, call := range calls {
+		if call.err != nil {
+			cmds[i] = redis.NewCmd(ctx)
+			cmds[i].SetErr(call.err)
+			continue
+		}
 		cmds[i] = s.EvalSha(ctx, pipe, call.keys, call.args...)
+	}
+	if also != nil {
+		also(pipe)
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	var again []int

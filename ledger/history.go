@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 	"gorm.io/gorm"
 )
@@ -39,10 +40,12 @@ func historySQL(historyTable, ledgerTable string, noHistory []string) (head, fil
 			q[i] = "'" + strings.ReplaceAll(t, "'", "") + "'"
 		}
 		filter = " AND `topic` NOT IN (" + strings.Join(q, ",") + ")"
-		// A partition's rows carry its name, topic~k.p~n: "_" is LIKE's
-		// one-character wildcard, so it is escaped.
-		for _, t := range q {
-			filter += " AND `topic` NOT LIKE " + strings.ReplaceAll(strings.TrimSuffix(t, "'"), "_", "!_") + "~%' ESCAPE '!'"
+		// A partition's rows carry its name, topic~k.p~n: the range of
+		// its names, as topicMatch takes them (not LIKE, which ignores
+		// case on SQLite and would leave another topic out).
+		for _, t := range noHistory {
+			lo, hi := partitionRange(strings.ReplaceAll(t, "'", ""))
+			filter += " AND NOT (`topic` > '" + lo + "' AND `topic` < '" + hi + "')"
 		}
 	}
 	return head, filter
@@ -78,7 +81,7 @@ func (l *Ledger) historyFrom(db *gorm.DB, outcome string, finishedAt int64, refs
 
 // keepsHistory reports whether topic's finished jobs get history rows.
 func (l *Ledger) keepsHistory(topic string) bool {
-	topic, _, _ = strings.Cut(topic, "~") // a partition's is its topic's (docs/design.md §7.1)
+	topic = dataplane.TopicOf(topic) // a partition's is its topic's (docs/design.md §7.1)
 	for _, t := range l.opts.NoHistory {
 		if t == topic {
 			return false

@@ -97,16 +97,18 @@ func TestNoHistoryTopics(t *testing.T) {
 		ctx := context.Background()
 		l, _ := newLedger(t, db, Options{NoHistory: []string{"quiet_t"}})
 		// A partition's rows (topic~k.p~n) are its topic's; "_" is no
-		// wildcard there: quietXt's partition keeps its history.
+		// wildcard there, and case counts: quietXt's and Quiet_t's
+		// partitions keep their history.
 		a, b, p, x := job("quiet_t", "a", 1), job("loud", "a", 1), job("quiet_t~2.1~4", "p", 1), job("quietXt~2.0~1", "x", 1)
-		mustRecord(t, l, "w", a, b, p, x)
-		if err := opsOf(l).Complete(ctx, []queue.Ref{a.Ref(), b.Ref(), p.Ref(), x.Ref()}); err != nil {
+		y := job("Quiet_t~2.0~1", "y", 1)
+		mustRecord(t, l, "w", a, b, p, x, y)
+		if err := opsOf(l).Complete(ctx, []queue.Ref{a.Ref(), b.Ref(), p.Ref(), x.Ref(), y.Ref()}); err != nil {
 			t.Fatal(err)
 		}
 		if err := opsOf(l).Cancelled(ctx, []*queue.Job{{Topic: "quiet_t", ID: "c"}, {Topic: "quiet_t~2.1~4", ID: "d"}}); err != nil {
 			t.Fatal(err)
 		}
-		for topic, want := range map[string]int{"quiet_t": 0, "quiet_t~2.1~4": 0, "loud": 1, "quietXt~2.0~1": 1} {
+		for topic, want := range map[string]int{"quiet_t": 0, "quiet_t~2.1~4": 0, "loud": 1, "quietXt~2.0~1": 1, "Quiet_t~2.0~1": 1} {
 			if rows, _, err := l.History(ctx, HistoryFilter{Topic: topic, Limit: 10}); err != nil || len(rows) != want {
 				t.Errorf("history of %s: %d rows (%v), want %d", topic, len(rows), err, want)
 			}

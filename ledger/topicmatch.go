@@ -17,8 +17,13 @@ func topicMatch(topic string) (string, []any) {
 	if dataplane.IsPartition(topic) {
 		return "topic = ?", []any{topic}
 	}
-	return "(topic = ? OR (topic > ? AND topic < ?))", []any{topic, topic + "~", topic + "\x7f"}
+	lo, hi := partitionRange(topic)
+	return "(topic = ? OR (topic > ? AND topic < ?))", []any{topic, lo, hi}
 }
+
+// partitionRange is the open byte range of topic's partitions' names:
+// exactly the names that begin with "topic~".
+func partitionRange(topic string) (lo, hi string) { return topic + "~", topic + "\x7f" }
 
 // SplitPartition reads a row's topic column: the topic a user named and,
 // for a row of a topic of several partitions, the partition's name

@@ -144,18 +144,11 @@ func (l *Ledger) scheduleEachAtOnce(ctx context.Context, topics []string, jobs [
 	if !fresh {
 		return nil, 0, false, nil
 	}
-	n, size := 0, 0
-	for _, js := range jobs {
-		n += len(js)
-		for i := range js {
-			size += scheduleRowBytes(&js[i])
-		}
-	}
-	if n == 0 || n > l.batchSize(3, 0) || size > scheduleStmtBytes {
-		return nil, 0, false, nil
+	if !l.insertFitsOne(jobs...) || !slices.ContainsFunc(jobs, func(js []queue.NewJob) bool { return len(js) > 0 }) {
+		return nil, 0, false, nil // too many, or none: the general path
 	}
 	out = make([][]queue.EnqueueResult, len(topics))
-	rows := make([]newRow, 0, n)
+	var rows []newRow
 	for p, topic := range topics {
 		res, fresh := planSchedule(jobs[p], nil, map[string]int64{}, now)
 		out[p] = res
@@ -283,14 +276,20 @@ func (l *Ledger) schedule(ctx context.Context, tx *gorm.DB, topic string, jobs [
 
 // scheduleFitsOne says whether jobs take one SELECT and one INSERT.
 func (l *Ledger) scheduleFitsOne(jobs []queue.NewJob) bool {
-	if len(jobs) > l.batchSize(1, 1) || len(jobs) > l.batchSize(3, 0) {
-		return false
+	return len(jobs) <= l.batchSize(1, 1) && l.insertFitsOne(jobs)
+}
+
+// insertFitsOne says whether the rows of jobs (of every list) take one
+// INSERT: the placeholder limit and scheduleStmtBytes.
+func (l *Ledger) insertFitsOne(jobs ...[]queue.NewJob) bool {
+	n, size := 0, 0
+	for _, js := range jobs {
+		n += len(js)
+		for i := range js {
+			size += scheduleRowBytes(&js[i])
+		}
 	}
-	size := 0
-	for i := range jobs {
-		size += scheduleRowBytes(&jobs[i])
-	}
-	return size <= scheduleStmtBytes
+	return n <= l.batchSize(3, 0) && size <= scheduleStmtBytes
 }
 
 func scheduleRowBytes(j *queue.NewJob) int { return len(j.ID) + len(j.Payload) + scheduleRowOverhead }

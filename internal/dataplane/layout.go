@@ -302,13 +302,19 @@ func (c *Client) copyPause(ctx context.Context, topic string, names []string) er
 	// One round trip, not one per partition (each SET alone: the keys
 	// are in different slots).
 	pipe := c.rdb.Pipeline()
-	for _, name := range names {
-		pipe.Set(ctx, c.pausedKey(name), v, 0)
-	}
+	c.pauseEach(ctx, pipe, names, v)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("queue: set the partitions of %s: pause the new ones: %w", topic, err)
 	}
 	return nil
+}
+
+// pauseEach adds to pipe the writes of pause value v (the topic's own key's)
+// to the partitions names.
+func (c *Client) pauseEach(ctx context.Context, pipe redis.Pipeliner, names []string, v string) {
+	for _, name := range names {
+		pipe.Set(ctx, c.pausedKey(name), v, 0)
+	}
 }
 
 // ApplyLayouts lists in Redis the partition counts of layouts (a topic's
@@ -364,9 +370,7 @@ func (c *Client) ApplyLayouts(ctx context.Context, layouts map[string][]int) ([]
 		}
 		for _, k := range missing[i] {
 			if k > 1 {
-				for _, name := range partitionNames(topic, k) {
-					pipe.Set(ctx, c.pausedKey(name), v, 0)
-				}
+				c.pauseEach(ctx, pipe, partitionNames(topic, k), v)
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 	// The first page is always served (K × limit ids at the most).
 	if deepest := max(0, min(maxMergedOffset, maxMergedEntries/len(names)-limit)); offset > deepest {
 		return nil, &ValidationError{Field: "offset", Kind: ErrInvalid,
-			Reason: fmt.Sprintf("%d: a topic of %d partitions pages up to offset %d at this limit", offset, len(names), max(deepest, 0))}
+			Reason: fmt.Sprintf("%d: a topic of %d partitions pages up to offset %d at this limit", offset, len(names), deepest)}
 	}
 	type part struct {
 		keys  keys
@@ -95,7 +95,7 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 			all = append(all, entry{part: i, id: id, score: z.Score})
 		}
 	}
-	desc := state == StateDead
+	_, in, desc, _ := listSet(parts[0].keys, state)
 	slices.SortStableFunc(all, func(a, b entry) int {
 		if desc {
 			return cmp.Compare(b.score, a.score)
@@ -111,7 +111,6 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
 	}
-	_, in, _, _ := listSet(parts[0].keys, state)
 	for i, e := range page {
 		env, err := envs[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {

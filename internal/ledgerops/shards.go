@@ -91,21 +91,30 @@ func byShard[T any](s *Shards, items []T, name func(T) string, f func(o Ops, par
 	if len(s.ops) == 1 {
 		return f(s.ops[0], items)
 	}
-	parts := make([][]T, len(s.ops))
-	for _, it := range items {
-		i := s.Of(name(it))
-		parts[i] = append(parts[i], it)
-	}
 	var errs []error
-	for i, part := range parts {
-		if len(part) == 0 {
+	for i, idx := range s.split(len(items), func(k int) string { return name(items[k]) }) {
+		if len(idx) == 0 {
 			continue
+		}
+		part := make([]T, len(idx))
+		for k, j := range idx {
+			part[k] = items[j]
 		}
 		if err := f(s.ops[i], part); err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// split is the indexes 0 to n-1, by the shard of the name of each.
+func (s *Shards) split(n int, name func(int) string) [][]int {
+	at := make([][]int, len(s.ops))
+	for k := range n {
+		i := s.Of(name(k))
+		at[i] = append(at[i], k)
+	}
+	return at
 }
 
 func jobName(j *queue.Job) string     { return j.Ref().Topic }
@@ -223,15 +232,10 @@ func (s *Shards) ScheduleEach(ctx context.Context, topics []string, jobs [][]que
 	if len(s.ops) == 1 {
 		return s.ledgers[0].ScheduleEach(ctx, topics, jobs)
 	}
-	at := make([][]int, len(s.ops)) // indexes into topics, by shard
-	for p, t := range topics {
-		i := s.Of(t)
-		at[i] = append(at[i], p)
-	}
 	out := make([][]queue.EnqueueResult, len(topics))
 	var now int64
 	committed := false
-	for i, idx := range at {
+	for i, idx := range s.split(len(topics), func(p int) string { return topics[p] }) {
 		if len(idx) == 0 {
 			continue
 		}

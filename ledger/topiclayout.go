@@ -8,11 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/delayq/delayq/queue"
-	mysqldriver "github.com/go-sql-driver/mysql"
 )
 
 // A topic's partition layouts are operator intent too: they live in the
@@ -41,42 +40,25 @@ func (l *Ledger) AddLayouts(ctx context.Context, topic string, counts []int) ([]
 		}
 	}
 	var out []int
-	for try := 1; ; try++ {
-		err := l.transaction(ctx, func(tx *gorm.DB) error {
-			var rows []TopicState
-			q := tx.Table(l.stateTable).Where("topic = ?", topic)
-			if l.dialect.name == "mysql" {
-				q = q.Clauses(clause.Locking{Strength: "UPDATE"})
-			}
-			if err := q.Limit(1).Find(&rows).Error; err != nil {
-				return err
-			}
-			var had []int
-			if len(rows) == 1 {
-				had = parseLayouts(rows[0].Layouts)
-			}
-			out = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), counts...))))
-			if slices.Equal(out, had) {
-				return nil
-			}
-			v := formatLayouts(out)
-			if len(v) > maxLayoutsLen {
-				return fmt.Errorf("ledger: add layouts of %s: %d counts do not fit the layouts column", topic, len(out))
-			}
-			if len(rows) == 1 {
-				return tx.Table(l.stateTable).Where("topic = ?", topic).Update("layouts", v).Error
-			}
-			return tx.Table(l.stateTable).Create(&TopicState{Topic: topic, Layouts: v}).Error
-		})
-		if err == nil {
-			return out, nil
+	err := l.updateState(ctx, topic, func(tx *gorm.DB, row TopicState, found bool) error {
+		had := parseLayouts(row.Layouts)
+		out = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(had), counts...))))
+		if slices.Equal(out, had) {
+			return nil
 		}
-		// Two first writes of a topic's row racing: the loser's INSERT
-		// fails on the key, and its second try finds the winner's row.
-		if !isDuplicateKey(err) || try == 3 {
-			return nil, fmt.Errorf("ledger: add layouts of %s: %w", topic, err)
+		v := formatLayouts(out)
+		if len(v) > maxLayoutsLen {
+			return fmt.Errorf("%d counts do not fit the layouts column", len(out))
 		}
+		if found {
+			return tx.Table(l.stateTable).Where("topic = ?", topic).Update("layouts", v).Error
+		}
+		return tx.Table(l.stateTable).Create(&TopicState{Topic: topic, Layouts: v}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: add layouts of %s: %w", topic, err)
 	}
+	return out, nil
 }
 
 // Layouts returns the stored layouts of every topic partitioned

@@ -64,8 +64,46 @@ func (l *Ledger) SetPaused(ctx context.Context, topic string, paused bool, actor
 		st      queue.PauseState
 		changed bool
 	)
-	// Two first pauses of a topic racing both find no row; the loser's
-	// INSERT fails on the key and its second try finds the winner's row.
+	err := l.updateState(ctx, topic, func(tx *gorm.DB, row TopicState, found bool) error {
+		if found && row.Paused == paused {
+			st, changed = row.pauseState(), false
+			return nil
+		}
+		if !found && !paused {
+			// Never paused: a resume changes nothing and leaves no row
+			// (a typo of a topic's name would stay in the table).
+			st, changed = queue.PauseState{Topic: topic}, false
+			return nil
+		}
+		now, err := l.sqlNow(tx)
+		if err != nil {
+			return err
+		}
+		next := TopicState{Topic: topic, Paused: paused, ChangedAt: max(now, row.ChangedAt+1), ChangedBy: actor}
+		if found {
+			err = tx.Table(l.stateTable).Where("topic = ?", topic).Updates(map[string]any{
+				"paused": paused, "changed_at": next.ChangedAt, "changed_by": actor}).Error
+		} else {
+			err = tx.Table(l.stateTable).Create(&next).Error
+		}
+		if err != nil {
+			return err
+		}
+		st, changed = next.pauseState(), true
+		return nil
+	})
+	if err != nil {
+		return queue.PauseState{}, false, fmt.Errorf("ledger: set paused of %s: %w", topic, err)
+	}
+	return st, changed, nil
+}
+
+// updateState runs fn in a transaction with topic's row of the topic state
+// table read under its lock (found false, and the zero row, when it has
+// none), for fn to write. Two first writes of a topic racing both find no
+// row; the loser's INSERT fails on the key, and its second try (of three)
+// finds the winner's row.
+func (l *Ledger) updateState(ctx context.Context, topic string, fn func(tx *gorm.DB, row TopicState, found bool) error) error {
 	for try := 1; ; try++ {
 		err := l.transaction(ctx, func(tx *gorm.DB) error {
 			var row TopicState
@@ -79,38 +117,10 @@ func (l *Ledger) SetPaused(ctx context.Context, topic string, paused bool, actor
 			} else if err != nil {
 				return err
 			}
-			if found && row.Paused == paused {
-				st, changed = row.pauseState(), false
-				return nil
-			}
-			if !found && !paused {
-				// Never paused: a resume changes nothing and leaves no row
-				// (a typo of a topic's name would stay in the table).
-				st, changed = queue.PauseState{Topic: topic}, false
-				return nil
-			}
-			now, err := l.sqlNow(tx)
-			if err != nil {
-				return err
-			}
-			next := TopicState{Topic: topic, Paused: paused, ChangedAt: max(now, row.ChangedAt+1), ChangedBy: actor}
-			if found {
-				err = tx.Table(l.stateTable).Where("topic = ?", topic).Updates(map[string]any{
-					"paused": paused, "changed_at": next.ChangedAt, "changed_by": actor}).Error
-			} else {
-				err = tx.Table(l.stateTable).Create(&next).Error
-			}
-			if err != nil {
-				return err
-			}
-			st, changed = next.pauseState(), true
-			return nil
+			return fn(tx, row, found)
 		})
-		if err == nil {
-			return st, changed, nil
-		}
-		if !isDuplicateKey(err) || try == 3 {
-			return queue.PauseState{}, false, fmt.Errorf("ledger: set paused of %s: %w", topic, err)
+		if err == nil || !isDuplicateKey(err) || try == 3 {
+			return err
 		}
 	}
 }

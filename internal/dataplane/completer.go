@@ -443,13 +443,7 @@ func (c *completer) onDead(ctx context.Context, outcomes []outcome) {
 		return
 	}
 	for _, o := range outcomes {
-		j := o.job
-		if IsPartition(j.Topic) { // the hook sees the topic, as handlers do
-			cp := *j
-			cp.Topic, cp.Partition = TopicOf(j.Topic), j.Topic
-			j = &cp
-		}
-		c.w.cfg.OnDead(ctx, j, o.failure.err)
+		c.w.cfg.OnDead(ctx, handlerJob(o.job), o.failure.err) // the topic's name, as handlers see
 	}
 }
 

@@ -718,7 +718,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	late := time.Duration(clock.now()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	began := time.Now()
-	err := runHandler(ctx, tr.h, tr.handlerJob(j))
+	err := runHandler(ctx, tr.h, handlerJob(j))
 	took := time.Since(began)
 	tr.ran(took)
 	tr.w.cfg.Observer.Handled(tr.topic, took, err)
@@ -751,14 +751,15 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.slotFreed()
 }
 
-// handlerJob is the job as its handler sees it: a partition's job names
-// its topic, and the partition in Job.Partition (which its Ref uses).
-func (tr *topicRunner) handlerJob(j *Job) *Job {
-	if j.Topic == tr.topic {
+// handlerJob is the job as its handler (and the OnDead hook) sees it: a
+// partition's job names its topic, and the partition in Job.Partition
+// (which its Ref uses).
+func handlerJob(j *Job) *Job {
+	if !IsPartition(j.Topic) {
 		return j
 	}
 	hj := *j
-	hj.Topic, hj.Partition = tr.topic, j.Topic
+	hj.Topic, hj.Partition = TopicOf(j.Topic), j.Topic
 	return &hj
 }
 

@@ -18,7 +18,8 @@
 -- ARGV[6]  with a give-back: the bucket's level after that take (its reply's
 --          level). Had the tokens stayed, the refill since would have been
 --          cut at the cap: a give-back returns at most the room the bucket
---          would have had, burst - (level + refill since), so that it never
+--          would have had, burst - (level + refill since, counted in the
+--          bucket's whole ms), so that it never
 --          lets more start than the limit allows, and returns all when
 --          the cap was not reached
 --
@@ -40,7 +41,11 @@ local takenAt = tonumber(ARGV[5]) or 0
 local levelAfter = tonumber(ARGV[6]) or 0
 local nowUs = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if back > 0 and takenAt > 0 then
-  local room = burst - (levelAfter + math.max(0, nowUs - takenAt) * rate / 1000000)
+  -- The refill since the take on the bucket's own clock (whole ms, as the
+  -- take stored it): on the µs clock the room came out short by up to a
+  -- millisecond's refill, and a take in the same ms saw a token missing.
+  local since = math.max(0, now - math.floor(takenAt / 1000))
+  local room = burst - (levelAfter + since * rate / 1000)
   back = math.min(back, math.max(0, room))
 end
 

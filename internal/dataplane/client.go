@@ -39,6 +39,8 @@ type Client struct {
 	// (relayinbox.go).
 	notePrefix string
 	noteSeq    atomic.Uint64
+	// relays are the relay's keys of each ledger shard (relayshard.go).
+	relays []relayKeys
 }
 
 // The Client is the Enqueuer a handler's follow-up jobs go through in
@@ -51,7 +53,11 @@ func New(rdb redis.UniversalClient, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua), notePrefix: newNotePrefix()}, nil
+	c := &Client{rdb: rdb, cfg: cfg, scripts: newScripts(), listScript: redis.NewScript(listLua), notePrefix: newNotePrefix()}
+	for i := range storeShards(cfg.Store) {
+		c.relays = append(c.relays, relayKeysOf(cfg.Namespace, i))
+	}
+	return c, nil
 }
 
 // Redis is the client's Redis, for a reader that needs a data plane of its

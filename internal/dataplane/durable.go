@@ -21,8 +21,9 @@ type Staged struct {
 	rows   []RestoreRow
 	sqlNow int64
 	at     time.Time
-	// note is the relay's note written for the batch ("" if none).
-	note string
+	// note is the relay's note written for the batch (none: the zero
+	// noteRef).
+	note noteRef
 }
 
 // Results are the outcomes of the staged jobs, in input order: valid once
@@ -74,16 +75,26 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	// store that cannot do that writes them to the topic's own.
 	l, _ := c.enqueueLayout(ctx, topic)
 	ps, each := store.(PartitionStore)
+	// Over several ledger shards the transaction is one shard's, the
+	// topic's own (a periodic tick's, EnqueueTick), and a partition may be
+	// on another: the jobs go to the topic's own name, which every layout
+	// keeps and every worker claims from (docs/design.md §7.1).
+	each = each && l.Current() > 1 && c.LedgerShards() == 1
+	names := []string{topic}
+	var subs [][]NewJob
+	var idx [][]int
+	if each {
+		names, subs, idx = c.splitJobs(l, topic, valid)
+	}
 	var out []EnqueueResult
 	var rows []RestoreRow
 	var now int64
-	note, err := c.noteAlong(ctx, c.planNote(valid), func() (err error) {
-		if !each || l.Current() == 1 {
+	note, err := c.noteAlong(ctx, c.planNote(valid, names...), func() (err error) {
+		if !each {
 			out, now, err = schedule(ctx, store, topic, valid)
 			rows = c.created(topic, valid, out, now)
 			return err
 		}
-		names, subs, idx := c.splitJobs(l, topic, valid)
 		out, rows, now, err = c.scheduleParts(ctx, ps, topic, names, subs, idx)
 		return err
 	})
@@ -226,12 +237,12 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 		}
 		return out, nil
 	}
-	note := c.writeNote(ctx, c.planNote(jobs))
+	note := c.writeNote(ctx, c.planNote(jobs, names...))
 	out, rows, now, err := c.scheduleParts(ctx, ps, topic, names, subs, at)
 	if err != nil {
 		c.unnote(ctx, note)
 		if unavailable.OutcomeUnknown(err) {
-			c.AskRelayRecheck(ctx) // as enqueueOne, below
+			c.AskRelayRecheck(ctx, names...) // as enqueueOne, below
 		}
 		return nil, err
 	}
@@ -284,7 +295,7 @@ func (c *Client) scheduleParts(ctx context.Context, ps PartitionStore, topic str
 // enqueueOne is enqueue on one partition (or a topic of one).
 func (t durableTopic) enqueueOne(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
-	note := c.writeNote(ctx, c.planNote(jobs))
+	note := c.writeNote(ctx, c.planNote(jobs, topic))
 	out, now, err := schedule(ctx, c.cfg.Store, topic, jobs)
 	if err != nil {
 		c.unnote(ctx, note)
@@ -293,7 +304,7 @@ func (t durableTopic) enqueueOne(ctx context.Context, topic string, jobs []NewJo
 			// committed all the same, and on a Galera cluster become
 			// visible only after the relay's windows passed them. It
 			// checks them all, now and once more later.
-			c.AskRelayRecheck(ctx)
+			c.AskRelayRecheck(ctx, topic)
 		}
 		return nil, err
 	}
@@ -317,7 +328,7 @@ func (t durableTopic) enqueueOne(ctx context.Context, topic string, jobs []NewJo
 // the speed of SQL, and the relay pushes their jobs once Redis is back.
 // note, the relay's note of the batch, goes in the push's round trip; a
 // skipped push leaves it for the relay, a failed one puts it back due now.
-func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow, note string) error {
+func (c *Client) pushScheduled(ctx context.Context, topic string, rows []RestoreRow, note noteRef) error {
 	if c.pushesPaused() {
 		c.observePush(topic, 0, len(rows))
 		return fmt.Errorf("queue: push to %s: %w", topic, errPushPaused)
@@ -340,7 +351,7 @@ func (c *Client) pushScheduled(ctx context.Context, topic string, rows []Restore
 	}
 	if err != nil {
 		c.pausePushes()
-		if note != "" {
+		if note.member != "" {
 			c.renote(ctx, note)
 		}
 	} else {

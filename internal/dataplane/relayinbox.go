@@ -41,7 +41,9 @@ import (
 // The four keys share a hash tag, so one script can touch several in a
 // cluster (relayunnote.lua). A
 // Redis that lost them lost the relay's mark too, which makes the relay
-// reload the whole horizon from SQL.
+// reload the whole horizon from SQL. Each ledger shard has its own four
+// (relayshard.go: shard i > 0 tags them {relay:i}), and a batch's note
+// goes to the inbox of each shard its rows are written to.
 
 // HorizonSlack is how far past Config.Horizon an enqueue still pushes a
 // durable job itself (and notes it in the relay's inbox) instead of leaving
@@ -54,13 +56,6 @@ func (c *Client) HorizonSlack() time.Duration { return min(2*time.Second, c.cfg.
 // nextLoadMember is the one member of the next-load key.
 const nextLoadMember = "load"
 
-func relayInboxKey(namespace string) string { return namespace + ":{relay}:inbox" }
-func relayNextKey(namespace string) string  { return namespace + ":{relay}:next" }
-func relayBellKey(namespace string) string  { return namespace + ":{relay}:bell" }
-func relayRecheckKey(namespace string) string {
-	return namespace + ":{relay}:recheck"
-}
-
 // relayNote is what one durable enqueue batch writes into the relay's inbox
 // before its commit.
 type relayNote struct {
@@ -72,16 +67,27 @@ type relayNote struct {
 	// load is when the earliest job beyond the horizon enters it (0:
 	// none).
 	load int64
+	// shards are the ledger shards the batch's rows go to: the note and
+	// the load go to each one's relay.
+	shards []int
+}
+
+// noteRef is a note written: its member, in the inbox of each of shards.
+// The zero value is no note.
+type noteRef struct {
+	member string
+	shards []int
 }
 
 // planNote estimates, on this process's clock, the due times of jobs and
-// returns the note that covers them. SQL decides the real due times; the
-// slack on each side covers the difference of the clocks.
-func (c *Client) planNote(jobs []NewJob) relayNote {
+// returns the note that covers them, for the relays of the shards of names
+// (the topics or partitions the jobs' rows go to). SQL decides the real
+// due times; the slack on each side covers the difference of the clocks.
+func (c *Client) planNote(jobs []NewJob, names ...string) relayNote {
 	now := time.Now().UnixMilli()
 	h := c.cfg.Horizon.Milliseconds()
 	reach := now + h + c.HorizonSlack().Milliseconds()
-	var n relayNote
+	n := relayNote{shards: c.shardsOf(names...)}
 	var latest int64
 	for i := range jobs {
 		j := &jobs[i]
@@ -119,43 +125,49 @@ func newNotePrefix() string {
 	return hex.EncodeToString(b[:]) + "."
 }
 
-// writeNote writes n into the relay's inbox (and lowers the next load) in
-// one round trip, bounded by PushTimeout like a push, and returns the
-// note's member once it is in the inbox ("" when the batch needs none or
-// the write failed). A failure is not the caller's: SQL is the truth, and a
+// writeNote writes n into the inbox of each of its shards' relays (and
+// lowers their next load) in one round trip, bounded by PushTimeout like a
+// push, and returns the note once it is in the inboxes (no note when the
+// batch needs none or the write failed). A failure is not the caller's: SQL is the truth, and a
 // Redis that failed the note fails the relay's own reads too, so its next
 // pass is a full one.
-func (c *Client) writeNote(ctx context.Context, n relayNote) string {
+func (c *Client) writeNote(ctx context.Context, n relayNote) noteRef {
 	// Redis failed a push or a note moments ago: the push will be skipped
 	// too, and the relay, which fails its own reads, passes in full.
 	if n.member == "" && n.load == 0 || c.pushesPaused() {
-		return ""
+		return noteRef{}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
-	if n.member != "" {
-		pipe.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: float64(n.due), Member: n.member})
+	for _, s := range n.shards {
+		k := c.relay(s)
+		if n.member != "" {
+			pipe.ZAdd(ctx, k.inbox, redis.Z{Score: float64(n.due), Member: n.member})
+		}
+		if n.load != 0 {
+			pipe.ZAddLT(ctx, k.next, redis.Z{Score: float64(n.load), Member: nextLoadMember})
+		}
+		ringBell(ctx, pipe, k)
 	}
-	if n.load != 0 {
-		pipe.ZAddLT(ctx, relayNextKey(c.cfg.Namespace), redis.Z{Score: float64(n.load), Member: nextLoadMember})
-	}
-	c.ringBell(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.pausePushes()
-		return ""
+		return noteRef{}
 	}
-	return n.member
+	if n.member == "" {
+		return noteRef{}
+	}
+	return noteRef{member: n.member, shards: n.shards}
 }
 
 // noteAlong runs fn (the batch's SQL statements) while the note goes to
 // Redis, and waits for both: the note adds no round trip in series. It
 // returns what writeNote does, and fn's error.
-func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (note string, err error) {
+func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (note noteRef, err error) {
 	if n.member == "" && n.load == 0 {
-		return "", fn()
+		return noteRef{}, fn()
 	}
-	done := make(chan string, 1)
+	done := make(chan noteRef, 1)
 	go func() { done <- c.writeNote(ctx, n) }()
 	err = fn()
 	return <-done, err
@@ -163,43 +175,58 @@ func (c *Client) noteAlong(ctx context.Context, n relayNote, fn func() error) (n
 
 // unnote takes back a note (and the bell's ring, when no other note is
 // left) whose batch has nothing for the relay: its SQL statements failed (a
-// refused enqueue writes nothing), or it has no job to push. Best effort,
-// like the note: a note left behind costs the relay one pass. A "" note is
-// a no-op.
-func (c *Client) unnote(ctx context.Context, member string) {
-	if member == "" {
+// refused enqueue writes nothing), or it has no job to push: from each of
+// its shards' inboxes, in one round trip. Best effort, like the note: a
+// note left behind costs the relay one pass. No note is a no-op.
+func (c *Client) unnote(ctx context.Context, note noteRef) {
+	if note.member == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
-	_ = c.scripts.relayUnnote.Run(ctx, c.rdb,
-		[]string{relayInboxKey(c.cfg.Namespace), relayBellKey(c.cfg.Namespace)}, member).Err()
+	calls := make([]scriptCall, len(note.shards))
+	for i, s := range note.shards {
+		k := c.relay(s)
+		calls[i] = scriptCall{keys: []string{k.inbox, k.bell}, args: []any{note.member}}
+	}
+	c.runEach(ctx, c.scripts.relayUnnote, calls, nil)
 }
 
 // renote puts back a note whose push failed after the pipeline removed it,
-// due at once: the relay passes at its next tick.
-func (c *Client) renote(ctx context.Context, member string) {
+// due at once: the relays pass at their next tick.
+func (c *Client) renote(ctx context.Context, note noteRef) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
-	pipe.ZAdd(ctx, relayInboxKey(c.cfg.Namespace), redis.Z{Score: 0, Member: member})
-	c.ringBell(ctx, pipe)
+	for _, s := range note.shards {
+		k := c.relay(s)
+		pipe.ZAdd(ctx, k.inbox, redis.Z{Score: 0, Member: note.member})
+		ringBell(ctx, pipe, k)
+	}
 	_, _ = pipe.Exec(ctx)
 }
 
-// ringBell queues the ring of the relay's bell on pipe: one element at
-// most, however many notes come while the relay is busy.
-func (c *Client) ringBell(ctx context.Context, pipe redis.Pipeliner) {
-	pipe.RPush(ctx, relayBellKey(c.cfg.Namespace), "1")
-	pipe.LTrim(ctx, relayBellKey(c.cfg.Namespace), 0, 0)
+// dropNote queues on pipe the removal of note from each of its shards'
+// inboxes: a push's round trip takes its note with it.
+func (c *Client) dropNote(ctx context.Context, pipe redis.Pipeliner, note noteRef) {
+	for _, s := range note.shards {
+		pipe.ZRem(ctx, c.relay(s).inbox, note.member)
+	}
 }
 
-// WaitRelayBell blocks until an enqueuer rings the relay's bell (a note
-// was written) or d passes, whichever comes first, in whole seconds (at
+// ringBell queues the ring of a relay's bell on pipe: one element at
+// most, however many notes come while the relay is busy.
+func ringBell(ctx context.Context, pipe redis.Pipeliner, k relayKeys) {
+	pipe.RPush(ctx, k.bell, "1")
+	pipe.LTrim(ctx, k.bell, 0, 0)
+}
+
+// WaitRelayBell blocks until an enqueuer rings the bell of shard's relay (a
+// note was written) or d passes, whichever comes first, in whole seconds (at
 // least 1s): a blocked BLPOP costs neither this process nor Redis
 // anything. The relay waits on it while nothing is pending.
-func (c *Client) WaitRelayBell(ctx context.Context, d time.Duration) error {
-	err := c.rdb.BLPop(ctx, max(d.Truncate(time.Second), time.Second), relayBellKey(c.cfg.Namespace)).Err()
+func (c *Client) WaitRelayBell(ctx context.Context, shard int, d time.Duration) error {
+	err := c.rdb.BLPop(ctx, max(d.Truncate(time.Second), time.Second), c.relay(shard).bell).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("queue: wait for the relay's bell: %w", err)
 	}
@@ -234,18 +261,19 @@ type RelayTick struct {
 // next tick.
 const RelayTickNotes = 1000
 
-// ReadRelayTick reads the relay's mark, the notes due by notesUpTo and
+// ReadRelayTick reads shard's relay mark, the notes due by notesUpTo and
 // whether the next load is due by loadUpTo (Unix ms, this process's clock).
-func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (RelayTick, error) {
+func (c *Client) ReadRelayTick(ctx context.Context, shard int, notesUpTo, loadUpTo int64) (RelayTick, error) {
 	var t RelayTick
+	k := c.relay(shard)
 	pipe := c.rdb.Pipeline()
-	mark := pipe.HMGet(ctx, relayKey(c.cfg.Namespace), "loaded", "checked")
-	notes := pipe.ZRangeByScore(ctx, relayInboxKey(c.cfg.Namespace), &redis.ZRangeBy{
+	mark := pipe.HMGet(ctx, k.mark, "loaded", "checked")
+	notes := pipe.ZRangeByScore(ctx, k.inbox, &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(notesUpTo, 10), Count: RelayTickNotes})
-	load := pipe.ZScore(ctx, relayNextKey(c.cfg.Namespace), nextLoadMember)
-	pending := pipe.ZCard(ctx, relayInboxKey(c.cfg.Namespace))
-	rechecks := pipe.ZCard(ctx, relayRecheckKey(c.cfg.Namespace))
-	recheckDue := pipe.ZCount(ctx, relayRecheckKey(c.cfg.Namespace), "-inf", strconv.FormatInt(loadUpTo, 10))
+	load := pipe.ZScore(ctx, k.next, nextLoadMember)
+	pending := pipe.ZCard(ctx, k.inbox)
+	rechecks := pipe.ZCard(ctx, k.recheck)
+	recheckDue := pipe.ZCount(ctx, k.recheck, "-inf", strconv.FormatInt(loadUpTo, 10))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return t, fmt.Errorf("queue: read the relay's tick: %w", err)
 	}
@@ -271,19 +299,31 @@ func (c *Client) ReadRelayTick(ctx context.Context, notesUpTo, loadUpTo int64) (
 	return t, nil
 }
 
-// AskRelayRecheck asks the relay for a full pass now and another
-// Config.UncertainRecheck later: a durable enqueue's commit failed with
-// an unknown outcome, and rows it may have committed can become visible
-// after the relay's windows passed their due times (a Galera node that
-// died while committing). Best effort, bounded by PushTimeout: a Redis that
-// fails this fails the relay's reads too, which makes its next pass full.
-func (c *Client) AskRelayRecheck(ctx context.Context) {
+// AskRelayRecheck asks the relays of the shards of names (the topics or
+// partitions a commit wrote to; none: every shard's) for a full pass now
+// and another Config.UncertainRecheck later: a durable enqueue's commit
+// failed with an unknown outcome, and rows it may have committed can
+// become visible after the relay's windows passed their due times (a
+// Galera node that died while committing). Best effort, bounded by
+// PushTimeout: a Redis that fails this fails the relay's reads too, which
+// makes its next pass full.
+func (c *Client) AskRelayRecheck(ctx context.Context, names ...string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.PushTimeout)
 	defer cancel()
 	now := time.Now()
+	shards := c.shardsOf(names...)
+	if len(names) == 0 {
+		shards = make([]int, len(c.relays))
+		for i := range shards {
+			shards[i] = i
+		}
+	}
 	pipe := c.rdb.Pipeline()
-	pipe.ZAdd(ctx, relayRecheckKey(c.cfg.Namespace), recheckAt(now), recheckAt(now.Add(c.cfg.UncertainRecheck)))
-	c.ringBell(ctx, pipe)
+	for _, s := range shards {
+		k := c.relay(s)
+		pipe.ZAdd(ctx, k.recheck, recheckAt(now), recheckAt(now.Add(c.cfg.UncertainRecheck)))
+		ringBell(ctx, pipe, k)
+	}
 	_, _ = pipe.Exec(ctx)
 }
 
@@ -295,18 +335,18 @@ func recheckAt(t time.Time) redis.Z {
 	return redis.Z{Score: float64(s * 1000), Member: strconv.FormatInt(s, 10)}
 }
 
-// DropRelayRechecks removes the rechecks due by upTo (Unix ms, this
-// process's clock), after a full pass that started then.
-func (c *Client) DropRelayRechecks(ctx context.Context, upTo int64) error {
-	err := c.rdb.ZRemRangeByScore(ctx, relayRecheckKey(c.cfg.Namespace), "-inf", strconv.FormatInt(upTo, 10)).Err()
+// DropRelayRechecks removes the rechecks of shard's relay due by upTo
+// (Unix ms, this process's clock), after a full pass that started then.
+func (c *Client) DropRelayRechecks(ctx context.Context, shard int, upTo int64) error {
+	err := c.rdb.ZRemRangeByScore(ctx, c.relay(shard).recheck, "-inf", strconv.FormatInt(upTo, 10)).Err()
 	if err != nil {
 		return fmt.Errorf("queue: drop the relay's rechecks: %w", err)
 	}
 	return nil
 }
 
-// DropRelayNotes removes notes the relay has handled.
-func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
+// DropRelayNotes removes notes shard's relay has handled.
+func (c *Client) DropRelayNotes(ctx context.Context, shard int, notes []string) error {
 	if len(notes) == 0 {
 		return nil
 	}
@@ -314,7 +354,7 @@ func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
 	for i, n := range notes {
 		members[i] = n
 	}
-	if err := c.rdb.ZRem(ctx, relayInboxKey(c.cfg.Namespace), members...).Err(); err != nil {
+	if err := c.rdb.ZRem(ctx, c.relay(shard).inbox, members...).Err(); err != nil {
 		return fmt.Errorf("queue: drop the relay's notes: %w", err)
 	}
 	return nil
@@ -325,8 +365,8 @@ func (c *Client) DropRelayNotes(ctx context.Context, notes []string) error {
 // a pass that loaded every row that had entered it by covered
 // (relaynext.lua): a time an enqueuer wrote that this pass covered goes,
 // and one it did not cover stays if it is earlier than next.
-func (c *Client) SetRelayNextLoad(ctx context.Context, covered, next int64) error {
-	err := c.scripts.relayNext.Run(ctx, c.rdb, []string{relayNextKey(c.cfg.Namespace)}, covered, next).Err()
+func (c *Client) SetRelayNextLoad(ctx context.Context, shard int, covered, next int64) error {
+	err := c.scripts.relayNext.Run(ctx, c.rdb, []string{c.relay(shard).next}, covered, next).Err()
 	if err != nil {
 		return fmt.Errorf("queue: set the relay's next load: %w", err)
 	}

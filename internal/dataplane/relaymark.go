@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RelayMark is how far the relay (recoverer.Relay) has got through the
-// durable topics' waiting rows, on the SQL server's clock (Unix ms):
+// RelayMark is how far a relay (recoverer.Relay) has got through the
+// durable topics' waiting rows of its ledger shard, on the SQL server's clock (Unix ms):
 // every waiting row due up to Loaded was pushed to Redis (or is there
 // already), and every one due up to Checked was checked after falling due.
 //
@@ -22,18 +22,18 @@ type RelayMark struct {
 	Loaded, Checked int64
 }
 
-// relayKey is the relay's mark: a HASH with fields loaded and checked. No
-// hash tag: it spans topics, and no script touches it.
-func relayKey(namespace string) string { return namespace + ":relay" }
+// The mark (relayKeys.mark) is a HASH with fields loaded and checked, one
+// per ledger shard. No hash tag: it spans topics, and no script touches it
+// but relaymark.lua, on it alone.
 
-// RelayMark reads the relay's mark; ok is false when Redis has none (never
+// RelayMark reads shard's relay mark; ok is false when Redis has none (never
 // written, or lost with Redis's data).
 //
 // Plumbing: a step of the relay's, exported for delayq's own packages; a
 // service runs jobs through engine.Engine (or a Worker), never by
 // calling it.
-func (c *Client) RelayMark(ctx context.Context) (m RelayMark, ok bool, err error) {
-	vals, err := c.rdb.HMGet(ctx, relayKey(c.cfg.Namespace), "loaded", "checked").Result()
+func (c *Client) RelayMark(ctx context.Context, shard int) (m RelayMark, ok bool, err error) {
+	vals, err := c.rdb.HMGet(ctx, c.relay(shard).mark, "loaded", "checked").Result()
 	if err != nil {
 		return m, false, fmt.Errorf("queue: read the relay mark: %w", err)
 	}
@@ -57,8 +57,8 @@ func parseMark(vals []any) (m RelayMark, ok bool, err error) {
 // OpenRelayMark creates the mark's key, if missing, without a mark in it
 // (a field "reload"): at the start of a reload, so that MoveRelayMark at
 // its end finds the key gone if Redis lost its data meanwhile.
-func (c *Client) OpenRelayMark(ctx context.Context) error {
-	if err := c.rdb.HSet(ctx, relayKey(c.cfg.Namespace), "reload", 1).Err(); err != nil {
+func (c *Client) OpenRelayMark(ctx context.Context, shard int) error {
+	if err := c.rdb.HSet(ctx, c.relay(shard).mark, "reload", 1).Err(); err != nil {
 		return fmt.Errorf("queue: open the relay mark: %w", err)
 	}
 	return nil
@@ -68,19 +68,20 @@ func (c *Client) OpenRelayMark(ctx context.Context) error {
 // (relaymark.lua), at the end of a pass (a reload opened it first):
 // moved is false when the key is gone, lost with Redis's data since the
 // pass began, and it is left gone, so that the next pass reloads.
-func (c *Client) MoveRelayMark(ctx context.Context, m RelayMark) (moved bool, err error) {
-	n, err := c.scripts.relayMark.Run(ctx, c.rdb, []string{relayKey(c.cfg.Namespace)}, m.Loaded, m.Checked).Int()
+func (c *Client) MoveRelayMark(ctx context.Context, shard int, m RelayMark) (moved bool, err error) {
+	n, err := c.scripts.relayMark.Run(ctx, c.rdb, []string{c.relay(shard).mark}, m.Loaded, m.Checked).Int()
 	if err != nil {
 		return false, fmt.Errorf("queue: move the relay mark: %w", err)
 	}
 	return n == 1, nil
 }
 
-// ResetRelayMark deletes the relay's mark, so that its next pass reloads
-// every waiting row due within the horizon: what the recoverer asks for
-// when it finds that a topic lost data.
-func (c *Client) ResetRelayMark(ctx context.Context) error {
-	if err := c.rdb.Del(ctx, relayKey(c.cfg.Namespace)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+// ResetRelayMark deletes shard's relay mark, so that its relay's next pass
+// reloads every waiting row of the shard due within the horizon: what the
+// shard's recoverer asks for when it finds that a topic of the shard lost
+// data.
+func (c *Client) ResetRelayMark(ctx context.Context, shard int) error {
+	if err := c.rdb.Del(ctx, c.relay(shard).mark).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("queue: reset the relay mark: %w", err)
 	}
 	return nil

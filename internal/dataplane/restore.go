@@ -80,7 +80,7 @@ type RestoreOptions struct {
 
 	// note is the relay's note (relayinbox.go) that the push of a durable
 	// enqueue removes in its round trip.
-	note string
+	note noteRef
 }
 
 // Restore puts back the jobs of rows that Redis has no trace of, each at
@@ -115,8 +115,8 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 
 	head := []any{mode, opts.SeenAt, c.cfg.TombstoneTTL.Milliseconds()}
 	var note func(redis.Pipeliner)
-	if opts.note != "" {
-		note = func(pipe redis.Pipeliner) { pipe.ZRem(ctx, relayInboxKey(c.cfg.Namespace), opts.note) }
+	if opts.note.member != "" {
+		note = func(pipe redis.Pipeliner) { c.dropNote(ctx, pipe, opts.note) }
 	}
 	cmds := c.runEach(ctx, c.scripts.restore, c.restoreScriptCalls(calls, head), note)
 

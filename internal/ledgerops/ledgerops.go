@@ -28,5 +28,15 @@ type Ops interface {
 	Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error
 }
 
+// Router is what the steps of a job's life need of a ledger (the data
+// plane's enqueue, the worker's writes, the coordinators' lookups and
+// reschedules, periodic ticks): Ops, and Shards, which sends each to its
+// shard.
+type Router interface {
+	dataplane.Ledger
+	dataplane.RescheduleLedger
+	dataplane.TickStore
+}
+
 // Of returns l's internal steps.
 func Of(l *ledger.Ledger) Ops { return seal.Open[Ops](l) }

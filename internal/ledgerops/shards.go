@@ -33,6 +33,8 @@ var (
 	_ queue.PartitionStore       = (*Shards)(nil)
 	_ queue.PauseStore           = (*Shards)(nil)
 	_ queue.LayoutStore          = (*Shards)(nil)
+	_ dataplane.ShardedStore     = (*Shards)(nil)
+	_ Router                     = (*Shards)(nil)
 )
 
 // NewShards routes over ledgers, shard 0 first (the home shard). Every
@@ -56,6 +58,10 @@ func NewShards(ledgers ...*ledger.Ledger) (*Shards, error) {
 
 // N is the number of shards.
 func (s *Shards) N() int { return len(s.ops) }
+
+// LedgerShards is N, for the data plane (dataplane.ShardedStore): one
+// relay per shard.
+func (s *Shards) LedgerShards() int { return len(s.ops) }
 
 // Ledger returns shard i's ledger.
 func (s *Shards) Ledger(i int) *ledger.Ledger { return s.ledgers[i] }

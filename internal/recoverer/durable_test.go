@@ -462,7 +462,7 @@ func TestRelayFullPassFindsWhatTheWindowsMissed(t *testing.T) {
 	runAt := staged.Results()[0].RunAt
 	testenv.WaitFor(ctx, t, "the relay's check window passes the uncommitted job's due time", func() bool {
 		e.relayOnce(t, r)
-		m, ok, err := e.c.RelayMark(ctx)
+		m, ok, err := e.c.RelayMark(ctx, 0)
 		return err == nil && ok && m.Checked > runAt
 	})
 	if err := tx.Commit().Error; err != nil {

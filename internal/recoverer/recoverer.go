@@ -26,6 +26,7 @@ type Recoverer struct {
 	sched cron.Schedule
 	log   logrus.FieldLogger
 	id    string // host:pid, in reports and epoch markers
+	shard int    // the ledger shard whose rows store holds
 
 	history history
 	kicks   chan string // Trigger's requests to Run (cap 1: they coalesce)
@@ -40,22 +41,40 @@ type Recoverer struct {
 // and the ledger store. It refuses a bad Config, among others a Grace not
 // greater than the HeartbeatInterval.
 func New(q *dataplane.Client, store Store, cfg Config) (*Recoverer, error) {
+	return NewShard(q, store, 0, cfg)
+}
+
+// NewShard returns the Recoverer of ledger shard shard, whose rows store
+// holds (ledgerops.Shards.Shard): it checks the topics and partitions
+// whose rows live on the shard (dataplane.ShardOf), resets the shard's
+// relay mark, and takes its own lock, cfg.LockKey suffixed ":<shard>" for
+// a shard other than 0, so that the shards' recoverers run side by side.
+func NewShard(q *dataplane.Client, store Store, shard int, cfg Config) (*Recoverer, error) {
 	if q == nil || store == nil {
 		return nil, errors.New("recovery: a queue client and a ledger store are required")
+	}
+	if shard < 0 || shard >= q.LedgerShards() {
+		return nil, fmt.Errorf("recovery: shard %d: the queue client's store has %d", shard, q.LedgerShards())
 	}
 	cfg, sched, err := cfg.WithDefaults(q.Config().Namespace)
 	if err != nil {
 		return nil, err
 	}
+	cfg.LockKey = ShardKey(cfg.LockKey, shard)
 	host, _ := os.Hostname()
 	id := fmt.Sprintf("%s:%d", host, os.Getpid())
+	fields := logrus.Fields{"component": "recovery", "recoverer": id}
+	if q.LedgerShards() > 1 {
+		fields["shard"] = shard
+	}
 	return &Recoverer{
 		q:       q,
 		store:   store,
 		cfg:     cfg,
 		sched:   sched,
-		log:     cfg.Logger.WithFields(logrus.Fields{"component": "recovery", "recoverer": id}),
+		log:     cfg.Logger.WithFields(fields),
 		id:      id,
+		shard:   shard,
 		history: history{keep: cfg.KeepReports},
 		kicks:   make(chan string, 1),
 	}, nil
@@ -174,6 +193,12 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 	}
 	slices.Sort(topics)
 	topics = slices.Compact(topics)
+	if n := r.q.LedgerShards(); n > 1 {
+		// Each shard's recoverer checks the names whose rows it holds:
+		// another shard's would write a lost partition's epoch marker
+		// and leave its rows to wait for their leases to go stale.
+		topics = slices.DeleteFunc(topics, func(t string) bool { return dataplane.ShardOf(t, n) != r.shard })
+	}
 	rep.Topics = len(topics)
 	r.mu.Lock()
 	r.topics = topics
@@ -245,7 +270,7 @@ func (r *Recoverer) purgeHistory(ctx context.Context, now time.Time, rep *Report
 	return err
 }
 
-// resetRelay makes the relay reload the horizon when a topic with ledger
+// resetRelay makes the shard's relay reload the horizon when a topic with ledger
 // rows has lost its epoch marker: its durable jobs in Redis may be gone
 // while the relay's own mark survived (it lives in another key, in Redis
 // Cluster on another shard), and only a reload puts those back before they
@@ -256,7 +281,7 @@ func (r *Recoverer) resetRelay(ctx context.Context, missing []string, counts map
 	}
 	for _, t := range missing {
 		if counts[t] > 0 {
-			return r.q.ResetRelayMark(ctx)
+			return r.q.ResetRelayMark(ctx, r.shard)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ type Relay struct {
 	store RelayStore
 	cfg   RelayConfig
 	log   logrus.FieldLogger
+	shard int // the ledger shard whose rows store holds (its mark, inbox, lock)
 
 	mu       sync.Mutex
 	counts   map[string]ledger.ScheduledCount
@@ -84,20 +86,51 @@ type Relay struct {
 	warned atomic.Bool
 }
 
-// NewRelay returns a Relay over q and store.
+// NewRelay returns a Relay over q and store, a ledger of one shard (or
+// shard 0 of several).
 func NewRelay(q *dataplane.Client, store RelayStore, cfg RelayConfig) (*Relay, error) {
+	return NewShardRelay(q, store, 0, cfg)
+}
+
+// NewShardRelay returns the Relay of ledger shard shard, whose rows store
+// holds (ledgerops.Shards.Shard): it keeps its own mark and inbox in Redis
+// (dataplane's relay keys of the shard), and takes its own lock,
+// cfg.LockKey suffixed ":<shard>" for a shard other than 0, so that the
+// shards' relays run side by side.
+func NewShardRelay(q *dataplane.Client, store RelayStore, shard int, cfg RelayConfig) (*Relay, error) {
 	if q == nil || store == nil {
 		return nil, errors.New("recovery: relay: a queue client and a ledger store are required")
+	}
+	if shard < 0 || shard >= q.LedgerShards() {
+		return nil, fmt.Errorf("recovery: relay: shard %d: the queue client's store has %d", shard, q.LedgerShards())
 	}
 	cfg, err := cfg.WithDefaults(q.Config().Namespace)
 	if err != nil {
 		return nil, err
 	}
+	cfg.LockKey = ShardKey(cfg.LockKey, shard)
 	host, _ := os.Hostname()
 	store = boundedStore{RelayStore: store, timeout: max(2*cfg.HandOverAfter, time.Second)}
-	return &Relay{q: q, store: store, cfg: cfg, needFull: true, fullCause: WakeLead, totals: RelayTotals{Wakes: map[string]int64{}},
-		log: cfg.Logger.WithFields(logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())})}, nil
+	fields := logrus.Fields{"component": "relay", "relay": fmt.Sprintf("%s:%d", host, os.Getpid())}
+	if q.LedgerShards() > 1 {
+		fields["shard"] = shard
+	}
+	return &Relay{q: q, store: store, cfg: cfg, shard: shard, needFull: true, fullCause: WakeLead, totals: RelayTotals{Wakes: map[string]int64{}},
+		log: cfg.Logger.WithFields(fields)}, nil
 }
+
+// ShardKey is the key of shard's lock for a lock configured as key: key
+// itself for shard 0 (a ledger of one shard keeps its lock's name), key
+// suffixed ":<shard>" for the others.
+func ShardKey(key string, shard int) string {
+	if shard == 0 {
+		return key
+	}
+	return key + ":" + strconv.Itoa(shard)
+}
+
+// Shard is the ledger shard the relay passes over.
+func (r *Relay) Shard() int { return r.shard }
 
 // Config returns the relay's configuration with defaults filled in.
 func (r *Relay) Config() RelayConfig { return r.cfg }
@@ -235,7 +268,7 @@ func (r *Relay) lead(ctx context.Context) error {
 			r.mu.Lock()
 			r.totals.IdleWaits++
 			r.mu.Unlock()
-			if err := r.q.WaitRelayBell(ctx, idle); err != nil && ctx.Err() == nil {
+			if err := r.q.WaitRelayBell(ctx, r.shard, idle); err != nil && ctx.Err() == nil {
 				r.setNeedFull(WakeError)
 			}
 		}
@@ -278,7 +311,7 @@ func (r *Relay) setNeedFull(cause string) {
 // seconds, at most IdleEvery).
 func (r *Relay) tick(ctx context.Context) (rep RelayReport, passed bool, idle time.Duration) {
 	now := time.Now()
-	st, err := r.q.ReadRelayTick(ctx, now.Add(-r.cfg.Grace).UnixMilli(), now.UnixMilli())
+	st, err := r.q.ReadRelayTick(ctx, r.shard, now.Add(-r.cfg.Grace).UnixMilli(), now.UnixMilli())
 	if err != nil {
 		rep := RelayReport{Start: now, Cause: WakeError, Err: err}
 		r.finish(&rep)
@@ -317,14 +350,14 @@ func (r *Relay) tick(ctx context.Context) (rep RelayReport, passed bool, idle ti
 	rep = r.pass(ctx, cause, st.Latest)
 	if rep.Err == nil && rep.Reload {
 		// A full pass covers the rechecks asked for before it started.
-		if err := r.q.DropRelayRechecks(ctx, rep.Start.UnixMilli()); err != nil {
+		if err := r.q.DropRelayRechecks(ctx, r.shard, rep.Start.UnixMilli()); err != nil {
 			r.log.WithError(err).Debug("relay rechecks")
 		}
 	}
 	if rep.Err == nil {
 		// Every pass covers the notes read before it (the check reaches
 		// their latest job); a failure to drop them costs one more pass.
-		if err := r.q.DropRelayNotes(ctx, st.Notes); err != nil {
+		if err := r.q.DropRelayNotes(ctx, r.shard, st.Notes); err != nil {
 			r.log.WithError(err).Debug("relay notes")
 		}
 	}
@@ -392,7 +425,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 	if err != nil {
 		return err
 	}
-	mark, ok, err := r.q.RelayMark(ctx)
+	mark, ok, err := r.q.RelayMark(ctx, r.shard)
 	if err != nil {
 		return err
 	}
@@ -418,14 +451,14 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 		// so that a Redis that loses its data during the reload loses it
 		// too, and the mark is not written at the end: the next tick
 		// reloads again.
-		if err := r.q.OpenRelayMark(ctx); err != nil {
+		if err := r.q.OpenRelayMark(ctx, r.shard); err != nil {
 			return err
 		}
 		start := ledger.Cursor{RunAt: math.MinInt64, ID: math.MinInt64}
 		if err := r.push(ctx, start, upTo, rep.Reloaded, rep); err != nil {
 			return err
 		}
-		if moved, err := r.q.MoveRelayMark(ctx, dataplane.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil || !moved {
+		if moved, err := r.q.MoveRelayMark(ctx, r.shard, dataplane.RelayMark{Loaded: upTo, Checked: checkTo}); err != nil || !moved {
 			return err
 		}
 		if err := r.setNextLoad(ctx, local, sqlNow, upTo); err != nil {
@@ -461,7 +494,7 @@ func (r *Relay) passSteps(ctx context.Context, rep *RelayReport, noteLatest int6
 	}
 	// Only if the mark is still there: Redis may have lost its data since
 	// this pass read it, and the next tick must see that and reload.
-	if moved, err := r.q.MoveRelayMark(ctx, mark); err != nil || !moved {
+	if moved, err := r.q.MoveRelayMark(ctx, r.shard, mark); err != nil || !moved {
 		return err
 	}
 	return r.setNextLoad(ctx, local, sqlNow, upTo)
@@ -479,7 +512,7 @@ func (r *Relay) setNextLoad(ctx context.Context, local, sqlNow, upTo int64) erro
 	if len(rows) > 0 {
 		next = max(rows[0].RunAt-r.q.Config().Horizon.Milliseconds()-(sqlNow-local), 1)
 	}
-	return r.q.SetRelayNextLoad(ctx, local, next)
+	return r.q.SetRelayNextLoad(ctx, r.shard, local, next)
 }
 
 // push pages through the waiting rows after the cursor and due up to

@@ -122,7 +122,7 @@ func TestRelayRechecksAfterACommitOfUnknownOutcome(t *testing.T) {
 	runAt := staged.Results()[0].RunAt
 	// Its note wakes a pass, which finds nothing yet and moves on.
 	testenv.WaitFor(ctx, t, "the relay's check window to pass the invisible job's due time", func() bool {
-		m, ok, err := c.RelayMark(ctx)
+		m, ok, err := c.RelayMark(ctx, 0)
 		return err == nil && ok && m.Checked > runAt
 	})
 	c.AskRelayRecheck(ctx) // what the enqueuer does on its error

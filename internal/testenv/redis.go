@@ -114,3 +114,9 @@ func MiniRedis(t testing.TB) (redis.UniversalClient, string) {
 func miniredisOptions(addr string) *redis.Options {
 	return &redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1, ContextTimeoutEnabled: true}
 }
+
+// WipeNamespace deletes every key of namespace ns, as a Redis that lost its
+// data would have none of them: for tests of what survives that.
+func WipeNamespace(ctx context.Context, rdb redis.UniversalClient, ns string) error {
+	return deleteNamespace(ctx, rdb, ns)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
@@ -59,6 +60,20 @@ type Config struct {
 	// (and says so in a warning); a count is never lowered. Default none:
 	// every topic as stored (one partition unless raised).
 	Partitions map[string]int
+	// Shards are the ledger's further shards, each an SQL server (or
+	// database) of its own with the same table names, migrated; New's
+	// store is shard 0, the home shard (docs/design.md §7.1, "Ledger
+	// shards"). The rows of a topic or partition name live on shard
+	// dataplane.ShardOf(name, N) of the N: partition p on shard p mod N,
+	// a topic of one partition on the FNV-1a hash of its name mod N. Every
+	// step of a job goes to its shard, and Run starts one relay and one
+	// recoverer per shard, each with its own lock (Relay.LockKey and
+	// Recovery.LockKey suffixed ":<shard>" past shard 0). The listings
+	// (History, the store's own reads) are shard 0's alone for now, and
+	// Transaction and EnqueueTx are refused: they open on one shard, and
+	// the routing of a transaction's jobs to it is not built yet. Default
+	// none: one shard.
+	Shards []*ledger.Ledger
 	// Logger receives the logs of every part, with a "component" field.
 	// Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
@@ -68,6 +83,11 @@ type Config struct {
 func (c Config) check() error {
 	if c.Queue.Store != nil {
 		return errors.New("engine: Config.Queue.Store: leave it nil; the store is New's argument")
+	}
+	for i, l := range c.Shards {
+		if l == nil {
+			return fmt.Errorf("engine: Config.Shards[%d]: nil", i)
+		}
 	}
 	for topic, k := range c.Partitions {
 		if err := queue.ValidateTopic(topic); err != nil {

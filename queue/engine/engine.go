@@ -31,12 +31,17 @@ type Engine struct {
 	q     *dataplane.Client
 	store *ledger.Ledger
 	ops   ledgerops.Ops // store's internal steps, for the parts
+	// shards route a job's steps to its ledger shard (store is shard 0);
+	// nil with one shard, where store's own steps (ops) serve.
+	shards *ledgerops.Shards
 
 	worker *dataplane.Worker
-	rec    *recoverer.Recoverer
-	dryRec *recoverer.Recoverer // Recover's dry runs: the same lock, nothing changed
-	relay  *recoverer.Relay     // nil with NoRecovery
-	sched  *scheduler.Scheduler // nil without Schedules
+	// One recoverer, dry-run twin and relay per ledger shard, shard 0
+	// first.
+	recs    []*recoverer.Recoverer
+	dryRecs []*recoverer.Recoverer // Recover's dry runs: the same locks, nothing changed
+	relays  []*recoverer.Relay     // none with NoRecovery
+	sched   *scheduler.Scheduler   // nil without Schedules
 
 	mu      sync.Mutex
 	handled []string // the topics given to Handle, in order
@@ -67,6 +72,12 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	qc := cfg.Queue
 	qc.Store = store
 	var err error
+	if len(cfg.Shards) > 0 {
+		if e.shards, err = ledgerops.NewShards(append([]*ledger.Ledger{store}, cfg.Shards...)...); err != nil {
+			return nil, fmt.Errorf("engine: Config.Shards: %w", err)
+		}
+		qc.Store = e.shards
+	}
 	if e.q, err = dataplane.New(rdb, qc); err != nil {
 		return nil, err
 	}
@@ -80,7 +91,7 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if !cfg.NoRecovery || cfg.Worker.OnRedisReconnect != nil {
 		wc.OnRedisReconnect = e.redisReconnected
 	}
-	if e.worker, err = dataplane.NewWorker(e.q, e.ops, wc); err != nil {
+	if e.worker, err = dataplane.NewWorker(e.q, e.steps(), wc); err != nil {
 		return nil, err
 	}
 	if len(cfg.Schedules) > 0 {
@@ -88,15 +99,33 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 		if opts.Logger == nil {
 			opts.Logger = component(e.log, "periodic")
 		}
-		if e.sched, err = scheduler.New(e.q, e.ops, cfg.Schedules, opts); err != nil {
+		if e.sched, err = scheduler.New(e.q, e.steps(), cfg.Schedules, opts); err != nil {
 			return nil, err
 		}
 	}
 	return e, nil
 }
 
-// buildRecovery builds the recoverer, its dry-run twin and the relay.
-func (e *Engine) buildRecovery() (err error) {
+// steps are the ledger's steps of a job, each on its shard: the shards'
+// router, or the one store's own steps.
+func (e *Engine) steps() ledgerops.Router {
+	if e.shards != nil {
+		return e.shards
+	}
+	return e.ops
+}
+
+// shardOps is shard i's steps for its relay and recoverer.
+func (e *Engine) shardOps(i int) ledgerops.Ops {
+	if e.shards != nil {
+		return e.shards.Shard(i)
+	}
+	return e.ops
+}
+
+// buildRecovery builds each shard's recoverer, its dry-run twin and its
+// relay.
+func (e *Engine) buildRecovery() error {
 	rc := e.cfg.Recovery
 	if rc.Logger == nil {
 		rc.Logger = component(e.log, "recovery")
@@ -104,22 +133,32 @@ func (e *Engine) buildRecovery() (err error) {
 	if rc.HeartbeatInterval == 0 {
 		rc.HeartbeatInterval = e.heartbeat(queue.TopicConfig{}) // Worker.Topic's
 	}
-	if e.rec, err = recoverer.New(e.q, e.ops, rc); err != nil {
-		return err
-	}
-	rc.DryRun, rc.OnReport = true, nil // a dry run changes nothing worth a report hook
-	if e.dryRec, err = recoverer.New(e.q, e.ops, rc); err != nil {
-		return err
-	}
-	if e.cfg.NoRecovery {
-		return nil // no relay here: its settings are another process's
-	}
+	dry := rc
+	dry.DryRun, dry.OnReport = true, nil // a dry run changes nothing worth a report hook
 	relay := e.cfg.Relay
 	if relay.Logger == nil {
 		relay.Logger = component(e.log, "relay")
 	}
-	e.relay, err = recoverer.NewRelay(e.q, e.ops, relay)
-	return err
+	for i := range e.q.LedgerShards() {
+		rec, err := recoverer.NewShard(e.q, e.shardOps(i), i, rc)
+		if err != nil {
+			return err
+		}
+		dryRec, err := recoverer.NewShard(e.q, e.shardOps(i), i, dry)
+		if err != nil {
+			return err
+		}
+		e.recs, e.dryRecs = append(e.recs, rec), append(e.dryRecs, dryRec)
+		if e.cfg.NoRecovery {
+			continue // no relay here: its settings are another process's
+		}
+		r, err := recoverer.NewShardRelay(e.q, e.shardOps(i), i, relay)
+		if err != nil {
+			return err
+		}
+		e.relays = append(e.relays, r)
+	}
+	return nil
 }
 
 // Must returns e, and panics if err is not nil: for a program's main,
@@ -146,7 +185,7 @@ func (e *Engine) Handle(topic string, h queue.Handler, tc queue.TopicConfig) err
 	if h == nil {
 		return fmt.Errorf("engine: Handle(%s): the handler is nil", topic)
 	}
-	if hb, grace := e.heartbeat(tc), e.rec.Config().Grace; hb >= grace {
+	if hb, grace := e.heartbeat(tc), e.recs[0].Config().Grace; hb >= grace {
 		return fmt.Errorf("engine: Handle(%s): heartbeat %s is not shorter than Recovery.Grace %s: the recoverer would take a live worker's jobs for lost (raise Recovery.Grace and Recovery.HeartbeatInterval)", topic, hb, grace)
 	}
 	if err := e.worker.Handle(topic, h, tc); err != nil {
@@ -214,8 +253,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.cfg.NoRecovery {
 		e.warnNoRelay()
 	} else {
-		start("recoverer", e.rec.Run)
-		start("relay", e.relay.Run)
+		for i := range e.recs {
+			start(shardPart("recoverer", i), e.recs[i].Run)
+			start(shardPart("relay", i), e.relays[i].Run)
+		}
 	}
 	if e.sched != nil && !e.cfg.NoPeriodic {
 		start("periodic", e.sched.Run)
@@ -279,9 +320,20 @@ func (e *Engine) warnNoRelay() {
 // it runs the user's hook.
 func (e *Engine) redisReconnected(ctx context.Context) {
 	if !e.cfg.NoRecovery {
-		e.rec.RedisReconnected(ctx)
+		for _, r := range e.recs {
+			r.RedisReconnected(ctx)
+		}
 	}
 	if f := e.cfg.Worker.OnRedisReconnect; f != nil {
 		f(ctx)
 	}
+}
+
+// shardPart names a part of shard i in Run's errors: the part's name alone
+// for shard 0.
+func shardPart(name string, i int) string {
+	if i == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s of shard %d", name, i)
 }

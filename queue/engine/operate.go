@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -24,10 +25,18 @@ func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.Ne
 	return e.q.EnqueueBatch(ctx, topic, jobs)
 }
 
+// errShardedTx refuses a transactional enqueue over ledger shards: the
+// transaction is one shard's, and the routing of its jobs to that shard
+// (docs/design.md §7.1) is not built yet.
+var errShardedTx = errors.New("engine: a transactional enqueue over several ledger shards (Config.Shards) is not supported yet")
+
 // Transaction runs fn in a transaction on the store's database with an
 // enqueuer whose jobs (of durable topics) commit or roll back with fn's
 // own writes; after the commit they are pushed to Redis at once. fn's error rolls everything back.
 func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
+	if e.shards != nil {
+		return errShardedTx
+	}
 	return e.ops.Transaction(ctx, e.q, fn)
 }
 
@@ -41,6 +50,9 @@ func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledg
 // the relay, within Relay.Every + Relay.Grace of their due time at the
 // latest; use Transaction to push them at the commit.
 func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) error {
+	if e.shards != nil {
+		return errShardedTx
+	}
 	s, err := e.q.EnqueueTx(tx.Statement.Context, e.store.Tx(tx), topic, jobs...)
 	if err != nil {
 		return err
@@ -59,20 +71,20 @@ func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) erro
 // holds (never enqueued, finished, cancelled or purged) is
 // queue.StateUnknown.
 func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	return e.q.Find(ctx, e.ops, topic, id)
+	return e.q.Find(ctx, e.steps(), topic, id)
 }
 
 // Cancel removes a job that waits to run, from Redis and from the store:
 // queue.ErrInFlight while a worker holds it,
 // queue.ErrDead once it died.
 func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
-	return e.q.Cancel(ctx, e.ops, topic, id)
+	return e.q.Cancel(ctx, e.steps(), topic, id)
 }
 
 // Reschedule moves the due time of a job that waits: to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job
 // never runs before the last due time a Reschedule returned.
 func (e *Engine) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
-	return e.q.Reschedule(ctx, e.ops, topic, id, to)
+	return e.q.Reschedule(ctx, e.steps(), topic, id, to)
 }
 
 // Pause stops every worker of the deployment from claiming topic's jobs

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -14,54 +17,127 @@ import (
 // and returns its report; with dryRun it changes nothing and reports what
 // it would put back. While another process holds the recovery lock the
 // report says Skipped; the error is non-nil when anything went wrong, and
-// the report then says how far the run got.
+// the report then says how far the run got. With ledger shards, each
+// shard's recoverer runs in turn and the report sums theirs (Skipped when
+// every one was).
 func (e *Engine) Recover(ctx context.Context, dryRun bool) (recovery.Report, error) {
+	recs := e.recs
 	if dryRun {
-		return e.dryRec.RunOnce(ctx)
+		recs = e.dryRecs
 	}
-	return e.rec.RunOnce(ctx)
+	if len(recs) == 1 {
+		return recs[0].RunOnce(ctx)
+	}
+	reps := make([]recovery.Report, len(recs))
+	var errs []error
+	for i, r := range recs {
+		rep, err := r.RunOnce(ctx)
+		reps[i] = rep
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+		}
+	}
+	return sumReports(reps), errors.Join(errs...)
 }
 
 // RecoveryReports lists the latest recovery runs of this process, dry
-// runs included, newest first.
+// runs included, newest first: every shard's.
 func (e *Engine) RecoveryReports() []recovery.Report {
-	all := append(e.rec.Reports(), e.dryRec.Reports()...)
+	var all []recovery.Report
+	for i := range e.recs {
+		all = append(all, e.recs[i].Reports()...)
+		all = append(all, e.dryRecs[i].Reports()...)
+	}
 	slices.SortFunc(all, func(x, y recovery.Report) int { return y.Start.Compare(x.Start) })
 	return all
 }
 
-// RecoveryCounters are this process's recovery totals, for metrics.
-func (e *Engine) RecoveryCounters() recovery.Counters { return e.rec.Counters() }
-
-// RelayTotals are this process's relay totals, for metrics (zero with
-// NoRecovery).
-func (e *Engine) RelayTotals() recovery.RelayTotals {
-	if e.relay == nil {
-		return recovery.RelayTotals{}
+// RecoveryCounters are this process's recovery totals, for metrics: every
+// shard's recoverer's, summed.
+func (e *Engine) RecoveryCounters() recovery.Counters {
+	var c recovery.Counters
+	for _, r := range e.recs {
+		n := r.Counters()
+		c.Runs += n.Runs
+		c.Skipped += n.Skipped
+		c.Failed += n.Failed
+		c.Scanned += n.Scanned
+		c.Reenqueued += n.Reenqueued
+		c.DataLoss += n.DataLoss
 	}
-	return e.relay.Totals()
+	return c
 }
 
-// RecoveryConfig is the recoverer's configuration, defaults filled in.
-func (e *Engine) RecoveryConfig() recovery.Config { return e.rec.Config() }
+// RelayTotals are this process's relay totals, for metrics (zero with
+// NoRecovery): every shard's relay's, summed, with the latest of each
+// time.
+func (e *Engine) RelayTotals() recovery.RelayTotals {
+	if len(e.relays) == 1 {
+		return e.relays[0].Totals()
+	}
+	t := recovery.RelayTotals{Wakes: map[string]int64{}}
+	for _, r := range e.relays {
+		n := r.Totals()
+		t.Passes += n.Passes
+		t.Failed += n.Failed
+		t.Loaded += n.Loaded
+		t.Relayed += n.Relayed
+		t.Reloaded += n.Reloaded
+		t.IdleWaits += n.IdleWaits
+		t.HandOvers += n.HandOvers
+		t.LastPass = latest(t.LastPass, n.LastPass)
+		t.LastReload = latest(t.LastReload, n.LastReload)
+		t.LastErr = latest(t.LastErr, n.LastErr)
+		t.LastOK = latest(t.LastOK, n.LastOK)
+		for k, v := range n.Wakes {
+			t.Wakes[k] += v
+		}
+	}
+	return t
+}
 
-// RelayConfig is the relay's configuration, defaults filled in; the zero
-// value with NoRecovery (this process runs no relay).
+// RecoveryConfig is the recoverer's configuration, defaults filled in
+// (shard 0's: another shard's lock key is suffixed ":<shard>").
+func (e *Engine) RecoveryConfig() recovery.Config { return e.recs[0].Config() }
+
+// RelayConfig is the relay's configuration, defaults filled in (shard
+// 0's); the zero value with NoRecovery (this process runs no relay).
 func (e *Engine) RelayConfig() recovery.RelayConfig {
-	if e.relay == nil {
+	if len(e.relays) == 0 {
 		return recovery.RelayConfig{}
 	}
-	return e.relay.Config()
+	return e.relays[0].Config()
 }
 
 // DurableCounts are the durable topics' jobs waiting in SQL, by topic, as
-// the relay last counted them, and when (zero before its first count or
-// when Run runs no relay).
+// the relays last counted them (summed over the shards), and when (the
+// oldest shard's count; zero before every relay's first count or when
+// Run runs no relay).
 func (e *Engine) DurableCounts() (map[string]ledger.ScheduledCount, time.Time) {
-	if e.relay == nil {
+	if len(e.relays) == 0 {
 		return nil, time.Time{}
 	}
-	return e.relay.Counts()
+	if len(e.relays) == 1 {
+		return e.relays[0].Counts()
+	}
+	out := map[string]ledger.ScheduledCount{}
+	var at time.Time
+	for i, r := range e.relays {
+		m, when := r.Counts()
+		if when.IsZero() {
+			return nil, time.Time{}
+		}
+		if i == 0 || when.Before(at) {
+			at = when
+		}
+		for topic, c := range m {
+			sum := out[topic]
+			sum.Total += c.Total
+			sum.Beyond += c.Beyond
+			out[topic] = sum
+		}
+	}
+	return out, at
 }
 
 // Schedules lists the periodic schedules with their next run and the last
@@ -75,3 +151,62 @@ func (e *Engine) Schedules(ctx context.Context) ([]periodic.Info, error) {
 
 // Store is the store given to New.
 func (e *Engine) Store() *ledger.Ledger { return e.store }
+
+// sumReports is the report of one recovery over every shard: the shards'
+// reports (shard order) summed, their errors and losses together.
+func sumReports(reps []recovery.Report) recovery.Report {
+	out := reps[0]
+	out.ByTopic = maps.Clone(out.ByTopic)
+	out.ErrorMessages, out.DataLoss = slices.Clone(out.ErrorMessages), slices.Clone(out.DataLoss)
+	out.Sample, out.EpochsWritten = slices.Clone(out.Sample), slices.Clone(out.EpochsWritten)
+	out.Skipped = true
+	var errs []error
+	end := out.Start
+	for i, r := range reps {
+		out.Skipped = out.Skipped && r.Skipped
+		end = latest(end, r.Start.Add(r.Duration))
+		if r.Err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, r.Err))
+		}
+		for _, m := range r.ErrorMessages {
+			if i > 0 {
+				out.ErrorMessages = append(out.ErrorMessages, fmt.Sprintf("shard %d: %s", i, m))
+			}
+		}
+		if i == 0 {
+			continue
+		}
+		out.Topics += r.Topics
+		out.Scanned += r.Scanned
+		out.StillTracked += r.StillTracked
+		out.Reenqueued += r.Reenqueued
+		out.Moved += r.Moved
+		out.Errors += r.Errors
+		out.DataLoss = append(out.DataLoss, r.DataLoss...)
+		out.Sample = append(out.Sample, r.Sample...)
+		out.HistoryDeleted += r.HistoryDeleted
+		out.EpochsWritten = append(out.EpochsWritten, r.EpochsWritten...)
+		for t, c := range r.ByTopic {
+			if out.ByTopic == nil {
+				out.ByTopic = map[string]recovery.TopicCounts{}
+			}
+			sum := out.ByTopic[t]
+			sum.Scanned += c.Scanned
+			sum.StillTracked += c.StillTracked
+			sum.Reenqueued += c.Reenqueued
+			sum.Moved += c.Moved
+			out.ByTopic[t] = sum
+		}
+	}
+	out.Duration = end.Sub(out.Start)
+	out.Err = errors.Join(errs...)
+	return out
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

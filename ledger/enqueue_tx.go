@@ -26,12 +26,23 @@ import (
 // committed, and the caller may run it again. See the engine's
 // ExampleEngine_Transaction.
 func (l ops) Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
+	return l.TransactionOn(ctx, q, -1, fn)
+}
+
+// TransactionOn is Transaction on ledger shard shard of q's store
+// (docs/design.md §7.1, "Ledger shards"): this ledger is that shard, and
+// the enqueuer refuses, before writing anything, a job whose partition is
+// on another shard (queue.ErrOtherShard). A shard below 0 is Transaction.
+func (l ops) TransactionOn(ctx context.Context, q *dataplane.Client, shard int, fn func(tx *gorm.DB, enq *TxEnqueuer) error) error {
 	if q == nil {
 		return errors.New("ledger: transaction: a *dataplane.Client is required")
 	}
 	var enq *TxEnqueuer
 	err := l.conn(ctx).Transaction(func(tx *gorm.DB) error {
 		enq = &TxEnqueuer{q: q, store: l.Tx(tx)}
+		if shard >= 0 {
+			enq.store = dataplane.PinShard(enq.store, shard)
+		}
 		return fn(tx, enq)
 	})
 	if err != nil {

@@ -19,6 +19,10 @@ var (
 	// ErrInvalidPartition: a partition key that is not an id's characters,
 	// or a partition count out of range or lower than the topic's.
 	ErrInvalidPartition = errors.New("invalid partition key or count")
+	// ErrOtherShard: a job enqueued in a transaction on one ledger shard
+	// routes to another shard (its partition's, docs/design.md §7.1);
+	// give it a partition key of that shard (Engine.ShardOfKey).
+	ErrOtherShard = errors.New("job routes to another ledger shard")
 
 	// ErrInFlight is returned by Cancel for a job a worker holds: its
 	// handler may be running.

@@ -86,6 +86,7 @@ var ErrInFlight = queue.ErrInFlight
 var ErrInvalid = queue.ErrInvalid
 var ErrInvalidID = queue.ErrInvalidID
 var ErrInvalidPartition = queue.ErrInvalidPartition
+var ErrOtherShard = queue.ErrOtherShard
 var ErrInvalidMaxAttempts = queue.ErrInvalidMaxAttempts
 var ErrInvalidRunAt = queue.ErrInvalidRunAt
 var ErrInvalidTopic = queue.ErrInvalidTopic

@@ -74,17 +74,25 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	// all in the caller's transaction (PartitionStore.ScheduleEach); a
 	// store that cannot do that writes them to the topic's own.
 	l, _ := c.enqueueLayout(ctx, topic)
+	store, pinned := unpin(store)
 	ps, each := store.(PartitionStore)
-	// Over several ledger shards the transaction is one shard's, the
-	// topic's own (a periodic tick's, EnqueueTick), and a partition may be
-	// on another: the jobs go to the topic's own name, which every layout
-	// keeps and every worker claims from (docs/design.md §7.1).
-	each = each && l.Current() > 1 && c.LedgerShards() == 1
+	// Over several ledger shards the transaction is one shard's. Pinned
+	// (PinShard), its jobs go to their partitions, which must be on that
+	// shard; unpinned, it is the topic's own shard (a periodic tick's,
+	// EnqueueTick), and the jobs go to the topic's own name, which every
+	// layout keeps and every worker claims from (docs/design.md §7.1).
+	sharded := c.LedgerShards() > 1
+	each = each && l.Current() > 1 && (!sharded || pinned >= 0)
 	names := []string{topic}
 	var subs [][]NewJob
 	var idx [][]int
 	if each {
 		names, subs, idx = c.splitJobs(l, topic, valid)
+	}
+	if sharded && pinned >= 0 {
+		if err := c.checkShard(names, subs, valid, pinned); err != nil {
+			return nil, err
+		}
 	}
 	var out []EnqueueResult
 	var rows []RestoreRow
@@ -105,6 +113,26 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	mergeResults(results, at, out)
 	s.rows, s.sqlNow, s.at, s.note = rows, now, time.Now(), note
 	return s, nil
+}
+
+// checkShard refuses a transactional enqueue on shard whose jobs (valid,
+// split over names as subs, or all on names[0] when subs is nil) go to a
+// partition of another shard, naming the first such job.
+func (c *Client) checkShard(names []string, subs [][]NewJob, valid []NewJob, shard int) error {
+	for n, name := range names {
+		s := ShardOf(name, c.LedgerShards())
+		if s == shard {
+			continue
+		}
+		j := valid[0]
+		if subs != nil {
+			j = subs[n][0]
+		}
+		return &ValidationError{Field: "partition_key", Kind: ErrOtherShard,
+			Reason: fmt.Sprintf("job %s routes to %s on ledger shard %d, not to this transaction's shard %d (give its jobs a partition key of shard %d: Engine.ShardOfKey)",
+				truncateKey(j.ID), truncateKey(name), s, shard, shard)}
+	}
+	return nil
 }
 
 // Push sends the jobs of a committed transactional enqueue to Redis. Its

@@ -1,6 +1,9 @@
 package dataplane
 
 import (
+	"context"
+	"errors"
+	"hash/fnv"
 	"slices"
 	"strconv"
 )
@@ -71,4 +74,54 @@ func (c *Client) shardsOf(names ...string) []int {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ShardOfKey is the ledger shard (0 to n-1) of the jobs whose partition key
+// (or id, without one) is key, on every topic whose partition count is a
+// multiple of n: partition PartitionOf(key, K) is on shard that mod n,
+// which is FNV-1a of key mod n whatever the K. A shop whose own rows are
+// sharded by the same key and function commits a customer's order and
+// its close job in one transaction (docs/design.md §7.1).
+func ShardOfKey(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum64() % uint64(n))
+}
+
+// PinShard marks store, a transaction's (ledger.Ledger.Tx), as being on
+// ledger shard shard: EnqueueTx through it routes each job to its
+// partition as usual and refuses, before writing anything, a call with a
+// job whose partition (or topic of one partition) is on another shard
+// (ErrOtherShard). An unpinned transaction over several shards (a
+// periodic tick's, on its topic's shard) writes every job to the topic's
+// own name instead.
+func PinShard(store DurableStore, shard int) DurableStore {
+	return pinnedStore{DurableStore: store, shard: shard}
+}
+
+// pinnedStore is a store on a known shard (PinShard).
+type pinnedStore struct {
+	DurableStore
+	shard int
+}
+
+// ScheduleEach is the store's own, for a store that has it.
+func (p pinnedStore) ScheduleEach(ctx context.Context, topics []string, jobs [][]NewJob) ([][]EnqueueResult, int64, error) {
+	ps, ok := p.DurableStore.(PartitionStore)
+	if !ok {
+		return nil, 0, errors.New("queue: the pinned store writes no partitions")
+	}
+	return ps.ScheduleEach(ctx, topics, jobs)
+}
+
+// unpin returns store without its pin, and the shard it was pinned to
+// (-1: none).
+func unpin(store DurableStore) (DurableStore, int) {
+	if p, ok := store.(pinnedStore); ok {
+		return p.DurableStore, p.shard
+	}
+	return store, -1
 }

@@ -26,6 +26,9 @@ type Ops interface {
 	// Transaction runs fn in a transaction whose enqueued jobs commit with
 	// fn's writes and are pushed through q after the commit.
 	Transaction(ctx context.Context, q *dataplane.Client, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error
+	// TransactionOn is Transaction on ledger shard shard of q's store:
+	// a job whose partition is on another shard is refused.
+	TransactionOn(ctx context.Context, q *dataplane.Client, shard int, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error
 }
 
 // Router is what the steps of a job's life need of a ledger (the data

@@ -77,6 +77,8 @@ func testRelayHandsOver(t *testing.T, broken func(recoverer.RelayStore) recovere
 	if n := cut.Totals().HandOvers; n < 1 {
 		t.Fatalf("the cut-off relay handed over %d times, want at least once", n)
 	}
+	// The pass's totals are written after its pushes: wait for them.
+	testenv.WaitFor(ctx, t, "the healthy relay's pass to be counted", func() bool { return healthy.Totals().Passes > 0 })
 	if tot := healthy.Totals(); tot.Wakes[recoverer.WakeLead] < 1 || tot.Failed != 0 {
 		t.Fatalf("the healthy relay: wakes %v, %d failed passes; want it to lead without failing", tot.Wakes, tot.Failed)
 	}

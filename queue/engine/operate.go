@@ -2,11 +2,11 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -25,20 +25,56 @@ func (e *Engine) EnqueueBatch(ctx context.Context, topic string, jobs []queue.Ne
 	return e.q.EnqueueBatch(ctx, topic, jobs)
 }
 
-// errShardedTx refuses a transactional enqueue over ledger shards: the
-// transaction is one shard's, and the routing of its jobs to that shard
-// (docs/design.md §7.1) is not built yet.
-var errShardedTx = errors.New("engine: a transactional enqueue over several ledger shards (Config.Shards) is not supported yet")
-
 // Transaction runs fn in a transaction on the store's database with an
 // enqueuer whose jobs (of durable topics) commit or roll back with fn's
 // own writes; after the commit they are pushed to Redis at once. fn's error rolls everything back.
+//
+// Over ledger shards (Config.Shards) the transaction is on the home shard,
+// the store's database: see TransactionOn.
 func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
-	if e.shards != nil {
-		return errShardedTx
-	}
-	return e.ops.Transaction(ctx, e.q, fn)
+	return e.TransactionOn(ctx, 0, fn)
 }
+
+// TransactionOn is Transaction on ledger shard shard's database (0 is the
+// store given to New, i > 0 Config.Shards[i-1]). The enqueuer writes each
+// job to its partition in the transaction, and refuses, before writing
+// anything, a job whose partition is on another shard
+// (queue.ErrOtherShard, naming partition_key): a shop whose own tables are
+// sharded by customer, with the same function (ShardOfKey), commits a
+// customer's order and its close job together on the customer's shard by
+// giving the job the customer as its partition key, on a topic whose
+// partition count is a multiple of the shards (docs/design.md §7.1).
+func (e *Engine) TransactionOn(ctx context.Context, shard int, fn func(tx *gorm.DB, enq *ledger.TxEnqueuer) error) error {
+	if shard < 0 || shard >= e.LedgerShards() {
+		return fmt.Errorf("engine: transaction on shard %d: there are %d (0 to %d)", shard, e.LedgerShards(), e.LedgerShards()-1)
+	}
+	if e.shards == nil {
+		return e.ops.Transaction(ctx, e.q, fn)
+	}
+	return e.shards.Shard(shard).TransactionOn(ctx, e.q, shard, fn)
+}
+
+// LedgerShards is the number of ledger shards: 1 + len(Config.Shards).
+func (e *Engine) LedgerShards() int { return e.q.LedgerShards() }
+
+// LedgerShard is ledger shard i (0: the store given to New), or nil out of
+// range.
+func (e *Engine) LedgerShard(i int) *ledger.Ledger {
+	switch {
+	case i < 0 || i >= e.LedgerShards():
+		return nil
+	case e.shards == nil:
+		return e.store
+	default:
+		return e.shards.Ledger(i)
+	}
+}
+
+// ShardOfKey is the ledger shard of the jobs whose partition key is key,
+// on every topic whose partition count is a multiple of LedgerShards
+// (FNV-1a of key modulo the shards): the shard to shard one's own rows of
+// that key on, and to open TransactionOn.
+func (e *Engine) ShardOfKey(key string) int { return dataplane.ShardOfKey(key, e.LedgerShards()) }
 
 // EnqueueTx enqueues jobs of a durable topic inside tx, a transaction the
 // caller runs on the store's database (with tx's context: gorm's
@@ -48,12 +84,18 @@ func (e *Engine) Transaction(ctx context.Context, fn func(tx *gorm.DB, enq *ledg
 // valid ones stay written in tx, so return the error to roll back. A topic
 // that is not durable is queue.ErrNotDurable. The jobs reach Redis through
 // the relay, within Relay.Every + Relay.Grace of their due time at the
-// latest; use Transaction to push them at the commit.
+// latest; use Transaction to push them at the commit. Over ledger shards
+// tx is the home shard's, and a job whose partition is on another shard
+// is refused (queue.ErrOtherShard) before anything is written: use
+// TransactionOn for the others.
 func (e *Engine) EnqueueTx(tx *gorm.DB, topic string, jobs ...queue.NewJob) error {
+	var store queue.DurableStore = e.store.Tx(tx)
 	if e.shards != nil {
-		return errShardedTx
+		// Over ledger shards tx is the home shard's (the store's
+		// database): its jobs must be too.
+		store = dataplane.PinShard(store, 0)
 	}
-	s, err := e.q.EnqueueTx(tx.Statement.Context, e.store.Tx(tx), topic, jobs...)
+	s, err := e.q.EnqueueTx(tx.Statement.Context, store, topic, jobs...)
 	if err != nil {
 		return err
 	}

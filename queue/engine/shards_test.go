@@ -2,11 +2,14 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
@@ -162,5 +165,112 @@ func TestEngineOverLedgerShards(t *testing.T) {
 	}
 	if tot := eng.RelayTotals(); tot.Loaded+tot.Reloaded < later {
 		t.Errorf("relays loaded %d and reloaded %d jobs in all, want the %d waiting", tot.Loaded, tot.Reloaded, later)
+	}
+}
+
+// order is a shop's order, in a table of its own on each ledger shard:
+// the shop shards its orders by customer with the engine's function.
+type order struct {
+	ID       string `gorm:"primaryKey;size:64"`
+	Customer string `gorm:"size:64"`
+}
+
+// The shop's pattern over three ledger shards: a customer's order and its
+// close job, partitioned by the customer, commit together in one
+// transaction on the customer's shard; a job that would go to another
+// shard is refused before anything is written, and the order rolls back
+// with it; a rolled-back transaction leaves neither.
+func TestTransactionOnTheCustomersShard(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	ctx := testenv.Context(t)
+	var stores []*ledger.Ledger
+	for range 3 {
+		db := testenv.MySQL(t)
+		if err := db.AutoMigrate(&order{}); err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, migratedLedger(t, db))
+	}
+	const topic = "order_close"
+	eng, err := engine.New(rdb, stores[0], engine.Config{
+		Queue:  queue.Config{Namespace: ns, TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable}},
+		Shards: stores[1:], NoRecovery: true, Logger: testenv.QuietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.SetPartitions(ctx, topic, 6); err != nil {
+		t.Fatal(err)
+	}
+	place := func(shard int, o order, key string, fail error) error {
+		return eng.TransactionOn(ctx, shard, func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+			if err := tx.Create(&o).Error; err != nil {
+				return err
+			}
+			if _, err := enq.Enqueue(ctx, topic, queue.NewJob{ID: "close:" + o.ID, PartitionKey: key, Delay: time.Hour}); err != nil {
+				return err
+			}
+			return fail
+		})
+	}
+	const customers = 30
+	for c := range customers {
+		cust := fmt.Sprintf("cust-%d", c)
+		if err := place(eng.ShardOfKey(cust), order{ID: fmt.Sprintf("o%d", c), Customer: cust}, cust, nil); err != nil {
+			t.Fatalf("%s on shard %d: %v", cust, eng.ShardOfKey(cust), err)
+		}
+	}
+	// Each shard holds its customers' orders and exactly their close jobs.
+	for i, s := range stores {
+		db := eng.LedgerShard(i).DB()
+		var orders []order
+		if err := db.WithContext(ctx).Find(&orders).Error; err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{}
+		for _, o := range orders {
+			if eng.ShardOfKey(o.Customer) != i {
+				t.Errorf("shard %d holds %s's order, whose shard is %d", i, o.Customer, eng.ShardOfKey(o.Customer))
+			}
+			want["close:"+o.ID] = true
+		}
+		page, err := s.List(ctx, ledger.ListFilter{Topic: topic, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, r := range page.Rows {
+			got[r.JobID] = true
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("shard %d: close jobs %v, want its orders' %v", i, got, want)
+		}
+	}
+
+	// A close job keyed to another shard's customer: refused, nothing written.
+	cust := "cust-0"
+	other := (eng.ShardOfKey(cust) + 1) % 3
+	err = place(other, order{ID: "stray", Customer: cust}, cust, nil)
+	var ve *queue.ValidationError
+	if !errors.As(err, &ve) || !errors.Is(err, queue.ErrOtherShard) || ve.Field != "partition_key" {
+		t.Fatalf("a job of shard %d in a transaction on shard %d: %v, want a ValidationError of partition_key wrapping ErrOtherShard", eng.ShardOfKey(cust), other, err)
+	}
+	// A transaction that fails after its enqueue: neither stays.
+	if err := place(eng.ShardOfKey(cust), order{ID: "undone", Customer: cust}, cust, errors.New("payment refused")); err == nil {
+		t.Fatal("the failed transaction returned nil")
+	}
+	for i := range 3 {
+		var n int64
+		if err := eng.LedgerShard(i).DB().WithContext(ctx).Model(&order{}).Where("id IN ?", []string{"stray", "undone"}).Count(&n).Error; err != nil || n != 0 {
+			t.Errorf("shard %d: %d refused or rolled-back orders stayed (%v)", i, n, err)
+		}
+		for _, id := range []string{"close:stray", "close:undone"} {
+			if info, err := eng.Find(ctx, topic, id); err != nil || info.State != queue.StateUnknown {
+				t.Errorf("%s: %+v %v, want no such job", id, info, err)
+			}
+		}
+	}
+	if err := eng.TransactionOn(ctx, 3, func(*gorm.DB, *ledger.TxEnqueuer) error { return nil }); err == nil {
+		t.Error("a transaction on shard 3 of 3 was accepted")
 	}
 }

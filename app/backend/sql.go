@@ -19,6 +19,17 @@ import (
 // take the lock up front.
 const sqlitePragmas = "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 
+// OpenSQLShard opens the database of a further ledger shard (docs/design.md
+// §7.1) at dsn, a go-sql-driver/mysql DSN, with c's other settings (pool,
+// TLS): for `delayq bench --sql-shards`. Close closes it with the rest.
+func (b *Backends) OpenSQLShard(c config.SQL, dsn string, log logrus.FieldLogger) (*gorm.DB, error) {
+	if c.Driver != "mysql" {
+		return nil, fmt.Errorf("backend: a ledger shard needs sql.driver mysql (it is %s)", c.Driver)
+	}
+	c.DSN = dsn
+	return b.openSQL(c, log)
+}
+
 // openSQL opens the ledger's database.
 func (b *Backends) openSQL(c config.SQL, log logrus.FieldLogger) (*gorm.DB, error) {
 	gcfg := &gorm.Config{Logger: logger.Discard}

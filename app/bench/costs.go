@@ -67,6 +67,26 @@ type Costs struct {
 	// job, and its share of the commands. A master that appeared during
 	// the window (a failover) is left out.
 	RedisNodes []NodeCosts `json:"redis_nodes,omitempty"`
+	// SQLShards are each ledger shard's part of the window, shard order
+	// (nil for a ledger of one shard, Env.Shards).
+	SQLShards []ShardCosts `json:"sql_shards,omitempty"`
+}
+
+// ShardCosts is one ledger shard's part of a window's work.
+type ShardCosts struct {
+	Shard int `json:"shard"`
+	// Commits are the shard's ledger's own (ledger.WriteStats), per 1,000
+	// jobs of the window (all of them, wherever their rows live).
+	Commits      int64    `json:"ledger_commits"`
+	CommitsPer1k *float64 `json:"ledger_commits_per_1k_jobs"`
+	// RowsInserted is the shard's SQL server's own count of row inserts
+	// (Handler_write, server-wide: the ledger's rows and an upsert's, the
+	// history's and dead letters', and any other insert the server made
+	// meanwhile, its internal temporary tables' included; MariaDB 10.x has
+	// no Innodb_rows_inserted), and RowsShare its share of all the
+	// shards' (0-1); nil when the server does not say.
+	RowsInserted *int64   `json:"rows_inserted"`
+	RowsShare    *float64 `json:"rows_share"`
 }
 
 // NodeCosts is one Redis Cluster master's share of a window's work.
@@ -144,7 +164,37 @@ func costsBetween(a, b probe, jobs int) *Costs {
 		c.SQLCPUUsPerJob = per(us, 1)
 	}
 	c.RedisNodes = nodeCosts(a, b, per)
+	c.SQLShards = shardCosts(a, b, per)
 	return c
+}
+
+// shardCosts is each ledger shard's part of the window.
+func shardCosts(a, b probe, per func(n int64, scale float64) *float64) []ShardCosts {
+	if len(a.shards) == 0 || len(a.shards) != len(b.shards) {
+		return nil
+	}
+	out := make([]ShardCosts, len(b.shards))
+	var total int64
+	known := true
+	for i := range b.shards {
+		sa, sb := a.shards[i], b.shards[i]
+		out[i] = ShardCosts{Shard: i, Commits: sb.commits - sa.commits}
+		out[i].CommitsPer1k = per(out[i].Commits, 1000)
+		if sa.rowsInserted < 0 || sb.rowsInserted < 0 {
+			known = false
+			continue
+		}
+		n := sb.rowsInserted - sa.rowsInserted
+		out[i].RowsInserted = &n
+		total += n
+	}
+	for i := range out {
+		if known && total > 0 {
+			v := float64(*out[i].RowsInserted) / float64(total)
+			out[i].RowsShare = &v
+		}
+	}
+	return out
 }
 
 // nodeCosts is each master's part of the window, sorted by address.

@@ -51,6 +51,13 @@ type Env struct {
 	// one of a single partition, and on a Redis Cluster to spread it over
 	// the masters. Default 1.
 	Partitions int
+	// Shards are the databases of the ledger's further shards (DB is shard
+	// 0), each best on an SQL server of its own, so that each one's
+	// counters are its shard's (docs/design.md §7.1, "Ledger shards"):
+	// the run's rows go to their partitions' shards, and Costs.SQLShards
+	// reports each one's commits and rows. The enqueue, drain and lateness
+	// scenarios only. Default none: one shard.
+	Shards []*gorm.DB
 }
 
 // Options configure one run. Zero fields take the scenario's defaults

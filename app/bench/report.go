@@ -181,7 +181,34 @@ func writeCosts(w io.Writer, results []Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return writeNodeCosts(w, results)
+	if err := writeNodeCosts(w, results); err != nil {
+		return err
+	}
+	return writeShardCosts(w, results)
+}
+
+// writeShardCosts prints each ledger shard's share of the runs' work, if
+// any run was over ledger shards.
+func writeShardCosts(w io.Writer, results []Result) error {
+	tw := baselineTable(w, results, func(r Result) bool { return r.Costs != nil && len(r.Costs.SQLShards) > 0 },
+		"SCENARIO\tPARAMS\tLEDGER SHARD\tCOMMITS\tCOMMITS/1k JOBS\tROWS INSERTED (server)\tSHARE")
+	if tw == nil {
+		return nil
+	}
+	for _, r := range results {
+		if r.Costs == nil {
+			continue
+		}
+		for _, sh := range r.Costs.SQLShards {
+			rows, share := "-", "-"
+			if sh.RowsInserted != nil && sh.RowsShare != nil {
+				rows, share = fmt.Sprint(*sh.RowsInserted), fmt.Sprintf("%.1f%%", 100**sh.RowsShare)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.Scenario, r.Params, sh.Shard, sh.Commits,
+				opt(sh.CommitsPer1k, "%.1f"), rows, share)
+		}
+	}
+	return tw.Flush()
 }
 
 // writeNodeCosts prints each Redis Cluster master's share of the runs'

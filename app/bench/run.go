@@ -28,6 +28,12 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		return r, err
 	}
 	r.Params = sc.params(o)
+	if n := len(o.Env.Shards); n > 0 {
+		if !sc.ShardsOK {
+			return r, fmt.Errorf("%w: the %s scenario runs on one ledger shard (no --sql-shard)", ErrOptions, name)
+		}
+		r.Params += fmt.Sprintf(" ledger-shards=%d", n+1)
+	}
 	durable := ""
 	if o.Durable {
 		// Every scenario's topic is "bench.<scenario>".
@@ -50,6 +56,9 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		return r, err
 	}
 	r.Namespace = s.ns
+	if note := s.sharedServers(ctx); note != "" {
+		r.Notes = append(r.Notes, note)
+	}
 	r.Tables = []string{s.led.LedgerTable(), s.led.DeadLetterTable(), s.led.HistoryTable()}
 	if k := o.Env.Partitions; k > 1 {
 		if _, err = s.q.SetPartitions(ctx, "bench."+name, k); err != nil {

@@ -10,18 +10,25 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
+	"github.com/delayq/delayq/queue"
 )
 
 // sandbox is one run's corner of the backends: a Redis key namespace and
 // ledger tables of its own, and the clients over them.
 type sandbox struct {
-	env    Env
-	ns     string // Redis namespace, also the tables' prefix without its "_"
-	q      *dataplane.Client
-	led    *ledger.Ledger
+	env Env
+	ns  string // Redis namespace, also the tables' prefix without its "_"
+	q   *dataplane.Client
+	led *ledger.Ledger // shard 0's
+	// leds are the ledger's shards (led first: Env.DB, then Env.Shards),
+	// and steps a job's ledger steps, each on its shard.
+	leds   []*ledger.Ledger
+	steps  ledgerops.Router
 	log    logrus.FieldLogger
 	offset int64 // Redis's clock minus the local one, µs (0 when within measuring precision)
 	// durable is the topic made durable for the run ("" when none): its
@@ -46,8 +53,21 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	}
 	ns := "dqbench_" + hex.EncodeToString(b)
 	s = &sandbox{env: env, ns: ns, log: env.Logger, durable: durable}
-	if s.led, err = ledger.New(env.DB, ledger.Options{TablePrefix: ns + "_", NoHistory: noHistory}); err != nil {
-		return nil, fmt.Errorf("bench: ledger: %w", err)
+	for i, db := range append([]*gorm.DB{env.DB}, env.Shards...) {
+		led, err := ledger.New(db, ledger.Options{TablePrefix: ns + "_", NoHistory: noHistory})
+		if err != nil {
+			return nil, fmt.Errorf("bench: ledger shard %d: %w", i, err)
+		}
+		s.leds = append(s.leds, led)
+	}
+	s.led, s.steps = s.leds[0], ledgerops.Of(s.leds[0])
+	var store queue.DurableStore = s.led
+	if len(s.leds) > 1 {
+		shards, err := ledgerops.NewShards(s.leds...)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		s.steps, store = shards, shards
 	}
 	qc := env.Queue
 	qc.Namespace = ns
@@ -56,7 +76,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	// durable, on the sandbox's ledger; the baselines' topics stay redis.
 	qc, qc.Store = qc.WithDurableTopics(), nil
 	if durable != "" {
-		qc, qc.Store = qc.WithDurableTopics(durable), s.led
+		qc, qc.Store = qc.WithDurableTopics(durable), store
 	}
 	if horizon != 0 {
 		qc.Horizon = horizon
@@ -69,8 +89,10 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 			err = errors.Join(err, s.close(ctx))
 		}
 	}()
-	if err := s.led.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("bench: create the sandbox's ledger tables: %w", err)
+	for i, led := range s.leds {
+		if err := led.Migrate(ctx); err != nil {
+			return nil, fmt.Errorf("bench: create the sandbox's ledger tables on shard %d: %w", i, err)
+		}
 	}
 	if s.offset, err = clockOffset(ctx, env.Redis); err != nil {
 		return nil, err
@@ -92,8 +114,10 @@ func (s *sandbox) close(ctx context.Context) error {
 	if err := deleteKeys(ctx, s.env.Redis, s.ns+":*"); err != nil {
 		errs = append(errs, fmt.Errorf("bench: delete the keys of namespace %s: %w", s.ns, err))
 	}
-	if err := s.led.Drop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("bench: %w", err))
+	for _, led := range s.leds {
+		if err := led.Drop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("bench: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -182,11 +206,45 @@ func (s *sandbox) leftover(ctx context.Context, topic string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	rows, err := s.led.Count(ctx)
+	rows, err := s.rows(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return st.Due + st.InFlight + st.Dead + rows, nil
+}
+
+// sharedServers says, over ledger shards, which of them are on one SQL
+// server: their row counts (Costs.SQLShards) are the server's, not each
+// shard's. "" when each has its own (or there is one shard).
+func (s *sandbox) sharedServers(ctx context.Context) string {
+	if len(s.leds) < 2 {
+		return ""
+	}
+	seen := map[string]int{}
+	for i, led := range s.leds {
+		var id string
+		if err := led.DB().WithContext(ctx).Raw("SELECT CONCAT(@@hostname, ':', @@port)").Scan(&id).Error; err != nil {
+			continue
+		}
+		if j, ok := seen[id]; ok {
+			return fmt.Sprintf("ledger shards %d and %d are on one SQL server (%s): each shard's ROWS INSERTED is the server's count, not the shard's", j, i, id)
+		}
+		seen[id] = i
+	}
+	return ""
+}
+
+// rows counts the ledger's rows on every shard.
+func (s *sandbox) rows(ctx context.Context) (int64, error) {
+	var n int64
+	for _, led := range s.leds {
+		c, err := led.Count(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += c
+	}
+	return n, nil
 }
 
 // countDurableRows sets r.DurableRows, for a durable run, to the ledger's
@@ -196,7 +254,7 @@ func (s *sandbox) countDurableRows(ctx context.Context, r *Result) error {
 	if s.durable == "" {
 		return nil
 	}
-	n, err := s.led.Count(ctx)
+	n, err := s.rows(ctx)
 	if err != nil {
 		return fmt.Errorf("bench: count the durable rows: %w", err)
 	}

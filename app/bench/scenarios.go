@@ -20,6 +20,8 @@ type Scenario struct {
 	// TargetOK says the scenario has an HTTP-target variant
 	// (Options.HTTPTarget).
 	TargetOK bool
+	// ShardsOK says the scenario runs over ledger shards (Env.Shards).
+	ShardsOK bool
 	params   func(o Options) string
 }
 
@@ -27,7 +29,7 @@ type Scenario struct {
 func Scenarios() []Scenario {
 	return []Scenario{
 		{
-			Name: "enqueue", DurableOK: true, Short: "N jobs from C goroutines, one per call or in batches; jobs/s",
+			Name: "enqueue", DurableOK: true, ShardsOK: true, Short: "N jobs from C goroutines, one per call or in batches; jobs/s",
 			Defaults: Options{Jobs: 100_000, Concurrency: 1, Batch: 1},
 			Run:      Enqueue,
 			params: func(o Options) string {
@@ -35,7 +37,7 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
-			Name: "drain", DurableOK: true, TargetOK: true, Short: "N jobs already due, then a worker starts; jobs/s to the last one done",
+			Name: "drain", DurableOK: true, TargetOK: true, ShardsOK: true, Short: "N jobs already due, then a worker starts; jobs/s to the last one done",
 			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1},
 			Run:      Drain,
 			params: func(o Options) string {
@@ -43,7 +45,7 @@ func Scenarios() []Scenario {
 			},
 		},
 		{
-			Name: "lateness", DurableOK: true, TargetOK: true, Short: "N jobs due over a window W (or each a delay after its enqueue); handler start minus due time",
+			Name: "lateness", DurableOK: true, TargetOK: true, ShardsOK: true, Short: "N jobs due over a window W (or each a delay after its enqueue); handler start minus due time",
 			Defaults: Options{Jobs: 20_000, Concurrency: 50, Batch: 1, Window: 10 * time.Second, Lead: 3 * time.Second},
 			Run:      Lateness,
 			params: func(o Options) string {

@@ -82,6 +82,16 @@ type probe struct {
 	// nodes are the Redis Cluster masters' own readings, by address (nil
 	// for one server); redisCPU and cmds are their sums.
 	nodes map[string]nodeReading
+	// shards are the ledger shards' own readings, shard order (nil for a
+	// ledger of one shard); ledgerCommits is their sum.
+	shards []shardReading
+}
+
+// shardReading is one ledger shard's commits (its ledger's own
+// WriteStats) and its SQL server's Handler_write (<0 when
+// unknown).
+type shardReading struct {
+	commits, rowsInserted int64
 }
 
 // nodeReading is one Redis server's CPU time (seconds) and the commands it
@@ -96,9 +106,34 @@ type nodeReading struct {
 // server's CPU included.
 func (s *sandbox) probe(ctx context.Context) probe {
 	p := readProbe(ctx, s.env.Redis, s.env.DB)
-	p.ledgerCommits = s.led.WriteStats().Commits
+	p.ledgerCommits = 0
+	for _, led := range s.leds {
+		p.ledgerCommits += led.WriteStats().Commits
+	}
+	if len(s.leds) > 1 {
+		for _, led := range s.leds {
+			p.shards = append(p.shards, shardReading{commits: led.WriteStats().Commits, rowsInserted: rowsInserted(ctx, led.DB())})
+		}
+	}
 	p.sqlCPU = s.sqlProc.cpu()
 	return p
+}
+
+// rowsInserted is db's server's Handler_write, -1 when it does
+// not say (SQLite).
+func rowsInserted(ctx context.Context, db *gorm.DB) int64 {
+	if db.Dialector.Name() != "mysql" {
+		return -1
+	}
+	var rows []variableRow
+	if err := db.WithContext(ctx).Raw("SHOW GLOBAL STATUS WHERE Variable_name = 'Handler_write'").Scan(&rows).Error; err != nil || len(rows) != 1 {
+		return -1
+	}
+	v, err := strconv.ParseInt(rows[0].Value, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 // read takes one reading; counters a backend does not offer are marked

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
-	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -21,7 +20,7 @@ type runningWorker struct {
 // startWorker runs a worker of the sandbox with h on topic, concurrency
 // handlers and claims of at most claimBatch jobs, until stop.
 func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler, tc queue.TopicConfig) (*runningWorker, error) {
-	led := &countingLedger{Ledger: ledgerops.Of(s.led)}
+	led := &countingLedger{Ledger: s.steps}
 	w, err := dataplane.NewWorker(s.q, led, queue.WorkerConfig{
 		ID:              fmt.Sprintf("bench:%d", os.Getpid()),
 		ShutdownTimeout: 10 * time.Second,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/bench"
@@ -23,6 +24,7 @@ type benchFlags struct {
 	keep        bool
 	noHistory   bool
 	partitions  int
+	sqlShards   []string
 	stall       time.Duration
 	baselineFor time.Duration
 	cpuProfile  string
@@ -56,6 +58,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
 	pf.BoolVar(&f.noHistory, "no-history", false, "the run's jobs leave no history rows (to compare a drain with history on and off)")
 	pf.IntVar(&f.partitions, "partitions", 1, "spread the run's topic over this many partitions (1-256), over a Redis Cluster's masters")
+	pf.StringArrayVar(&f.sqlShards, "sql-shard", nil, "MySQL DSN of a further ledger shard, repeated for each (the configured sql.dsn is shard 0), each best on a server of its own: enqueue, drain and lateness report each shard's commits and rows")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
 	pf.DurationVar(&f.baselineFor, "baseline-for", time.Second, "enqueue and http: how long each round-trip baseline (PING, empty EVALSHA) runs, before and after the run")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
@@ -211,9 +214,17 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	if f.partitions < 1 || f.partitions > queue.MaxPartitions {
 		return usageError{fmt.Errorf("--partitions %d: want 1-%d", f.partitions, queue.MaxPartitions)}
 	}
+	for i, dsn := range f.sqlShards {
+		if strings.TrimSpace(dsn) == "" {
+			return usageError{fmt.Errorf("--sql-shard: DSN %d is empty", i+1)}
+		}
+	}
 	cfg, err := a.loadConfig(cmd)
 	if err != nil {
 		return err
+	}
+	if len(f.sqlShards) > 0 && cfg.SQL.Driver != "mysql" {
+		return usageError{fmt.Errorf("--sql-shard: ledger shards need a MySQL ledger (--sql-dsn or sql.dsn), not %s", cfg.SQL.Driver)}
 	}
 	if cfg.SQL.Driver == "sqlite" {
 		// The embedded ledger goes to a file of the bench's own, never to
@@ -239,6 +250,17 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	if err := b.Ready(ctx); err != nil {
 		return err
 	}
+	var shards []*gorm.DB
+	for i, dsn := range f.sqlShards {
+		db, err := b.OpenSQLShard(cfg.SQL, dsn, log)
+		if err == nil {
+			err = db.WithContext(ctx).Exec("SELECT 1").Error
+		}
+		if err != nil {
+			return fmt.Errorf("--sql-shard: shard %d: %w", i+1, err)
+		}
+		shards = append(shards, db)
+	}
 
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
@@ -250,7 +272,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	// The durable idle run's relay and recoverer take the configured
 	// settings, as `delayq serve` runs them.
 	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory, Partitions: f.partitions,
-		Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
+		Shards: shards, Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {
 		bench.WriteMachine(a.out, rep.Machine)

@@ -54,7 +54,7 @@ func (l *Ledger) RowsOf(ctx context.Context, topic string, ids []string) (map[st
 // ListSummaries is List with summaries instead of whole rows: the same
 // filter, order, keyset paging and index.
 func (l *Ledger) ListSummaries(ctx context.Context, f ListFilter) ([]Summary, *Cursor, error) {
-	q, err := l.listQuery(ctx, f)
+	q, err := l.listQuery(ctx, f, false)
 	if err != nil {
 		return nil, nil, err
 	}

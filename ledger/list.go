@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -37,12 +38,19 @@ type ListFilter struct {
 type Cursor struct {
 	RunAt int64
 	ID    int64
+	// Shard is the ledger shard of the row the page ended on (ListShards);
+	// 0 on a ledger of one, where List ignores it.
+	Shard int
 }
 
 // String is the cursor's text form, "<run_at>_<id>", as the API and the CLI
-// pass it on.
+// pass it on; "<run_at>_<id>_<shard>" past shard 0.
 func (c Cursor) String() string {
-	return strconv.FormatInt(c.RunAt, 10) + "_" + strconv.FormatInt(c.ID, 10)
+	s := strconv.FormatInt(c.RunAt, 10) + "_" + strconv.FormatInt(c.ID, 10)
+	if c.Shard > 0 {
+		s += "_" + strconv.Itoa(c.Shard)
+	}
+	return s
 }
 
 // ParseCursor reads a Cursor's text form. Only a form String can produce is
@@ -50,13 +58,21 @@ func (c Cursor) String() string {
 func ParseCursor(s string) (Cursor, error) {
 	runAt, id, ok := strings.Cut(s, "_")
 	var c Cursor
-	var err1, err2 error
+	var err1, err2, err3 error
 	if ok {
+		var shard string
+		if id, shard, ok = strings.Cut(id, "_"); ok {
+			c.Shard, err3 = strconv.Atoi(shard)
+			if err3 == nil && (c.Shard < 1 || strconv.Itoa(c.Shard) != shard) {
+				err3 = errors.New("shard")
+			}
+		}
+		ok = true
 		c.RunAt, err1 = strconv.ParseInt(runAt, 10, 64)
 		c.ID, err2 = strconv.ParseInt(id, 10, 64)
 	}
-	if !ok || err1 != nil || err2 != nil || c.ID < 1 {
-		return Cursor{}, fmt.Errorf("ledger: cursor %q: want <run_at>_<id> as a page's next cursor gives it", s)
+	if !ok || err1 != nil || err2 != nil || err3 != nil || c.ID < 1 {
+		return Cursor{}, fmt.Errorf("ledger: cursor %q: want <run_at>_<id> (or <run_at>_<id>_<shard>) as a page's next cursor gives it", s)
 	}
 	return c, nil
 }
@@ -97,7 +113,13 @@ func ValidState(s queue.State) bool { return s.Column() != "" }
 // becomes the lease's end). One more row than Limit is read to tell
 // whether a next page exists.
 func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
-	q, err := l.listQuery(ctx, f)
+	return l.list(ctx, f, false)
+}
+
+// list is List; with atCursor a row at the cursor itself is included (a
+// shard past the cursor's, ListShards).
+func (l *Ledger) list(ctx context.Context, f ListFilter, atCursor bool) (Page, error) {
+	q, err := l.listQuery(ctx, f, atCursor)
 	if err != nil {
 		return Page{}, err
 	}
@@ -116,7 +138,7 @@ func (l *Ledger) List(ctx context.Context, f ListFilter) (Page, error) {
 
 // listQuery is List's statement: filter, order, cursor and one row more
 // than the limit.
-func (l *Ledger) listQuery(ctx context.Context, f ListFilter) (*gorm.DB, error) {
+func (l *Ledger) listQuery(ctx context.Context, f ListFilter, atCursor bool) (*gorm.DB, error) {
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, err
 	}
@@ -139,9 +161,14 @@ func (l *Ledger) listQuery(ctx context.Context, f ListFilter) (*gorm.DB, error) 
 	}
 	byDue := f.State != ""
 	if c := f.After; c != nil {
-		if byDue {
+		switch {
+		case byDue && atCursor:
+			q = q.Where(atOrAfterCursor, c.RunAt, c.RunAt, c.ID)
+		case byDue:
 			q = q.Where(afterCursor, c.RunAt, c.RunAt, c.ID)
-		} else {
+		case atCursor:
+			q = q.Where("id >= ?", c.ID)
+		default:
 			q = q.Where("id > ?", c.ID)
 		}
 	}

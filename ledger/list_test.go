@@ -152,12 +152,16 @@ func keys(rows []Entry) []string {
 }
 
 func TestParseCursor(t *testing.T) {
-	for _, c := range []Cursor{{1, 1}, {1_700_000_000_000, 42}, {-5, 9}} {
+	for _, c := range []Cursor{{1, 1, 0}, {1_700_000_000_000, 42, 0}, {-5, 9, 0}, {7, 3, 2}} {
 		if got, err := ParseCursor(c.String()); err != nil || got != c {
 			t.Errorf("ParseCursor(%q) = %+v, %v", c.String(), got, err)
 		}
 	}
-	for _, s := range []string{"", "_", "1", "1_", "_1", "1_0", "1_-1", "a_1", "1_1_1", "1.5_1", " 1_1", "1_1 "} {
+	if c := (Cursor{RunAt: 5, ID: 6}); c.String() != "5_6" {
+		t.Errorf("shard 0's cursor %q, want the form of a ledger of one shard", c.String())
+	}
+	for _, s := range []string{"", "_", "1", "1_", "_1", "1_0", "1_-1", "a_1", "1.5_1", " 1_1", "1_1 ",
+		"1_1_0", "1_1_01", "1_1_-1", "1_1_x", "1_1_1_1", "1_1_"} {
 		if c, err := ParseCursor(s); err == nil {
 			t.Errorf("ParseCursor(%q) = %+v, want an error", s, c)
 		}
@@ -226,5 +230,75 @@ func TestListUsesTheStateIndex(t *testing.T) {
 	}
 	if len(plan) != 1 || fmt.Sprint(plan[0]["key"]) != index || strings.Contains(fmt.Sprint(plan[0]["Extra"]), "filesort") {
 		t.Errorf("plan of %s:\n%v\nwant a range scan of %s without filesort", sql, plan, index)
+	}
+}
+
+// ListShards pages through three shards' rows, whose ids and due times
+// collide across shards, in one order: every row once, by (run_at, id,
+// shard) with a state and by (id, shard) without, whatever the page size.
+func TestListShardsMergesInOneOrder(t *testing.T) {
+	ctx := context.Background()
+	var shards []*Ledger
+	total := 0
+	for i := range 3 {
+		l, _ := newLedger(t, testenv.SQLite(t), Options{})
+		js := jobs("t", fmt.Sprintf("s%d-", i), 4+i)
+		for k, j := range js {
+			j.RunAt = fixedNow.UnixMilli() - int64(k%3)*1_000 // due times shared across shards
+		}
+		mustRecord(t, l, "w1", js...)
+		shards = append(shards, l)
+		total += len(js)
+	}
+	for _, state := range []queue.State{queue.StateInFlight, ""} {
+		for _, limit := range []int{1, 2, 5, 100} {
+			f := ListFilter{State: state, Topic: "t", Limit: limit}
+			var got []Entry
+			for pages := 0; ; pages++ {
+				if pages > total+1 {
+					t.Fatalf("state %q limit %d: paging does not end", state, limit)
+				}
+				p, err := ListShards(ctx, shards, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Rows) > limit {
+					t.Fatalf("state %q limit %d: a page of %d", state, limit, len(p.Rows))
+				}
+				got = append(got, p.Rows...)
+				if p.Next == nil {
+					break
+				}
+				c, err := ParseCursor(p.Next.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.After = &c
+			}
+			seen := map[string]bool{}
+			for k, r := range got {
+				if seen[r.JobID] {
+					t.Errorf("state %q limit %d: %s twice", state, limit, r.JobID)
+				}
+				seen[r.JobID] = true
+				if want := fmt.Sprintf("s%d-", r.Shard); !strings.HasPrefix(r.JobID, want) {
+					t.Errorf("%s says shard %d", r.JobID, r.Shard)
+				}
+				if k == 0 {
+					continue
+				}
+				a, b := got[k-1], r
+				before := a.ID < b.ID || a.ID == b.ID && a.Shard < b.Shard
+				if state != "" {
+					before = a.RunAt < b.RunAt || a.RunAt == b.RunAt && before
+				}
+				if !before {
+					t.Errorf("state %q limit %d: %s (shard %d) before %s (shard %d): out of order", state, limit, a.JobID, a.Shard, b.JobID, b.Shard)
+				}
+			}
+			if len(seen) != total {
+				t.Errorf("state %q limit %d: %d rows, want %d", state, limit, len(seen), total)
+			}
+		}
 	}
 }

@@ -77,6 +77,9 @@ type Entry struct {
 	// latest claim's): what its history row calls its first start. 0 until
 	// a claim, and on rows claimed before the column existed.
 	FirstClaimedAt int64 `gorm:"column:first_claimed_at;type:bigint;not null;default:0"`
+	// Shard is the ledger shard the row was read from (ListShards), 0 on
+	// a ledger of one; not a column.
+	Shard int `gorm:"-"`
 }
 
 // waitingWorker is the worker column of a row that waits for its first

@@ -19,6 +19,10 @@ import (
 // is not a range to MariaDB's optimizer.
 const afterCursor = "run_at >= ? AND (run_at > ? OR id > ?)"
 
+// atOrAfterCursor is afterCursor with the cursor's own (run_at, id)
+// included.
+const atOrAfterCursor = "run_at >= ? AND (run_at > ? OR id >= ?)"
+
 // Scheduled lists, with their payloads, at most limit waiting rows whose
 // (run_at, id) is after the cursor and whose run_at is at most upTo, in
 // (run_at, id) order; topic "" means every topic. A caller pages on by

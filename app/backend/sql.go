@@ -26,7 +26,9 @@ func (b *Backends) OpenSQLShard(c config.SQL, dsn string, log logrus.FieldLogger
 	if c.Driver != "mysql" {
 		return nil, fmt.Errorf("backend: a ledger shard needs sql.driver mysql (it is %s)", c.Driver)
 	}
-	c.DSN = dsn
+	// The configured server name is shard 0's host's; a shard's
+	// certificate is checked against its own DSN's host.
+	c.DSN, c.TLSServerName = dsn, ""
 	return b.openSQL(c, log)
 }
 

@@ -219,6 +219,13 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 			return usageError{fmt.Errorf("--sql-shard: DSN %d is empty", i+1)}
 		}
 	}
+	if len(f.sqlShards) > 0 {
+		for _, c := range cases {
+			if sc, ok := bench.Lookup(c.Scenario); ok && !sc.ShardsOK {
+				return usageError{fmt.Errorf("--sql-shard: the %s scenario runs on one ledger shard (shards: enqueue, drain, lateness)", c.Scenario)}
+			}
+		}
+	}
 	cfg, err := a.loadConfig(cmd)
 	if err != nil {
 		return err

@@ -82,16 +82,20 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	// EnqueueTick), and the jobs go to the topic's own name, which every
 	// layout keeps and every worker claims from (docs/design.md §7.1).
 	sharded := c.LedgerShards() > 1
-	each = each && l.Current() > 1 && (!sharded || pinned >= 0)
-	names := []string{topic}
+	var names []string
 	var subs [][]NewJob
 	var idx [][]int
-	if each {
-		names, subs, idx = c.splitJobs(l, topic, valid)
-	}
 	if sharded && pinned >= 0 {
-		if err := c.checkShard(names, subs, valid, pinned); err != nil {
+		var err error
+		if l, names, subs, idx, err = c.routePinned(ctx, topic, valid, pinned); err != nil {
 			return nil, err
+		}
+		each = each && l.Current() > 1
+	} else {
+		each = each && l.Current() > 1 && !sharded
+		names = []string{topic}
+		if each {
+			names, subs, idx = c.splitJobs(l, topic, valid)
 		}
 	}
 	var out []EnqueueResult
@@ -115,6 +119,29 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	return s, nil
 }
 
+// routePinned routes the jobs of a transactional enqueue on ledger shard
+// shard (PinShard) by topic's layout, which must be known: without it the
+// jobs could not be checked, and a Redis that cannot say is a retryable
+// error (unavailable), not a refusal. A layout that sends a job to
+// another shard is read again from Redis first, in case this process's
+// copy predates a raise; then the call is refused (checkShard).
+func (c *Client) routePinned(ctx context.Context, topic string, valid []NewJob, shard int) (l Layout, names []string, subs [][]NewJob, idx [][]int, err error) {
+	l, err = c.Layout(ctx, topic)
+	for fresh := false; ; fresh = true {
+		if err != nil {
+			return Layout{}, nil, nil, nil, fmt.Errorf("queue: enqueue to %s in a transaction on ledger shard %d: %w", topic, shard, err)
+		}
+		names, subs, idx = []string{topic}, nil, nil
+		if l.Current() > 1 {
+			names, subs, idx = c.splitJobs(l, topic, valid)
+		}
+		if err = c.checkShard(names, subs, valid, shard); err == nil || fresh {
+			return l, names, subs, idx, err
+		}
+		l, err = c.readLayout(ctx, topic)
+	}
+}
+
 // checkShard refuses a transactional enqueue on shard whose jobs (valid,
 // split over names as subs, or all on names[0] when subs is nil) go to a
 // partition of another shard, naming the first such job.
@@ -127,6 +154,11 @@ func (c *Client) checkShard(names []string, subs [][]NewJob, valid []NewJob, sha
 		j := valid[0]
 		if subs != nil {
 			j = subs[n][0]
+		}
+		if name == TopicOf(name) && !IsPartition(name) {
+			return &ValidationError{Field: "partition_key", Kind: ErrOtherShard,
+				Reason: fmt.Sprintf("topic %s has one partition, whose rows are on ledger shard %d, not this transaction's shard %d (give the topic a partition count that is a multiple of the shards, and its jobs a partition key of shard %d: Engine.ShardOfKey)",
+					truncateKey(name), s, shard, shard)}
 		}
 		return &ValidationError{Field: "partition_key", Kind: ErrOtherShard,
 			Reason: fmt.Sprintf("job %s routes to %s on ledger shard %d, not to this transaction's shard %d (give its jobs a partition key of shard %d: Engine.ShardOfKey)",

@@ -81,7 +81,8 @@ func (c *Client) shardsOf(names ...string) []int {
 // multiple of n: partition PartitionOf(key, K) is on shard that mod n,
 // which is FNV-1a of key mod n whatever the K. A shop whose own rows are
 // sharded by the same key and function commits a customer's order and
-// its close job in one transaction (docs/design.md §7.1).
+// its close job in one transaction (docs/design.md §7.1). A job without a
+// partition key goes by its id: pass the id then.
 func ShardOfKey(key string, n int) int {
 	if n <= 1 {
 		return 0

@@ -15,8 +15,9 @@ func (threeShards) LedgerShards() int { return 3 }
 
 // A batch's note goes to the inbox of each shard its rows go to, and only
 // theirs: shard 0 keeps a ledger of one shard's key names, the others
-// their own; a push takes the note out of every inbox it went to, and a
-// recheck asked for a partition's rows goes to its shard's relay.
+// their own; a push takes the note out of every inbox it went to, and so
+// does taking it back; a recheck asked for a partition's rows goes to its
+// shard's relay.
 func TestRelayNotesGoToTheShardsOfTheRows(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
 	ctx := testenv.Context(t)
@@ -52,10 +53,26 @@ func TestRelayNotesGoToTheShardsOfTheRows(t *testing.T) {
 		t.Fatalf("shard 1's tick: %+v %v, want its note", tick, err)
 	}
 	// A batch over partitions 0 (shard 0) and 2 (shard 2): both inboxes;
-	// taking the note back empties both and silences their bells.
-	both := c.writeNote(ctx, c.planNote([]NewJob{{ID: "c"}}, PartitionName("t", 6, 0), PartitionName("t", 6, 2)))
+	// its push takes the note out of both in its round trip.
+	p0, p2 := PartitionName("t", 6, 0), PartitionName("t", 6, 2)
+	both := c.writeNote(ctx, c.planNote([]NewJob{{ID: "c"}}, p0, p2))
 	if n := inboxes(); n != [3]int64{1, 1, 1} || len(both.shards) != 2 {
 		t.Fatalf("inboxes %v after a note to shards %v, want 1 each", n, both.shards)
+	}
+	now := time.Now().UnixMilli()
+	rows := []RestoreRow{{Topic: p0, ID: "c", State: StateWaiting, RunAt: now, MaxAttempts: 3, Payload: []byte("1")},
+		{Topic: p2, ID: "d", State: StateWaiting, RunAt: now, MaxAttempts: 3, Payload: []byte("1")}}
+	if _, err := c.Restore(ctx, rows, RestoreOptions{SeenAt: 1, note: both}); err != nil {
+		t.Fatal(err)
+	}
+	if n := inboxes(); n != [3]int64{0, 1, 0} {
+		t.Fatalf("inboxes %v after the push, want shard 1's note alone", n)
+	}
+	// Taking a note back (its batch wrote nothing) empties both inboxes
+	// and silences their bells.
+	both = c.writeNote(ctx, c.planNote([]NewJob{{ID: "e"}}, p0, p2))
+	if n := inboxes(); n != [3]int64{1, 1, 1} {
+		t.Fatalf("inboxes %v after a second note, want 1 each", n)
 	}
 	c.unnote(ctx, both)
 	if n := inboxes(); n != [3]int64{0, 1, 0} {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/robfig/cron/v3"
 	"github.com/sirupsen/logrus"
 )
@@ -93,6 +94,9 @@ func (r *Recoverer) RedisReconnected(ctx context.Context) {
 		r.log.Info("Redis reconnected: no topic known yet; running recovery now")
 		r.Trigger("redis-reconnect")
 		return
+	}
+	if n := r.q.LedgerShards(); n > 1 { // the names of this recoverer's shard, as in run
+		topics = slices.DeleteFunc(topics, func(t string) bool { return dataplane.ShardOf(t, n) != r.shard })
 	}
 	missing, err := r.q.EpochMissing(ctx, topics)
 	if err != nil {

@@ -68,11 +68,15 @@ type Config struct {
 	// a topic of one partition on the FNV-1a hash of its name mod N. Every
 	// step of a job goes to its shard, and Run starts one relay and one
 	// recoverer per shard, each with its own lock (Relay.LockKey and
-	// Recovery.LockKey suffixed ":<shard>" past shard 0). The listings
-	// (History, the store's own reads) are shard 0's alone for now, and
-	// Transaction and EnqueueTx are refused: they open on one shard, and
-	// the routing of a transaction's jobs to it is not built yet. Default
-	// none: one shard.
+	// Recovery.LockKey suffixed ":<shard>" past shard 0). Transaction and
+	// EnqueueTx are shard 0's, TransactionOn any shard's: each refuses a
+	// job whose partition is on another shard. The listings (History, the
+	// store's own reads, the Inspector's rows) are shard 0's alone for
+	// now; the Inspector's counts sum every shard's. The shards are fixed
+	// when the ledger is created: every process of the namespace must give
+	// the same ones in the same order, and a ledger of one shard cannot
+	// take more later (its rows would be looked for on the shards their
+	// names route to, not where they are). Default none: one shard.
 	Shards []*ledger.Ledger
 	// Logger receives the logs of every part, with a "component" field.
 	// Default logrus.StandardLogger().

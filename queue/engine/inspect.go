@@ -50,6 +50,9 @@ type Inspector struct {
 	q      *dataplane.Client
 	store  *ledger.Ledger
 	counts Counter // nil: count in SQL on each call that needs it
+	// shards are every ledger shard (store first) when there are several:
+	// counting in SQL sums theirs.
+	shards []*ledger.Ledger
 }
 
 // NewInspector reads the topics kept in rdb and store by processes that
@@ -83,7 +86,13 @@ func newInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *In
 // with NoRecovery).
 func (e *Engine) Inspector() *Inspector {
 	if e.cfg.NoRecovery || !e.ran.Load() {
-		return newInspector(e.q, e.store, nil)
+		i := newInspector(e.q, e.store, nil)
+		for s := range e.LedgerShards() {
+			if e.shards != nil {
+				i.shards = append(i.shards, e.shards.Ledger(s))
+			}
+		}
+		return i
 	}
 	return newInspector(e.q, e.store, relayCounter{e})
 }
@@ -175,13 +184,27 @@ func (i *Inspector) durableCounts(ctx context.Context, topics []string) (map[str
 	if !i.anyDurable(topics) {
 		return nil, time.Time{}, nil
 	}
-	now, err := i.store.SQLNow(ctx)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+	shards := i.shards
+	if len(shards) == 0 {
+		shards = []*ledger.Ledger{i.store}
 	}
-	counts, err := i.store.ScheduledCounts(ctx, now+i.q.Config().Horizon.Milliseconds())
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+	counts := map[string]ledger.ScheduledCount{}
+	for _, s := range shards {
+		// Each shard's rows are timed by its own server's clock.
+		now, err := s.SQLNow(ctx)
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+		}
+		m, err := s.ScheduledCounts(ctx, now+i.q.Config().Horizon.Milliseconds())
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
+		}
+		for t, c := range m {
+			sum := counts[t]
+			sum.Total += c.Total
+			sum.Beyond += c.Beyond
+			counts[t] = sum
+		}
 	}
 	return counts, time.Now(), nil
 }

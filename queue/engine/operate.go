@@ -195,8 +195,12 @@ func (e *Engine) DeleteDead(ctx context.Context, topic, id string) error {
 	if err := e.q.DeleteDead(ctx, topic, id); err != nil {
 		return err
 	}
-	if _, err := e.store.MarkPurgedID(ctx, topic, id); err != nil {
-		return fmt.Errorf("engine: dead job %s/%s deleted, its history not marked purged: %w", topic, id, err)
+	// The history rows are on the shard of the job's partition: every
+	// shard's (the mark covers all the topic's partitions).
+	for s := range e.LedgerShards() {
+		if _, err := e.LedgerShard(s).MarkPurgedID(ctx, topic, id); err != nil {
+			return fmt.Errorf("engine: dead job %s/%s deleted, its history not marked purged (ledger shard %d): %w", topic, id, s, err)
+		}
 	}
 	return nil
 }

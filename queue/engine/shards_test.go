@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/internal/unavailable"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/delayq/delayq/queue/engine"
@@ -264,13 +266,128 @@ func TestTransactionOnTheCustomersShard(t *testing.T) {
 		if err := eng.LedgerShard(i).DB().WithContext(ctx).Model(&order{}).Where("id IN ?", []string{"stray", "undone"}).Count(&n).Error; err != nil || n != 0 {
 			t.Errorf("shard %d: %d refused or rolled-back orders stayed (%v)", i, n, err)
 		}
-		for _, id := range []string{"close:stray", "close:undone"} {
-			if info, err := eng.Find(ctx, topic, id); err != nil || info.State != queue.StateUnknown {
-				t.Errorf("%s: %+v %v, want no such job", id, info, err)
-			}
+	}
+	for _, id := range []string{"close:stray", "close:undone"} {
+		if info, err := eng.Find(ctx, topic, id); err != nil || info.State != queue.StateUnknown {
+			t.Errorf("%s: %+v %v, want no such job", id, info, err)
 		}
+	}
+	// Redis down: the layout the jobs route by is unknown, which is a
+	// retryable error, not a refusal, and the order rolls back.
+	down := redis.NewClient(&redis.Options{Addr: testenv.RefusedAddr(t), MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	cut, err := engine.New(down, stores[0], engine.Config{
+		Queue:  queue.Config{Namespace: ns, TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable}},
+		Shards: stores[1:], NoRecovery: true, Logger: testenv.QuietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cut.TransactionOn(ctx, cut.ShardOfKey(cust), func(tx *gorm.DB, enq *ledger.TxEnqueuer) error {
+		if err := tx.Create(&order{ID: "offline", Customer: cust}).Error; err != nil {
+			return err
+		}
+		_, err := enq.Enqueue(ctx, topic, queue.NewJob{ID: "close:offline", PartitionKey: cust, Delay: time.Hour})
+		return err
+	})
+	if errors.As(err, &ve) || !unavailable.Is(err) {
+		t.Errorf("a transaction with Redis down: %v, want a retryable error, not a refusal", err)
+	}
+	var n int64
+	if err := eng.LedgerShard(eng.ShardOfKey(cust)).DB().WithContext(ctx).Model(&order{}).Where("id = ?", "offline").Count(&n).Error; err != nil || n != 0 {
+		t.Errorf("the order of the failed transaction stayed (%d, %v)", n, err)
 	}
 	if err := eng.TransactionOn(ctx, 3, func(*gorm.DB, *ledger.TxEnqueuer) error { return nil }); err == nil {
 		t.Error("a transaction on shard 3 of 3 was accepted")
+	}
+}
+
+// Each shard's recoverer checks the partitions whose rows it holds: after
+// Redis lost the keys of 6 partitions (not the topic set nor the layout)
+// while their 60 jobs waited for a retry an hour away, one recovery finds each partition lost and puts every one
+// of them back at once, on whichever shard its row is. A shard-0
+// recoverer that wrote every lost partition's epoch marker would leave
+// the other shards' jobs for their retry times.
+func TestRecoveryPerShardRestoresItsPartitions(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	ctx := testenv.Context(t)
+	var stores []*ledger.Ledger
+	for range 3 {
+		stores = append(stores, migratedLedger(t, testenv.MySQL(t)))
+	}
+	const topic, jobs = "order_close", 60
+	eng, err := engine.New(rdb, stores[0], engine.Config{
+		Queue: queue.Config{Namespace: ns,
+			TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable}},
+		Shards:     stores[1:],
+		Partitions: map[string]int{topic: 6},
+		Recovery:   recovery.Config{Schedule: "@every 1h"},
+		Logger:     testenv.QuietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed testenv.Counter
+	if err := eng.Handle(topic, queue.HandlerFunc(func(context.Context, *queue.Job) error {
+		failed.Add(1)
+		return queue.RetryAfter(errors.New("payment service down"), time.Hour)
+	}), queue.TopicConfig{Concurrency: 20}); err != nil {
+		t.Fatal(err)
+	}
+	run := testenv.Start(t, eng.Run)
+	testenv.WaitFor(ctx, t, "Run to raise the topic's partitions", func() bool {
+		p, err := eng.Partitions(ctx, topic)
+		return err == nil && p.Current == 6
+	})
+	var batch []queue.NewJob
+	for i := range jobs {
+		batch = append(batch, queue.NewJob{ID: fmt.Sprintf("o%02d", i)})
+	}
+	if _, err := eng.EnqueueBatch(ctx, topic, batch); err != nil {
+		t.Fatal(err)
+	}
+	failed.WaitAtLeast(ctx, t, jobs, "every job to fail once")
+	testenv.WaitFor(ctx, t, "every job's retry in its shard's ledger", func() bool {
+		n := 0
+		for _, s := range stores {
+			page, err := s.List(ctx, ledger.ListFilter{State: queue.StateRetrying, Topic: topic, Limit: jobs})
+			if err != nil {
+				return false
+			}
+			n += len(page.Rows)
+		}
+		return n == jobs
+	})
+	if err := run.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The partitions' keys go (their master lost its data), while the
+	// topic set and the layout, in other slots, stay: every recoverer
+	// sees every partition.
+	var cursor uint64
+	for {
+		keys, next, err := rdb.Scan(ctx, cursor, ns+":{"+topic+"~*", 500).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if err := rdb.Unlink(ctx, k).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	rep, err := eng.Recover(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string]bool{}
+	for _, l := range rep.DataLoss {
+		lost[l.Topic] = true
+	}
+	if rep.Reenqueued != jobs || len(lost) != 6 {
+		t.Errorf("recovery put back %d of the %d retrying jobs and found %d partitions lost (%v), want all of them and 6", rep.Reenqueued, jobs, len(lost), rep.DataLoss)
 	}
 }

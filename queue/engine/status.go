@@ -70,7 +70,8 @@ func (e *Engine) RecoveryCounters() recovery.Counters {
 
 // RelayTotals are this process's relay totals, for metrics (zero with
 // NoRecovery): every shard's relay's, summed, with the latest of each
-// time.
+// time. Over ledger shards the latest LastOK hides a shard whose passes
+// fail while another's succeed: watch each with RelayTotalsByShard.
 func (e *Engine) RelayTotals() recovery.RelayTotals {
 	if len(e.relays) == 1 {
 		return e.relays[0].Totals()
@@ -94,6 +95,16 @@ func (e *Engine) RelayTotals() recovery.RelayTotals {
 		}
 	}
 	return t
+}
+
+// RelayTotalsByShard are this process's relay totals of each ledger
+// shard, shard order (none with NoRecovery).
+func (e *Engine) RelayTotalsByShard() []recovery.RelayTotals {
+	out := make([]recovery.RelayTotals, len(e.relays))
+	for i, r := range e.relays {
+		out[i] = r.Totals()
+	}
+	return out
 }
 
 // RecoveryConfig is the recoverer's configuration, defaults filled in

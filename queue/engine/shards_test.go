@@ -81,7 +81,7 @@ func TestEngineOverLedgerShards(t *testing.T) {
 	for i := range now + later {
 		j := queue.NewJob{ID: fmt.Sprintf("o%04d", i)}
 		if i >= now {
-			j.Delay = 5 * time.Second
+			j.Delay = 8 * time.Second // well after the first 300 ran and were counted
 		}
 		jobs = append(jobs, j)
 	}

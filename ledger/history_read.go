@@ -49,6 +49,12 @@ func ValidOutcome(s string) bool {
 // History returns a page of the finished jobs f selects, and the cursor of
 // the next page ("" on the last one), in one statement.
 func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, string, error) {
+	return l.history(ctx, f, false)
+}
+
+// history is History; with atCursor a row at the cursor's own keys is
+// included (a shard that sorts past the cursor's, HistoryShards).
+func (l *Ledger) history(ctx context.Context, f HistoryFilter, atCursor bool) ([]HistoryRow, string, error) {
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, "", err
 	}
@@ -97,17 +103,21 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 		if !ok || kind != mode {
 			return nil, "", ErrBadCursor
 		}
+		lt, gt := "<", ">"
+		if atCursor {
+			lt, gt = "<=", ">="
+		}
 		switch mode {
 		case "e":
 			id, _ := strconv.ParseInt(a, 10, 64)
-			q = q.Where("id < ?", id)
+			q = q.Where("id "+lt+" ?", id)
 		case "i":
 			id, _ := strconv.ParseInt(a, 10, 64)
-			q = q.Where("(job_id > ? OR (job_id = ? AND id > ?))", b, b, id)
+			q = q.Where("(job_id > ? OR (job_id = ? AND id "+gt+" ?))", b, b, id)
 		default:
 			at, _ := strconv.ParseInt(a, 10, 64)
 			id, _ := strconv.ParseInt(b, 10, 64)
-			q = q.Where("(finished_at < ? OR (finished_at = ? AND id < ?))", at, at, id)
+			q = q.Where("(finished_at < ? OR (finished_at = ? AND id "+lt+" ?))", at, at, id)
 		}
 	}
 	switch mode {
@@ -129,11 +139,15 @@ func (l *Ledger) History(ctx context.Context, f HistoryFilter) ([]HistoryRow, st
 		return rows, "", nil
 	}
 	rows = rows[:f.Limit]
-	last := rows[f.Limit-1]
+	return rows, historyCursor(mode, rows[f.Limit-1]), nil
+}
+
+// historyCursor is the cursor of a page of mode ending on last.
+func historyCursor(mode string, last HistoryRow) string {
 	if mode != "t" {
-		return rows, mode + "~" + strconv.FormatInt(last.ID, 10) + "~" + last.JobID, nil
+		return mode + "~" + strconv.FormatInt(last.ID, 10) + "~" + last.JobID
 	}
-	return rows, "t~" + strconv.FormatInt(last.FinishedAt, 10) + "~" + strconv.FormatInt(last.ID, 10), nil
+	return "t~" + strconv.FormatInt(last.FinishedAt, 10) + "~" + strconv.FormatInt(last.ID, 10)
 }
 
 // parseHistoryCursor reads "e~<id>~<job_id>" (one job id, newest first),

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq/internal/testenv"
+
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
@@ -253,4 +255,71 @@ func TestPurgeHistoryOptions(t *testing.T) {
 			t.Fatalf("purged %d in %v, %v; want 250 in [100 100 50]", n, sizes, err)
 		}
 	})
+}
+
+// HistoryShards pages through three shards' history, whose ids and
+// finished times collide across shards, in History's order with the
+// shard last: every row once in each mode (by time, one id, a prefix),
+// whatever the page size.
+func TestHistoryShardsMergesInOneOrder(t *testing.T) {
+	ctx := context.Background()
+	var shards []*Ledger
+	total := 0
+	for s := range 3 {
+		var clock time.Time
+		l, _ := newLedger(t, testenv.SQLite(t), Options{Now: func() time.Time { return clock }})
+		for i := range 3 + s {
+			clock = fixedNow.Add(time.Duration(i%2) * time.Second) // finished times shared across shards
+			j := job("t", fmt.Sprintf("order:%d", i), 1)           // so are ids and job ids
+			mustRecord(t, l, "w", j)
+			if err := opsOf(l).Complete(ctx, []queue.Ref{j.Ref()}); err != nil {
+				t.Fatal(err)
+			}
+			total++
+		}
+		shards = append(shards, l)
+	}
+	for _, base := range []HistoryFilter{{Topic: "t"}, {Topic: "t", Prefix: "order:"}, {Topic: "t", ID: "order:1"}} {
+		want := total
+		if base.ID != "" {
+			want = 3 // order:1 on each shard
+		}
+		for _, limit := range []int{1, 2, 4, 100} {
+			f := base
+			f.Limit = limit
+			var got []HistoryRow
+			for pages := 0; ; pages++ {
+				if pages > total+1 {
+					t.Fatalf("%+v: paging does not end", f)
+				}
+				rows, next, err := HistoryShards(ctx, shards, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) > limit {
+					t.Fatalf("%+v: a page of %d", f, len(rows))
+				}
+				got = append(got, rows...)
+				if f.After = next; next == "" {
+					break
+				}
+			}
+			if len(got) != want {
+				t.Errorf("prefix %q id %q limit %d: %d rows, want %d", base.Prefix, base.ID, limit, len(got), want)
+			}
+			for k := 1; k < len(got); k++ {
+				a, b := got[k-1], got[k]
+				ok := a.FinishedAt >= b.FinishedAt
+				if base.Prefix != "" {
+					ok = a.JobID <= b.JobID
+				}
+				if !ok {
+					t.Errorf("prefix %q id %q limit %d: %s (%d) before %s (%d): out of order", base.Prefix, base.ID, limit, a.JobID, a.FinishedAt, b.JobID, b.FinishedAt)
+				}
+			}
+		}
+	}
+	if _, _, err := HistoryShards(ctx, shards, HistoryFilter{Topic: "t", Limit: 1, After: "3~t~1~1"}); !errors.Is(err, ErrBadCursor) {
+		t.Errorf("a cursor of shard 3 of 3: %v, want ErrBadCursor", err)
+	}
 }

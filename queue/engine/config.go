@@ -70,13 +70,13 @@ type Config struct {
 	// recoverer per shard, each with its own lock (Relay.LockKey and
 	// Recovery.LockKey suffixed ":<shard>" past shard 0). Transaction and
 	// EnqueueTx are shard 0's, TransactionOn any shard's: each refuses a
-	// job whose partition is on another shard. The listings (History, the
-	// store's own reads, the Inspector's rows) are shard 0's alone for
-	// now; the Inspector's counts sum every shard's. The shards are fixed
-	// when the ledger is created: every process of the namespace must give
-	// the same ones in the same order, and a ledger of one shard cannot
-	// take more later (its rows would be looked for on the shards their
-	// names route to, not where they are). Default none: one shard.
+	// job whose partition is on another shard. History merges every
+	// shard's, and the Inspector's counts sum them; the Inspector's rows
+	// and the store's own reads are shard 0's alone for now. The shards
+	// are fixed when the ledger is created: every process of the namespace
+	// must give the same ones in the same order, and a ledger of one shard
+	// cannot take more later (its rows would be looked for on the shards
+	// their names route to, not where they are). Default none: one shard.
 	Shards []*ledger.Ledger
 	// Logger receives the logs of every part, with a "component" field.
 	// Default logrus.StandardLogger().

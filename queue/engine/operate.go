@@ -165,9 +165,17 @@ func (e *Engine) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
 }
 
 // History reads the finished jobs f selects from the ledger's job history
-// (docs/design.md §4.18).
+// (docs/design.md §4.18): over ledger shards, every shard's, merged
+// (ledger.HistoryShards).
 func (e *Engine) History(ctx context.Context, f ledger.HistoryFilter) ([]ledger.HistoryRow, string, error) {
-	return e.store.History(ctx, f)
+	if e.shards == nil {
+		return e.store.History(ctx, f)
+	}
+	shards := make([]*ledger.Ledger, e.LedgerShards())
+	for i := range shards {
+		shards[i] = e.LedgerShard(i)
+	}
+	return ledger.HistoryShards(ctx, shards, f)
 }
 
 // RequeueDead makes one dead job wait to run again, now, with fresh

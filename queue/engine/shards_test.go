@@ -158,6 +158,27 @@ func TestEngineOverLedgerShards(t *testing.T) {
 			}
 		}
 	}
+	// The history of every job, each on its partition's shard, in one
+	// listing: pages of 100 over the three shards.
+	finished := map[string]bool{}
+	f := ledger.HistoryFilter{Topic: topic, Limit: 100}
+	for {
+		rows, next, err := eng.History(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if strings.HasPrefix(r.JobID, "o") {
+				finished[r.JobID] = true
+			}
+		}
+		if f.After = next; next == "" {
+			break
+		}
+	}
+	if len(finished) != len(jobs) {
+		t.Errorf("the history lists %d of the %d jobs", len(finished), len(jobs))
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, j := range jobs {

@@ -37,7 +37,7 @@ func HistoryShards(ctx context.Context, shards []*Ledger, f HistoryFilter) ([]Hi
 	if f.After != "" {
 		s, rest, ok := strings.Cut(f.After, "~")
 		n, err := strconv.Atoi(s)
-		if !ok || err != nil || n < 0 || n >= len(shards) || strconv.Itoa(n) != s {
+		if !ok || rest == "" || err != nil || n < 0 || n >= len(shards) || strconv.Itoa(n) != s {
 			return nil, "", ErrBadCursor
 		}
 		after, f.After = n, rest

@@ -28,6 +28,9 @@ func ListShards(ctx context.Context, shards []*Ledger, f ListFilter) (Page, erro
 	if err := checkLimit(f.Limit); err != nil {
 		return Page{}, err
 	}
+	if c := f.After; c != nil && (c.Shard < 0 || c.Shard >= len(shards)) {
+		return Page{}, fmt.Errorf("ledger: cursor of shard %d: there are %d", c.Shard, len(shards))
+	}
 	byDue := f.State != ""
 	var rows []Entry
 	more := false

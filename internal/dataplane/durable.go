@@ -87,7 +87,7 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	var idx [][]int
 	if sharded && pinned >= 0 {
 		var err error
-		if l, names, subs, idx, err = c.routePinned(ctx, topic, valid, pinned); err != nil {
+		if l, names, subs, idx, err = c.routePinned(ctx, topic, valid, pinned, each); err != nil {
 			return nil, err
 		}
 		each = each && l.Current() > 1
@@ -120,26 +120,58 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 }
 
 // routePinned routes the jobs of a transactional enqueue on ledger shard
-// shard (PinShard) by topic's layout, which must be known: without it the
-// jobs could not be checked, and a Redis that cannot say is a retryable
-// error (unavailable), not a refusal. A layout that sends a job to
-// another shard is read again from Redis first, in case this process's
-// copy predates a raise; then the call is refused (checkShard).
-func (c *Client) routePinned(ctx context.Context, topic string, valid []NewJob, shard int) (l Layout, names []string, subs [][]NewJob, idx [][]int, err error) {
-	l, err = c.Layout(ctx, topic)
+// shard (PinShard) by topic's layout (pinnedLayout), each to its
+// partition when the store writes partitions (each), else all to the
+// topic's own name. A layout that sends a job to another shard is read
+// again first, in case this process's copy predates a raise; then the
+// call is refused (checkShard).
+func (c *Client) routePinned(ctx context.Context, topic string, valid []NewJob, shard int, each bool) (l Layout, names []string, subs [][]NewJob, idx [][]int, err error) {
+	l, err = c.pinnedLayout(ctx, topic, false)
 	for fresh := false; ; fresh = true {
 		if err != nil {
 			return Layout{}, nil, nil, nil, fmt.Errorf("queue: enqueue to %s in a transaction on ledger shard %d: %w", topic, shard, err)
 		}
 		names, subs, idx = []string{topic}, nil, nil
-		if l.Current() > 1 {
+		if each && l.Current() > 1 {
 			names, subs, idx = c.splitJobs(l, topic, valid)
 		}
 		if err = c.checkShard(names, subs, valid, shard); err == nil || fresh {
 			return l, names, subs, idx, err
 		}
-		l, err = c.readLayout(ctx, topic)
+		l, err = c.pinnedLayout(ctx, topic, true)
 	}
+}
+
+// pinnedLayout is topic's layout for a pinned transactional enqueue: this
+// process's copy (read again when fresh), from Redis within PushTimeout;
+// when Redis cannot say, the layouts stored in SQL (the store's
+// LayoutStore: the home shard's, which SetPartitions writes before
+// Redis), so that a durable transaction commits with Redis down as on a
+// ledger of one shard. Only when neither answers is it an error.
+func (c *Client) pinnedLayout(ctx context.Context, topic string, fresh bool) (Layout, error) {
+	var l Layout
+	err := errPushPaused
+	if !c.pushesPaused() {
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.PushTimeout)
+		if fresh {
+			l, err = c.readLayout(rctx, topic)
+		} else {
+			l, err = c.Layout(rctx, topic)
+		}
+		cancel()
+	}
+	if err == nil {
+		return l, nil
+	}
+	ls, ok := c.cfg.Store.(LayoutStore)
+	if !ok {
+		return Layout{}, err
+	}
+	all, serr := ls.Layouts(ctx)
+	if serr != nil {
+		return Layout{}, errors.Join(err, serr)
+	}
+	return layoutOf(topic, all[topic]), nil
 }
 
 // checkShard refuses a transactional enqueue on shard whose jobs (valid,

@@ -199,20 +199,26 @@ func (c *Client) readLayout(ctx context.Context, topic string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("queue: read the partitions of %s: %w", topic, err)
 	}
-	var l Layout
+	var counts []int
 	for _, m := range ms {
 		// Members delayq did not write are not trusted to build names.
 		if k, err := strconv.Atoi(m); err == nil && k >= 1 && k <= MaxPartitions {
-			l.Counts = append(l.Counts, k)
+			counts = append(counts, k)
 		}
 	}
+	return layoutOf(topic, counts), nil
+}
+
+// layoutOf is topic's layout of counts (any order, repeats allowed).
+func layoutOf(topic string, counts []int) Layout {
+	l := Layout{Counts: slices.Clone(counts)}
 	slices.Sort(l.Counts)
 	l.Counts = slices.Compact(l.Counts)
 	l.names = make(map[int][]string, len(l.Counts))
 	for _, k := range l.Counts {
 		l.names[k] = partitionNames(topic, k)
 	}
-	return l, nil
+	return l
 }
 
 // SetPartitions raises topic's partition count to k (1 ≤ k ≤

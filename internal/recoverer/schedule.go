@@ -97,6 +97,11 @@ func (r *Recoverer) RedisReconnected(ctx context.Context) {
 	}
 	if n := r.q.LedgerShards(); n > 1 { // the names of this recoverer's shard, as in run
 		topics = slices.DeleteFunc(topics, func(t string) bool { return dataplane.ShardOf(t, n) != r.shard })
+		if len(topics) == 0 {
+			r.log.Info("Redis reconnected: no topic of this shard known yet; running recovery now")
+			r.Trigger("redis-reconnect")
+			return
+		}
 	}
 	missing, err := r.q.EpochMissing(ctx, topics)
 	if err != nil {

@@ -28,6 +28,9 @@ import (
 // another server on the backend's port), wrapped by the queue, the ledger or
 // a coalesced enqueue, it is a 503, never a 500.
 func Is(err error) bool {
+	if err == nil {
+		return false
+	}
 	var ne net.Error // a dial, read or write that failed or timed out; net.ErrClosed
 	switch {
 	case errors.As(err, &ne),

@@ -32,8 +32,10 @@ type Engine struct {
 	store *ledger.Ledger
 	ops   ledgerops.Ops // store's internal steps, for the parts
 	// shards route a job's steps to its ledger shard (store is shard 0);
-	// nil with one shard, where store's own steps (ops) serve.
-	shards *ledgerops.Shards
+	// nil with one shard, where store's own steps (ops) serve. ledgers
+	// are the shards' ledgers, store first (store alone with one).
+	shards  *ledgerops.Shards
+	ledgers []*ledger.Ledger
 
 	worker *dataplane.Worker
 	// One recoverer, dry-run twin and relay per ledger shard, shard 0
@@ -68,12 +70,13 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if cfg.Logger == nil {
 		cfg.Logger = logrus.StandardLogger()
 	}
-	e := &Engine{cfg: cfg, log: cfg.Logger, store: store, ops: ledgerops.Of(store)}
+	e := &Engine{cfg: cfg, log: cfg.Logger, store: store, ops: ledgerops.Of(store),
+		ledgers: append([]*ledger.Ledger{store}, cfg.Shards...)}
 	qc := cfg.Queue
 	qc.Store = store
 	var err error
 	if len(cfg.Shards) > 0 {
-		if e.shards, err = ledgerops.NewShards(append([]*ledger.Ledger{store}, cfg.Shards...)...); err != nil {
+		if e.shards, err = ledgerops.NewShards(e.ledgers...); err != nil {
 			return nil, fmt.Errorf("engine: Config.Shards: %w", err)
 		}
 		qc.Store = e.shards

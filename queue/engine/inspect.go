@@ -50,7 +50,7 @@ type Inspector struct {
 	q      *dataplane.Client
 	store  *ledger.Ledger
 	counts Counter // nil: count in SQL on each call that needs it
-	// shards are every ledger shard (store first) when there are several:
+	// shards are every ledger shard (store first; none: store alone):
 	// counting in SQL sums theirs.
 	shards []*ledger.Ledger
 }
@@ -87,11 +87,7 @@ func newInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *In
 func (e *Engine) Inspector() *Inspector {
 	if e.cfg.NoRecovery || !e.ran.Load() {
 		i := newInspector(e.q, e.store, nil)
-		for s := range e.LedgerShards() {
-			if e.shards != nil {
-				i.shards = append(i.shards, e.shards.Ledger(s))
-			}
-		}
+		i.shards = e.ledgers
 		return i
 	}
 	return newInspector(e.q, e.store, relayCounter{e})
@@ -164,15 +160,23 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 // partitions' names, docs/design.md §7.1) into the topic's.
 func byTopic(counts map[string]ledger.ScheduledCount) map[string]ledger.ScheduledCount {
 	out := make(map[string]ledger.ScheduledCount, len(counts))
-	for name, c := range counts {
-		t := dataplane.TopicOf(name)
-		sum := out[t]
-		sum.Total += c.Total
-		sum.Beyond += c.Beyond
-		out[t] = sum
-	}
+	addCounts(out, counts, dataplane.TopicOf)
 	return out
 }
+
+// addCounts adds the counts of src into dst, each under key(its name).
+func addCounts(dst, src map[string]ledger.ScheduledCount, key func(string) string) {
+	for name, c := range src {
+		k := key(name)
+		sum := dst[k]
+		sum.Total += c.Total
+		sum.Beyond += c.Beyond
+		dst[k] = sum
+	}
+}
+
+// sameName is the key of addCounts that keeps each name.
+func sameName(name string) string { return name }
 
 // durableCounts are the counter's counts, or, without one, counted now in
 // SQL when one of topics (any topic, for none) may be durable.
@@ -199,12 +203,7 @@ func (i *Inspector) durableCounts(ctx context.Context, topics []string) (map[str
 		if err != nil {
 			return nil, time.Time{}, fmt.Errorf("%w: %w", queue.ErrLedger, err)
 		}
-		for t, c := range m {
-			sum := counts[t]
-			sum.Total += c.Total
-			sum.Beyond += c.Beyond
-			counts[t] = sum
-		}
+		addCounts(counts, m, sameName)
 	}
 	return counts, time.Now(), nil
 }

@@ -55,19 +55,15 @@ func (e *Engine) TransactionOn(ctx context.Context, shard int, fn func(tx *gorm.
 }
 
 // LedgerShards is the number of ledger shards: 1 + len(Config.Shards).
-func (e *Engine) LedgerShards() int { return e.q.LedgerShards() }
+func (e *Engine) LedgerShards() int { return len(e.ledgers) }
 
 // LedgerShard is ledger shard i (0: the store given to New), or nil out of
 // range.
 func (e *Engine) LedgerShard(i int) *ledger.Ledger {
-	switch {
-	case i < 0 || i >= e.LedgerShards():
+	if i < 0 || i >= len(e.ledgers) {
 		return nil
-	case e.shards == nil:
-		return e.store
-	default:
-		return e.shards.Ledger(i)
 	}
+	return e.ledgers[i]
 }
 
 // ShardOfKey is the ledger shard of the jobs whose partition key is key,
@@ -168,14 +164,7 @@ func (e *Engine) Workers(ctx context.Context) ([]queue.WorkerInfo, error) {
 // (docs/design.md §4.18): over ledger shards, every shard's, merged
 // (ledger.HistoryShards).
 func (e *Engine) History(ctx context.Context, f ledger.HistoryFilter) ([]ledger.HistoryRow, string, error) {
-	if e.shards == nil {
-		return e.store.History(ctx, f)
-	}
-	shards := make([]*ledger.Ledger, e.LedgerShards())
-	for i := range shards {
-		shards[i] = e.LedgerShard(i)
-	}
-	return ledger.HistoryShards(ctx, shards, f)
+	return ledger.HistoryShards(ctx, e.ledgers, f)
 }
 
 // RequeueDead makes one dead job wait to run again, now, with fresh
@@ -205,8 +194,8 @@ func (e *Engine) DeleteDead(ctx context.Context, topic, id string) error {
 	}
 	// The history rows are on the shard of the job's partition: every
 	// shard's (the mark covers all the topic's partitions).
-	for s := range e.LedgerShards() {
-		if _, err := e.LedgerShard(s).MarkPurgedID(ctx, topic, id); err != nil {
+	for s, l := range e.ledgers {
+		if _, err := l.MarkPurgedID(ctx, topic, id); err != nil {
 			return fmt.Errorf("engine: dead job %s/%s deleted, its history not marked purged (ledger shard %d): %w", topic, id, s, err)
 		}
 	}

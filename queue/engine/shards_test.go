@@ -22,6 +22,32 @@ import (
 	"github.com/delayq/delayq/recovery"
 )
 
+// threeShards returns three migrated ledgers, each on a MySQL database of
+// its own, with the tables of models (a shop's own) on each too.
+func threeShards(t *testing.T, models ...any) []*ledger.Ledger {
+	t.Helper()
+	var stores []*ledger.Ledger
+	for range 3 {
+		db := testenv.MySQL(t)
+		if len(models) > 0 {
+			if err := db.AutoMigrate(models...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stores = append(stores, migratedLedger(t, db))
+	}
+	return stores
+}
+
+// waitPartitions waits until Run raised topic to k partitions.
+func waitPartitions(ctx context.Context, t *testing.T, eng *engine.Engine, topic string, k int) {
+	t.Helper()
+	testenv.WaitFor(ctx, t, "Run to raise the topic's partitions", func() bool {
+		p, err := eng.Partitions(ctx, topic)
+		return err == nil && p.Current == k
+	})
+}
+
 // An engine over three ledger shards (three MariaDB databases) with a
 // durable topic of 6 partitions: every partition's rows are on its shard
 // (2 partitions, a third of the rows, on each), each shard's relay has its
@@ -30,10 +56,7 @@ import (
 func TestEngineOverLedgerShards(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
 	ctx := testenv.Context(t)
-	var stores []*ledger.Ledger
-	for range 3 {
-		stores = append(stores, migratedLedger(t, testenv.MySQL(t)))
-	}
+	stores := threeShards(t)
 	const topic, k = "order_close", 6
 	eng, err := engine.New(rdb, stores[0], engine.Config{
 		Queue: queue.Config{Namespace: ns, Horizon: 2 * time.Second,
@@ -70,10 +93,7 @@ func TestEngineOverLedgerShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := testenv.Start(t, eng.Run)
-	testenv.WaitFor(ctx, t, "Run to raise the topic's partitions", func() bool {
-		p, err := eng.Partitions(ctx, topic)
-		return err == nil && p.Current == k
-	})
+	waitPartitions(ctx, t, eng, topic, k)
 
 	// 300 jobs due at once and 300 beyond the horizon.
 	const now, later = 300, 300
@@ -206,14 +226,7 @@ type order struct {
 func TestTransactionOnTheCustomersShard(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
 	ctx := testenv.Context(t)
-	var stores []*ledger.Ledger
-	for range 3 {
-		db := testenv.MySQL(t)
-		if err := db.AutoMigrate(&order{}); err != nil {
-			t.Fatal(err)
-		}
-		stores = append(stores, migratedLedger(t, db))
-	}
+	stores := threeShards(t, &order{})
 	const topic = "order_close"
 	eng, err := engine.New(rdb, stores[0], engine.Config{
 		Queue:  queue.Config{Namespace: ns, TopicDurability: map[string]queue.Durability{topic: queue.DurabilityDurable}},
@@ -367,10 +380,7 @@ func TestTransactionOnTheCustomersShard(t *testing.T) {
 func TestRecoveryPerShardRestoresItsPartitions(t *testing.T) {
 	rdb, ns := testenv.Redis(t)
 	ctx := testenv.Context(t)
-	var stores []*ledger.Ledger
-	for range 3 {
-		stores = append(stores, migratedLedger(t, testenv.MySQL(t)))
-	}
+	stores := threeShards(t)
 	const topic, jobs = "order_close", 60
 	eng, err := engine.New(rdb, stores[0], engine.Config{
 		Queue: queue.Config{Namespace: ns,
@@ -391,10 +401,7 @@ func TestRecoveryPerShardRestoresItsPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := testenv.Start(t, eng.Run)
-	testenv.WaitFor(ctx, t, "Run to raise the topic's partitions", func() bool {
-		p, err := eng.Partitions(ctx, topic)
-		return err == nil && p.Current == 6
-	})
+	waitPartitions(ctx, t, eng, topic, 6)
 	var batch []queue.NewJob
 	for i := range jobs {
 		batch = append(batch, queue.NewJob{ID: fmt.Sprintf("o%02d", i)})

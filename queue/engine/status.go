@@ -141,12 +141,7 @@ func (e *Engine) DurableCounts() (map[string]ledger.ScheduledCount, time.Time) {
 		if i == 0 || when.Before(at) {
 			at = when
 		}
-		for topic, c := range m {
-			sum := out[topic]
-			sum.Total += c.Total
-			sum.Beyond += c.Beyond
-			out[topic] = sum
-		}
+		addCounts(out, m, sameName)
 	}
 	return out, at
 }

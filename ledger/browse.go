@@ -54,20 +54,29 @@ func (l *Ledger) RowsOf(ctx context.Context, topic string, ids []string) (map[st
 // ListSummaries is List with summaries instead of whole rows: the same
 // filter, order, keyset paging and index.
 func (l *Ledger) ListSummaries(ctx context.Context, f ListFilter) ([]Summary, *Cursor, error) {
-	q, err := l.listQuery(ctx, f, false)
+	rows, more, err := l.listSummaries(ctx, f, false)
+	if err != nil || !more {
+		return rows, nil, err
+	}
+	last := rows[len(rows)-1]
+	return rows, &Cursor{RunAt: last.RunAt, ID: last.ID}, nil
+}
+
+// listSummaries is ListSummaries, saying whether more rows follow; with
+// atCursor a row at the cursor itself is included (list).
+func (l *Ledger) listSummaries(ctx context.Context, f ListFilter, atCursor bool) ([]Summary, bool, error) {
+	q, err := l.listQuery(ctx, f, atCursor)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	var rows []Summary
 	if err := q.Select(summarySelect).Find(&rows).Error; err != nil {
-		return nil, nil, fmt.Errorf("ledger: list rows (state %q, topic %q): %w", f.State, f.Topic, err)
+		return nil, false, fmt.Errorf("ledger: list rows (state %q, topic %q): %w", f.State, f.Topic, err)
 	}
 	if len(rows) > f.Limit {
-		rows = rows[:f.Limit]
-		last := rows[f.Limit-1]
-		return rows, &Cursor{RunAt: last.RunAt, ID: last.ID}, nil
+		return rows[:f.Limit], true, nil
 	}
-	return rows, nil, nil
+	return rows, false, nil
 }
 
 // ByPrefix returns at most limit rows (summaries) of topic whose job id

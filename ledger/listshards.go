@@ -19,33 +19,55 @@ import (
 // List does on one. A page reads up to Limit+1 rows of each shard. One
 // shard is List.
 func ListShards(ctx context.Context, shards []*Ledger, f ListFilter) (Page, error) {
-	switch len(shards) {
-	case 0:
-		return Page{}, errors.New("ledger: list: no shard")
-	case 1:
+	if len(shards) == 1 {
 		return shards[0].List(ctx, f)
 	}
+	rows, next, err := mergeList(shards, f, func(i int, at bool) ([]Entry, bool, error) {
+		p, err := shards[i].list(ctx, f, at)
+		return p.Rows, p.Next != nil, err
+	}, func(e *Entry) *Entry { return e })
+	return Page{Rows: rows, Next: next}, err
+}
+
+// listSummariesShards is ListSummaries over shards, merged as ListShards.
+func listSummariesShards(ctx context.Context, shards []*Ledger, f ListFilter) ([]Summary, *Cursor, error) {
+	if len(shards) == 1 {
+		return shards[0].ListSummaries(ctx, f)
+	}
+	return mergeList(shards, f, func(i int, at bool) ([]Summary, bool, error) {
+		return shards[i].listSummaries(ctx, f, at)
+	}, func(s *Summary) *Entry { return &s.Entry })
+}
+
+// mergeList reads a page of each shard (read: shard i's, with at set when
+// the rows at the cursor itself belong on it) and merges them in
+// ListShards' order.
+func mergeList[T any](shards []*Ledger, f ListFilter, read func(i int, at bool) ([]T, bool, error), entry func(*T) *Entry) ([]T, *Cursor, error) {
+	if len(shards) == 0 {
+		return nil, nil, errors.New("ledger: list: no shard")
+	}
 	if err := checkLimit(f.Limit); err != nil {
-		return Page{}, err
+		return nil, nil, err
 	}
 	if c := f.After; c != nil && (c.Shard < 0 || c.Shard >= len(shards)) {
-		return Page{}, fmt.Errorf("ledger: cursor of shard %d: there are %d", c.Shard, len(shards))
+		return nil, nil, fmt.Errorf("ledger: cursor of shard %d: there are %d", c.Shard, len(shards))
 	}
 	byDue := f.State != ""
-	var rows []Entry
+	var rows []T
 	more := false
-	for i, l := range shards {
-		p, err := l.list(ctx, f, f.After != nil && i > f.After.Shard)
+	for i := range shards {
+		page, next, err := read(i, f.After != nil && i > f.After.Shard)
 		if err != nil {
-			return Page{}, fmt.Errorf("shard %d: %w", i, err)
+			return nil, nil, fmt.Errorf("shard %d: %w", i, err)
 		}
-		for k := range p.Rows {
-			p.Rows[k].Shard = i
+		for k := range page {
+			entry(&page[k]).Shard = i
 		}
-		rows = append(rows, p.Rows...)
-		more = more || p.Next != nil
+		rows = append(rows, page...)
+		more = more || next
 	}
-	slices.SortFunc(rows, func(a, b Entry) int {
+	slices.SortFunc(rows, func(x, y T) int {
+		a, b := entry(&x), entry(&y)
 		if byDue {
 			if c := cmp.Compare(a.RunAt, b.RunAt); c != 0 {
 				return c
@@ -53,14 +75,12 @@ func ListShards(ctx context.Context, shards []*Ledger, f ListFilter) (Page, erro
 		}
 		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Shard, b.Shard))
 	})
-	out := Page{Rows: rows}
-	if len(rows) > f.Limit || more {
-		// Each shard gave its first Limit rows at most, so any row a
-		// shard did not give sorts after the Limit-th of the merge.
-		end := min(len(rows), f.Limit)
-		out.Rows = rows[:end]
-		last := out.Rows[end-1]
-		out.Next = &Cursor{RunAt: last.RunAt, ID: last.ID, Shard: last.Shard}
+	if len(rows) <= f.Limit && !more {
+		return rows, nil, nil
 	}
-	return out, nil
+	// Each shard gave its first Limit rows at most, so any row a shard did
+	// not give sorts after the Limit-th of the merge.
+	end := min(len(rows), f.Limit)
+	last := entry(&rows[end-1])
+	return rows[:end], &Cursor{RunAt: last.RunAt, ID: last.ID, Shard: last.Shard}, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
@@ -26,6 +27,12 @@ type Backends struct {
 	DB     *gorm.DB
 	Queue  *dataplane.Client
 	Ledger *ledger.Ledger
+	// Shards are the ledger's shards (docs/design.md §7.1): Ledger first,
+	// then one per sql.shards DSN. The listings read them merged.
+	Shards *ledger.Shards
+	// Steps are a job's ledger steps, each on its shard's ledger (cancel,
+	// reschedule, find): Ledger's own steps on a ledger of one shard.
+	Steps ledgerops.Router
 	// Embedded is set when Redis or SQL is an embedded, not-for-production
 	// backend.
 	Embedded bool
@@ -46,15 +53,48 @@ func OpenLedger(cfg config.Config, log logrus.FieldLogger) (_ *Backends, err err
 }
 
 // openLedger opens the SQL database and builds the ledger on it.
+// With sql.shards, it opens each further shard's too.
 func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err error) {
 	if b.DB, err = b.openSQL(cfg.SQL, log); err != nil {
 		return err
 	}
-	b.Ledger, err = ledger.New(b.DB, ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
+	opts := ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
 		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
 		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory(),
-		NotReadyWait: notReadyWait(cfg.SQL.NotReadyWait)})
-	return err
+		NotReadyWait: notReadyWait(cfg.SQL.NotReadyWait)}
+	if b.Ledger, err = ledger.New(b.DB, opts); err != nil {
+		return err
+	}
+	var further []*ledger.Ledger
+	for i, dsn := range cfg.SQL.Shards {
+		db, err := b.OpenSQLShard(cfg.SQL, dsn, log)
+		if err != nil {
+			return fmt.Errorf("backend: ledger shard %d (sql.shards[%d]): %w", i+1, i, err)
+		}
+		l, err := ledger.New(db, opts)
+		if err != nil {
+			return fmt.Errorf("backend: ledger shard %d: %w", i+1, err)
+		}
+		further = append(further, l)
+	}
+	if b.Shards, err = ledger.NewShards(b.Ledger, further...); err != nil {
+		return err
+	}
+	b.Steps = ledgerops.Of(b.Ledger)
+	if len(further) > 0 {
+		if b.Steps, err = ledgerops.NewShards(b.Shards.All()...); err != nil {
+			return fmt.Errorf("backend: %w", err)
+		}
+	}
+	return nil
+}
+
+// store is the queue's durable store: the ledger, or its shards' router.
+func (b *Backends) store() queue.DurableStore {
+	if s, ok := b.Steps.(*ledgerops.Shards); ok {
+		return s
+	}
+	return b.Ledger
 }
 
 // Open opens the configured backends. On error, whatever was opened is
@@ -96,12 +136,12 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		return nil, err
 	}
 	qc := QueueConfig(cfg, opts.QueueObserver)
-	qc.Store = b.Ledger
+	qc.Store = b.store()
 	if b.Queue, err = dataplane.New(b.Redis, qc); err != nil {
 		return nil, err
 	}
 	if cfg.SQL.AutoMigrate {
-		if err := b.Ledger.Migrate(ctx); err != nil {
+		if err := b.Shards.Migrate(ctx); err != nil {
 			return nil, fmt.Errorf("backend: migrate the ledger: %w", err)
 		}
 	}

@@ -58,6 +58,10 @@ type Env struct {
 	// reports each one's commits and rows. The enqueue, drain and lateness
 	// scenarios only. Default none: one shard.
 	Shards []*gorm.DB
+	// ShardsConfigured says Shards are the configuration's (sql.shards),
+	// not asked for by the run: a scenario that runs on one shard then
+	// runs on DB alone, with a note, instead of failing.
+	ShardsConfigured bool
 }
 
 // Options configure one run. Zero fields take the scenario's defaults

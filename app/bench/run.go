@@ -28,6 +28,10 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		return r, err
 	}
 	r.Params = sc.params(o)
+	if len(o.Env.Shards) > 0 && !sc.ShardsOK && o.Env.ShardsConfigured {
+		o.Env.Shards = nil
+		r.Notes = append(r.Notes, "on ledger shard 0 alone: the scenario does not spread over the configured sql.shards")
+	}
 	if n := len(o.Env.Shards); n > 0 {
 		if !sc.ShardsOK {
 			return r, fmt.Errorf("%w: the %s scenario runs on one ledger shard (no --sql-shard)", ErrOptions, name)

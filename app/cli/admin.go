@@ -13,6 +13,7 @@ import (
 
 	"github.com/delayq/delayq/app/backend"
 	"github.com/delayq/delayq/app/httpapi"
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 )
@@ -82,9 +83,20 @@ opens only the SQL database: Redis need not be reachable.`,
 				if n := len(st.Pending()); n > 0 {
 					return withCode(ExitPending, fmt.Errorf("%d migrations pending: run delayq migrate", n))
 				}
+				// The further shards' schemas: listed above is the home
+				// shard's.
+				for i, l := range b.Shards.All()[1:] {
+					st, err := l.MigrationStatus(ctx)
+					if err != nil {
+						return fmt.Errorf("ledger shard %d: %w", i+1, err)
+					}
+					if n := len(st.Pending()); n > 0 {
+						return withCode(ExitPending, fmt.Errorf("ledger shard %d: %d migrations pending: run delayq migrate", i+1, n))
+					}
+				}
 				return nil
 			}
-			if err := b.Ledger.Migrate(ctx); err != nil {
+			if err := b.Shards.Migrate(ctx); err != nil {
 				return err
 			}
 			if cfg.Orders.Enabled {
@@ -155,24 +167,38 @@ func (a *app) versionCmd() *cobra.Command {
 
 // migrateOrders creates or updates the orders tables.
 func migrateOrders(ctx context.Context, b *backend.Backends) error {
-	return orderclose.Migrate(ctx, b.DB)
+	return orderclose.Migrate(ctx, ordersLedger(b).DB())
+}
+
+// ordersLedger is the ledger shard the orders tables live on: the one of
+// the close topic's own name, where each order's transaction writes its
+// close job (dataplane.Client.EnqueueTx over shards), so that the two
+// commit together.
+func ordersLedger(b *backend.Backends) *ledger.Ledger {
+	return b.Shards.All()[dataplane.ShardOf(orderclose.Topic, b.Shards.Len())]
 }
 
 // warnPendingMigrations logs, at start, the migrations a process that does
 // not migrate by itself (sql.auto_migrate: false) finds missing: the
 // feature they bring fails until an operator runs delayq migrate.
-func warnPendingMigrations(ctx context.Context, led *ledger.Ledger, log logrus.FieldLogger) {
-	st, err := led.MigrationStatus(ctx)
-	if err != nil {
-		log.WithError(err).Warn("could not read the ledger's schema version")
-		return
-	}
-	if pending := st.Pending(); len(pending) > 0 {
-		names := make([]string, len(pending))
-		for i, m := range pending {
-			names[i] = m.String()
+func warnPendingMigrations(ctx context.Context, shards *ledger.Shards, log logrus.FieldLogger) {
+	for i, led := range shards.All() {
+		log := log
+		if shards.Len() > 1 {
+			log = log.WithField("shard", i)
 		}
-		log.WithField("pending", strings.Join(names, ",")).
-			Warnf("the ledger's schema is at version %d of %d: run delayq migrate", st.Version, st.Latest)
+		st, err := led.MigrationStatus(ctx)
+		if err != nil {
+			log.WithError(err).Warn("could not read the ledger's schema version")
+			continue
+		}
+		if pending := st.Pending(); len(pending) > 0 {
+			names := make([]string, len(pending))
+			for i, m := range pending {
+				names[i] = m.String()
+			}
+			log.WithField("pending", strings.Join(names, ",")).
+				Warnf("the ledger's schema is at version %d of %d: run delayq migrate", st.Version, st.Latest)
+		}
 	}
 }

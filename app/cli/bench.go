@@ -58,7 +58,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	pf.BoolVar(&f.keep, "keep", false, "keep each run's Redis keys and ledger tables (to look at them)")
 	pf.BoolVar(&f.noHistory, "no-history", false, "the run's jobs leave no history rows (to compare a drain with history on and off)")
 	pf.IntVar(&f.partitions, "partitions", 1, "spread the run's topic over this many partitions (1-256), over a Redis Cluster's masters")
-	pf.StringArrayVar(&f.sqlShards, "sql-shard", nil, "MySQL DSN of a further ledger shard, repeated for each (the configured sql.dsn is shard 0), each best on a server of its own: enqueue, drain and lateness report each shard's commits and rows")
+	pf.StringArrayVar(&f.sqlShards, "sql-shard", nil, "MySQL DSN of a further ledger shard, repeated for each (the configured sql.dsn is shard 0), each best on a server of its own (default: the configured sql.shards): enqueue, drain and lateness report each shard's commits and rows")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
 	pf.DurationVar(&f.baselineFor, "baseline-for", time.Second, "enqueue and http: how long each round-trip baseline (PING, empty EVALSHA) runs, before and after the run")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile (pprof) of the whole command to this file")
@@ -268,6 +268,13 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 		}
 		shards = append(shards, db)
 	}
+	configured := len(shards) == 0 && b.Shards.Len() > 1
+	if configured {
+		// sql.shards: the sandboxes' tables go to the configured shards.
+		for _, l := range b.Shards.All()[1:] {
+			shards = append(shards, l.DB())
+		}
+	}
 
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
@@ -279,7 +286,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	// The durable idle run's relay and recoverer take the configured
 	// settings, as `delayq serve` runs them.
 	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory, Partitions: f.partitions,
-		Shards: shards, Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
+		Shards: shards, ShardsConfigured: configured, Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {
 		bench.WriteMachine(a.out, rep.Machine)

@@ -117,7 +117,7 @@ func demoSKUs() []orderclose.SKU {
 // until ctx ends.
 func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log logrus.FieldLogger) {
 	skus := demoSKUs()
-	if err := orderclose.SeedSKUs(ctx, s.b.DB, skus...); err != nil {
+	if err := orderclose.SeedSKUs(ctx, ordersLedger(s.b).DB(), skus...); err != nil {
 		log.WithError(err).Error("demo: seeding SKUs failed")
 		return
 	}
@@ -181,7 +181,7 @@ func (a *app) demoTraffic(ctx context.Context, s *system, o demoOptions, log log
 // returns the latest close time seen.
 func (a *app) demoCloses(ctx context.Context, s *system, after int64) int64 {
 	var orders []orderclose.Order
-	err := s.b.DB.WithContext(ctx).Where("status = ? AND closed_at > ?", orderclose.StatusClosed, after).
+	err := ordersLedger(s.b).DB().WithContext(ctx).Where("status = ? AND closed_at > ?", orderclose.StatusClosed, after).
 		Order("closed_at").Limit(1000).Find(&orders).Error
 	if err != nil {
 		return after

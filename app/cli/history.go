@@ -136,7 +136,7 @@ func resultText(r ledger.JobResult) string {
 
 // History reads the ledger's history.
 func (s *directStore) History(ctx context.Context, f ledger.HistoryFilter) (httpapi.HistoryPage, error) {
-	rows, next, err := s.b.Ledger.History(ctx, f)
+	rows, next, err := s.b.Shards.History(ctx, f)
 	if errors.Is(err, ledger.ErrBadCursor) {
 		return httpapi.HistoryPage{}, usageError{fmt.Errorf("--after %q: not a cursor of this listing", f.After)}
 	}

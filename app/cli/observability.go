@@ -44,12 +44,12 @@ func (s *system) buildObservability(p parts) error {
 	if !o.onAPI && !ownListener && !withDashboard {
 		return nil
 	}
-	err := o.metrics.WatchState(metrics.StateConfig{Queue: s.b.Queue, Ledger: s.b.Ledger, StaleAfter: c.Recovery.Grace})
+	err := o.metrics.WatchState(metrics.StateConfig{Queue: s.b.Queue, Ledger: s.b.Shards, StaleAfter: c.Recovery.Grace})
 	if err != nil {
 		return err
 	}
-	if s.b.Ledger != nil {
-		if err := o.metrics.WatchLedgerWrites(s.b.Ledger); err != nil {
+	if s.b.Shards != nil {
+		if err := o.metrics.WatchLedgerWrites(s.b.Shards); err != nil {
 			return err
 		}
 	}

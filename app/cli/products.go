@@ -99,7 +99,7 @@ func (s *directStore) Products(ctx context.Context, after string, limit int) (or
 	if !s.cfg.Orders.Enabled {
 		return orderclose.ProductPage{}, errOrdersOff
 	}
-	rows, next, err := orderclose.Products(ctx, s.b.DB, after, limit)
+	rows, next, err := orderclose.Products(ctx, ordersLedger(s.b).DB(), after, limit)
 	if err != nil {
 		return orderclose.ProductPage{}, productError(err)
 	}
@@ -115,7 +115,7 @@ func (s *directStore) PutProduct(ctx context.Context, sku string, stock, priceCe
 	if !s.cfg.Orders.Enabled {
 		return orderclose.ProductView{}, errOrdersOff
 	}
-	p, created, err := orderclose.PutProduct(ctx, s.b.DB, orderclose.SKU{SKU: sku, Stock: stock, PriceCents: priceCents})
+	p, created, err := orderclose.PutProduct(ctx, ordersLedger(s.b).DB(), orderclose.SKU{SKU: sku, Stock: stock, PriceCents: priceCents})
 	if err != nil {
 		return orderclose.ProductView{}, productError(err)
 	}

@@ -16,8 +16,6 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/httpjson"
-	"github.com/delayq/delayq/internal/ledgerops"
-	"github.com/delayq/delayq/internal/recoverer"
 	"github.com/delayq/delayq/jobs/orderclose"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
@@ -52,7 +50,7 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 }
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {
-	j, err := s.b.Queue.Cancel(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	j, err := s.b.Queue.Cancel(ctx, s.b.Steps, topic, id)
 	if err != nil {
 		return httpapi.JobView{}, err
 	}
@@ -63,7 +61,7 @@ func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.Job
 }
 
 func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue.When) (*queue.Rescheduled, error) {
-	r, err := s.b.Queue.Reschedule(ctx, ledgerops.Of(s.b.Ledger), topic, id, to)
+	r, err := s.b.Queue.Reschedule(ctx, s.b.Steps, topic, id, to)
 	if r != nil {
 		s.capAttempts(r.Job)
 	}
@@ -71,7 +69,7 @@ func (s *directStore) Reschedule(ctx context.Context, topic, id string, to queue
 }
 
 func (s *directStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {
-	info, err := s.b.Queue.Find(ctx, ledgerops.Of(s.b.Ledger), topic, id)
+	info, err := s.b.Queue.Find(ctx, s.b.Steps, topic, id)
 	if info != nil {
 		s.capAttempts(info.Job)
 	}
@@ -187,11 +185,11 @@ func (s *directStore) RequeueAllDead(ctx context.Context, topic string) (int, er
 }
 
 func (s *directStore) PurgeDead(ctx context.Context, topic string, before int64) (int, error) {
-	return httpapi.PurgeDead(ctx, s.b.Queue, s.b.Ledger, s.log, topic, before)
+	return httpapi.PurgeDead(ctx, s.b.Queue, s.b.Shards, s.log, topic, before)
 }
 
 func (s *directStore) DeleteDead(ctx context.Context, topic, id string) error {
-	return httpapi.DeleteDead(ctx, s.b.Queue, s.b.Ledger, s.log, topic, id)
+	return httpapi.DeleteDead(ctx, s.b.Queue, s.b.Shards, s.log, topic, id)
 }
 
 func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.LedgerPage, error) {
@@ -200,7 +198,7 @@ func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.Le
 			return httpapi.LedgerPage{}, err
 		}
 	}
-	p, err := s.b.Ledger.List(ctx, f)
+	p, err := s.b.Shards.List(ctx, f)
 	if err != nil {
 		return httpapi.LedgerPage{}, err
 	}
@@ -208,17 +206,20 @@ func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.Le
 }
 
 func (s *directStore) Stale(ctx context.Context, olderThan int64, limit int) ([]ledger.Entry, error) {
-	return s.b.Ledger.Stale(ctx, olderThan, 0, limit)
+	return s.b.Shards.Stale(ctx, olderThan, ledger.StaleCursor{}, limit)
 }
 
 func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Report, error) {
 	rcfg := recoveryConfig(s.cfg, s.log)
 	rcfg.DryRun = dryRun
-	r, err := recoverer.New(s.b.Queue, ledgerops.Of(s.b.Ledger), rcfg)
+	// An engine that runs nothing: its recoverers, one per ledger shard,
+	// each over the partitions whose rows its shard holds.
+	eng, err := engine.New(s.b.Redis, s.b.Ledger, engine.Config{Queue: s.b.Queue.Config(),
+		Shards: s.b.Shards.All()[1:], Recovery: rcfg, NoRecovery: true, NoPeriodic: true, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	rep, err := r.RunOnce(ctx)
+	rep, err := eng.Recover(ctx, dryRun)
 	return &rep, err
 }
 
@@ -242,7 +243,7 @@ func (s *directStore) Close() error { return s.b.Close() }
 // inspector reads the backends for one command: durable counts are taken
 // in SQL when needed, as no relay counts in this process.
 func (s *directStore) inspector() (*engine.Inspector, error) {
-	return engine.NewInspector(s.b.Redis, s.b.Ledger, s.b.Queue.Config(), nil)
+	return engine.NewShardsInspector(s.b.Redis, s.b.Shards, s.b.Queue.Config(), nil)
 }
 
 // cancelWarning is what a cancel under cfg warns of (httpapi.Deps.

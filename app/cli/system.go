@@ -17,7 +17,6 @@ import (
 	"github.com/delayq/delayq/app/config"
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/app/metrics"
-	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/scheduler"
 	"github.com/delayq/delayq/jobs/httptarget"
 	"github.com/delayq/delayq/jobs/orderclose"
@@ -110,23 +109,24 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		}
 	}()
 	if !cfg.SQL.AutoMigrate {
-		warnPendingMigrations(ctx, s.b.Ledger, log)
+		warnPendingMigrations(ctx, s.b.Shards, log)
 	}
 	ecfg, err := engineConfig(cfg, log, p, s.obs.metrics)
 	ecfg.Worker.Version = version // shown in the workers' registry
 	if err != nil {
 		return nil, err
 	}
+	ecfg.Shards = s.b.Shards.All()[1:]
 	if s.eng, err = engine.New(s.b.Redis, s.b.Ledger, ecfg); err != nil {
 		return nil, err
 	}
 	if cfg.Orders.Enabled {
 		if cfg.SQL.AutoMigrate {
-			if err := orderclose.Migrate(ctx, s.b.DB); err != nil {
+			if err := migrateOrders(ctx, s.b); err != nil {
 				return nil, err
 			}
 		}
-		s.orders, err = orderclose.New(s.b.Ledger, s.b.Queue, orderclose.Config{
+		s.orders, err = orderclose.New(ordersLedger(s.b), s.b.Queue, orderclose.Config{
 			PaymentWindow: cfg.Orders.PaymentWindow,
 			SweepSpec:     cfg.Orders.SweeperSpec,
 			SweepGrace:    cfg.Orders.SweeperGrace,
@@ -192,6 +192,7 @@ func (s *system) buildAPI(p parts) error {
 	h, err := httpapi.New(httpapi.Deps{
 		Queue:         s.b.Queue,
 		Ledger:        s.b.Ledger,
+		Shards:        s.b.Shards,
 		Recovery:      recoveryAPI{s.eng},
 		SQLCounts:     counts,
 		RateLimits:    s.cfg.Worker.RateLimits(),
@@ -328,6 +329,8 @@ type relayReader struct{ e *engine.Engine }
 
 func (r relayReader) Totals() recovery.RelayTotals { return r.e.RelayTotals() }
 
+func (r relayReader) TotalsByShard() []recovery.RelayTotals { return r.e.RelayTotalsByShard() }
+
 func (r relayReader) Counts() (map[string]ledger.ScheduledCount, time.Time) {
 	return r.e.DurableCounts()
 }
@@ -342,5 +345,5 @@ func newScheduler(cfg config.Config, b *backend.Backends, log logrus.FieldLogger
 	if err != nil {
 		return nil, err
 	}
-	return scheduler.New(b.Queue, ledgerops.Of(b.Ledger), schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
+	return scheduler.New(b.Queue, b.Steps, schedules, periodic.Options{Logger: log.WithField("component", "periodic")})
 }

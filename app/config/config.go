@@ -107,6 +107,16 @@ type SQL struct {
 	// DSN is the go-sql-driver/mysql DSN. Use interpolateParams=true and
 	// READ COMMITTED isolation (see deployments/README.md).
 	DSN string `koanf:"dsn"`
+	// Shards are the DSNs of the ledger's further shards, each best an SQL
+	// server of its own (docs/design.md §7.1, "Ledger shards"): DSN is
+	// shard 0, the home shard, and Shards[i] is shard i+1. Partition p of
+	// a topic lives on shard p mod N (N = 1 + len(Shards)), a topic of one
+	// partition on FNV-1a of its name mod N; so every process must list the
+	// same shards in the same order, which the home shard checks at start.
+	// Each shard takes the other sql.* settings (pool, TLS but its server
+	// name, table prefix). In DELAYQ_SQL_SHARDS the DSNs are
+	// comma-separated. mysql driver only. Default none: one shard.
+	Shards []string `koanf:"shards"`
 	// SQLitePath is the SQLite file. Default delayq.db.
 	SQLitePath      string        `koanf:"sqlite_path"`
 	MaxOpenConns    int           `koanf:"max_open_conns"`    // Default 20.
@@ -585,7 +595,7 @@ func Defaults() Config {
 	return Config{
 		Log:   Log{Level: "info", Format: "auto"},
 		Redis: Redis{Mode: "embedded", Addrs: []string{}, Namespace: "dq", ClusterReloadEvery: 2 * time.Second},
-		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", MaxOpenConns: 20, MaxIdleConns: 10,
+		SQL: SQL{Driver: "sqlite", SQLitePath: "delayq.db", Shards: []string{}, MaxOpenConns: 20, MaxIdleConns: 10,
 			ConnMaxLifetime: 30 * time.Minute, TablePrefix: "dq_", AutoMigrate: true,
 			GroupCommit: ledger.DefaultGroupCommit, GroupLinger: ledger.DefaultGroupLinger,
 			GroupCommitDepth: ledger.DefaultGroupCommitDepth, NotReadyWait: ledger.DefaultNotReadyWait},

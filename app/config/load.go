@@ -129,7 +129,7 @@ func envKey(name, value string) (string, any) {
 	if !ok || !isSection(section) {
 		return "", nil
 	}
-	if section == "redis" && key == "addrs" {
+	if section == "redis" && key == "addrs" || section == "sql" && key == "shards" {
 		return section + "." + key, strings.Split(value, ",")
 	}
 	return section + "." + key, value

@@ -134,6 +134,23 @@ func (s SQL) validate(p *problems) {
 	if s.Driver == "mysql" && s.DSN == "" {
 		p.bad("sql.dsn", "", "driver mysql needs a DSN")
 	}
+	if len(s.Shards) > 0 && s.Driver != "mysql" {
+		p.bad("sql.shards", fmt.Sprintf("%d DSNs", len(s.Shards)), "ledger shards need driver mysql (it is %s)", s.Driver)
+	}
+	seen := map[string]int{s.DSN: 0}
+	for i, dsn := range s.Shards {
+		key := fmt.Sprintf("sql.shards[%d]", i)
+		if strings.TrimSpace(dsn) == "" {
+			p.bad(key, "", "an empty DSN")
+			continue
+		}
+		if j, dup := seen[dsn]; dup {
+			// The same tables twice would put two shards' rows in one
+			// place, and each shard's relay would push the other's.
+			p.bad(key, "(a DSN)", "the same DSN as shard %d: each shard is a database of its own", j)
+		}
+		seen[dsn] = i + 1
+	}
 	if s.Driver == "sqlite" && s.SQLitePath == "" {
 		p.bad("sql.sqlite_path", "", "driver sqlite needs a file path")
 	}

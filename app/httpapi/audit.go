@@ -39,6 +39,9 @@ type LedgerRow struct {
 	LastError   string      `json:"last_error,omitempty"`
 	UpdatedAt   int64       `json:"updated_at"`
 	PayloadSize int         `json:"payload_size"`
+	// Shard is the ledger shard that holds the row, over several
+	// (docs/design.md §7.1); absent for shard 0, the home shard.
+	Shard int `json:"shard,omitempty"`
 }
 
 // defaultPage is the page size of the audit routes' pages that do not say.
@@ -50,6 +53,9 @@ type LedgerPage struct {
 	// NextAfterID (stale only) is the after_id of the next page; absent
 	// when this page was not full.
 	NextAfterID int64 `json:"next_after_id,omitempty"`
+	// NextAfterShard (stale only, over ledger shards) is the after_shard
+	// of the next page; absent for shard 0.
+	NextAfterShard int `json:"next_after_shard,omitempty"`
 	// NextCursor (GET /v1/ledger and /v1/ledger/inflight) is the cursor of
 	// the next page; absent on the last one.
 	NextCursor string `json:"next_cursor,omitempty"`
@@ -89,6 +95,7 @@ func NewLedgerRow(e ledger.Entry) LedgerRow {
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
 		ClaimedAt: e.ClaimedAt, LeaseUntil: leaseOf(e), Worker: validText(e.Worker),
 		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
+		Shard: e.Shard,
 	}
 }
 
@@ -102,7 +109,7 @@ func (a *api) ledgerList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := a.l.List(r.Context(), f)
+	p, err := a.sh.List(r.Context(), f)
 	if err != nil {
 		return fromSQL(err)
 	}
@@ -163,10 +170,13 @@ func ledgerFilter(r *http.Request) (ledger.ListFilter, error) {
 	return f, err
 }
 
-// ledgerStale handles GET /v1/ledger/stale?older_than=&after_id=&limit=:
-// rows whose lease ended before older_than (Unix ms, default now), by id,
-// after after_id. Page on by passing next_after_id back as after_id; every
-// row stale throughout is listed once however rows come and go.
+// ledgerStale handles GET
+// /v1/ledger/stale?older_than=&after_id=&after_shard=&limit=: rows whose
+// lease ended before older_than (Unix ms, default now), by id, after
+// after_id; over ledger shards by (shard, id), from after_shard's rows
+// after after_id on. Page on by passing next_after_id (and
+// next_after_shard) back; every row stale throughout is listed once
+// however rows come and go.
 func (a *api) ledgerStale(w http.ResponseWriter, r *http.Request) error {
 	olderThan, err := httpjson.QueryInt(r, "older_than", time.Now().UnixMilli(), 1, math.MaxInt64)
 	if err != nil {
@@ -176,17 +186,21 @@ func (a *api) ledgerStale(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	afterShard, err := httpjson.QueryInt(r, "after_shard", 0, 0, int64(a.sh.Len()-1))
+	if err != nil {
+		return err
+	}
 	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
 	if err != nil {
 		return err
 	}
-	rows, err := a.l.Stale(r.Context(), olderThan, afterID, int(limit))
+	rows, err := a.sh.Stale(r.Context(), olderThan, ledger.StaleCursor{Shard: int(afterShard), ID: afterID}, int(limit))
 	if err != nil {
 		return fromSQL(err)
 	}
 	p := ledgerPage(rows)
 	if len(rows) == int(limit) {
-		p.NextAfterID = rows[len(rows)-1].ID
+		p.NextAfterID, p.NextAfterShard = rows[len(rows)-1].ID, rows[len(rows)-1].Shard
 	}
 	writeJSON(w, http.StatusOK, p)
 	return nil

@@ -119,7 +119,7 @@ func (a *api) purgeDead(w http.ResponseWriter, r *http.Request) error {
 		}
 		before = *req.Before
 	}
-	n, err := PurgeDead(r.Context(), a.q, a.l, a.log, topic, before)
+	n, err := PurgeDead(r.Context(), a.q, a.sh, a.log, topic, before)
 	if err != nil {
 		a.log.WithFields(logrus.Fields{"topic": topic, "purged": n}).WithError(err).Warn("httpapi: purge of dead jobs stopped part way")
 		return fromRedis(err)
@@ -138,7 +138,7 @@ func (a *api) deleteDead(w http.ResponseWriter, r *http.Request) error {
 	if err := a.refuseReadOnly("deleting dead jobs"); err != nil {
 		return err
 	}
-	if err := DeleteDead(r.Context(), a.q, a.l, a.log, topic, id); err != nil {
+	if err := DeleteDead(r.Context(), a.q, a.sh, a.log, topic, id); err != nil {
 		if errors.Is(err, queue.ErrNotFound) {
 			return newError(http.StatusNotFound, CodeNotFound, "id", fmt.Sprintf("no dead job %q in topic %q", id, topic))
 		}
@@ -153,7 +153,7 @@ func (a *api) deleteDead(w http.ResponseWriter, r *http.Request) error {
 // to purged, as the API and the CLI both do; queue.ErrNotFound when the
 // job is not dead. As with PurgeDead, a failure of the second step is
 // logged and leaves the rows saying dead.
-func DeleteDead(ctx context.Context, q *dataplane.Client, l *ledger.Ledger, log logrus.FieldLogger, topic, id string) error {
+func DeleteDead(ctx context.Context, q *dataplane.Client, l *ledger.Shards, log logrus.FieldLogger, topic, id string) error {
 	if err := queue.ValidateID(id); err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func DeleteDead(ctx context.Context, q *dataplane.Client, l *ledger.Ledger, log 
 // Redis's dead set, then turns their history rows to purged, as the API
 // and the CLI both do. Redis's purge is done whatever SQL says: a failure
 // of the second step leaves the rows saying dead, and is logged.
-func PurgeDead(ctx context.Context, q *dataplane.Client, l *ledger.Ledger, log logrus.FieldLogger, topic string, before int64) (int, error) {
+func PurgeDead(ctx context.Context, q *dataplane.Client, l *ledger.Shards, log logrus.FieldLogger, topic string, before int64) (int, error) {
 	n, err := q.PurgeDead(ctx, topic, before)
 	if err != nil {
 		return n, err

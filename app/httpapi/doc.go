@@ -33,7 +33,7 @@
 //	PUT    /v1/topics/{topic}/partitions          raise it: {"partitions": n}; 200 with the same (see Partitions)
 //	GET    /v1/ledger                             ledger rows (?state=&topic=&due_after=&due_before=&cursor=&limit=; see below)
 //	GET    /v1/ledger/inflight                    the same as GET /v1/ledger, its older name
-//	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&limit=)
+//	GET    /v1/ledger/stale                       rows whose lease ended (?older_than=<Unix ms>&after_id=&after_shard=&limit=)
 //	POST   /v1/recovery/run                       run the recoverer now (?dry_run=true|false)
 //	GET    /v1/recovery/reports                   the recoverer's last reports
 //	GET    /v1/schedules                          the periodic schedules with their next run and last tick (see below)
@@ -128,6 +128,17 @@
 // last carries next_cursor: pass it back as cursor, with the same filters,
 // for the next page. A row stays on its place in that order while it keeps
 // its state, so paging lists it once however rows come and go.
+//
+// Over ledger shards (sql.shards, docs/design.md §7.1) the ledger's
+// listings read every shard and merge: GET /v1/ledger in the same order
+// with the shard as the last key (its next_cursor names the shard of the
+// page's last row), GET /v1/ledger/stale by shard then id (pass
+// next_after_shard back as after_shard, with next_after_id; after_shard
+// beyond the last shard is 400 invalid_value), a topic's history and the
+// job browser's SQL listings likewise, and each row says its shard
+// ("shard", absent for shard 0). A job's row (GET of a job), cancel and
+// reschedule go to the shard that holds it; a dead job's purge marks its
+// history on every shard; /readyz pings every shard. A shard down is 503.
 //
 // GET /v1/schedules lists the periodic schedules of the instance's
 // configuration (docs/design.md §4.15), in config order, as

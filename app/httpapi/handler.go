@@ -52,6 +52,10 @@ type Deps struct {
 	// job that waits for a retry deletes its row (or the recoverer would
 	// bring the job back). Required.
 	Ledger *ledger.Ledger
+	// Shards are the ledger's shards, Ledger first (docs/design.md §7.1):
+	// the listings, a job's row and the health check read them all, and a
+	// job's cancel and reschedule go to its shard. Nil: Ledger alone.
+	Shards *ledger.Shards
 	// Recovery runs the recoverer; nil means its routes answer 503
 	// not_configured (a process that runs no recoverer).
 	Recovery Recovery
@@ -108,8 +112,9 @@ type Deps struct {
 // api is the handler's state: its dependencies, nothing mutable.
 type api struct {
 	q        *dataplane.Client
-	l        *ledger.Ledger
-	ops      ledgerops.Ops // l's internal steps: find, cancel, reschedule
+	l        *ledger.Ledger   // the home shard: the schema's version
+	sh       *ledger.Shards   // every shard: the listings, a row, the health check
+	ops      ledgerops.Router // each job's steps on its shard: find, cancel, reschedule
 	rec      Recovery
 	inspect  *engine.Inspector
 	readOnly bool
@@ -142,14 +147,31 @@ func New(d Deps) (http.Handler, error) {
 	if d.SQLCounts != nil {
 		counts = d.SQLCounts
 	}
-	inspect, err := engine.NewInspector(d.Queue.Redis(), d.Ledger, d.Queue.Config(), counts)
+	shards := d.Shards
+	if shards == nil {
+		var err error
+		if shards, err = ledger.NewShards(d.Ledger); err != nil {
+			return nil, err
+		}
+	} else if shards.Home() != d.Ledger {
+		return nil, errors.New("httpapi: Deps.Shards must start with Deps.Ledger")
+	}
+	var ops ledgerops.Router = ledgerops.Of(d.Ledger)
+	if shards.Len() > 1 {
+		var err error
+		if ops, err = ledgerops.NewShards(shards.All()...); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+	}
+	inspect, err := engine.NewShardsInspector(d.Queue.Redis(), shards, d.Queue.Config(), counts)
 	if err != nil {
 		return nil, err
 	}
 	a := &api{
 		q:         d.Queue,
 		l:         d.Ledger,
-		ops:       ledgerops.Of(d.Ledger),
+		sh:        shards,
+		ops:       ops,
 		rec:       d.Recovery,
 		inspect:   inspect,
 		readOnly:  d.ReadOnly,
@@ -242,7 +264,7 @@ func (a *api) routes() []route {
 		{"PUT", "/v1/topics/{topic}/partitions", nil, true, a.setPartitions},
 		{"GET", "/v1/ledger", ledgerListParams, false, a.ledgerList},
 		{"GET", "/v1/ledger/inflight", ledgerListParams, false, a.ledgerList}, // the older name
-		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "limit"}, false, a.ledgerStale},
+		{"GET", "/v1/ledger/stale", []string{"older_than", "after_id", "after_shard", "limit"}, false, a.ledgerStale},
 		{"POST", "/v1/recovery/run", []string{"dry_run"}, false, a.runRecovery},
 		{"GET", "/v1/recovery/reports", nil, false, a.recoveryReports},
 		{"GET", "/v1/schedules", nil, false, a.listSchedules},

@@ -47,7 +47,7 @@ func (a *api) pingBackends(ctx context.Context) error {
 		a.log.WithError(err).Warn("httpapi: readiness: Redis does not answer")
 		failed = append(failed, "redis")
 	}
-	if err := a.l.Ping(ctx); err != nil {
+	if err := a.sh.Ping(ctx); err != nil {
 		a.log.WithError(err).Warn("httpapi: readiness: SQL does not answer")
 		failed = append(failed, "sql")
 	}

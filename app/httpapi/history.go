@@ -69,7 +69,7 @@ func HistoryQuery(r *http.Request, topic string) (ledger.HistoryFilter, error) {
 // at ...)", or "" when there is none (never enqueued, history off or past
 // its retention) or SQL did not answer.
 func (a *api) finishedHint(r *http.Request, topic, id string) string {
-	rows, _, err := a.l.History(r.Context(), ledger.HistoryFilter{Topic: topic, ID: id, Limit: 1})
+	rows, _, err := a.sh.History(r.Context(), ledger.HistoryFilter{Topic: topic, ID: id, Limit: 1})
 	if err != nil || len(rows) == 0 {
 		return ": never enqueued, or finished longer ago than its history keeps"
 	}
@@ -85,7 +85,7 @@ func (a *api) listHistory(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, next, err := a.l.History(r.Context(), f)
+	rows, next, err := a.sh.History(r.Context(), f)
 	switch {
 	case errors.Is(err, ledger.ErrBadCursor):
 		return badRequest(CodeInvalidValue, "after", "after=%q: not a cursor of this listing (by id with id or prefix, else by time); give its next_after as it is", f.After)

@@ -154,7 +154,7 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 	// The row next to Redis's view: which worker holds it, since when, and
 	// what the ledger says, which is what an operator compares when the
 	// two disagree. SQL down leaves it out, not the answer.
-	switch e, err := a.l.Row(r.Context(), topic, id); {
+	switch e, err := a.sh.Row(r.Context(), topic, id); {
 	case err == nil:
 		row := NewLedgerRow(e)
 		v.Ledger = &row

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,16 @@ import (
 type RelayReader interface {
 	Totals() recovery.RelayTotals
 	Counts() (map[string]ledger.ScheduledCount, time.Time)
+}
+
+// ShardRelayReader is a RelayReader of a ledger of several shards
+// (docs/design.md §7.1), one relay per shard: its passes, wakes, handovers
+// and last success are exported per shard (label shard), so that one
+// shard's failing relay is not hidden by the others' successes.
+type ShardRelayReader interface {
+	RelayReader
+	// TotalsByShard are each shard's relay totals, shard order.
+	TotalsByShard() []recovery.RelayTotals
 }
 
 // Relay push kinds, the values of delayq_relay_pushed_total's kind label.
@@ -124,14 +135,14 @@ func (m *Metrics) WatchRelay(r RelayReader, every time.Duration) error {
 			"Durable jobs waiting in the SQL ledger (waiting rows) by topic: where=horizon, due within queue.horizon (in Redis too), where=beyond, due later (in SQL only until the relay loads them). As of the relay's last count.",
 			[]string{"topic", "where"}, nil),
 		passes: prometheus.NewDesc(name("relay_passes_total"),
-			"Relay passes this process made while it held the relay lock, by result: ok or failed.", []string{"result"}, nil),
+			"Relay passes this process made while it held the relay lock, by result: ok or failed, and ledger shard (each shard has its relay and lock).", []string{"result", "shard"}, nil),
 		wakes: prometheus.NewDesc(name("relay_wakes_total"),
 			"Relay passes over SQL by what woke them: note (an enqueuer's push was lost, skipped or never made), load (a durable job entered the horizon), lost (Redis lost the relay's mark), error (a tick or pass failed), lead (this process took the relay lock), full (recovery.relay_full_every), check (recovery.relay_check_every with nothing else), recheck (an enqueue's commit failed with an unknown outcome: a full pass at once and queue.uncertain_recheck later), once (RunOnce). Between wakes the relay reads only Redis, every recovery.relay_every.",
-			[]string{"cause"}, nil),
+			[]string{"cause", "shard"}, nil),
 		handOvers: prometheus.NewDesc(name("relay_handovers_total"),
-			"Times this process released the relay lock because its passes all failed for recovery.relay_handover_after (its SQL unreachable while another process's may answer).", nil, nil),
+			"Times this process released a shard's relay lock because its passes all failed for recovery.relay_handover_after (its SQL unreachable while another process's may answer).", []string{"shard"}, nil),
 		lastSuccess: prometheus.NewDesc(name("relay_last_success_timestamp_seconds"),
-			"Unix time the last relay pass of this process without errors started; before the first, the time the relay's metrics were set up. A process that does not hold the relay lock keeps that value: alert on the maximum.", nil, nil),
+			"Unix time the last relay pass of this process without errors started, by ledger shard; before the first, the time the relay's metrics were set up. A process that does not hold a shard's relay lock keeps that value: alert on the maximum by shard.", []string{"shard"}, nil),
 		interval: prometheus.NewDesc(name("relay_interval_seconds"), "How often the relay ticks (recovery.relay_every); it passes over SQL when woken, and at least every recovery.relay_check_every.", nil, nil),
 		countedAt: prometheus.NewDesc(name("durable_counted_timestamp_seconds"),
 			"Unix time of the relay's last count of the waiting durable jobs (0: none yet).", nil, nil),
@@ -157,20 +168,22 @@ func (c *relayCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
-	t := c.r.Totals()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	counter(c.passes, t.Passes-t.Failed, "ok")
-	counter(c.passes, t.Failed, "failed")
-	for _, cause := range recovery.WakeCauses {
-		counter(c.wakes, t.Wakes[cause], cause)
+	for i, t := range c.byShard() {
+		shard := strconv.Itoa(i)
+		counter(c.passes, t.Passes-t.Failed, "ok", shard)
+		counter(c.passes, t.Failed, "failed", shard)
+		for _, cause := range recovery.WakeCauses {
+			counter(c.wakes, t.Wakes[cause], cause, shard)
+		}
+		counter(c.handOvers, t.HandOvers, shard)
+		gauge(c.lastSuccess, seconds(c.lastOK(t)), shard)
 	}
-	counter(c.handOvers, t.HandOvers)
-	gauge(c.lastSuccess, seconds(c.lastOK(t)))
 	gauge(c.interval, c.every)
 	counts, at := c.r.Counts()
 	gauge(c.countedAt, seconds(at))
@@ -178,6 +191,17 @@ func (c *relayCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.waiting, float64(n.Total-n.Beyond), topic, "horizon")
 		gauge(c.waiting, float64(n.Beyond), topic, "beyond")
 	}
+}
+
+// byShard is each shard's relay totals: the one relay's on a ledger of
+// one shard.
+func (c *relayCollector) byShard() []recovery.RelayTotals {
+	if s, ok := c.r.(ShardRelayReader); ok {
+		if t := s.TotalsByShard(); len(t) > 0 {
+			return t
+		}
+	}
+	return []recovery.RelayTotals{c.r.Totals()}
 }
 
 func (c *relayCollector) lastOK(t recovery.RelayTotals) time.Time {

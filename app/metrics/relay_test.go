@@ -40,6 +40,67 @@ func (f *fakeRelay) Counts() (map[string]ledger.ScheduledCount, time.Time) {
 
 func where(topic, w string) map[string]string { return map[string]string{"topic": topic, "where": w} }
 
+// shard0 labels the one relay of a ledger of one shard.
+var shard0 = map[string]string{"shard": "0"}
+
+// shardRelay is a fakeRelay of a ledger of several shards, each shard's
+// totals its own.
+type shardRelay struct {
+	fakeRelay
+	byShard []recovery.RelayTotals
+}
+
+func (f *shardRelay) TotalsByShard() []recovery.RelayTotals {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.byShard
+}
+
+// Over ledger shards each shard's relay has its own series: one shard's
+// failing passes and stale last success show under its label, not hidden
+// by the others' (the sum Totals gives has the latest LastOK of all).
+func TestRelayMetricsPerShard(t *testing.T) {
+	m := metrics.New(testenv.QuietLogger())
+	ok := time.Unix(1700000000, 0)
+	f := &shardRelay{byShard: []recovery.RelayTotals{
+		{Passes: 10, LastOK: ok, Wakes: map[string]int64{"note": 4}},
+		{Passes: 6, Failed: 6, HandOvers: 1, LastOK: ok.Add(-time.Hour), Wakes: map[string]int64{"error": 6}},
+	}}
+	f.totals = recovery.RelayTotals{Passes: 16, Failed: 6, HandOvers: 1, LastOK: ok}
+	if err := m.WatchRelay(f, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	shard := func(s string, kv ...string) map[string]string {
+		l := map[string]string{"shard": s}
+		for i := 0; i < len(kv); i += 2 {
+			l[kv[i]] = kv[i+1]
+		}
+		return l
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"delayq_relay_passes_total", shard("0", "result", "ok"), 10},
+		{"delayq_relay_passes_total", shard("1", "result", "ok"), 0},
+		{"delayq_relay_passes_total", shard("1", "result", "failed"), 6},
+		{"delayq_relay_handovers_total", shard("1"), 1},
+		{"delayq_relay_handovers_total", shard("0"), 0},
+		{"delayq_relay_wakes_total", shard("0", "cause", "note"), 4},
+		{"delayq_relay_wakes_total", shard("1", "cause", "error"), 6},
+		{"delayq_relay_last_success_timestamp_seconds", shard("0"), float64(ok.Unix())},
+		{"delayq_relay_last_success_timestamp_seconds", shard("1"), float64(ok.Add(-time.Hour).Unix())},
+	} {
+		if got := value(t, m, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if st, _ := m.RelayState(); !st.LastOK.Equal(ok) {
+		t.Errorf("RelayState's last success %v, want the sum's %v", st.LastOK, ok)
+	}
+}
+
 // The relay's totals and counts are read at scrape time: passes by result,
 // the last successful pass (the time of WatchRelay before the first), the
 // interval, and per topic the waiting jobs within the horizon and beyond.
@@ -55,7 +116,7 @@ func TestRelayMetrics(t *testing.T) {
 	if err := m.WatchRelay(f, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, m, "delayq_relay_last_success_timestamp_seconds", nil); got < float64(before.Unix()) || got > float64(time.Now().Unix()+1) {
+	if got := value(t, m, "delayq_relay_last_success_timestamp_seconds", shard0); got < float64(before.Unix()) || got > float64(time.Now().Unix()+1) {
 		t.Errorf("last success before any pass %v, want the time WatchRelay was called (%d)", got, before.Unix())
 	}
 	if got := value(t, m, "delayq_durable_counted_timestamp_seconds", nil); got != 0 {
@@ -79,10 +140,10 @@ func TestRelayMetrics(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"delayq_relay_passes_total", map[string]string{"result": "ok"}, 7},
-		{"delayq_relay_passes_total", map[string]string{"result": "failed"}, 3},
-		{"delayq_relay_handovers_total", nil, 2},
-		{"delayq_relay_last_success_timestamp_seconds", nil, float64(ok.Unix())},
+		{"delayq_relay_passes_total", map[string]string{"result": "ok", "shard": "0"}, 7},
+		{"delayq_relay_passes_total", map[string]string{"result": "failed", "shard": "0"}, 3},
+		{"delayq_relay_handovers_total", shard0, 2},
+		{"delayq_relay_last_success_timestamp_seconds", shard0, float64(ok.Unix())},
 		{"delayq_relay_interval_seconds", nil, 0.2},
 		{"delayq_durable_counted_timestamp_seconds", nil, float64(ok.Unix())},
 		{"delayq_durable_waiting_jobs", where("orders", "horizon"), 10},
@@ -197,7 +258,7 @@ func TestDurableMetricsFromARealRelay(t *testing.T) {
 			strings.Contains(b, `delayq_durable_waiting_jobs{topic="dur",where="horizon"} 2`) &&
 			strings.Contains(b, `delayq_relay_pushed_total{kind="reloaded",topic="dur"} 1`)
 	}, scrape)
-	if got := value(t, m, "delayq_relay_last_success_timestamp_seconds", nil); got < float64(time.Now().Add(-time.Minute).Unix()) {
+	if got := value(t, m, "delayq_relay_last_success_timestamp_seconds", shard0); got < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Errorf("last success %v", got)
 	}
 }

@@ -36,6 +36,8 @@ type Engine struct {
 	// are the shards' ledgers, store first (store alone with one).
 	shards  *ledgerops.Shards
 	ledgers []*ledger.Ledger
+	// readers are ledgers as one for the Inspector's merged reads.
+	readers *ledger.Shards
 
 	worker *dataplane.Worker
 	// One recoverer, dry-run twin and relay per ledger shard, shard 0
@@ -75,6 +77,9 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	qc := cfg.Queue
 	qc.Store = store
 	var err error
+	if e.readers, err = ledger.NewShards(store, cfg.Shards...); err != nil {
+		return nil, err
+	}
 	if len(cfg.Shards) > 0 {
 		if e.shards, err = ledgerops.NewShards(e.ledgers...); err != nil {
 			return nil, fmt.Errorf("engine: Config.Shards: %w", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 	"github.com/redis/go-redis/v9"
@@ -48,11 +49,8 @@ type Counter interface {
 // engine's (Engine.Inspector).
 type Inspector struct {
 	q      *dataplane.Client
-	store  *ledger.Ledger
-	counts Counter // nil: count in SQL on each call that needs it
-	// shards are every ledger shard (store first; none: store alone):
-	// counting in SQL sums theirs.
-	shards []*ledger.Ledger
+	store  *ledger.Shards // every ledger shard, the home shard first
+	counts Counter        // nil: count in SQL on each call that needs it
 }
 
 // NewInspector reads the topics kept in rdb and store by processes that
@@ -63,22 +61,45 @@ type Inspector struct {
 // query); nil counts them in SQL on every call that needs them (one GROUP
 // BY over the waiting rows' index), for a one-off read.
 func NewInspector(rdb redis.UniversalClient, store *ledger.Ledger, cfg queue.Config, counts Counter) (*Inspector, error) {
+	if store == nil {
+		return newReader(rdb, nil, cfg, counts)
+	}
+	shards, err := ledger.NewShards(store)
+	if err != nil {
+		return nil, err
+	}
+	return newReader(rdb, shards, cfg, counts)
+}
+
+// NewShardsInspector is NewInspector over a ledger of several shards
+// (docs/design.md §7.1): its listings and counts merge every shard's, and
+// its data plane routes each job's steps to its shard.
+func NewShardsInspector(rdb redis.UniversalClient, shards *ledger.Shards, cfg queue.Config, counts Counter) (*Inspector, error) {
+	if shards == nil {
+		return nil, errors.New("engine: NewShardsInspector: the shards are required")
+	}
+	return newReader(rdb, shards, cfg, counts)
+}
+
+func newReader(rdb redis.UniversalClient, shards *ledger.Shards, cfg queue.Config, counts Counter) (*Inspector, error) {
 	if rdb == nil {
 		return nil, errors.New("engine: NewInspector: a Redis client is required")
 	}
-	if store != nil {
-		cfg.Store = store
+	switch {
+	case shards != nil && shards.Len() > 1:
+		router, err := ledgerops.NewShards(shards.All()...)
+		if err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+		cfg.Store = router
+	case shards != nil:
+		cfg.Store = shards.Home()
 	}
 	q, err := dataplane.New(rdb, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return newInspector(q, store, counts), nil
-}
-
-// newInspector reads through q, a data plane the caller has already.
-func newInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *Inspector {
-	return &Inspector{q: q, store: store, counts: counts}
+	return &Inspector{q: q, store: shards, counts: counts}, nil
 }
 
 // Inspector reads the engine's topics; the durable counts are the relay's
@@ -86,11 +107,9 @@ func newInspector(q *dataplane.Client, store *ledger.Ledger, counts Counter) *In
 // with NoRecovery).
 func (e *Engine) Inspector() *Inspector {
 	if e.cfg.NoRecovery || !e.ran.Load() {
-		i := newInspector(e.q, e.store, nil)
-		i.shards = e.ledgers
-		return i
+		return &Inspector{q: e.q, store: e.readers}
 	}
-	return newInspector(e.q, e.store, relayCounter{e})
+	return &Inspector{q: e.q, store: e.readers, counts: relayCounter{e}}
 }
 
 type relayCounter struct{ e *Engine }
@@ -188,12 +207,8 @@ func (i *Inspector) durableCounts(ctx context.Context, topics []string) (map[str
 	if !i.anyDurable(topics) {
 		return nil, time.Time{}, nil
 	}
-	shards := i.shards
-	if len(shards) == 0 {
-		shards = []*ledger.Ledger{i.store}
-	}
 	counts := map[string]ledger.ScheduledCount{}
-	for _, s := range shards {
+	for _, s := range i.store.All() {
 		// Each shard's rows are timed by its own server's clock.
 		now, err := s.SQLNow(ctx)
 		if err != nil {

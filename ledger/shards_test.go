@@ -1,0 +1,139 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// threeShards is a ledger of three SQLite shards; shard i holds the jobs
+// "s<i>-0" to "s<i>-<3+i>" of topic t, and shards 0 and 2 both hold "dup"
+// (an id is unique within a partition, and the partitions are on several
+// shards).
+func threeShards(t *testing.T) *Shards {
+	t.Helper()
+	var ls []*Ledger
+	for i := range 3 {
+		l, _ := newLedger(t, testenv.SQLite(t), Options{})
+		js := jobs("t", fmt.Sprintf("s%d-", i), 4+i)
+		if i != 1 {
+			js = append(js, job("t", "dup", 1))
+		}
+		mustRecord(t, l, "w1", js...)
+		ls = append(ls, l)
+	}
+	s, err := NewShards(ls[0], ls[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The reads of Shards cover every shard: counts summed, a stale scan and
+// an id-prefix search paged through every row once in their orders
+// (stale by shard then id, the prefix by id, a page that ends on "dup"
+// taking both shards' rows of it), and the rows of a page of ids found
+// wherever they are.
+func TestShardsMergeTheirReads(t *testing.T) {
+	ctx := context.Background()
+	s := threeShards(t)
+	const total = 4 + 5 + 6 + 2
+	if n, err := s.Count(ctx); err != nil || n != total {
+		t.Errorf("Count = %d, %v; want %d", n, err, total)
+	}
+	if n, err := s.CountStale(ctx, 1<<62); err != nil || n != total {
+		t.Errorf("CountStale = %d, %v; want %d", n, err, total)
+	}
+
+	for _, limit := range []int{1, 2, 5, 100} {
+		var got []Entry
+		after := StaleCursor{}
+		for pages := 0; ; pages++ {
+			if pages > total+1 {
+				t.Fatalf("stale, limit %d: paging does not end", limit)
+			}
+			rows, err := s.Stale(ctx, 1<<62, after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rows...)
+			if len(rows) < limit {
+				break
+			}
+			after = StaleCursor{Shard: rows[len(rows)-1].Shard, ID: rows[len(rows)-1].ID}
+		}
+		if len(got) != total {
+			t.Errorf("stale, limit %d: %d rows, want %d", limit, len(got), total)
+		}
+		for k := 1; k < len(got); k++ {
+			a, b := got[k-1], got[k]
+			if a.Shard > b.Shard || a.Shard == b.Shard && a.ID >= b.ID {
+				t.Errorf("stale, limit %d: (shard %d, id %d) before (shard %d, id %d)", limit, a.Shard, a.ID, b.Shard, b.ID)
+			}
+		}
+		for _, r := range got {
+			if r.JobID != "dup" && !strings.HasPrefix(r.JobID, fmt.Sprintf("s%d-", r.Shard)) {
+				t.Errorf("%s says shard %d", r.JobID, r.Shard)
+			}
+		}
+	}
+	if _, err := s.Stale(ctx, 1<<62, StaleCursor{Shard: 3}, 10); err == nil {
+		t.Error("Stale after shard 3 of 3: no error")
+	}
+
+	if _, _, err := s.ByPrefix(ctx, "t", "", "", 10); err == nil {
+		t.Error("ByPrefix with an empty prefix: no error")
+	}
+	for _, limit := range []int{1, 2, 100} {
+		rows, next, err := s.ByPrefix(ctx, "t", "dup", "", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || rows[0].Shard != 0 || rows[1].Shard != 2 || next != "" {
+			t.Errorf("prefix dup, limit %d: %d rows (next %q), want both shards' on one page, the last", limit, len(rows), next)
+		}
+	}
+	for _, limit := range []int{1, 2, 3, 100} {
+		var got []Summary
+		after := ""
+		for pages := 0; ; pages++ {
+			if pages > total+1 {
+				t.Fatalf("prefix s, limit %d: paging does not end", limit)
+			}
+			rows, next, err := s.ByPrefix(ctx, "t", "s", after, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, rows...)
+			if next == "" {
+				break
+			}
+			after = next
+		}
+		if len(got) != total-2 {
+			t.Errorf("prefix s, limit %d: %d rows, want %d", limit, len(got), total-2)
+		}
+		for k := 1; k < len(got); k++ {
+			if got[k-1].JobID >= got[k].JobID {
+				t.Errorf("prefix s, limit %d: %s before %s", limit, got[k-1].JobID, got[k].JobID)
+			}
+		}
+	}
+
+	rows, err := s.RowsOf(ctx, "t", []string{"s0-1", "s1-4", "s2-5", "nope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || rows["s1-4"].Shard != 1 || rows["s2-5"].Shard != 2 {
+		t.Errorf("RowsOf: %v", rows)
+	}
+	if e, err := s.Row(ctx, "t", "s2-3"); err != nil || e.Shard != 2 {
+		t.Errorf("Row s2-3: shard %d, %v; want shard 2", e.Shard, err)
+	}
+	if _, err := s.Row(ctx, "t", "nope"); err == nil || !strings.Contains(err.Error(), ErrNotFound.Error()) {
+		t.Errorf("Row of no job: %v, want not found", err)
+	}
+}

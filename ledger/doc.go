@@ -18,7 +18,7 @@
 // recorded). MigrationStatus says where a database stands, MigrationSQL
 // gives the statements for a hand-applied upgrade:
 //
-//	led, err := ledger.New(db, ledger.Options{}) // dq_ledger, dq_dead_letter, dq_periodic, dq_topic_state
+//	led, err := ledger.New(db, ledger.Options{}) // dq_ledger, dq_dead_letter, dq_periodic, dq_topic_state, dq_history, dq_shard_mark
 //	err = led.Migrate(ctx)
 //
 // On MySQL, give the DSN interpolateParams=true and READ COMMITTED

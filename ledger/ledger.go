@@ -21,6 +21,7 @@ type Ledger struct {
 	deadTable    string
 	stateTable   string // topic state: the operators' pauses (topicstate.go)
 	historyTable string // finished jobs (history.go)
+	markTable    string // the shard this database is (shardmark.go)
 	// historyHead is history.go's INSERT ... SELECT head and column list,
 	// noHistory its topic filter ("": every topic keeps history), built once.
 	historyHead, noHistory string
@@ -75,6 +76,7 @@ func New(db *gorm.DB, opts Options) (*Ledger, error) {
 		deadTable:    opts.TablePrefix + "dead_letter",
 		stateTable:   opts.TablePrefix + "topic_state",
 		historyTable: opts.TablePrefix + "history",
+		markTable:    opts.TablePrefix + "shard_mark",
 		clock:        &sqlClock{},
 		writes:       &writeCounter{},
 		lastRecord:   &atomic.Int64{},

@@ -361,7 +361,7 @@ func (l *Ledger) MigrationSQL(ctx context.Context) ([]string, error) {
 // Migrate, for a sandbox (the benchmark) that created them under a table
 // prefix of its own.
 func (l *Ledger) Drop(ctx context.Context) error {
-	tables := []any{l.ledgerTable, l.deadTable, l.stateTable, l.historyTable, l.PeriodicTable(), l.SchemaVersionTable()}
+	tables := []any{l.ledgerTable, l.deadTable, l.stateTable, l.historyTable, l.PeriodicTable(), l.markTable, l.SchemaVersionTable()}
 	if err := l.conn(ctx).Migrator().DropTable(tables...); err != nil {
 		return fmt.Errorf("ledger: drop %v: %w", tables, err)
 	}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -135,5 +136,49 @@ func TestShardsMergeTheirReads(t *testing.T) {
 	}
 	if _, err := s.Row(ctx, "t", "nope"); err == nil || !strings.Contains(err.Error(), ErrNotFound.Error()) {
 		t.Errorf("Row of no job: %v, want not found", err)
+	}
+}
+
+// Check marks each shard with its place and the list's length at the
+// first start, and from then on refuses a list in another order, of
+// another length or with a shard of another ledger; a shard whose schema
+// has no mark table yet is reported apart.
+func TestShardsCheckRefusesAnotherList(t *testing.T) {
+	ctx := context.Background()
+	var ls []*Ledger
+	for range 4 {
+		l, _ := newLedger(t, testenv.SQLite(t), Options{})
+		ls = append(ls, l)
+	}
+	check := func(home *Ledger, further ...*Ledger) error {
+		t.Helper()
+		s, err := NewShards(home, further...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Check(ctx)
+	}
+	for range 2 { // the first start marks, the second finds its marks
+		if err := check(ls[0], ls[1], ls[2]); err != nil {
+			t.Fatalf("the list as marked: %v", err)
+		}
+	}
+	for name, err := range map[string]error{
+		"swapped":        check(ls[0], ls[2], ls[1]),
+		"one fewer":      check(ls[0], ls[1]),
+		"one more":       check(ls[0], ls[1], ls[2], ls[3]),
+		"another home":   check(ls[3], ls[1], ls[2]),
+		"a shard first":  check(ls[1], ls[0], ls[2]),
+		"one shard only": check(ls[0]),
+	} {
+		if !errors.Is(err, ErrShardMismatch) {
+			t.Errorf("%s: %v, want ErrShardMismatch", name, err)
+		}
+	}
+	if err := ls[2].DB().Migrator().DropTable("dq_shard_mark"); err != nil {
+		t.Fatal(err)
+	}
+	if err := check(ls[0], ls[1], ls[2]); !errors.Is(err, ErrShardUnmarked) || !strings.Contains(err.Error(), "shard 2") {
+		t.Errorf("shard 2 without its mark table: %v, want ErrShardUnmarked naming it", err)
 	}
 }

@@ -54,7 +54,7 @@ func execSQLFile(t *testing.T, db *gorm.DB, path string) {
 }
 
 // ledgerTables are the tables the ledger's migrations create.
-var ledgerTables = []string{"dq_ledger", "dq_dead_letter", "dq_periodic", "dq_topic_state", "dq_schema_migrations"}
+var ledgerTables = []string{"dq_ledger", "dq_dead_letter", "dq_periodic", "dq_topic_state", "dq_shard_mark", "dq_schema_migrations"}
 
 // TestMigrateUpgradesEveryReleasedSchema: every schema a release left (on
 // MariaDB its schema.sql, on SQLite its AutoMigrate), holding rows in
@@ -359,7 +359,7 @@ func TestModelsMatchMigrations(t *testing.T) {
 			s = s.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
 		}
 		for table, model := range map[string]any{"dq_ledger": &Entry{}, "dq_dead_letter": &DeadLetter{},
-			"dq_topic_state": &TopicState{}, "dq_periodic": &PeriodicTick{}} {
+			"dq_topic_state": &TopicState{}, "dq_periodic": &PeriodicTick{}, "dq_shard_mark": &ShardMark{}} {
 			if err := s.Table(table).AutoMigrate(model); err != nil {
 				t.Fatalf("AutoMigrate %s: %v", table, err)
 			}

@@ -89,6 +89,24 @@ func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err er
 	return nil
 }
 
+// checkShards refuses a shard list that differs from the one the shards
+// were marked with (ledger.Shards.Check): a configuration error (exit 2),
+// since the rows of a job would be looked for on another shard than the one
+// holding them. A shard whose schema predates the marks is only warned of.
+func checkShards(ctx context.Context, shards *ledger.Shards, log logrus.FieldLogger) error {
+	err := shards.Check(ctx)
+	switch {
+	case errors.Is(err, ledger.ErrShardMismatch):
+		return &config.Error{Key: "sql.shards", Value: fmt.Sprintf("%d further DSNs", shards.Len()-1), Reason: err.Error()}
+	case errors.Is(err, ledger.ErrShardUnmarked):
+		log.WithError(err).Warn("the ledger shards' list is not checked until delayq migrate has run")
+		return nil
+	case err != nil:
+		return fmt.Errorf("backend: check the ledger shards: %w", err)
+	}
+	return nil
+}
+
 // store is the queue's durable store: the ledger, or its shards' router.
 func (b *Backends) store() queue.DurableStore {
 	if s, ok := b.Steps.(*ledgerops.Shards); ok {
@@ -144,6 +162,9 @@ func OpenWith(ctx context.Context, cfg config.Config, log logrus.FieldLogger, op
 		if err := b.Shards.Migrate(ctx); err != nil {
 			return nil, fmt.Errorf("backend: migrate the ledger: %w", err)
 		}
+	}
+	if err := checkShards(ctx, b.Shards, log); err != nil {
+		return nil, err
 	}
 	if b.Embedded {
 		log.Warn("EMBEDDED BACKENDS: an in-process Redis and/or a SQLite ledger. Jobs are lost when the process exits. NOT FOR PRODUCTION: configure redis.mode and sql.driver (see configs/production.example.yaml)")

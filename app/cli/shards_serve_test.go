@@ -28,8 +28,9 @@ import (
 // the API's ledger listing pages through every shard's rows merged, each
 // once, saying each row's shard; a job is cancelled on its own shard; every
 // due job runs once through its target and the topic's history lists them
-// all, merged; the relay's metrics have a series per shard; and the CLI on
-// the same configuration lists what the API does.
+// all, merged; the relay's metrics have a series per shard; the CLI on
+// the same configuration lists what the API does, and with the shards in
+// another order it is refused.
 func TestServeOverLedgerShards(t *testing.T) {
 	dsns := []string{testenv.MySQLDSN(t), testenv.MySQLDSN(t), testenv.MySQLDSN(t)}
 	var mu sync.Mutex
@@ -214,6 +215,21 @@ worker:
 	}
 	if len(p.Rows) != later-1 {
 		t.Errorf("delayq ledger list: %d rows, want the %d still waiting on the three shards", len(p.Rows), later-1)
+	}
+
+	// A process given the shards in another order would look for rows on
+	// the wrong shards: it is refused at start, as a configuration error.
+	swapped := strings.Replace(cfg, fmt.Sprintf("shards: [%q, %q]", dsns[1], dsns[2]), fmt.Sprintf("shards: [%q, %q]", dsns[2], dsns[1]), 1)
+	if swapped == cfg {
+		t.Fatal("the configuration's shards were not swapped")
+	}
+	if err := os.WriteFile(path, []byte(swapped), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := cli.Main(ctx, []string{"ledger", "list", "--config", path}, &out, &errOut, "test"); code != 2 || !strings.Contains(errOut.String(), "sql.shards") {
+		t.Errorf("delayq ledger list with the shards swapped: exit %d, want 2 naming sql.shards: %s", code, errOut.String())
 	}
 }
 

@@ -97,6 +97,19 @@ CREATE TABLE IF NOT EXISTS `dq_topic_state` (
   PRIMARY KEY (`topic`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+-- The ledger shard this database is (docs/design.md §7.1, "Ledger shards"):
+-- its place in sql.shards, how many shards there are and the home shard's
+-- mark, written by the first process that starts on it and checked by every
+-- later one. One row (id 1).
+CREATE TABLE IF NOT EXISTS `dq_shard_mark` (
+  `id`     TINYINT     NOT NULL,
+  `shard`  INT         NOT NULL,
+  `shards` INT         NOT NULL,
+  `home`   VARCHAR(32) NOT NULL,
+  `set_at` BIGINT      NOT NULL,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
 -- Job history: one row per finished job (succeeded, dead, cancelled,
 -- purged), written in the transaction that deletes its dq_ledger row; kept
 -- for the history retention (history.retention), then deleted in batches.
@@ -157,6 +170,8 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 7, 'topic_layouts', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_topic_state' AND COLUMN_NAME = 'layouts');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 8, 'shard_mark', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_shard_mark');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

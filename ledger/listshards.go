@@ -20,6 +20,9 @@ import (
 // shard is List.
 func ListShards(ctx context.Context, shards []*Ledger, f ListFilter) (Page, error) {
 	if len(shards) == 1 {
+		if err := checkCursorShard(f.After, 1); err != nil {
+			return Page{}, err
+		}
 		return shards[0].List(ctx, f)
 	}
 	rows, next, err := mergeList(shards, f, func(i int, at bool) ([]Entry, bool, error) {
@@ -32,6 +35,9 @@ func ListShards(ctx context.Context, shards []*Ledger, f ListFilter) (Page, erro
 // listSummariesShards is ListSummaries over shards, merged as ListShards.
 func listSummariesShards(ctx context.Context, shards []*Ledger, f ListFilter) ([]Summary, *Cursor, error) {
 	if len(shards) == 1 {
+		if err := checkCursorShard(f.After, 1); err != nil {
+			return nil, nil, err
+		}
 		return shards[0].ListSummaries(ctx, f)
 	}
 	return mergeList(shards, f, func(i int, at bool) ([]Summary, bool, error) {
@@ -49,8 +55,8 @@ func mergeList[T any](shards []*Ledger, f ListFilter, read func(i int, at bool) 
 	if err := checkLimit(f.Limit); err != nil {
 		return nil, nil, err
 	}
-	if c := f.After; c != nil && (c.Shard < 0 || c.Shard >= len(shards)) {
-		return nil, nil, fmt.Errorf("ledger: cursor of shard %d: there are %d", c.Shard, len(shards))
+	if err := checkCursorShard(f.After, len(shards)); err != nil {
+		return nil, nil, err
 	}
 	byDue := f.State != ""
 	var rows []T
@@ -83,4 +89,13 @@ func mergeList[T any](shards []*Ledger, f ListFilter, read func(i int, at bool) 
 	end := min(len(rows), f.Limit)
 	last := entry(&rows[end-1])
 	return rows[:end], &Cursor{RunAt: last.RunAt, ID: last.ID, Shard: last.Shard}, nil
+}
+
+// checkCursorShard refuses a cursor of a shard the ledger does not have
+// (one of another shard list, or made up): an error wrapping ErrBadCursor.
+func checkCursorShard(c *Cursor, n int) error {
+	if c != nil && (c.Shard < 0 || c.Shard >= n) {
+		return fmt.Errorf("%w: a cursor of shard %d, and there are %d", ErrBadCursor, c.Shard, n)
+	}
+	return nil
 }

@@ -95,26 +95,36 @@ func (s *Shards) Stale(ctx context.Context, olderThan int64, after StaleCursor, 
 
 // Row is the row of one job on whichever shard holds it (the latest
 // updated, should more than one hold the id: an id is unique within a
-// partition), or an error wrapping ErrNotFound.
+// partition), or an error wrapping ErrNotFound. A shard that fails does
+// not hide a row another shard has; with none found, its error is the
+// answer (the row may be on it).
 func (s *Shards) Row(ctx context.Context, topic, id string) (Entry, error) {
+	if len(s.all) == 1 {
+		return s.all[0].Row(ctx, topic, id)
+	}
 	var found *Entry
+	var errs []error
 	for i, l := range s.all {
 		e, err := l.Row(ctx, topic, id)
 		switch {
 		case errors.Is(err, ErrNotFound):
 			continue
 		case err != nil:
-			return Entry{}, fmt.Errorf("shard %d: %w", i, err)
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+			continue
 		}
 		e.Shard = i
 		if found == nil || e.UpdatedAt > found.UpdatedAt {
 			found = &e
 		}
 	}
-	if found == nil {
-		return Entry{}, fmt.Errorf("ledger: row %s/%s: %w", topic, id, ErrNotFound)
+	switch {
+	case found != nil:
+		return *found, nil
+	case len(errs) > 0:
+		return Entry{}, errors.Join(errs...)
 	}
-	return *found, nil
+	return Entry{}, fmt.Errorf("ledger: row %s/%s: %w", topic, id, ErrNotFound)
 }
 
 // RowsOf is Ledger.RowsOf over the shards: a partition's rows are on one

@@ -137,6 +137,25 @@ func TestShardsMergeTheirReads(t *testing.T) {
 	if _, err := s.Row(ctx, "t", "nope"); err == nil || !strings.Contains(err.Error(), ErrNotFound.Error()) {
 		t.Errorf("Row of no job: %v, want not found", err)
 	}
+	for _, shards := range []int{1, 3} {
+		if _, err := ListShards(ctx, s.All()[:shards], ListFilter{Limit: 5, After: &Cursor{ID: 1, Shard: shards}}); !errors.Is(err, ErrBadCursor) {
+			t.Errorf("%d shards, a cursor of shard %d: %v, want ErrBadCursor", shards, shards, err)
+		}
+	}
+
+	// Shard 1 down: the rows of the others are still found; its own are
+	// its error, not "not found".
+	sqlDB, err := s.All()[1].DB().DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.Close()
+	if e, err := s.Row(ctx, "t", "s2-3"); err != nil || e.Shard != 2 {
+		t.Errorf("shard 1 down, Row s2-3: shard %d, %v; want shard 2", e.Shard, err)
+	}
+	if _, err := s.Row(ctx, "t", "s1-0"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("shard 1 down, Row s1-0: %v, want its shard's error", err)
+	}
 }
 
 // Check marks each shard with its place and the list's length at the

@@ -58,18 +58,33 @@ opens only the SQL database: Redis need not be reachable.`,
 			ctx := cmd.Context()
 			switch {
 			case print:
-				stmts, err := b.Ledger.MigrationSQL(ctx)
-				if err != nil {
-					return err
+				// One list per ledger shard, home first: each shard's
+				// database is migrated on its own.
+				var all [][]string
+				for i, l := range b.Shards.All() {
+					stmts, err := l.MigrationSQL(ctx)
+					if err != nil {
+						return fmt.Errorf("ledger shard %d: %w", i, err)
+					}
+					if stmts == nil {
+						stmts = []string{}
+					}
+					all = append(all, stmts)
 				}
-				if stmts == nil {
-					stmts = []string{}
+				out := map[string]any{"statements": all[0]}
+				if len(all) > 1 {
+					out["shard_statements"] = all[1:] // sql.shards[i]'s at i
 				}
-				return a.emit(map[string]any{"statements": stmts}, func(w io.Writer) {
-					fmt.Fprintf(w, "-- delayq ledger migrations for the tables %s* (%s), from delayq %s: %d statements\n",
-						cfg.SQL.TablePrefix, cfg.SQL.Driver, a.version, len(stmts))
-					for _, s := range stmts {
-						fmt.Fprintf(w, "%s;\n", s)
+				return a.emit(out, func(w io.Writer) {
+					for i, stmts := range all {
+						if i > 0 {
+							fmt.Fprintf(w, "\n-- ledger shard %d (sql.shards[%d]): run these on its database\n", i, i-1)
+						}
+						fmt.Fprintf(w, "-- delayq ledger migrations for the tables %s* (%s), from delayq %s: %d statements\n",
+							cfg.SQL.TablePrefix, cfg.SQL.Driver, a.version, len(stmts))
+						for _, s := range stmts {
+							fmt.Fprintf(w, "%s;\n", s)
+						}
 					}
 				})
 			case status:

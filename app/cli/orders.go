@@ -37,5 +37,11 @@ func requireOrders(cfg *config.Config) error {
 		return &config.Error{Key: ordersTopicKey, Value: t.Durability,
 			Reason: "the orders module (orders.enabled) needs its topic " + orderclose.Topic + " " + want + "; set " + want + " or orders.enabled: false"}
 	}
+	if len(cfg.SQL.Shards) > 0 && t.Partitions > 1 {
+		// The orders tables are on one shard (ordersLedger), and a close
+		// commits with its job's row: the jobs must stay on that shard.
+		return &config.Error{Key: "queue.topics." + orderclose.Topic + ".partitions", Value: t.Partitions,
+			Reason: "over ledger shards (sql.shards) the orders module's topic keeps one partition: its close jobs commit with the orders, which are on one shard"}
+	}
 	return nil
 }

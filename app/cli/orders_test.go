@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -46,6 +47,22 @@ func TestRequireOrdersDefaultsItsTopic(t *testing.T) {
 		if set == "" && len(before) != 0 {
 			t.Errorf("the defaults' map was changed: %v", before)
 		}
+	}
+}
+
+// Over ledger shards the orders topic keeps one partition: its close jobs
+// commit with the orders, which are on one shard.
+func TestRequireOrdersOnOnePartitionOverShards(t *testing.T) {
+	cfg := config.Defaults()
+	cfg.Orders.Enabled = true
+	cfg.Queue.Topics = map[string]config.QueueTopic{orderclose.Topic: {Partitions: 8}}
+	if err := requireOrders(&cfg); err != nil {
+		t.Fatalf("one shard, 8 partitions: %v", err)
+	}
+	cfg.SQL.Shards = []string{"u@tcp(h:3306)/b"}
+	var ce *config.Error
+	if err := requireOrders(&cfg); !errors.As(err, &ce) || ce.Key != "queue.topics.order_close.partitions" {
+		t.Errorf("two shards, 8 partitions: %v, want an error on queue.topics.order_close.partitions", err)
 	}
 }
 

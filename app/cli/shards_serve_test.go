@@ -217,6 +217,16 @@ worker:
 		t.Errorf("delayq ledger list: %d rows, want the %d still waiting on the three shards", len(p.Rows), later-1)
 	}
 
+	// delayq recover runs each shard's recoverer: nothing is lost.
+	out.Reset()
+	if code := cli.Main(ctx, []string{"recover", "--json", "--config", path}, &out, &errOut, "test"); code != 0 {
+		t.Errorf("delayq recover: exit %d: %s", code, errOut.String())
+	}
+	// A cursor of a shard the ledger does not have is the caller's error.
+	if code, body, _ := httpGet(base + "/v1/ledger?state=waiting&cursor=1_1_7"); code != http.StatusBadRequest || !strings.Contains(body, `"cursor"`) {
+		t.Errorf("GET /v1/ledger with a cursor of shard 7: %d %s, want 400 naming cursor", code, body)
+	}
+
 	// A process given the shards in another order would look for rows on
 	// the wrong shards: it is refused at start, as a configuration error.
 	swapped := strings.Replace(cfg, fmt.Sprintf("shards: [%q, %q]", dsns[1], dsns[2]), fmt.Sprintf("shards: [%q, %q]", dsns[2], dsns[1]), 1)

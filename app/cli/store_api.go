@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -327,9 +328,9 @@ func entries(p httpapi.LedgerPage) []ledger.Entry {
 	out := make([]ledger.Entry, len(p.Rows))
 	for i, r := range p.Rows {
 		out[i] = ledger.Entry{
-			ID: r.ID, Topic: r.Topic, JobID: r.JobID, State: r.State, Attempt: r.Attempt,
+			ID: r.ID, Topic: cmp.Or(r.Partition, r.Topic), JobID: r.JobID, State: r.State, Attempt: r.Attempt,
 			MaxAttempts: r.MaxAttempts, RunAt: r.RunAt, ClaimedAt: r.ClaimedAt, LeaseUntil: r.LeaseUntil,
-			Worker: r.Worker, LastError: r.LastError, UpdatedAt: r.UpdatedAt,
+			Worker: r.Worker, LastError: r.LastError, UpdatedAt: r.UpdatedAt, Shard: r.Shard,
 		}
 	}
 	return out

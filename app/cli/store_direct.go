@@ -199,7 +199,10 @@ func (s *directStore) List(ctx context.Context, f ledger.ListFilter) (httpapi.Le
 		}
 	}
 	p, err := s.b.Shards.List(ctx, f)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrBadCursor):
+		return httpapi.LedgerPage{}, usageError{fmt.Errorf("--cursor: %w", err)}
+	case err != nil:
 		return httpapi.LedgerPage{}, err
 	}
 	return httpapi.NewLedgerPage(p), nil
@@ -214,7 +217,9 @@ func (s *directStore) Recover(ctx context.Context, dryRun bool) (*recovery.Repor
 	rcfg.DryRun = dryRun
 	// An engine that runs nothing: its recoverers, one per ledger shard,
 	// each over the partitions whose rows its shard holds.
-	eng, err := engine.New(s.b.Redis, s.b.Ledger, engine.Config{Queue: s.b.Queue.Config(),
+	qc := s.b.Queue.Config()
+	qc.Store = nil // the engine's own: the shards' router
+	eng, err := engine.New(s.b.Redis, s.b.Ledger, engine.Config{Queue: qc,
 		Shards: s.b.Shards.All()[1:], Recovery: rcfg, NoRecovery: true, NoPeriodic: true, Logger: s.log})
 	if err != nil {
 		return nil, err

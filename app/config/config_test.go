@@ -89,6 +89,7 @@ func TestPrecedence(t *testing.T) {
 func TestEnvListAndFlagsSwitchBackends(t *testing.T) {
 	t.Setenv("DELAYQ_REDIS_ADDRS", "a:1,b:2")
 	t.Setenv("DELAYQ_REDIS_MODE", "cluster")
+	t.Setenv("DELAYQ_SQL_SHARDS", "u:p@tcp(y:3306)/d,u:p@tcp(z:3306)/d")
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	config.AddFlags(fs)
 	if err := fs.Parse([]string{"--sql-dsn", "u:p@tcp(x:3306)/d"}); err != nil {
@@ -100,6 +101,9 @@ func TestEnvListAndFlagsSwitchBackends(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c.Redis.Addrs, []string{"a:1", "b:2"}) || c.Redis.Mode != "cluster" || c.SQL.Driver != "mysql" {
 		t.Fatalf("got %+v %+v", c.Redis, c.SQL)
+	}
+	if !reflect.DeepEqual(c.SQL.Shards, []string{"u:p@tcp(y:3306)/d", "u:p@tcp(z:3306)/d"}) {
+		t.Fatalf("DELAYQ_SQL_SHARDS gave %q", c.SQL.Shards)
 	}
 }
 

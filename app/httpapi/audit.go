@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -110,7 +111,11 @@ func (a *api) ledgerList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p, err := a.sh.List(r.Context(), f)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrBadCursor):
+		// A cursor of a shard this ledger does not have.
+		return badRequest(CodeInvalidValue, "cursor", "cursor=%q: not a cursor of this ledger's shards; give a page's next_cursor as it is", f.After.String())
+	case err != nil:
 		return fromSQL(err)
 	}
 	writeJSON(w, http.StatusOK, NewLedgerPage(p))

@@ -132,13 +132,17 @@
 // Over ledger shards (sql.shards, docs/design.md §7.1) the ledger's
 // listings read every shard and merge: GET /v1/ledger in the same order
 // with the shard as the last key (its next_cursor names the shard of the
-// page's last row), GET /v1/ledger/stale by shard then id (pass
+// page's last row; a cursor of a shard the ledger does not have is 400
+// invalid_value), GET /v1/ledger/stale by shard then id (pass
 // next_after_shard back as after_shard, with next_after_id; after_shard
 // beyond the last shard is 400 invalid_value), a topic's history and the
-// job browser's SQL listings likewise, and each row says its shard
-// ("shard", absent for shard 0). A job's row (GET of a job), cancel and
-// reschedule go to the shard that holds it; a dead job's purge marks its
-// history on every shard; /readyz pings every shard. A shard down is 503.
+// job browser's SQL listings likewise. The ledger rows say their shard
+// ("shard", absent for shard 0); history rows do not. A job's ledger row
+// (GET of a job) is looked for on every shard (one shard down hides no
+// row another holds); its cancel and reschedule go to the shard of its
+// partition; a dead job's purge marks its history on every shard; /readyz
+// pings every shard; GET /v1/schema is the least migrated shard's. A shard
+// down is 503.
 //
 // GET /v1/schedules lists the periodic schedules of the instance's
 // configuration (docs/design.md §4.15), in config order, as

@@ -22,9 +22,10 @@ func NewSchemaResponse(st ledger.SchemaStatus, table string) SchemaResponse {
 }
 
 // schema handles GET /v1/schema. It reads and changes nothing else: the
-// migrations are applied by `delayq migrate` or sql.auto_migrate.
+// migrations are applied by `delayq migrate` or sql.auto_migrate. Over
+// ledger shards it is the least migrated shard's status.
 func (a *api) schema(w http.ResponseWriter, r *http.Request) error {
-	st, err := a.l.MigrationStatus(r.Context())
+	st, err := a.sh.MigrationStatus(r.Context())
 	if err != nil {
 		return fromSQL(err)
 	}

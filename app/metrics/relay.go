@@ -237,5 +237,13 @@ func (m *Metrics) RelayState() (s RelayState, ok bool) {
 		return RelayState{}, false
 	}
 	t := c.r.Totals()
-	return RelayState{Totals: t, LastOK: c.lastOK(t), Every: time.Duration(c.every * float64(time.Second))}, true
+	// The oldest shard's last success: the sum's is the latest of all,
+	// which would hide one shard's failing relay.
+	last := c.lastOK(t)
+	for _, s := range c.byShard() {
+		if ok := c.lastOK(s); ok.Before(last) {
+			last = ok
+		}
+	}
+	return RelayState{Totals: t, LastOK: last, Every: time.Duration(c.every * float64(time.Second))}, true
 }

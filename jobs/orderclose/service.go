@@ -17,8 +17,12 @@ import (
 // use.
 type Service struct {
 	led *ledger.Ledger
-	ops ledgerops.Ops // led's internal steps: cancel, reschedule, the transactional enqueue
-	db  *gorm.DB      // the ledger's database
+	// ops are the close jobs' ledger steps (cancel, reschedule): led's,
+	// or over ledger shards the queue's router, which takes each job to
+	// its partition's shard (a close job the sweeper enqueued goes to a
+	// partition, which may be on another shard than led).
+	ops ledgerops.Router
+	db  *gorm.DB // the ledger's database
 	q   *dataplane.Client
 	cfg Config
 	log logrus.FieldLogger
@@ -43,9 +47,13 @@ func New(led *ledger.Ledger, q *dataplane.Client, cfg Config) (*Service, error) 
 	if cfg.MaxPaymentWindow > qc.MaxDelay {
 		return nil, fmt.Errorf("orderclose: Config.MaxPaymentWindow %s is beyond the queue's MaxDelay %s: close jobs could not be enqueued", cfg.MaxPaymentWindow, qc.MaxDelay)
 	}
+	var ops ledgerops.Router = ledgerops.Of(led)
+	if r, ok := qc.Store.(ledgerops.Router); ok && q.LedgerShards() > 1 {
+		ops = r
+	}
 	return &Service{
 		led: led,
-		ops: ledgerops.Of(led),
+		ops: ops,
 		// The orders tables are the module's, not the ledger's, but they
 		// must share its database: the close updates the order and deletes
 		// the job's ledger row in one transaction (ledger.Transactional).

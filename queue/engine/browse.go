@@ -215,7 +215,10 @@ func (i *Inspector) listLedger(ctx context.Context, topic, name string, state qu
 		f.After = &c
 	}
 	rows, next, err := i.store.ListSummaries(ctx, f)
-	if err != nil {
+	switch {
+	case errors.Is(err, ledger.ErrBadCursor):
+		return nil, invalid("after", "after=%q: not a cursor of this ledger's shards; give a page's next_after as it is", q.After)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", queue.ErrLedger, err)
 	}
 	out := &JobPage{Topic: topic, State: name, Total: -1, Limit: q.Limit, Jobs: rowJobs(rows)}

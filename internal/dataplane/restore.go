@@ -118,44 +118,80 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 	if opts.note.member != "" {
 		note = func(pipe redis.Pipeliner) { c.dropNote(ctx, pipe, opts.note) }
 	}
-	cmds := c.runEach(ctx, c.scripts.restore, c.restoreScriptCalls(calls, head), note)
+	groups := c.restoreGroups(calls, opts)
+	cmds := c.runEach(ctx, c.scripts.restore, c.restoreScriptCalls(calls, groups, head), note)
 
 	var errs []error
 	if bad != nil {
 		errs = append(errs, bad)
 	}
 	for i, cmd := range cmds {
-		call := calls[i]
+		group := groups[i]
+		rows := 0
+		for _, g := range group {
+			rows += len(calls[g].rows)
+		}
 		reply, err := cmd.Int64Slice()
-		if err == nil && len(reply) != 1+len(call.rows) {
-			err = fmt.Errorf("reply of %d values for %d rows", len(reply), len(call.rows))
+		if err == nil && len(reply) != 1+rows {
+			err = fmt.Errorf("reply of %d values for %d rows", len(reply), rows)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("queue: restore %d jobs of %s: %w", len(call.rows), call.topic, err))
+			for _, g := range group {
+				errs = append(errs, fmt.Errorf("queue: restore %d jobs of %s: %w", len(calls[g].rows), calls[g].topic, err))
+			}
 			continue
 		}
-		created := false
-		for k, at := range call.rows {
-			switch reply[1+k] {
-			case 1:
-				out[at] = RestoreCreated
-				created = true
-			case 2:
-				out[at] = RestoreGone
-			default:
-				out[at] = RestoreTracked
+		reply = reply[1:]
+		for _, g := range group {
+			call := calls[g]
+			created := false
+			for k, at := range call.rows {
+				switch reply[k] {
+				case 1:
+					out[at] = RestoreCreated
+					created = true
+				case 2:
+					out[at] = RestoreGone
+				default:
+					out[at] = RestoreTracked
+				}
 			}
-		}
-		// A durable topic's jobs reach Redis only this way (the push after
-		// the commit, the relay): the topics set must list the topic, as
-		// an enqueue would, for the stats, the metrics and the dashboard.
-		if created && !opts.DryRun {
-			if err := c.noteTopic(ctx, call.topic); err != nil {
-				errs = append(errs, err)
+			reply = reply[len(call.rows):]
+			// A durable topic's jobs reach Redis only this way (the push
+			// after the commit, the relay): the topics set must list the
+			// topic, as an enqueue would, for the stats, the metrics and
+			// the dashboard.
+			if created && !opts.DryRun {
+				if err := c.noteTopic(ctx, call.topic); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// restoreGroups are the script calls' restore calls, by index: each call
+// alone on a Redis Cluster, where each name's keys have a slot of their
+// own, and elsewhere consecutive calls of other names together up to a
+// chunk's rows and bytes, so that a batch spread over a topic's partitions
+// costs one call, as it does on one partition.
+func (c *Client) restoreGroups(calls []restoreCall, opts RestoreOptions) [][]int {
+	groups := make([][]int, 0, len(calls))
+	_, cluster := c.rdb.(*redis.ClusterClient)
+	rows, size := 0, 0
+	for i, call := range calls {
+		last := len(groups) - 1
+		if cluster || last < 0 || rows+len(call.rows) > opts.Chunk || size+call.size > opts.ChunkBytes {
+			groups = append(groups, []int{i})
+			rows, size = len(call.rows), call.size
+			continue
+		}
+		groups[last] = append(groups[last], i)
+		rows += len(call.rows)
+		size += call.size
+	}
+	return groups
 }
 
 // restoreCall is one restore.lua call: rows (indexes into the caller's
@@ -163,7 +199,8 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 type restoreCall struct {
 	topic string
 	rows  []int
-	args  []any // without the mode, which goes first
+	args  []any // eight per row
+	size  int   // bytes of the rows' payloads and error texts
 }
 
 // restoreCalls groups valid rows by topic into chunks; invalid rows are
@@ -203,26 +240,39 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		}
 		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload)
 		size[r.Topic] += len(r.Payload) + len(r.LastError)
+		call.size += len(r.Payload) + len(r.LastError)
 	}
 	return calls
 }
 
-// restoreScriptCalls are calls as restore.lua's calls; head are the
-// arguments before the rows' (mode, seen at, tombstone TTL).
-func (c *Client) restoreScriptCalls(calls []restoreCall, head []any) []scriptCall {
-	out := make([]scriptCall, len(calls))
-	for i, call := range calls {
-		// restoreCalls left invalid topics out, so this cannot fail;
-		// the error is checked all the same.
-		k, err := c.keysFor(call.topic)
-		if err != nil {
-			out[i].err = err
-			continue
+// restoreScriptCalls are the restore.lua calls of groups (restoreGroups),
+// each call's rows with their count in front; head are the arguments
+// before them (mode, seen at, tombstone TTL).
+func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []any) []scriptCall {
+	out := make([]scriptCall, len(groups))
+	for i, group := range groups {
+		n := len(head)
+		for _, g := range group {
+			n += 1 + len(calls[g].args)
 		}
-		args := make([]any, 0, len(head)+len(call.args))
+		keys := make([]string, 0, 6*len(group))
+		args := make([]any, 0, n)
 		args = append(args, head...)
-		args = append(args, call.args...)
-		out[i] = scriptCall{keys: []string{k.due, k.lease, k.job, k.wake, k.dead, k.gone}, args: args}
+		for _, g := range group {
+			// restoreCalls left invalid topics out, so this cannot fail;
+			// the error is checked all the same.
+			k, err := c.keysFor(calls[g].topic)
+			if err != nil {
+				out[i].err = err
+				break
+			}
+			keys = append(keys, k.due, k.lease, k.job, k.wake, k.dead, k.gone)
+			args = append(args, len(calls[g].rows))
+			args = append(args, calls[g].args...)
+		}
+		if out[i].err == nil {
+			out[i] = scriptCall{keys: keys, args: args}
+		}
 	}
 	return out
 }

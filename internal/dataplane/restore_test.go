@@ -2,14 +2,17 @@ package dataplane_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
+	"github.com/redis/go-redis/v9"
 )
 
 // A job Redis lost comes back from its ledger row: an in-progress one due at
@@ -291,4 +294,84 @@ func dumpNamespace(t *testing.T, e env) string {
 		fmt.Fprintf(&b, "%s=%v;", k, v)
 	}
 	return b.String()
+}
+
+// evalCounter counts the script calls a client sends, pipelined or not.
+type evalCounter struct{ n atomic.Int64 }
+
+func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (h *evalCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+		h.n.Add(1)
+	}
+}
+
+// On a Redis that is not a cluster, the rows of several names (a batch
+// spread over a topic's partitions) go in one script call up to a chunk,
+// as one name's do: partitions cost no more calls than one partition.
+// Each name's jobs land in its own keys.
+func TestRestoreGroupsNamesInOneCall(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		t.Skip("a cluster splits the calls by name")
+	}
+	calls := &evalCounter{}
+	rdb.AddHook(calls)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	var rows []dataplane.RestoreRow
+	for i := range 40 {
+		rows = append(rows, dataplane.RestoreRow{Topic: fmt.Sprintf("p%d", i%8), ID: fmt.Sprintf("j%d", i),
+			Attempt: 1, MaxAttempts: 3, RunAt: 1, Payload: []byte("x")})
+	}
+	for _, c2 := range []struct{ chunk, calls int }{{500, 1}, {10, 4}} {
+		before := calls.n.Load()
+		out, err := c.Restore(ctx, rows, dataplane.RestoreOptions{Chunk: c2.chunk, DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := calls.n.Load() - before; got != int64(c2.calls) {
+			t.Errorf("40 rows of 8 names, chunks of %d: %d script calls, want %d", c2.chunk, got, c2.calls)
+		}
+		for i, o := range out {
+			if o != dataplane.RestoreCreated {
+				t.Fatalf("dry run, row %d: %s", i, o)
+			}
+		}
+	}
+	out, err := c.Restore(ctx, rows, dataplane.RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range out {
+		if o != dataplane.RestoreCreated {
+			t.Fatalf("row %d: %s", i, o)
+		}
+	}
+	for p := range 8 {
+		st, err := c.Stats(ctx, fmt.Sprintf("p%d", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Due != 5 {
+			t.Errorf("p%d: %d due, want 5", p, st.Due)
+		}
+	}
 }

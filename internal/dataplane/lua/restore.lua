@@ -2,13 +2,19 @@
 -- lost, and durable jobs the SQL ledger holds that are not in Redis yet
 -- (pushed after their commit, by the relay, or by the horizon loader).
 --
--- KEYS[1]  due ZSET
--- KEYS[2]  lease ZSET
--- KEYS[3]  job HASH
--- KEYS[4]  wake channel, published to when the earliest due time moves earlier
--- KEYS[5]  dead ZSET
--- KEYS[6]  gone ZSET (tombstones: id -> when a durable job was acked or a
---          job cancelled, Unix ms)
+-- The rows of one or more names (a topic's or a partition's), six keys
+-- each: one call carries several names' rows only where their keys are on
+-- one node (a Redis that is not a cluster), so that a batch spread over a
+-- topic's partitions costs one call, as it does on one partition.
+--
+-- KEYS[6g-5]  due ZSET of name g
+-- KEYS[6g-4]  lease ZSET
+-- KEYS[6g-3]  job HASH
+-- KEYS[6g-2]  wake channel, published to when the earliest due time moves
+--             earlier
+-- KEYS[6g-1]  dead ZSET
+-- KEYS[6g]    gone ZSET (tombstones: id -> when a durable job was acked or
+--             a job cancelled, Unix ms)
 -- ARGV[1]  "write", or "check" (dry run: decide each row, write nothing)
 -- ARGV[2]  seen at (Unix ms, Redis's clock): when the caller began reading
 --          the rows from SQL. A job removed at or after it was read before
@@ -16,19 +22,20 @@
 -- ARGV[3]  tombstone TTL (ms): how long tombstones are kept. A seen-at older
 --          than that cannot be checked against them, so nothing is
 --          decided for it.
--- ARGV[4..] eight per row: id, mode ("p" = in progress: due at once, "r" =
---          retrying: due at its run time, "s" = scheduled, a durable job's
---          first run: due at its run time, and an envelope of a dead job
---          with this id is replaced, since SQL says a new job exists), run
---          at (Unix ms), attempt, max attempts, enqueued at (Unix ms, 0 =
---          the run time), last error, payload
+-- ARGV[4..] per name, in KEYS' order: its number of rows n, then eight per
+--          row: id, mode ("p" = in progress: due at once, "r" = retrying:
+--          due at its run time, "s" = scheduled, a durable job's first run:
+--          due at its run time, and an envelope of a dead job with this id
+--          is replaced, since SQL says a new job exists), run at (Unix ms),
+--          attempt, max attempts, enqueued at (Unix ms, 0 = the run time),
+--          last error, payload
 --
--- Returns  {now, o1, o2, ...}: per row 0 = Redis still tracks the job (in
---          due, in lease, or, except for "s", its envelope is in the job
---          hash, which covers dead jobs): nothing written; 1 = no trace of
---          it: envelope and due entry re-created (with "check": would be);
---          2 = removed since seen-at (a tombstone), or seen-at too old to
---          tell: nothing written.
+-- Returns  {now, o1, o2, ...}: per row, in ARGV's order, 0 = Redis still
+--          tracks the job (in due, in lease, or, except for "s", its
+--          envelope is in the job hash, which covers dead jobs): nothing
+--          written; 1 = no trace of it: envelope and due entry re-created
+--          (with "check": would be); 2 = removed since seen-at (a
+--          tombstone), or seen-at too old to tell: nothing written.
 --
 -- The check and the write are one atomic step, so two recoverers (or a
 -- recoverer and the relay) running over the same rows re-create each job
@@ -41,51 +48,62 @@ local seenAt = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 local tooOld = seenAt > 0 and now - seenAt >= ttl
 
-local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local headScore = nil
-if head[2] then headScore = tonumber(head[2]) end
-local earliest = nil
-
 local out = {now}
-for i = 4, #ARGV, 8 do
-  local id = ARGV[i]
-  local mode = ARGV[i + 1]
-  local tracked = redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
-  local dead = false
-  if not tracked and redis.call('HEXISTS', KEYS[3], id) == 1 then
-    if mode == 's' and redis.call('ZSCORE', KEYS[5], id) then
-      dead = true
-    else
-      tracked = true
+
+-- restore writes the n rows from ARGV[from] on of the name whose keys
+-- start at KEYS[k + 1].
+local function restore(k, from, n)
+  local due, lease, job, wake, deadSet, goneSet = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
+  local headScore = nil
+  if head[2] then headScore = tonumber(head[2]) end
+  local earliest = nil
+  for i = from, from + 8 * (n - 1), 8 do
+    local id = ARGV[i]
+    local mode = ARGV[i + 1]
+    local tracked = redis.call('ZSCORE', due, id) or redis.call('ZSCORE', lease, id)
+    local dead = false
+    if not tracked and redis.call('HEXISTS', job, id) == 1 then
+      if mode == 's' and redis.call('ZSCORE', deadSet, id) then
+        dead = true
+      else
+        tracked = true
+      end
     end
-  end
-  if tracked then
-    out[#out + 1] = 0
-  else
-    local gone = redis.call('ZSCORE', KEYS[6], id)
-    if tooOld or (gone and tonumber(gone) >= seenAt) then
-      out[#out + 1] = 2
+    if tracked then
+      out[#out + 1] = 0
     else
-      out[#out + 1] = 1
-      if write then
-        if dead then redis.call('ZREM', KEYS[5], id) end
-        local run = tonumber(ARGV[i + 2])
-        local due = run
-        if mode == 'p' and due > now then due = now end
-        local enq = tonumber(ARGV[i + 5])
-        if enq == 0 then enq = run end
-        local err = ARGV[i + 6]
-        -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
-        redis.call('HSET', KEYS[3], id, '1|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. enq .. '|' .. due ..
-          '|' .. #err .. '|' .. err .. '|' .. ARGV[i + 7])
-        redis.call('ZADD', KEYS[1], due, id)
-        if earliest == nil or due < earliest then earliest = due end
+      local gone = redis.call('ZSCORE', goneSet, id)
+      if tooOld or (gone and tonumber(gone) >= seenAt) then
+        out[#out + 1] = 2
+      else
+        out[#out + 1] = 1
+        if write then
+          if dead then redis.call('ZREM', deadSet, id) end
+          local run = tonumber(ARGV[i + 2])
+          local at = run
+          if mode == 'p' and at > now then at = now end
+          local enq = tonumber(ARGV[i + 5])
+          if enq == 0 then enq = run end
+          local err = ARGV[i + 6]
+          -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
+          redis.call('HSET', job, id, '1|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. enq .. '|' .. at ..
+            '|' .. #err .. '|' .. err .. '|' .. ARGV[i + 7])
+          redis.call('ZADD', due, at, id)
+          if earliest == nil or at < earliest then earliest = at end
+        end
       end
     end
   end
+  if earliest ~= nil and (headScore == nil or earliest < headScore) then
+    redis.call('PUBLISH', wake, earliest)
+  end
 end
 
-if earliest ~= nil and (headScore == nil or earliest < headScore) then
-  redis.call('PUBLISH', KEYS[4], earliest)
+local at = 4
+for k = 0, #KEYS - 6, 6 do
+  local n = tonumber(ARGV[at])
+  if n > 0 then restore(k, at + 1, n) end
+  at = at + 1 + 8 * n
 end
 return out

@@ -196,3 +196,10 @@ func (c *Client) Topics(ctx context.Context) ([]string, error) {
 	slices.Sort(ts)
 	return ts, nil
 }
+
+// cluster says the client is a Redis Cluster's, where each partition's
+// keys are on a slot of their own and a script call takes one name's.
+func (c *Client) cluster() bool {
+	_, ok := c.rdb.(*redis.ClusterClient)
+	return ok
+}

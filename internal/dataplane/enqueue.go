@@ -53,9 +53,16 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 	return results, nil
 }
 
-// enqueue is a redis topic's enqueue: enqueue.lua over validated jobs.
+// enqueue is a redis topic's enqueue: enqueue.lua over validated jobs. A
+// topic of several partitions (its calls coalesced by topic on a Redis
+// that is not a cluster, route.go) goes to enqueueSpread.
 func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
+	if !IsPartition(topic) && !c.cluster() {
+		if l, err := c.enqueueLayout(ctx, topic); err == nil && l.Current() > 1 {
+			return t.enqueueSpread(ctx, l, topic, jobs)
+		}
+	}
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
@@ -63,23 +70,10 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	if err := c.noteTopic(ctx, topic); err != nil {
 		return nil, err
 	}
-	// ARGV (see enqueue.lua): the ids, then when, max attempts and payload
-	// per job. Pointers into jobs and whens go into the []any without an
-	// allocation each, as a string, an int64 or a []byte would.
 	n := len(jobs)
 	args := make([]any, 4*n)
 	whens := make([]int64, n)
-	for i := range jobs {
-		j := &jobs[i]
-		whens[i] = -j.Delay.Milliseconds()
-		if j.RunAt != 0 {
-			whens[i] = j.RunAt
-		}
-		args[i] = &j.ID
-		args[n+3*i] = &whens[i]
-		args[n+3*i+1] = &j.MaxAttempts
-		args[n+3*i+2] = (*bytesArg)(&j.Payload)
-	}
+	enqueueArgs(args, whens, jobs)
 	cmd := c.scripts.enqueue.Run(ctx, c.rdb, []string{k.due, k.job, k.wake}, args...)
 	var reply []int64
 	if n == 1 {
@@ -92,10 +86,35 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	if err != nil {
 		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
 	}
-	if len(reply) != n {
-		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), n)
+	return c.enqueued(topic, jobs, reply)
+}
+
+// enqueueArgs writes enqueue.lua's ARGV for jobs into args (4 per job):
+// the ids, then when, max attempts and payload per job. Pointers into
+// jobs and whens (one per job) go into the []any without an allocation
+// each, as a string, an int64 or a []byte would.
+func enqueueArgs(args []any, whens []int64, jobs []NewJob) {
+	n := len(jobs)
+	for i := range jobs {
+		j := &jobs[i]
+		whens[i] = -j.Delay.Milliseconds()
+		if j.RunAt != 0 {
+			whens[i] = j.RunAt
+		}
+		args[i] = &j.ID
+		args[n+3*i] = &whens[i]
+		args[n+3*i+1] = &j.MaxAttempts
+		args[n+3*i+2] = (*bytesArg)(&j.Payload)
 	}
-	out := make([]EnqueueResult, n)
+}
+
+// enqueued turns enqueue.lua's reply for jobs into their results, and
+// tells the observer.
+func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]EnqueueResult, error) {
+	if len(reply) != len(jobs) {
+		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), len(jobs))
+	}
+	out := make([]EnqueueResult, len(jobs))
 	created := 0
 	for i, v := range reply {
 		out[i].ID = jobs[i].ID
@@ -114,6 +133,54 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	}
 	if o, ok := c.cfg.Observer.(EnqueueCallObserver); ok {
 		o.EnqueueCall(TopicOf(topic), len(jobs))
+	}
+	return out, nil
+}
+
+// enqueueSpread enqueues jobs of a topic of several partitions (layout l)
+// in one enqueue.lua call over the partitions they go to, their keys on
+// one node (a Redis that is not a cluster): a batch spread over the
+// partitions costs one call, as on one partition.
+func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
+	names, groups := c.split(l, topic, jobs)
+	keys := make([]string, 0, 3*len(names))
+	args := make([]any, 1, 1+len(names)+4*len(jobs))
+	args[0] = "*"
+	whens := make([]int64, len(jobs))
+	order := make([]int, 0, len(jobs)) // the jobs in the script's order
+	sub := make([]NewJob, 0, len(jobs))
+	for _, name := range names {
+		k, err := c.keysFor(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.noteTopic(ctx, name); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k.due, k.job, k.wake)
+		at := groups[name]
+		from := len(sub)
+		for _, i := range at {
+			sub = append(sub, jobs[i])
+		}
+		order = append(order, at...)
+		part := make([]any, 4*len(at))
+		enqueueArgs(part, whens[from:from+len(at)], sub[from:])
+		args = append(args, len(at))
+		args = append(args, part...)
+	}
+	reply, err := c.scripts.enqueue.Run(ctx, c.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: enqueue to %s: %w", topic, err)
+	}
+	res, err := c.enqueued(topic, sub, reply)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EnqueueResult, len(jobs))
+	for k, i := range order {
+		out[i] = res[k]
 	}
 	return out, nil
 }

@@ -178,7 +178,7 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 // costs one call, as it does on one partition.
 func (c *Client) restoreGroups(calls []restoreCall, opts RestoreOptions) [][]int {
 	groups := make([][]int, 0, len(calls))
-	_, cluster := c.rdb.(*redis.ClusterClient)
+	cluster := c.cluster()
 	rows, size := 0, 0
 	for i, call := range calls {
 		last := len(groups) - 1

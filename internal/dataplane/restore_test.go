@@ -375,3 +375,66 @@ func TestRestoreGroupsNamesInOneCall(t *testing.T) {
 		}
 	}
 }
+
+// On a Redis that is not a cluster, a batch to a redis topic of 8
+// partitions is one script call: each job in the partition of its key,
+// duplicates (inside the batch and of a job already there) answered as
+// such, every result in the caller's order.
+func TestEnqueueSpreadIsOneCall(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		t.Skip("a cluster splits a batch by partition")
+	}
+	calls := &evalCounter{}
+	rdb.AddHook(calls)
+	c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testenv.Context(t)
+	if _, err := c.SetPartitions(ctx, "t", 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(ctx, "t", dataplane.NewJob{ID: "old", PartitionKey: "k3", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []dataplane.NewJob
+	for i := range 30 {
+		jobs = append(jobs, dataplane.NewJob{ID: fmt.Sprintf("j%d", i), PartitionKey: fmt.Sprintf("k%d", i%10), Delay: time.Hour})
+	}
+	jobs = append(jobs, dataplane.NewJob{ID: "j4", PartitionKey: "k4", Delay: time.Hour}, dataplane.NewJob{ID: "old", PartitionKey: "k3", Delay: time.Hour})
+	before := calls.n.Load()
+	res, err := c.EnqueueBatch(ctx, "t", jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls.n.Load() - before; got != 1 {
+		t.Errorf("a batch over 8 partitions: %d script calls, want 1", got)
+	}
+	for i, r := range res {
+		want := dataplane.BatchCreated
+		if i >= 30 {
+			want = dataplane.BatchDuplicate
+		}
+		if r.Err != nil || r.ID != jobs[i].ID || r.Status != want {
+			t.Errorf("job %d (%s): %+v, want %s", i, jobs[i].ID, r, want)
+		}
+	}
+	for i := range 30 {
+		info, err := c.Get(ctx, "t", fmt.Sprintf("j%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := dataplane.PartitionName("t", 8, dataplane.PartitionOf(fmt.Sprintf("k%d", i%10), "", 8))
+		if info.Job == nil || info.Job.Partition != want {
+			t.Errorf("j%d: partition %v, want %s", i, info.Job, want)
+		}
+	}
+	st, err := c.Stats(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Due != 31 {
+		t.Errorf("%d due, want 31", st.Due)
+	}
+}

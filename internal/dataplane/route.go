@@ -24,7 +24,10 @@ func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]En
 	if err != nil {
 		return nil, err
 	}
-	if l.Current() == 1 {
+	if l.Current() == 1 || !c.cluster() {
+		// Off a cluster every partition's keys are on one node: the
+		// topic's calls are coalesced by topic and go in one script call
+		// over their partitions (redisTopic.enqueueSpread).
 		return c.enqueuePart(ctx, topic, jobs)
 	}
 	names, groups := c.split(l, topic, jobs)

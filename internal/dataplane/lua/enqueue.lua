@@ -11,6 +11,12 @@
 --          t > 0 created, due at t; t < 0 duplicate, waiting and due at -t;
 --          0 duplicate that is not waiting (in flight or dead).
 --
+-- Several names at once (the partitions of a topic, on a Redis that is not
+-- a cluster, so that a batch spread over them costs one call): ARGV[1] is
+-- "*", KEYS are three per name as above, and ARGV[2..] per name, in KEYS'
+-- order, its number of jobs n and then its jobs as above. Returns an array
+-- of one per job, in ARGV's order.
+--
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
 -- its envelope in the job hash, so its presence there decides. Due times
 -- come from Redis's clock, so no client clock can make a job due early; a
@@ -22,8 +28,6 @@ local us = t[2]
 local ms = #us > 3 and string.sub(us, 1, -4) or '0'
 local now = t[1] * 1000 + ms
 local nows = t[1] .. string.sub('00' .. ms, -3)
-local n = #ARGV / 4
-
 -- due returns the due time of a job and the same as a string.
 local function due(when, whens)
   if when <= 0 then
@@ -35,6 +39,73 @@ local function due(when, whens)
   return now, nows
 end
 
+-- enqueue adds the n jobs whose ids start at ARGV[o + 1] (and their three
+-- values each at ARGV[o + n + 1]) to the keys dueKey, jobKey and wakeKey,
+-- appending one result per job to out.
+local function enqueue(dueKey, jobKey, wakeKey, o, n, out)
+  -- A batch: one HMGET finds the known ids, one HSET and one ZADD write
+  -- the new jobs (chunked: unpack takes a few thousand values at most).
+  local known = {}
+  for i = 1, n, 1000 do
+    local part = redis.call('HMGET', jobKey, unpack(ARGV, o + i, o + math.min(i + 999, n)))
+    for k = 1, #part do known[i + k - 1] = part[k] end
+  end
+  local base = #out
+  local hargs, zargs = {}, {}
+  local pending = {} -- id -> due, for duplicates inside this batch
+  local earliest, earliests
+  local lastWhen, lastDue, lastDues -- a batch mostly shares one delay
+  for k = 1, n do
+    local id = ARGV[o + k]
+    local p = pending[id]
+    if p then
+      out[base + k] = -p
+    elseif known[k] then
+      out[base + k] = -(tonumber(redis.call('ZSCORE', dueKey, id)) or 0)
+    else
+      local b = o + n + 3 * k - 2
+      local when = tonumber(ARGV[b])
+      local d, ds
+      if when == lastWhen then
+        d, ds = lastDue, lastDues
+      else
+        d, ds = due(when, ARGV[b])
+        lastWhen, lastDue, lastDues = when, d, ds
+      end
+      local m = #hargs
+      hargs[m + 1] = id
+      hargs[m + 2] = '1|0|' .. ARGV[b + 1] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[b + 2]
+      zargs[m + 1] = ds
+      zargs[m + 2] = id
+      pending[id] = d
+      if earliest == nil or d < earliest then earliest, earliests = d, ds end
+      out[base + k] = d
+    end
+  end
+  if earliest ~= nil then
+    -- Nothing due at or before the earliest new job: it is the new head.
+    local wake = redis.call('ZCOUNT', dueKey, '-inf', earliests) == 0
+    for i = 1, #hargs, 1000 do
+      local j = math.min(i + 999, #hargs)
+      redis.call('HSET', jobKey, unpack(hargs, i, j))
+      redis.call('ZADD', dueKey, unpack(zargs, i, j))
+    end
+    if wake then redis.call('PUBLISH', wakeKey, earliests) end
+  end
+end
+
+if ARGV[1] == '*' then
+  local out = {}
+  local o = 2
+  for g = 1, #KEYS, 3 do
+    local n = tonumber(ARGV[o])
+    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], o, n, out)
+    o = o + 1 + 4 * n
+  end
+  return out
+end
+
+local n = #ARGV / 4
 if n == 1 then
   -- One job, the common call: no tables, one HSETNX decides and writes.
   local d, ds = due(tonumber(ARGV[2]), ARGV[2])
@@ -53,52 +124,6 @@ if n == 1 then
   return d
 end
 
--- A batch: one HMGET finds the known ids, one HSET and one ZADD write the
--- new jobs (chunked: unpack takes a few thousand values at most).
-local known = {}
-for i = 1, n, 1000 do
-  local part = redis.call('HMGET', KEYS[2], unpack(ARGV, i, math.min(i + 999, n)))
-  for k = 1, #part do known[i + k - 1] = part[k] end
-end
-local out, hargs, zargs = {}, {}, {}
-local pending = {} -- id -> due, for duplicates inside this batch
-local earliest, earliests
-local lastWhen, lastDue, lastDues -- a batch mostly shares one delay
-for k = 1, n do
-  local id = ARGV[k]
-  local p = pending[id]
-  if p then
-    out[k] = -p
-  elseif known[k] then
-    out[k] = -(tonumber(redis.call('ZSCORE', KEYS[1], id)) or 0)
-  else
-    local b = n + 3 * k - 2
-    local when = tonumber(ARGV[b])
-    local d, ds
-    if when == lastWhen then
-      d, ds = lastDue, lastDues
-    else
-      d, ds = due(when, ARGV[b])
-      lastWhen, lastDue, lastDues = when, d, ds
-    end
-    local m = #hargs
-    hargs[m + 1] = id
-    hargs[m + 2] = '1|0|' .. ARGV[b + 1] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[b + 2]
-    zargs[m + 1] = ds
-    zargs[m + 2] = id
-    pending[id] = d
-    if earliest == nil or d < earliest then earliest, earliests = d, ds end
-    out[k] = d
-  end
-end
-if earliest ~= nil then
-  -- Nothing due at or before the earliest new job: it is the new head.
-  local wake = redis.call('ZCOUNT', KEYS[1], '-inf', earliests) == 0
-  for i = 1, #hargs, 1000 do
-    local j = math.min(i + 999, #hargs)
-    redis.call('HSET', KEYS[2], unpack(hargs, i, j))
-    redis.call('ZADD', KEYS[1], unpack(zargs, i, j))
-  end
-  if wake then redis.call('PUBLISH', KEYS[3], earliests) end
-end
+local out = {}
+enqueue(KEYS[1], KEYS[2], KEYS[3], 0, n, out)
 return out

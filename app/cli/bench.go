@@ -249,7 +249,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	}
 	log := newLogger(cfg.Log, a.errOut)
 	ctx := cmd.Context()
-	b, err := backend.Open(ctx, cfg, log)
+	b, err := backend.OpenWith(ctx, cfg, log, backend.Options{NoShardCheck: true})
 	if err != nil {
 		return err
 	}

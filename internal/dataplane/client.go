@@ -197,9 +197,11 @@ func (c *Client) Topics(ctx context.Context) ([]string, error) {
 	return ts, nil
 }
 
-// cluster says the client is a Redis Cluster's, where each partition's
-// keys are on a slot of their own and a script call takes one name's.
-func (c *Client) cluster() bool {
-	_, ok := c.rdb.(*redis.ClusterClient)
+// oneNode says every key is on the one node the client talks to (a
+// *redis.Client: a single Redis, or a Sentinel's master), so a script call
+// may take several partitions' keys. Any other client (a Cluster's, a
+// Ring, a wrapper) gets one call per partition, each on its own slot.
+func (c *Client) oneNode() bool {
+	_, ok := c.rdb.(*redis.Client)
 	return ok
 }

@@ -58,7 +58,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 // that is not a cluster, route.go) goes to enqueueSpread.
 func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
-	if !IsPartition(topic) && !c.cluster() {
+	if !IsPartition(topic) && c.oneNode() {
 		if l, err := c.enqueueLayout(ctx, topic); err == nil && l.Current() > 1 {
 			return t.enqueueSpread(ctx, l, topic, jobs)
 		}
@@ -144,6 +144,9 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
 	names, groups := c.split(l, topic, jobs)
+	if len(names) == 1 {
+		return t.enqueue(ctx, names[0], jobs) // a partition's own call
+	}
 	keys := make([]string, 0, 3*len(names))
 	args := make([]any, 1, 1+len(names)+4*len(jobs))
 	args[0] = "*"

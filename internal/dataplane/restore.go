@@ -172,13 +172,16 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 }
 
 // restoreGroups are the script calls' restore calls, by index: each call
-// alone on a Redis Cluster, where each name's keys have a slot of their
-// own, and elsewhere consecutive calls of other names together up to a
-// chunk's rows and bytes, so that a batch spread over a topic's partitions
-// costs one call, as it does on one partition.
+// alone unless every key is on one node (oneNode: on a Redis Cluster each
+// name's keys have a slot of their own), and there consecutive calls of
+// other names together up to a chunk's rows and bytes, so that a batch
+// spread over a topic's partitions costs one call, as it does on one
+// partition. A grouped call that fails part way has written the names
+// before the failure, yet reports every row failed: a retry checks each
+// row before it writes, so it creates nothing twice.
 func (c *Client) restoreGroups(calls []restoreCall, opts RestoreOptions) [][]int {
 	groups := make([][]int, 0, len(calls))
-	cluster := c.cluster()
+	cluster := !c.oneNode()
 	rows, size := 0, 0
 	for i, call := range calls {
 		last := len(groups) - 1

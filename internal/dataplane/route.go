@@ -24,7 +24,7 @@ func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]En
 	if err != nil {
 		return nil, err
 	}
-	if l.Current() == 1 || !c.cluster() {
+	if l.Current() == 1 || c.oneNode() {
 		// Off a cluster every partition's keys are on one node: the
 		// topic's calls are coalesced by topic and go in one script call
 		// over their partitions (redisTopic.enqueueSpread).

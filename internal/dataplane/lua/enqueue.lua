@@ -94,6 +94,26 @@ local function enqueue(dueKey, jobKey, wakeKey, o, n, out)
   end
 end
 
+-- one adds the job whose id is ARGV[o + 1] (its three values after it)
+-- to the keys dueKey, jobKey and wakeKey, and returns its result: no
+-- tables, one HSETNX decides and writes.
+local function one(dueKey, jobKey, wakeKey, o)
+  local d, ds = due(tonumber(ARGV[o + 2]), ARGV[o + 2])
+  -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
+  if redis.call('HSETNX', jobKey, ARGV[o + 1],
+      '1|0|' .. ARGV[o + 3] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[o + 4]) == 0 then
+    return -(tonumber(redis.call('ZSCORE', dueKey, ARGV[o + 1])) or 0)
+  end
+  redis.call('ZADD', dueKey, ds, ARGV[o + 1])
+  -- First in the ZSET and no other entry at the same time: it is earlier
+  -- than the previous head. An integer reply is cheaper than reading the
+  -- head's score before the ZADD.
+  if redis.call('ZRANK', dueKey, ARGV[o + 1]) == 0 and redis.call('ZCOUNT', dueKey, ds, ds) == 1 then
+    redis.call('PUBLISH', wakeKey, ds)
+  end
+  return d
+end
+
 if ARGV[1] == '*' then
   local out = {}
   local o = 2
@@ -107,21 +127,8 @@ end
 
 local n = #ARGV / 4
 if n == 1 then
-  -- One job, the common call: no tables, one HSETNX decides and writes.
-  local d, ds = due(tonumber(ARGV[2]), ARGV[2])
-  -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
-  if redis.call('HSETNX', KEYS[2], ARGV[1],
-      '1|0|' .. ARGV[3] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[4]) == 0 then
-    return -(tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0)
-  end
-  redis.call('ZADD', KEYS[1], ds, ARGV[1])
-  -- First in the ZSET and no other entry at the same time: it is earlier
-  -- than the previous head. An integer reply is cheaper than reading the
-  -- head's score before the ZADD.
-  if redis.call('ZRANK', KEYS[1], ARGV[1]) == 0 and redis.call('ZCOUNT', KEYS[1], ds, ds) == 1 then
-    redis.call('PUBLISH', KEYS[3], ds)
-  end
-  return d
+  -- One job, the common call.
+  return one(KEYS[1], KEYS[2], KEYS[3], 0)
 end
 
 local out = {}

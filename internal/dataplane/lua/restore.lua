@@ -5,7 +5,9 @@
 -- The rows of one or more names (a topic's or a partition's), six keys
 -- each: one call carries several names' rows only where their keys are on
 -- one node (a Redis that is not a cluster), so that a batch spread over a
--- topic's partitions costs one call, as it does on one partition.
+-- topic's partitions costs one call, as it does on one partition. A call
+-- that fails part way keeps what it wrote for the names before: each row
+-- is checked before it is written, so the caller's retry is safe.
 --
 -- KEYS[6g-5]  due ZSET of name g
 -- KEYS[6g-4]  lease ZSET

@@ -157,11 +157,17 @@ func parseHistoryCursor(s string) (kind, a, b string, ok bool) {
 	if len(parts) != 3 || (parts[0] != "i" && parts[0] != "e" && parts[0] != "t") {
 		return "", "", "", false
 	}
-	if _, err := strconv.ParseInt(parts[1], 10, 64); err != nil {
+	// Numbers in their shortest spelling only, as historyCursor writes
+	// them: "+1" or "01" is not a cursor this package gave out.
+	canonical := func(v string) bool {
+		n, err := strconv.ParseInt(v, 10, 64)
+		return err == nil && strconv.FormatInt(n, 10) == v
+	}
+	if !canonical(parts[1]) {
 		return "", "", "", false
 	}
 	if parts[0] == "t" {
-		if _, err := strconv.ParseInt(parts[2], 10, 64); err != nil {
+		if !canonical(parts[2]) {
 			return "", "", "", false
 		}
 	} else if checkKey("t", parts[2]) != nil {

@@ -173,6 +173,12 @@ func TestHistorySearch(t *testing.T) {
 		if _, _, err := l.History(ctx, HistoryFilter{Topic: "t", Prefix: "order:", After: timeCursor, Limit: 1}); !errors.Is(err, ErrBadCursor) {
 			t.Errorf("a time cursor on a prefix search: %v", err)
 		}
+		// The cursor's numbers in another spelling: not one History gave.
+		for _, bad := range []string{"t~+1~1", "t~1~01", "i~01~order:1", "e~-0~order:1"} {
+			if _, _, err := l.History(ctx, HistoryFilter{Topic: "t", After: bad, Limit: 1}); !errors.Is(err, ErrBadCursor) {
+				t.Errorf("cursor %q: %v, want ErrBadCursor", bad, err)
+			}
+		}
 		if n, err := l.MarkPurged(ctx, "t", fixedNow.UnixMilli()+3000); err != nil || n != 2 {
 			t.Errorf("MarkPurged: %d, %v; want 2 (order:0 and order:3)", n, err)
 		}

@@ -53,8 +53,9 @@ func (c Cursor) String() string {
 	return s
 }
 
-// ParseCursor reads a Cursor's text form. Only a form String can produce is
-// accepted: two decimal integers, the id positive.
+// ParseCursor reads a Cursor's text form. Only the form String produces is
+// accepted: two decimal integers in their shortest spelling, the id
+// positive, and a shard past 0.
 func ParseCursor(s string) (Cursor, error) {
 	runAt, id, ok := strings.Cut(s, "_")
 	var c Cursor
@@ -71,7 +72,9 @@ func ParseCursor(s string) (Cursor, error) {
 		c.RunAt, err1 = strconv.ParseInt(runAt, 10, 64)
 		c.ID, err2 = strconv.ParseInt(id, 10, 64)
 	}
-	if !ok || err1 != nil || err2 != nil || err3 != nil || c.ID < 1 {
+	// The round trip refuses what ParseInt takes but String never writes
+	// ("+1", "01", "-0"): a cursor has one spelling.
+	if !ok || err1 != nil || err2 != nil || err3 != nil || c.ID < 1 || c.String() != s {
 		return Cursor{}, fmt.Errorf("ledger: cursor %q: want <run_at>_<id> (or <run_at>_<id>_<shard>) as a page's next cursor gives it", s)
 	}
 	return c, nil

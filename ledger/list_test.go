@@ -161,7 +161,8 @@ func TestParseCursor(t *testing.T) {
 		t.Errorf("shard 0's cursor %q, want the form of a ledger of one shard", c.String())
 	}
 	for _, s := range []string{"", "_", "1", "1_", "_1", "1_0", "1_-1", "a_1", "1.5_1", " 1_1", "1_1 ",
-		"1_1_0", "1_1_01", "1_1_-1", "1_1_x", "1_1_1_1", "1_1_"} {
+		"1_1_0", "1_1_01", "1_1_-1", "1_1_x", "1_1_1_1", "1_1_",
+		"+1_1", "1_+1", "01_1", "1_01", "-0_1", "1_1_+2"} {
 		if c, err := ParseCursor(s); err == nil {
 			t.Errorf("ParseCursor(%q) = %+v, want an error", s, c)
 		}

@@ -419,6 +419,25 @@ func TestKeep(t *testing.T) {
 	}
 }
 
+// TestEnqueueRatePacesTheProducers: at Rate jobs/s the last of n jobs
+// leaves no earlier than (n-1)/Rate after the start, however fast the
+// machine; without the pacing 300 jobs on miniredis take a few ms.
+func TestEnqueueRatePacesTheProducers(t *testing.T) {
+	rdb, _ := testenv.MiniRedis(t)
+	env := bench.Env{Redis: rdb, DB: testenv.SQLite(t)}
+	const n, rate = 300, 1000.0
+	r, err := bench.Enqueue(context.Background(), bench.Options{Env: env, Jobs: n, Concurrency: 8, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(n-1) / rate; r.Seconds < want {
+		t.Errorf("%d jobs at %v/s took %.3fs, want at least %.3fs", n, rate, r.Seconds, want)
+	}
+	if r.Handled != n || !strings.Contains(r.Params, "rate=1000") {
+		t.Errorf("handled %d of %d, params %q", r.Handled, n, r.Params)
+	}
+}
+
 // TestBadOptions: bad options fail with ErrOptions before touching anything.
 func TestBadOptions(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
@@ -428,6 +447,7 @@ func TestBadOptions(t *testing.T) {
 		"negative jobs":  {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Jobs: -1},
 		"batch too big":  {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Batch: 1001},
 		"negative delay": {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Delay: -time.Second},
+		"negative rate":  {Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Rate: -1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := bench.Enqueue(context.Background(), o)
@@ -444,6 +464,12 @@ func TestBadOptions(t *testing.T) {
 	})
 	t.Run("target durable", func(t *testing.T) {
 		_, err := bench.Drain(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, HTTPTarget: true, Durable: true})
+		if !errors.Is(err, bench.ErrOptions) {
+			t.Errorf("err = %v, want ErrOptions", err)
+		}
+	})
+	t.Run("rate drain", func(t *testing.T) {
+		_, err := bench.Drain(context.Background(), bench.Options{Env: bench.Env{Redis: rdb, DB: testenv.SQLite(t)}, Rate: 100})
 		if !errors.Is(err, bench.ErrOptions) {
 			t.Errorf("err = %v, want ErrOptions", err)
 		}

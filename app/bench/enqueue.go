@@ -11,7 +11,7 @@ import (
 
 // Enqueue measures the enqueue path: Jobs jobs, due at once, from
 // Concurrency goroutines, one per Enqueue call (Batch 1) or Batch per
-// EnqueueBatch call. Rate is accepted jobs per second of the enqueue phase;
+// EnqueueBatch call, as fast as they go or paced to Rate jobs/s in all. Rate is accepted jobs per second of the enqueue phase;
 // Latency is per call. A worker then handles every accepted job, to count
 // missing ones and duplicates.
 func Enqueue(ctx context.Context, o Options) (Result, error) {
@@ -44,6 +44,10 @@ func enqueueBody(ctx context.Context, s *sandbox, o Options, r *Result) error {
 					break
 				}
 				hi := min(lo+o.Batch, n)
+				if o.Rate > 0 {
+					// Paced: job lo leaves at lo/Rate after the start.
+					time.Sleep(time.Until(start.Add(time.Duration(float64(lo) / o.Rate * float64(time.Second)))))
+				}
 				t0 := time.Now()
 				if o.Batch == 1 {
 					res, err := s.q.Enqueue(ctx, topic, queue.NewJob{ID: jobID(lo), Payload: payload})

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -124,6 +125,12 @@ type Options struct {
 	// Purge shapes the retention scenario's purge (batch, duty); zero
 	// fields take ledger.PurgeOptions' defaults, as the recoverer's do.
 	Purge ledger.PurgeOptions
+	// Rate paces the enqueue scenario's producers to this many jobs per
+	// second in all (job i is sent no earlier than i/Rate after the
+	// start), so that two runs compare their costs per job at the same
+	// total rate; it is a ceiling, not a promise. Default 0: as fast as
+	// they go.
+	Rate float64
 	// Stall ends the wait for handlers when none has run a new job for this
 	// long; the jobs not handled by then count as missing. Default 20s.
 	Stall time.Duration
@@ -192,6 +199,10 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("target and durable together: measure one at a time")
 	case o.Horizon != 0 && o.Horizon < time.Second:
 		return bad("horizon %s: want at least 1s", o.Horizon)
+	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
+		return bad("rate %v: want jobs per second, or 0 for as fast as they go", o.Rate)
+	case o.Rate > 0 && scenario != "enqueue":
+		return bad("rate: only the enqueue scenario is paced")
 	case o.HistoryRows < 0:
 		return bad("history rows %d: must not be negative", o.HistoryRows)
 	case o.Purge.Batch < 0 || o.Purge.Batch > 10_000:

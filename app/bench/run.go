@@ -70,6 +70,9 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 		}
 		r.Params += fmt.Sprintf(" partitions=%d", k)
 	}
+	if o.Rate > 0 {
+		r.Params += fmt.Sprintf(" rate=%g", o.Rate)
+	}
 	err = b(ctx, s, o, &r)
 	if cerr := s.close(ctx); cerr != nil {
 		err = errors.Join(err, cerr)

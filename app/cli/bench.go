@@ -112,6 +112,7 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs to enqueue")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "producer goroutines")
 		fl.IntVarP(&o.Batch, "batch", "b", d.Batch, "jobs per call: 1 calls Enqueue, more call EnqueueBatch (at most 1000)")
+		fl.Float64Var(&o.Rate, "rate", 0, "pace the producers to this many jobs/s in all, to compare runs at the same total rate (0: as fast as they go)")
 	case "drain":
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs due before the worker starts")
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")

@@ -65,6 +65,12 @@ func (e *ValidationError) Unwrap() []error { return []error{e.Kind, ErrInvalid} 
 // be running the job by now.
 var ErrLeaseExpired = errors.New("lease expired")
 
+// ErrCancelRequested is the cause of a handler context that ended because
+// an operator or a service asked to cancel the job while it ran
+// (context.Cause tells it from a deadline). A run that then ends in an
+// error ends cancelled, never retried.
+var ErrCancelRequested = errors.New("cancel requested")
+
 // ErrShutdown is the cause of a handler context that ended because the
 // worker's shutdown timeout ran out.
 var ErrShutdown = errors.New("worker shutting down")

@@ -10,6 +10,11 @@ type JobInfo struct {
 	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
 	// the horizon, or not pushed yet); Find reports these, Get never.
 	SQLOnly bool
+	// CancelRequestedAt is when a cancel of the job's run was first asked
+	// (Unix ms, Redis's clock) while a worker holds it: its handler's
+	// context is cancelled, and the state stays in flight until the
+	// handler returns (Engine.CancelRunning). 0 otherwise.
+	CancelRequestedAt int64
 }
 
 // Stats are the counts of one topic at one instant of Redis's clock.

@@ -37,6 +37,16 @@ type Observer interface {
 	Heartbeat(worker string, at time.Time)
 }
 
+// CancelObserver is told about jobs that ended cancelled while a worker
+// held them (a cancel asked during their run), for metrics. An Observer
+// (WorkerConfig.Observer) may implement it. It must be safe for
+// concurrent use and quick.
+type CancelObserver interface {
+	// CancelledRunning: n jobs of topic a worker held ended cancelled;
+	// their ledger rows and Redis entries are gone.
+	CancelledRunning(topic string, n int)
+}
+
 // EnqueueObserver is told about enqueues, for metrics (Config.Observer).
 // It must be safe for concurrent use and quick.
 type EnqueueObserver interface {

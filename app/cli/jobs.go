@@ -92,8 +92,15 @@ func (a *app) cancelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "cancel TOPIC ID",
 		Example: `  delayq cancel order_close order_close:123`,
-		Short:   "Cancel a job that has not started (exit 3: unknown, 4: in flight or dead)",
-		Args:    args(cobra.ExactArgs(2)),
+		Short:   "Cancel a job: a waiting one is removed, a running one's handler is cancelled (exit 3: unknown, 4: dead)",
+		Long: `Cancel a job. One that waits (its first run or a retry) is removed from Redis
+and the ledger. One a worker holds has its run cancelled: the handler's
+context is cancelled in whichever process runs it, and the job ends
+cancelled (never retried) when the handler returns an error; the answer
+says "cancel requested". A handler that ignores its context runs on, and
+'delayq get' shows its cancel requested until it returns (docs/design.md,
+"Cancelling a running job").`,
+		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			s, err := a.store(cmd)
 			if err != nil {
@@ -109,6 +116,10 @@ func (a *app) cancelCmd() *cobra.Command {
 			}
 			return a.emit(v, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "CANCELLED")
+				if v.CancelRequestedAt > 0 {
+					row(w, v.Topic, v.ID, "cancel requested (running: its handler's context is cancelled)")
+					return
+				}
 				row(w, v.Topic, v.ID, "yes")
 			})
 		},
@@ -216,6 +227,9 @@ func (a *app) getCmd() *cobra.Command {
 				state := string(v.State)
 				if v.SQLOnly { // a durable job beyond the horizon: not in Redis yet
 					state += " (SQL only)"
+				}
+				if v.CancelRequestedAt > 0 { // its handler runs on after a cancel
+					state += " (cancel requested " + ms(v.CancelRequestedAt) + ")"
 				}
 				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
 				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
@@ -121,6 +122,51 @@ func TestCancelOfACloseJobWarns(t *testing.T) {
 		if code != ExitOK || strings.Contains(errOut, "delayq: warning:") != (c.warn != "") || !strings.Contains(errOut, c.warn) ||
 			strings.Contains(out, `"warning"`) != (c.warn != "") {
 			t.Errorf("cancel %s: exit %d, stdout %s, stderr %s", c.topic, code, out, errOut)
+		}
+	}
+}
+
+// Cancelling a job a worker holds asks for its run to be cancelled, on
+// Redis directly and through an instance's API alike: exit 0, "cancel
+// requested" (cancel_requested_at in --json), and get shows the job in
+// flight with its cancel requested.
+func TestCancelOfARunningJob(t *testing.T) {
+	rdb, ns := testenv.Redis(t)
+	cfgPath := directConfig(t, ns, "")
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	for i, via := range [][]string{{"--config", cfgPath}, {"--api", api}} {
+		id := fmt.Sprintf("running:%d", i)
+		if _, err := q.Enqueue(testenv.Context(t), "mail", queue.NewJob{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		if cl, err := q.Claim(testenv.Context(t), "mail", 1, time.Hour); err != nil || len(cl.Jobs) != 1 || cl.Jobs[0].ID != id {
+			t.Fatalf("claim: %+v, %v", cl, err)
+		}
+		code, out, errOut := runCLI(t, append([]string{"cancel", "mail", id}, via...)...)
+		if code != ExitOK || !strings.Contains(out, "cancel requested") {
+			t.Errorf("cancel %v: exit %d, stdout %q, stderr %q", via[0], code, out, errOut)
+		}
+		code, out, errOut = runCLI(t, append([]string{"cancel", "mail", id, "--json"}, via...)...)
+		if code != ExitOK || !strings.Contains(out, `"cancel_requested_at"`) || !strings.Contains(out, `"state": "in_flight"`) {
+			t.Errorf("cancel --json %v: exit %d, stdout %q, stderr %q", via[0], code, out, errOut)
+		}
+		code, out, errOut = runCLI(t, append([]string{"get", "mail", id}, via...)...)
+		if code != ExitOK || !strings.Contains(out, "in_flight (cancel requested") {
+			t.Errorf("get %v: exit %d, stdout %q, stderr %q", via[0], code, out, errOut)
 		}
 	}
 }

@@ -21,8 +21,10 @@ import (
 // commands print the same either way.
 type jobStore interface {
 	Enqueue(ctx context.Context, topic string, j queue.NewJob) (queue.EnqueueResult, error)
-	// Cancel cancels a job that has not started: queue.ErrNotFound,
-	// queue.ErrInFlight or queue.ErrDead otherwise.
+	// Cancel cancels a job that has not started, or asks the worker that
+	// holds one to cancel its run (the answer then in flight, with
+	// CancelRequestedAt); queue.ErrNotFound, queue.ErrInFlight (its data
+	// lost from Redis) or queue.ErrDead otherwise.
 	// The answer is the cancelled job as the API renders it, with its
 	// warning (httpapi.Deps.CancelWarning).
 	Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error)

@@ -51,6 +51,18 @@ func (s *directStore) Jobs(ctx context.Context, topic string, jq httpapi.JobQuer
 
 func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {
 	j, err := s.b.Queue.Cancel(ctx, s.b.Steps, topic, id)
+	if errors.Is(err, queue.ErrInFlight) {
+		// Held by a worker: its run is cancelled, as through the API (202).
+		held, at, rerr := s.b.Queue.CancelRunning(ctx, s.b.Steps, topic, id)
+		if errors.Is(rerr, queue.ErrNotFound) {
+			return httpapi.JobView{}, err // not held after all: Cancel's answer
+		}
+		if rerr != nil {
+			return httpapi.JobView{}, rerr
+		}
+		s.capAttempts(held)
+		return httpapi.NewJobView(&queue.JobInfo{State: queue.StateInFlight, Score: held.LeaseUntil, Job: held, CancelRequestedAt: at}, true), nil
+	}
 	if err != nil {
 		return httpapi.JobView{}, err
 	}

@@ -154,6 +154,26 @@ func TestJobBrowserInBrowser(t *testing.T) {
 		t.Fatalf("after the cancel the job is %s", info.State)
 	}
 
+	// Cancel a running job (held by this test's claim, a topic no worker
+	// of serve's runs): the page asks, the job stays held with its cancel
+	// requested, and the page says so instead of offering it again.
+	mustEnqueue(t, q, "held", queue.NewJob{ID: "held:1"})
+	if cl, err := q.Claim(ctx, "held", 1, time.Hour); err != nil || len(cl.Jobs) != 1 {
+		t.Fatalf("claim held:1: %+v, %v", cl, err)
+	}
+	goHash(t, tab, "#/topics/held/jobs/held%3A1")
+	poll(t, tab, jobShown("held:1", "in_flight")+` && !!document.querySelector('#job-actions button[data-action="cancel-run"]')`, "held:1's page with its cancel button")
+	mustDo(t, tab, "cancel the running job",
+		chromedp.Click(chromedp.CSS(`#job-actions button[data-action="cancel-run"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+	)
+	testenv.WaitFor(ctx, t, "held:1's cancel requested", func() bool {
+		return mustGet(t, q, "held", "held:1").CancelRequestedAt > 0
+	})
+	poll(t, tab, jobShown("held:1", "in_flight")+` && !!document.querySelector('dd[data-field="cancel_requested"]') &&
+		!document.querySelector('#job-actions button[data-action="cancel-run"]')`, "held:1's page with its cancel requested")
+
 	// An order whose window is over is closed by serve's worker: its job's
 	// page lists the succeeded run with the result the close recorded.
 	closedNo := createOrderWindow(t, api, dsn, time.Millisecond)

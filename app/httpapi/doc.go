@@ -18,7 +18,7 @@
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|retrying|in_flight|dead|waiting_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload, and its ledger row
-//	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a waiting or retrying job: 200 with the job
+//	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a job: waiting or retrying, 200 with the job (cancelled); in flight, 202 with the job and cancel_requested_at (see below)
 //	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting or retrying job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
 //	GET    /v1/topics                             every known topic with its stats, durability and rate limit
 //	GET    /v1/topics/{topic}                     one topic's stats, durability and rate limit
@@ -173,6 +173,17 @@
 // those reads the new names now. The older names are still read on input
 // (?state=) until the release after next, and "retrying": true still marks
 // a retrying job.
+//
+// A DELETE of a job a worker holds cancels its run: 202, the job still
+// in_flight with "cancel_requested_at" (Unix ms, the first ask's; asking
+// again answers the same). The worker holding it, in whichever process,
+// cancels its handler's context (cause queue.ErrCancelRequested), or
+// does not start it; a run that then ends in an error ends cancelled,
+// never retried (history outcome cancelled), one whose handler returns
+// nil anyway ends succeeded. A handler that ignores its context runs on:
+// GET shows the job in_flight with cancel_requested_at until it returns.
+// A job the ledger says a worker holds but Redis lost is 409
+// job_in_flight (docs/design.md §4.8.1).
 //
 // A DELETE's answer may carry "warning": what the cancel does not do. With
 // the orders module on, cancelling an order's close job (order_close)
@@ -413,7 +424,7 @@
 //	403 read_only               the API runs read-only
 //	404 not_found               no such job, dead job, order or route
 //	405 method_not_allowed      the path takes other methods, listed in the Allow header
-//	409 job_in_flight           a worker holds the job (running, or claimed up to worker.claim_ahead before it is due)
+//	409 job_in_flight           a worker holds the job (running, or claimed up to worker.claim_ahead before it is due); for DELETE, one Redis lost while the ledger says a worker holds it
 //	409 job_dead                the job is dead: requeue or purge it
 //	409 job_contended           a reschedule lost to other moves of the job too often: retry
 //	409 insufficient_stock      orders: not enough stock for an item

@@ -168,13 +168,19 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) error {
 }
 
 // cancelJob handles DELETE /v1/topics/{topic}/jobs/{id...}: a waiting job
-// is removed; one a worker holds (409 job_in_flight) or a dead one (409
-// job_dead) is not. dataplane.Client.Cancel does it, in both stores, in the
-// order its doc comment gives; a job Redis has lost is cancelled from its
-// ledger row. A failed DELETE (503) is safe to repeat.
+// is removed (200, state cancelled); one a worker holds has its run
+// cancelled (202, state in_flight with cancel_requested_at: its handler's
+// context is cancelled wherever it runs, and the job ends cancelled when
+// the handler returns an error); a dead one is not (409 job_dead).
+// dataplane.Client.Cancel and CancelRunning do it, in both stores, in the
+// order their doc comments give; a job Redis has lost is cancelled from
+// its ledger row. A failed DELETE (503) is safe to repeat.
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	topic, id := r.PathValue("topic"), r.PathValue("id")
 	job, err := a.q.Cancel(r.Context(), a.ops, topic, id)
+	if errors.Is(err, queue.ErrInFlight) {
+		return a.cancelRun(w, r, topic, id, err)
+	}
 	switch {
 	case errors.Is(err, queue.ErrLedger):
 		return fromSQL(err)
@@ -188,6 +194,28 @@ func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) error {
 		v.Warning = a.cancelWarn(topic, id)
 	}
 	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// cancelRun is cancelJob for a job a worker holds (Cancel answered
+// inFlight): its run is cancelled (202). A job Redis does not hold as in
+// flight (its data lost while the ledger says a worker holds it, or it
+// settled between the two steps) keeps Cancel's answer, 409
+// job_in_flight: a retry sees what it has become.
+func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, topic, id string, inFlight error) error {
+	job, at, err := a.q.CancelRunning(r.Context(), a.ops, topic, id)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return fromRedis(inFlight)
+	case errors.Is(err, queue.ErrLedger):
+		return fromSQL(err)
+	case err != nil:
+		return fromRedis(err)
+	}
+	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: cancel of a running job asked")
+	v := NewJobView(&queue.JobInfo{State: queue.StateInFlight, Score: job.LeaseUntil, Job: job, CancelRequestedAt: at}, true)
+	a.capped(&v)
+	writeJSON(w, http.StatusAccepted, v)
 	return nil
 }
 

@@ -147,10 +147,27 @@ func TestCancel(t *testing.T) {
 		expectError(t, e.del(t, "/v1/topics/t/jobs/waiting"), http.StatusNotFound, httpapi.CodeNotFound, "")
 		expectError(t, e.get(t, "/v1/topics/t/jobs/waiting"), http.StatusNotFound, httpapi.CodeNotFound, "")
 
-		// In flight, then dead: refused, with different codes.
+		// In flight: its run is cancelled (202), the job still held and
+		// shown with its cancel asked; asked again, the first time stays.
+		// Dead: refused.
 		expect(t, e.post(t, "/v1/topics/t/jobs", `{"id":"held"}`), http.StatusAccepted)
 		held := e.claimAll(t, "t")
-		expectError(t, e.del(t, "/v1/topics/t/jobs/held"), http.StatusConflict, httpapi.CodeJobInFlight, "")
+		r = e.del(t, "/v1/topics/t/jobs/held")
+		expect(t, r, http.StatusAccepted)
+		asked := decode[httpapi.JobView](t, r)
+		if asked.State != queue.StateInFlight || asked.CancelRequestedAt <= 0 || asked.LeaseUntil <= 0 || asked.ID != "held" {
+			t.Fatalf("cancel of a held job: %+v", asked)
+		}
+		r = e.get(t, "/v1/topics/t/jobs/held")
+		expect(t, r, http.StatusOK)
+		if v := decode[httpapi.JobView](t, r); v.State != queue.StateInFlight || v.CancelRequestedAt != asked.CancelRequestedAt {
+			t.Fatalf("GET of a job whose cancel was asked: %+v, want in_flight with cancel_requested_at %d", v, asked.CancelRequestedAt)
+		}
+		r = e.del(t, "/v1/topics/t/jobs/held")
+		expect(t, r, http.StatusAccepted)
+		if v := decode[httpapi.JobView](t, r); v.CancelRequestedAt != asked.CancelRequestedAt {
+			t.Fatalf("asked again: %+v, want the first ask's time %d", v, asked.CancelRequestedAt)
+		}
 		if _, _, err := e.q.Bury(ctx, []queue.DeadJob{{Job: held[0], Error: "x"}}); err != nil {
 			t.Fatal(err)
 		}

@@ -48,6 +48,10 @@ type JobView struct {
 	// before State said so (docs/design.md §4.1); it goes in the release
 	// after next.
 	Retrying bool `json:"retrying,omitempty"`
+	// CancelRequestedAt, on a job in flight, is when a cancel of its run
+	// was first asked (Unix ms): its handler's context is cancelled, and
+	// it stays in flight until the handler returns ("cancel requested").
+	CancelRequestedAt int64 `json:"cancel_requested_at,omitempty"`
 	// Ledger is the job's ledger row (worker, claim, lease, last error)
 	// where the answer shows it: GET of one job, in_flight pages, and the
 	// listings read from the ledger; absent when the job has no row.
@@ -70,7 +74,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
-		Retrying: info.State == queue.StateRetrying,
+		Retrying: info.State == queue.StateRetrying, CancelRequestedAt: info.CancelRequestedAt,
 	}
 	switch info.State {
 	case queue.StateInFlight:

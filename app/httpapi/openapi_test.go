@@ -551,7 +551,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, up, list, "/v1/topics/busy/jobs?state=in_flight", "", http.StatusOK)
 	k.call(t, up, get, "/v1/topics/busy/jobs/h1", "", http.StatusOK)
 	k.call(t, up, reschedule, "/v1/topics/busy/jobs/h1", `{"shift_ms":1000}`, http.StatusConflict)
-	k.call(t, up, cancel, "/v1/topics/busy/jobs/h1", "", http.StatusConflict)
+	k.call(t, up, cancel, "/v1/topics/busy/jobs/h1", "", http.StatusAccepted) // its run's cancel asked
 	k.call(t, up, cancel, "/v1/topics/t/jobs/j1", "", http.StatusOK)
 	k.call(t, up, cancel, "/v1/topics/t/jobs/nope", "", http.StatusNotFound)
 	k.call(t, up, cancel, "/v1/topics/t/jobs/a%20b", "", http.StatusBadRequest)
@@ -585,6 +585,7 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, up, "GET /v1/topics/{topic}/dead", "/v1/topics/dead/dead?limit=10", "", http.StatusOK)
 	k.call(t, up, get, "/v1/topics/dead/jobs/x1", "", http.StatusOK)
 	k.call(t, up, reschedule, "/v1/topics/dead/jobs/x1", `{"delay_ms":1}`, http.StatusConflict)
+	k.call(t, up, cancel, "/v1/topics/dead/jobs/x1", "", http.StatusConflict)
 	k.call(t, up, "GET /v1/topics/{topic}/dead", "/v1/topics/dead/dead?limit=0", "", http.StatusBadRequest)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/dead/dead/requeue", `{"id":"nope"}`, http.StatusNotFound)
 	k.call(t, up, "POST /v1/topics/{topic}/dead/requeue", "/v1/topics/dead/dead/requeue", `{"id":"x1"}`, http.StatusOK)

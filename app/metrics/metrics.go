@@ -53,6 +53,7 @@ type Metrics struct {
 	log logrus.FieldLogger
 
 	enqueued, claimed, completed, retried, dead, released, recovered *prometheus.CounterVec
+	cancelledRunning                                                 *prometheus.CounterVec
 
 	handlerDuration, lateness *prometheus.HistogramVec
 	enqueueCallJobs           *prometheus.HistogramVec
@@ -103,6 +104,7 @@ func New(log logrus.FieldLogger) *Metrics {
 	m.retried = perTopic("jobs_retried_total", "Failed jobs put back for another attempt.")
 	m.dead = perTopic("jobs_dead_total", "Jobs that died (out of attempts or failed permanently) and were archived.")
 	m.released = perTopic("jobs_released_total", "Claimed jobs handed back unstarted with their attempt unspent (ledger failure, shutdown).")
+	m.cancelledRunning = perTopic("jobs_cancelled_running_total", "Jobs a worker held that ended cancelled: a cancel was asked while they ran (DELETE of a running job) and their run failed or never started.")
 	m.recovered = perTopic("jobs_recovered_total", "Jobs the recoverer re-enqueued because Redis had lost them.")
 	perTopicHist := func(name, help string) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -139,7 +141,7 @@ func New(log logrus.FieldLogger) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered,
+		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered, m.cancelledRunning,
 		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats, m.unsettled, m.gone, m.letGo,
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,

@@ -80,6 +80,7 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	m.Retried("t", 1)
 	m.Dead("t", 1)
 	m.Released("t", 3)
+	m.CancelledRunning("t", 2)
 	for _, d := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second} {
 		m.Started("t", d)
 		m.Handled("t", d, nil)
@@ -92,6 +93,7 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	for name, want := range map[string]float64{
 		"delayq_jobs_enqueued_total": 5, "delayq_jobs_claimed_total": 4, "delayq_jobs_completed_total": 2,
 		"delayq_jobs_retried_total": 1, "delayq_jobs_dead_total": 1, "delayq_jobs_released_total": 3,
+		"delayq_jobs_cancelled_running_total": 2,
 	} {
 		if got := value(t, m, name, topic("t")); got != want {
 			t.Errorf("%s{topic=t} = %v, want %v", name, got, want)

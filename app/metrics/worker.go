@@ -13,6 +13,7 @@ var (
 	_ queue.UnsettledObserver = (*Metrics)(nil)
 	_ queue.EnqueueObserver   = (*Metrics)(nil)
 	_ queue.PushObserver      = (*Metrics)(nil)
+	_ queue.CancelObserver    = (*Metrics)(nil)
 )
 
 // InitTopic creates a topic's counter and histogram series at zero, so
@@ -25,6 +26,7 @@ func (m *Metrics) InitTopic(topic string) {
 	m.retried.WithLabelValues(topic)
 	m.dead.WithLabelValues(topic)
 	m.released.WithLabelValues(topic)
+	m.cancelledRunning.WithLabelValues(topic)
 	m.recovered.WithLabelValues(topic)
 	m.handlerDuration.WithLabelValues(topic)
 	m.lateness.WithLabelValues(topic)
@@ -80,6 +82,12 @@ func (m *Metrics) Dead(topic string, n int) {
 // Released counts jobs handed back unstarted (queue.Observer).
 func (m *Metrics) Released(topic string, n int) {
 	m.released.WithLabelValues(topic).Add(float64(n))
+}
+
+// CancelledRunning counts held jobs that ended cancelled
+// (queue.CancelObserver).
+func (m *Metrics) CancelledRunning(topic string, n int) {
+	m.cancelledRunning.WithLabelValues(topic).Add(float64(n))
 }
 
 // Unsettled records how many finished jobs wait for their settlement

@@ -80,6 +80,7 @@ type WorkerConfig = queue.WorkerConfig
 
 var ErrBadEnvelope = queue.ErrBadEnvelope
 var ErrBatchTooLarge = queue.ErrBatchTooLarge
+var ErrCancelRequested = queue.ErrCancelRequested
 var ErrContended = queue.ErrContended
 var ErrDead = queue.ErrDead
 var ErrInFlight = queue.ErrInFlight

@@ -170,3 +170,53 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 		RunAt: row.RunAt, LastError: row.LastError,
 	}, nil
 }
+
+// CancelRunning asks the worker that holds a job (its handler running, or
+// claimed and about to start) to cancel its run, and returns the job and
+// when the cancel was first asked (Redis ms). The worker's process learns
+// of it on the job's wake channel, which every worker of the topic
+// listens to, whichever process holds the job: the handler's context is
+// cancelled (cause ErrCancelRequested), a job not started yet is not
+// started, and a run that then ends in an error ends cancelled, never
+// retried (history outcome cancelled). A handler that returns nil all the
+// same has done its work: the job ends succeeded. A handler that ignores
+// its context runs on, the job held and its cancel asked, until it
+// returns. Asking again keeps the first ask's time.
+//
+// It returns ErrNotFound when no worker holds the job: Cancel removes a
+// waiting one.
+func (c *Client) CancelRunning(ctx context.Context, l Ledger, topic, id string) (*Job, int64, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, 0, err
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, 0, err
+	}
+	name, err := c.nameOf(ctx, l, topic, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	k, err := c.keysFor(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	reply, err := c.scripts.cancelRun.Run(ctx, c.rdb, []string{k.lease, k.job, k.cancel, k.wake}, id).Slice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("queue: cancel the run of %s/%s: %w", topic, id, err)
+	}
+	if asInt64(reply[0]) != 1 || len(reply) != 4 {
+		return nil, 0, fmt.Errorf("queue: cancel the run of %s/%s: no worker holds it: %w", topic, id, ErrNotFound)
+	}
+	j := &Job{Topic: topic, ID: id}
+	env, _ := reply[1].(string)
+	if err := decodeEnvelope([]byte(env), j); err != nil {
+		return nil, 0, fmt.Errorf("queue: cancel the run of %s/%s: %w", topic, id, err)
+	}
+	if name != topic {
+		j.Partition = name
+	}
+	if lease, err := strconv.ParseFloat(fmt.Sprint(reply[3]), 64); err == nil {
+		j.LeaseUntil = int64(lease)
+	}
+	return j, asInt64(reply[2]), nil
+}

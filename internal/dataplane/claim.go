@@ -23,6 +23,10 @@ type Claimed struct {
 	// none claimed for lack of tokens), is when the next token is there,
 	// Redis ms; 0 otherwise. The fetcher sleeps until then.
 	NextToken int64
+	// Asked are the ids among Jobs whose cancel was asked during an
+	// earlier claim (its worker died before the job ended): the worker
+	// settles them cancelled without running them (CancelRunning).
+	Asked map[string]bool
 	// Paused says the topic is paused (Client.Pause): nothing was claimed,
 	// and nothing will be until it is resumed, which publishes on the
 	// topic's wake channel.
@@ -80,13 +84,13 @@ func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease 
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs},
+	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel},
 		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
 		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(ahead.Milliseconds(), 0), nDue).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 9 {
+	if len(reply) != 10 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
@@ -100,6 +104,14 @@ func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease 
 	for _, j := range res.Jobs {
 		j.LeaseUntil, j.Durable = leaseUntil, durable
 		j.Delivery = 1 + runs[j.ID]
+	}
+	if ids, _ := reply[9].([]any); len(ids) > 0 {
+		res.Asked = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if s, ok := id.(string); ok {
+				res.Asked[s] = true
+			}
+		}
 	}
 	if res.Buried, err = decodeJobs(topic, reply[4]); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)

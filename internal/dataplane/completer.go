@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // completer settles finished jobs in batches: the ledger first, then Redis,
@@ -58,11 +60,12 @@ const (
 	kindReleased                     // handed back to due unstarted or cut off by shutdown, attempt unspent
 	kindRetrying                     // failed; runs again at failure.at
 	kindDead                         // out of attempts or failed for good (or buried by Claim)
+	kindCancelled                    // a cancel was asked while it ran, and its run failed or never started
 	numKinds
 )
 
 func (k outcomeKind) String() string {
-	return [...]string{kindCompleted: "completed", kindReleased: "released", kindRetrying: "retrying", kindDead: "dead"}[k]
+	return [...]string{kindCompleted: "completed", kindReleased: "released", kindRetrying: "retrying", kindDead: "dead", kindCancelled: "cancelled"}[k]
 }
 
 // settlement is how one kind of outcome is written: one ledger call and one
@@ -88,6 +91,10 @@ func (k outcomeKind) settlement() settlement {
 		return settlement{redisFirst: true, redis: (*completer).release, ledger: (*completer).unclaimRows, count: Observer.Released}
 	case kindRetrying:
 		return settlement{ledger: (*completer).markRetrying, redis: (*completer).retry, count: Observer.Retried}
+	case kindCancelled:
+		// As a completion: the row goes first (history: cancelled), then
+		// the job, its cancel mark and a tombstone.
+		return settlement{ledger: (*completer).cancelRows, redis: (*completer).ackCancelled, count: countCancelled}
 	default: // kindDead
 		return settlement{ledger: (*completer).archive, redis: (*completer).bury, count: Observer.Dead, settled: (*completer).onDead}
 	}
@@ -98,6 +105,8 @@ func (k outcomeKind) settlement() settlement {
 func completedOutcome(j *Job, result []byte) outcome {
 	return outcome{kind: kindCompleted, job: j, result: result}
 }
+
+func cancelledOutcome(j *Job) outcome { return outcome{kind: kindCancelled, job: j} }
 
 func releasedOutcome(j *Job) outcome { return outcome{kind: kindReleased, job: j} }
 
@@ -145,7 +154,7 @@ func (c *completer) pendingLen() int {
 // it lands, or another worker runs them again. A job whose ledger step is
 // done (a completed job's row deleted) is among them: only its Redis lease
 // keeps it. final limits them to the jobs that ended for good (completed,
-// dead), whose outcomes a second run would repeat: a retried or released
+// dead, cancelled), whose outcomes a second run would repeat: a retried or released
 // job runs again anyway.
 func (c *completer) unsettled(final bool) map[string][]Ref {
 	c.mu.Lock()
@@ -153,7 +162,7 @@ func (c *completer) unsettled(final bool) map[string][]Ref {
 	var refs map[string][]Ref
 	for _, byKind := range [...]*[numKinds][]outcome{&c.pending, &c.flushing} {
 		for kind, os := range byKind {
-			if final && outcomeKind(kind) != kindCompleted && outcomeKind(kind) != kindDead {
+			if final && outcomeKind(kind) != kindCompleted && outcomeKind(kind) != kindDead && outcomeKind(kind) != kindCancelled {
 				continue
 			}
 			for i := range os {
@@ -404,6 +413,23 @@ func (c *completer) deleteRows(ctx context.Context, b *batch) error {
 		return c.w.led.Complete(ctx, b.refList())
 	}
 	return c.w.led.CompleteResults(ctx, b.refList(), results)
+}
+
+func (c *completer) cancelRows(ctx context.Context, b *batch) error {
+	return c.w.led.CancelRows(ctx, b.refList())
+}
+
+func (c *completer) ackCancelled(ctx context.Context, b *batch) error {
+	_, err := c.w.c.AckCancelled(ctx, b.refList())
+	return err
+}
+
+// countCancelled tells an observer that counts cancellations
+// (queue.CancelObserver) of n jobs of topic ended cancelled while held.
+func countCancelled(o Observer, topic string, n int) {
+	if co, ok := o.(queue.CancelObserver); ok {
+		co.CancelledRunning(topic, n)
+	}
 }
 
 func (c *completer) unclaimRows(ctx context.Context, b *batch) error {

@@ -76,10 +76,14 @@ func (w *Worker) beat(detached context.Context) {
 		// its own master and clock, so its own deadline, and one that
 		// fails leaves the others' extended.
 		for name, prefs := range byTopic(refs) {
-			_, deadline, err := w.c.Extend(ctx, prefs, tr.cfg.Lease)
+			_, deadline, asked, err := w.c.extend(ctx, prefs, tr.cfg.Lease)
 			if err = w.redisWatch.result(err); err != nil {
 				logFailure(tr.log.WithField("partition", name), err, "heartbeat: extending leases failed")
 				continue
+			}
+			for _, r := range asked {
+				// A cancel whose message this worker missed (§4.8.1).
+				tr.cancelAsked(r.Topic, r.ID)
 			}
 			tr.extended(prefs, deadline-tr.cfg.Lease.Milliseconds(), deadline)
 			g := byLease[tr.cfg.Lease]

@@ -63,12 +63,12 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead}, id).Slice()
+	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.cancel}, id).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
 	set, _ := reply[0].(string)
-	if len(reply) != 3 {
+	if len(reply) != 3 && len(reply) != 4 {
 		return &JobInfo{State: StateUnknown}, nil
 	}
 	score, _ := reply[1].(string)
@@ -80,6 +80,9 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	info, err := listedJob(topic, id, f, env, true, set)
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s: %w", topic, err)
+	}
+	if len(reply) == 4 {
+		info.CancelRequestedAt = asInt64(reply[3])
 	}
 	return info, nil
 }

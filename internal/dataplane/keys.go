@@ -22,6 +22,10 @@ type keys struct {
 	// lost to a crash counts an attempt but no run. A field goes when its
 	// job is acked, buried or cancelled.
 	runs string
+	// cancel is a HASH id -> "<enqueued>|<asked at>": a cancel asked while
+	// a worker held the job (cancelrun.lua); its field goes when the job
+	// settles as cancelled.
+	cancel string
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -40,6 +44,7 @@ func newKeys(namespace, topic string) keys {
 		rate:   p + "rate",
 		ticks:  p + "ticks",
 		runs:   p + "runs",
+		cancel: p + "cancel",
 	}
 }
 

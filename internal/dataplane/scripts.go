@@ -27,6 +27,8 @@ var (
 	extendLua string
 	//go:embed lua/cancel.lua
 	cancelLua string
+	//go:embed lua/cancelrun.lua
+	cancelRunLua string
 	//go:embed lua/requeue.lua
 	requeueLua string
 	//go:embed lua/purge.lua
@@ -62,7 +64,7 @@ var (
 // scripts holds the compiled scripts of one Client (no package-level state).
 type scripts struct {
 	enqueue, claim, ack, release, retry, bury, extend *redis.Script
-	cancel, requeue, purge, get, stats                *redis.Script
+	cancel, cancelRun, requeue, purge, get, stats     *redis.Script
 	restore, resume, reschedule, periodic             *redis.Script
 	relayNext, relayUnnote, relayMark                 *redis.Script
 	deleteDead, minuteAdd, minutes, rateTake          *redis.Script
@@ -78,6 +80,7 @@ func newScripts() scripts {
 		bury:        redis.NewScript(buryLua),
 		extend:      redis.NewScript(extendLua),
 		cancel:      redis.NewScript(cancelLua),
+		cancelRun:   redis.NewScript(cancelRunLua),
 		requeue:     redis.NewScript(requeueLua),
 		purge:       redis.NewScript(purgeLua),
 		get:         redis.NewScript(getLua),

@@ -26,6 +26,18 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	})
 }
 
+// AckCancelled forgets jobs whose run ended cancelled (a cancel was asked
+// while they ran, CancelRunning): as Ack, with a tombstone on any topic,
+// as every cancel leaves one, and their cancel marks removed. It returns
+// how many were removed.
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages.
+func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
+	return c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(_ string, k keys) ([]string, []any) {
+		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel}, []any{c.cfg.TombstoneTTL.Milliseconds()}
+	})
+}
+
 // Release hands claimed jobs back to due without spending an attempt, at
 // their own due time. It returns how many went back.
 //
@@ -167,12 +179,21 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 // service runs jobs through engine.Engine (or a Worker), never by
 // calling it.
 func (c *Client) Extend(ctx context.Context, refs []Ref, lease time.Duration) (int, int64, error) {
+	n, deadline, _, err := c.extend(ctx, refs, lease)
+	return n, deadline, err
+}
+
+// extend is Extend that also returns the refs whose cancel was asked
+// (cancelrun.lua): the heartbeat cancels their runs, in case its worker
+// missed the ask's message.
+func (c *Client) extend(ctx context.Context, refs []Ref, lease time.Duration) (int, int64, []Ref, error) {
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)
 	if err != nil {
-		return 0, 0, fmt.Errorf("queue: extend: %w", err)
+		return 0, 0, nil, fmt.Errorf("queue: extend: %w", err)
 	}
 	n, deadline := 0, int64(0)
+	var asked []Ref
 	for topic, rs := range groups {
 		k := ks[topic]
 		args := make([]any, 0, 1+len(rs))
@@ -180,17 +201,23 @@ func (c *Client) Extend(ctx context.Context, refs []Ref, lease time.Duration) (i
 		for _, r := range rs {
 			args = append(args, r.ID)
 		}
-		reply, err := c.scripts.extend.Run(ctx, c.rdb, []string{k.lease}, args...).Int64Slice()
+		reply, err := c.scripts.extend.Run(ctx, c.rdb, []string{k.lease, k.job, k.cancel}, args...).Slice()
 		if err != nil {
-			return n, deadline, fmt.Errorf("queue: extend on %s: %w", topic, err)
+			return n, deadline, asked, fmt.Errorf("queue: extend on %s: %w", topic, err)
 		}
-		if len(reply) != 2 {
-			return n, deadline, fmt.Errorf("queue: extend on %s: reply of %d values", topic, len(reply))
+		if len(reply) != 3 {
+			return n, deadline, asked, fmt.Errorf("queue: extend on %s: reply of %d values", topic, len(reply))
 		}
-		deadline = reply[0]
-		n += int(reply[1])
+		deadline = asInt64(reply[0])
+		n += int(asInt64(reply[1]))
+		ids, _ := reply[2].([]any)
+		for _, id := range ids {
+			if s, ok := id.(string); ok {
+				asked = append(asked, Ref{Topic: topic, ID: s})
+			}
+		}
 	}
-	return n, deadline, nil
+	return n, deadline, asked, nil
 }
 
 // byTopic groups refs by topic: one script call per topic keeps every call

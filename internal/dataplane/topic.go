@@ -48,12 +48,16 @@ type topicRunner struct {
 	mu     sync.Mutex
 	active map[Ref]*activeJob // running handlers
 	queued map[Ref]*Job       // recorded, waiting in work for a handler
+	// asked are queued jobs whose cancel was asked before their handler
+	// started: run settles them cancelled without starting them.
+	asked map[Ref]bool
 }
 
 // part is one partition's fetcher state: its name (the topic's own for a
 // topic of one partition), its wake channel and what its last claim found.
 type part struct {
 	name  string
+	tr    *topicRunner // the topic's runner, for a cancel asked on the wake channel
 	log   logrus.FieldLogger
 	freed chan struct{} // a handler slot came free (cap 1, never blocks)
 	wake  chan struct{} // a job became due earlier (cap 1, never blocks)
@@ -72,6 +76,9 @@ type part struct {
 // activeJob is a running handler: its lease timer ends its context when the
 // lease runs out, and the heartbeat moves it on.
 type activeJob struct {
+	// cancel ends the handler's context with a cause: the lease ran out,
+	// or a cancel was asked (cancelAsked).
+	cancel   context.CancelCauseFunc
 	timer    *time.Timer
 	deadline int64     // the lease's deadline, Redis ms
 	began    time.Time // for prefetching: is a handler running long?
@@ -102,7 +109,7 @@ func (tr *topicRunner) addPart(name string) *part {
 			return nil
 		}
 	}
-	p := &part{name: name, log: tr.log, freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+	p := &part{name: name, tr: tr, log: tr.log, freed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 	if name != tr.topic {
 		p.log = tr.log.WithField("partition", name)
 	}
@@ -337,6 +344,20 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 			}
 		}
 		tr.w.cfg.Observer.Claimed(tr.topic, len(cl.Jobs))
+		if len(cl.Asked) > 0 {
+			// Cancelled during an earlier claim: run settles them cancelled
+			// once recorded, without starting them.
+			tr.mu.Lock()
+			if tr.asked == nil {
+				tr.asked = make(map[Ref]bool, len(cl.Asked))
+			}
+			for _, j := range cl.Jobs {
+				if cl.Asked[j.ID] {
+					tr.asked[j.Ref()] = true
+				}
+			}
+			tr.mu.Unlock()
+		}
 		go tr.record(detached, cl.Jobs, claimClock{cl.Now, cl.nowMicros, replyAt})
 		if len(cl.Jobs) == n && n == tr.cfg.BatchSize {
 			return -1, untilTime, nil
@@ -548,6 +569,7 @@ func (tr *topicRunner) unrecorded(ctx context.Context, jobs []*Job, err error) {
 	case tr.recordErr <- fmt.Errorf("ledger record of %d jobs: %w", len(jobs), err):
 	default:
 	}
+	tr.forgetAsked(jobs)
 	if n, rerr := tr.w.c.Release(ctx, refsOf(jobs)); rerr != nil {
 		// Their leases expire and they run later.
 		tr.log.WithError(rerr).WithField("jobs", len(jobs)).Warn("release after a failed ledger record failed")
@@ -629,6 +651,7 @@ func (tr *topicRunner) handBack(detached context.Context, jobs []*Job, done stri
 	tr.mu.Lock()
 	for _, j := range jobs {
 		delete(tr.queued, j.Ref())
+		delete(tr.asked, j.Ref())
 	}
 	tr.mu.Unlock()
 	tr.busy.Add(-int64(len(jobs)))
@@ -692,6 +715,16 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	clock := tr.clockOf(j.Topic)
 	tr.mu.Lock()
 	delete(tr.queued, ref)
+	if tr.asked[ref] {
+		// Cancelled before it started: it never runs.
+		delete(tr.asked, ref)
+		tr.mu.Unlock()
+		tr.w.jobLog(j).Info("cancel asked before the handler started: not running it")
+		tr.w.completer.add(cancelledOutcome(j))
+		tr.busy.Add(-1)
+		tr.slotFreed()
+		return
+	}
 	leaseUntil := j.LeaseUntil
 	if clock.until(leaseUntil) <= 0 {
 		tr.mu.Unlock()
@@ -705,7 +738,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		tr.slotFreed()
 		return
 	}
-	a := &activeJob{deadline: leaseUntil, began: time.Now(),
+	a := &activeJob{cancel: cancel, deadline: leaseUntil, began: time.Now(),
 		timer: time.AfterFunc(clock.until(leaseUntil), func() { cancel(ErrLeaseExpired) })}
 	tr.active[ref] = a
 	tr.mu.Unlock()
@@ -728,6 +761,10 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	a.deadline = 0 // returned: a beat now renews its lease, not its timer
 	tr.mu.Unlock()
 	switch {
+	case err != nil && errors.Is(context.Cause(ctx), ErrCancelRequested):
+		// Asked to stop and it did: cancelled, never retried.
+		tr.w.jobLog(j).WithError(err).Info("cancelled while running")
+		tr.w.completer.add(cancelledOutcome(j))
 	case err != nil && errors.Is(context.Cause(ctx), ErrShutdown):
 		// Cut off by shutdown, not failed: back to due, attempt unspent.
 		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
@@ -761,6 +798,39 @@ func handlerJob(j *Job) *Job {
 	hj := *j
 	hj.Topic, hj.Partition = TopicOf(j.Topic), j.Topic
 	return &hj
+}
+
+// cancelAsked cancels the run of job id of partition name (the topic's
+// own name for a topic of one) if this worker holds it: a running
+// handler's context ends with cause ErrCancelRequested, a queued job is
+// settled cancelled instead of started. A job this worker does not hold
+// is another's (or settled): nothing to do.
+func (tr *topicRunner) cancelAsked(name, id string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for ref, a := range tr.active {
+		if ref.Topic == name && ref.ID == id {
+			a.cancel(ErrCancelRequested)
+		}
+	}
+	for ref := range tr.queued {
+		if ref.Topic == name && ref.ID == id {
+			if tr.asked == nil {
+				tr.asked = make(map[Ref]bool, 1)
+			}
+			tr.asked[ref] = true
+		}
+	}
+}
+
+// forgetAsked drops the cancel asks of jobs that go back unstarted: their
+// next claim reads the mark again.
+func (tr *topicRunner) forgetAsked(jobs []*Job) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, j := range jobs {
+		delete(tr.asked, j.Ref())
+	}
 }
 
 // dropSuperseded deletes the ledger row of a claim whose lease ran out

@@ -2,10 +2,16 @@ package dataplane
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// cancelMessage starts a message on a wake channel that asks the worker
+// holding a job to cancel its run ("cancel <id>", cancelrun.lua); every
+// other message is a wake.
+const cancelMessage = "cancel "
 
 // listenWake subscribes to every partition's wake channel (a topic of one
 // partition has its own) and nudges the partition's fetcher on each
@@ -54,6 +60,13 @@ func (w *Worker) listenWake(ctx context.Context) {
 			}
 			switch m := m.(type) {
 			case *redis.Message:
+				if id, ok := strings.CutPrefix(m.Payload, cancelMessage); ok {
+					// A cancel asked of a held job (cancelrun.lua).
+					if p, ok := w.wakeParts.Load(m.Channel); ok {
+						p.(*part).tr.cancelAsked(p.(*part).name, id)
+					}
+					continue
+				}
 				wake(m.Channel)
 			case *redis.Subscription:
 				if wake(m.Channel) {

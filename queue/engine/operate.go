@@ -113,10 +113,24 @@ func (e *Engine) Find(ctx context.Context, topic, id string) (*queue.JobInfo, er
 }
 
 // Cancel removes a job that waits to run, from Redis and from the store:
-// queue.ErrInFlight while a worker holds it,
-// queue.ErrDead once it died.
+// queue.ErrInFlight while a worker holds it (CancelRunning cancels its
+// run), queue.ErrDead once it died.
 func (e *Engine) Cancel(ctx context.Context, topic, id string) (*queue.Job, error) {
 	return e.q.Cancel(ctx, e.steps(), topic, id)
+}
+
+// CancelRunning asks the worker that holds a job (its handler running, or
+// claimed and about to start), in whichever process, to cancel its run,
+// and returns the job and when the cancel was first asked (Unix ms,
+// Redis's clock). The handler's context is cancelled with cause
+// queue.ErrCancelRequested; a run that then ends in an error ends
+// cancelled, never retried (history outcome cancelled), and one that
+// returns nil has done its work and ends succeeded. A handler that
+// ignores its context is not stopped: Get shows the job in flight with
+// its CancelRequestedAt until it returns. queue.ErrNotFound when no worker
+// holds the job: Cancel removes a waiting one.
+func (e *Engine) CancelRunning(ctx context.Context, topic, id string) (*queue.Job, int64, error) {
+	return e.q.CancelRunning(ctx, e.steps(), topic, id)
 }
 
 // Reschedule moves the due time of a job that waits: to queue.RescheduleAt, RescheduleIn or RescheduleBy. A job

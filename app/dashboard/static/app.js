@@ -941,6 +941,7 @@
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));
     if (j.lease_until) field(f, 'lease until', when(j.lease_until));
+    if (j.cancel_requested_at) field(f, 'cancel requested', when(j.cancel_requested_at) + ' (its handler\'s context is cancelled; it ends when the handler returns)', { class: 'err' });
     if (j.died_at) field(f, 'died', when(j.died_at));
     field(f, 'last error', j.last_error || '–', { class: j.last_error ? 'err' : null });
 
@@ -994,8 +995,13 @@
         );
       } else if (j.state === 'dead') {
         acts.append(el('button', { type: 'button', dataset: { action: 'requeue', ...d }, text: 'Requeue' }));
+      } else if (j.cancel_requested_at) {
+        acts.append(el('span', { class: 'note', text: 'A worker holds this job and its cancel was requested: it ends cancelled when its handler returns an error (a handler that ignores its context runs on).' }));
       } else {
-        acts.append(el('span', { class: 'note', text: 'A worker holds this job: it cannot be cancelled or moved.' }));
+        acts.append(
+          el('button', { type: 'button', class: 'danger', dataset: { action: 'cancel-run', ...d }, text: 'Cancel run' }),
+          el('span', { class: 'note', text: 'A worker holds this job: cancelling cancels its handler\'s context; it cannot be moved.' }),
+        );
       }
     }
     await renderJobHistory(r, seq);
@@ -1180,6 +1186,11 @@
       // The server's warning says what the cancel does not do (an order's
       // close job comes back from the orders sweeper).
       done: (r, b) => 'cancelled ' + b.dataset.id + (r.warning ? '. Warning: ' + r.warning : ''),
+    },
+    'cancel-run': {
+      ask: (b) => 'Cancel the run of job ' + b.dataset.id + ' of ' + b.dataset.topic + '? Its handler\'s context is cancelled wherever it runs; it ends cancelled, never retried.',
+      run: (b) => api('DELETE', jobPath(b.dataset.topic, b.dataset.id)),
+      done: (r, b) => (r.cancel_requested_at ? 'cancel requested for ' : 'cancelled ') + b.dataset.id + (r.warning ? '. Warning: ' + r.warning : ''),
     },
     'run-now': {
       ask: (b) => 'Run job ' + b.dataset.id + ' of ' + b.dataset.topic + ' now? It becomes due at once.',

@@ -6,6 +6,9 @@
 -- KEYS[4]  gone ZSET (tombstones, docs/design.md §4.11)
 -- KEYS[5]  runs HASH (id -> runs that ended in a failure): the job's field
 --          goes with it (only a job claimed more than once can have one)
+-- KEYS[6]  (optional) cancel HASH: given when the jobs end as cancelled
+--          while running (a cancel was asked, cancelrun.lua); the
+--          removed jobs' marks go with them
 -- ARGV[1]  tombstone TTL in ms for a durable topic, 0 otherwise: a removed
 --          job of a durable topic gets a tombstone (id -> now), so a relay
 --          or recovery pass that read its row just before cannot restore
@@ -34,6 +37,7 @@ for i = 2, #ARGV, 2 do
       redis.call('HDEL', KEYS[3], id)
       if ARGV[i + 1] ~= '1' then redis.call('HDEL', KEYS[5], id) end
       if now then redis.call('ZADD', KEYS[4], now, id) end
+      if KEYS[6] then redis.call('HDEL', KEYS[6], id) end
       done = done + 1
     end
   end

@@ -7,6 +7,8 @@
 -- KEYS[5]  paused STRING (exists: the topic is paused)
 -- KEYS[6]  rate HASH {tokens, at}: the topic's token bucket, at in Redis ms
 -- KEYS[7]  runs HASH (id -> runs that ended in a failure, written by retry.lua)
+-- KEYS[8]  cancel HASH (cancelrun.lua's marks: a cancel asked during an
+--          earlier claim whose worker died before the job ended)
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
@@ -19,7 +21,7 @@
 --          could run now, but may still hold the coming ones
 --
 -- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
---           paused, next_token, now_us, {id, runs, ...}}
+--           paused, next_token, now_us, {id, runs, ...}, {id, ...}}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped; due up to
@@ -32,7 +34,9 @@
 --          claimed ahead at its due time and never before);
 --          the last list gives, for claimed jobs claimed before, the runs
 --          of theirs that ended (none listed: 0), so the handler learns
---          which delivery this is (Job.Delivery).
+--          which delivery this is (Job.Delivery); the one after it the
+--          claimed jobs whose cancel was asked during an earlier claim
+--          (the worker settles them cancelled without running them).
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -80,7 +84,7 @@ for i = 1, #expired, 2 do
   redis.call('ZADD', KEYS[1], expired[i + 1], expired[i])
 end
 
-local claimed, buried, runs = {}, {}, {}
+local claimed, buried, runs, asked = {}, {}, {}, {}
 local ids = {}
 if n > 0 and paused == 0 then
   local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + ahead, 'WITHSCORES', 'LIMIT', 0, n)
@@ -120,6 +124,12 @@ for _, id in ipairs(ids) do
           runs[#runs + 1] = id
           runs[#runs + 1] = tonumber(r)
         end
+        -- Only a job claimed before can have had its cancel asked; the
+        -- mark is this job's when it names its enqueued time.
+        local mark = redis.call('HGET', KEYS[8], id)
+        if mark and string.match(mark, '^(%d+)|') == string.match(env, '^1|%d+|%d+|(%d+)|') then
+          asked[#asked + 1] = id
+        end
       end
     end
   end
@@ -147,4 +157,4 @@ if rate > 0 then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end
-return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs}
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs, asked}

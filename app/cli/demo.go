@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -31,6 +32,17 @@ func (a *app) demoCmd() *cobra.Command {
 		Short: "Run the whole system on embedded backends with an order traffic generator (no Redis or MySQL needed)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Refused before anything starts: a ticker of 0 panics, and a
+			// share outside 0-1 means nothing.
+			if err := positiveFlags(cmd, "every", "payment-window"); err != nil {
+				return err
+			}
+			if o.payRatio < 0 || o.payRatio > 1 || math.IsNaN(o.payRatio) {
+				return usageError{fmt.Errorf("--pay-ratio %v: want a share from 0 to 1", o.payRatio)}
+			}
+			if o.duration < 0 {
+				return usageError{fmt.Errorf("--duration %s: must not be negative (0: until Ctrl-C)", o.duration)}
+			}
 			cfg, err := a.loadConfig(cmd)
 			if err != nil {
 				return err

@@ -34,11 +34,13 @@ func (a *app) enqueueCmd() *cobra.Command {
 			}
 			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts, PartitionKey: partitionKey}
 			if payloadFile != "" {
-				b, err := os.ReadFile(payloadFile)
+				cfg, err := a.loadConfig(cmd)
 				if err != nil {
+					return err
+				}
+				if j.Payload, err = readPayloadFile(payloadFile, cfg.Queue.MaxPayloadBytes); err != nil {
 					return usageError{err}
 				}
-				j.Payload = b
 			}
 			if partitionKey != "" && queue.ValidateID(partitionKey) != nil {
 				return usageError{fmt.Errorf("--partition-key %q: want 1-200 characters of [A-Za-z0-9_.:@/-]", partitionKey)}
@@ -68,7 +70,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&payload, "payload", "", "payload (JSON, or any text)")
-	f.StringVar(&payloadFile, "payload-file", "", "read the payload from this file (binary safe)")
+	f.StringVar(&payloadFile, "payload-file", "", "read the payload from this file (binary safe; at most queue.max_payload_bytes, read no further)")
 	f.DurationVar(&delay, "delay", 0, "run after this delay, from Redis's clock (e.g. 30m)")
 	f.StringVar(&runAt, "run-at", "", "run at this time: RFC 3339 or Unix ms")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job goes dead (0 = queue.default_max_attempts)")
@@ -86,6 +88,25 @@ func parseTime(s string) (int64, error) {
 		return 0, fmt.Errorf("want RFC 3339 or Unix milliseconds")
 	}
 	return t.UnixMilli(), nil
+}
+
+// readPayloadFile reads a payload of at most limit bytes from path, and no
+// more than one byte past it: a file over the limit (or /dev/zero) is
+// refused without being read whole.
+func readPayloadFile(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("--payload-file %s: %w", path, err)
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("--payload-file %s: over queue.max_payload_bytes (%d bytes)", path, limit)
+	}
+	return b, nil
 }
 
 func (a *app) cancelCmd() *cobra.Command {

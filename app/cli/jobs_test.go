@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,24 @@ func TestEnqueueRefusesContradictoryFlagsByName(t *testing.T) {
 		code, out, errOut := runCLI(t, append(c.args, "--listen", listen)...)
 		if code != ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "run_at") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", c.args, code, out, errOut)
+		}
+	}
+}
+
+// --payload-file reads no further than queue.max_payload_bytes: a file
+// over it (here one past a limit of 16 bytes, and /dev/zero, endless) is
+// refused by the flag's name, exit 2, before anything is sent.
+func TestEnqueuePayloadFileIsReadUpToTheLimit(t *testing.T) {
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	t.Setenv("DELAYQ_QUEUE_MAX_PAYLOAD_BYTES", "16")
+	big := filepath.Join(t.TempDir(), "big.json")
+	if err := os.WriteFile(big, []byte(`"0123456789abcde"`), 0o600); err != nil { // 17 bytes
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		code, out, errOut := runCLI(t, "enqueue", "mail", "x", "--payload-file", path, "--listen", listen)
+		if code != ExitUsage || out != "" || !strings.Contains(errOut, "--payload-file") || !strings.Contains(errOut, "over queue.max_payload_bytes (16 bytes)") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", path, code, out, errOut)
 		}
 	}
 }

@@ -90,3 +90,34 @@ orders: {enabled: true}
 		}
 	}
 }
+
+// demo refuses flags that cannot work by their names, exit 2, before it
+// starts anything: an interval of 0 would panic the order generator.
+func TestDemoRefusesBadFlags(t *testing.T) {
+	for _, c := range []struct{ args []string }{
+		{[]string{"--every", "0s"}}, {[]string{"--every", "-1s"}}, {[]string{"--payment-window", "0s"}},
+		{[]string{"--pay-ratio", "2"}}, {[]string{"--pay-ratio", "-0.5"}}, {[]string{"--duration", "-5s"}},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"demo"}, c.args...), &out, &errOut, "test")
+		if code != ExitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), c.args[0]) {
+			t.Errorf("demo %v: exit %d, stdout %q, stderr %q", c.args, code, out.String(), errOut.String())
+		}
+	}
+}
+
+// An unknown subcommand is bad usage (exit 2) at every level, not help
+// and exit 0; a group alone still prints its help.
+func TestUnknownSubcommandsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"dead", "bogus"}, {"ledger", "bogus"}, {"bench", "bogus"}, {"completion", "bogus"}} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), args, &out, &errOut, "test")
+		if code != ExitUsage || !strings.Contains(errOut.String(), `unknown command "bogus`) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"dead"}, &out, &errOut, "test"); code != ExitOK || !strings.Contains(out.String(), "Usage:") {
+		t.Errorf("dead alone: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

@@ -43,6 +43,8 @@ func TestProductsCommand(t *testing.T) {
 		{[]string{"products", "set", "tea", "--stock", "1"}, "--price-cents"},
 		{[]string{"products", "set", "tea", "--price-cents", "1"}, "--stock"},
 		{[]string{"products", "set", strings.Repeat("s", 65), "--stock", "1", "--price-cents", "1"}, "sku"},
+		{[]string{"products", "set", "a\x01b", "--stock", "1", "--price-cents", "1"}, "sku: want text"},
+		{[]string{"products", "set", "a\uFFFDb", "--stock", "1", "--price-cents", "1"}, "sku: want text"},
 		{[]string{"products", "--limit", "0"}, "--limit"},
 	} {
 		if code, _, errOut := runCLI(t, append(c.args, "--config", cfgPath)...); code != ExitUsage || !strings.Contains(errOut, c.want) {

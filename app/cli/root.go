@@ -70,7 +70,8 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer, version str
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, config.ErrInvalid), errors.As(err, &le), errors.Is(err, queue.ErrInvalid), isUsage(err):
+	case errors.Is(err, config.ErrInvalid), errors.As(err, &le), errors.Is(err, queue.ErrInvalid), isUsage(err),
+		strings.HasPrefix(err.Error(), "unknown command "): // cobra's, for the root's subcommands
 		return ExitUsage
 	case errors.Is(err, queue.ErrNotFound):
 		return ExitNotFound
@@ -117,7 +118,28 @@ func (a *app) newRoot() *cobra.Command {
 	root.AddCommand(a.serveCmd(), a.workerCmd(), a.demoCmd())
 	root.AddCommand(operator...)
 	root.AddCommand(a.migrateCmd(), a.versionCmd(), a.benchCmd())
+	root.InitDefaultCompletionCmd() // now, so that the walk below covers it
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (dead, ledger, bench, completion, ...) refuse an unknown subcommand as
+// bad usage (exit 2), where cobra prints the help and exits 0; with no
+// argument it still prints the help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
+		}
+	}
 }
 
 // storeHelp says where the operator commands find the jobs (see store); %s

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -225,9 +226,9 @@ func (q Queue) validate(p *problems) {
 // of q.
 func (h HTTP) validate(p *problems, q Queue) {
 	if h.Enabled {
-		host, _, err := net.SplitHostPort(h.Listen)
+		host, err := splitListen(h.Listen)
 		if err != nil {
-			p.bad("http.listen", h.Listen, "not host:port: %v", err)
+			p.bad("http.listen", h.Listen, "%v", err)
 		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) && h.Token == "" {
 			p.bad("http.token", "", "listening on %s (not loopback) needs a token", h.Listen)
 		}
@@ -408,10 +409,24 @@ func (r Recovery) validate(p *problems, w Worker) {
 	}
 }
 
+// splitListen checks a listen address, host:port with a port of 0-65535
+// (0: any free one), and returns its host: the listener would refuse the
+// rest only after the backends had started.
+func splitListen(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("not host:port: %w", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || strconv.FormatUint(n, 10) != port {
+		return "", fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return host, nil
+}
+
 func (m Metrics) validate(p *problems) {
 	if m.Listen != "" {
-		if _, _, err := net.SplitHostPort(m.Listen); err != nil {
-			p.bad("metrics.listen", m.Listen, "not host:port: %v", err)
+		if _, err := splitListen(m.Listen); err != nil {
+			p.bad("metrics.listen", m.Listen, "%v", err)
 		}
 	}
 }
@@ -468,6 +483,9 @@ func checkAPIURL(s string) error {
 		return errors.New("no credentials in the URL: the token goes in http.token (DELAYQ_HTTP_TOKEN)")
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
 		return errors.New("a base URL has no query or fragment")
+	case strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1"):
+		// The routes start with /v1: this base would ask for /v1/v1/...
+		return fmt.Errorf("the base URL, without /v1: %s://%s%s", u.Scheme, u.Host, strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1"))
 	}
 	return nil
 }

@@ -224,7 +224,8 @@
 //   - id: one job id's rows, newest first; prefix: the ids that start with
 //     it (taken literally), by id. Not both (400 conflicting_fields).
 //   - outcome: only that outcome.
-//   - finished_from, finished_before: finished_at in [from, before), Unix ms.
+//   - finished_from, finished_before: finished_at in [from, before), Unix ms;
+//     a range with before at or before from is 400 invalid_value.
 //   - after: a page's next_after, as it is; one of another listing (by id
 //     versus by time) is 400 invalid_value naming after.
 //   - limit: 1 to 1000, default 100.

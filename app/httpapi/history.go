@@ -56,6 +56,10 @@ func HistoryQuery(r *http.Request, topic string) (ledger.HistoryFilter, error) {
 	if f.FinishedBefore, err = httpjson.QueryInt(r, "finished_before", 0, 1, math.MaxInt64); err != nil {
 		return f, err
 	}
+	if f.FinishedFrom != 0 && f.FinishedBefore != 0 && f.FinishedBefore <= f.FinishedFrom {
+		// An empty range is a mistake, as in the ledger's listings.
+		return f, badRequest(CodeInvalidValue, "finished_before", "finished_before=%d: want it after finished_from=%d", f.FinishedBefore, f.FinishedFrom)
+	}
 	limit, err := httpjson.QueryInt(r, "limit", defaultPage, 1, maxLedgerPage)
 	if err != nil {
 		return f, err

@@ -84,6 +84,8 @@ func TestJobHistory(t *testing.T) {
 			"id=a%20b":                          "id",
 			"limit=0":                           "limit",
 			"finished_from=-1":                  "finished_from",
+			"finished_from=5&finished_before=3": "finished_before",
+			"finished_from=5&finished_before=5": "finished_before",
 			"prefix=order:&after=" + timeCursor: "after",
 			"nope=1":                            "nope",
 		} {

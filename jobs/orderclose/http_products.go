@@ -82,7 +82,11 @@ func (h *HTTPHandler) putProduct(w http.ResponseWriter, r *http.Request) {
 
 // getProduct serves GET /v1/products/{sku...}.
 func (h *HTTPHandler) getProduct(w http.ResponseWriter, r *http.Request) {
-	if err := noInput(r); err != nil {
+	err := noInput(r)
+	if err == nil {
+		err = httpjson.CheckText("sku", r.PathValue("sku")) // as PUT refuses it
+	}
+	if err != nil {
 		h.fail(w, r, err)
 		return
 	}

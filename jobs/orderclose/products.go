@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/delayq/delayq/internal/httpjson"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -19,11 +20,16 @@ var ErrProductNotFound = errors.New("no such product")
 // MaxProductsPage is the largest page Products returns.
 const MaxProductsPage = 1000
 
-// validProduct checks what PutProduct writes, naming the field at fault.
+// validProduct checks what PutProduct writes, naming the field at fault:
+// the API and the CLI, which writes the table directly, refuse alike.
 func validProduct(p SKU) error {
 	switch {
 	case p.SKU == "" || len(p.SKU) > maxSKULen || !utf8.ValidString(p.SKU):
 		return &InputError{Field: "sku", Reason: fmt.Sprintf("want 1-%d bytes of UTF-8", maxSKULen)}
+	case httpjson.CheckText("sku", p.SKU) != nil:
+		// No control characters or U+FFFD: a SKU the API would then refuse
+		// everywhere could not be ordered or changed.
+		return &InputError{Field: "sku", Reason: "want text: no control characters or U+FFFD"}
 	case p.Stock < 0:
 		return &InputError{Field: "stock", Reason: fmt.Sprintf("%d: want 0 or more (the units available to new orders)", p.Stock)}
 	case p.PriceCents < 0:

@@ -76,6 +76,7 @@ func TestHTTPProducts(t *testing.T) {
 		put("tea", `{"price_cents":1}`).wantError(t, "no stock", http.StatusBadRequest, "missing_field", "stock")
 		put("tea", `{"stock":1,"price_cents":1,"name":"x"}`).wantError(t, "unknown field", http.StatusBadRequest, "unknown_field", "name")
 		put("te%01a", `{"stock":1,"price_cents":1}`).wantError(t, "control character", http.StatusBadRequest, "invalid_value", "sku")
+		a.get("/v1/products/te%01a").wantError(t, "GET with a control character", http.StatusBadRequest, "invalid_value", "sku")
 		a.get("/v1/products/nope").wantError(t, "unknown product", http.StatusNotFound, "not_found", "sku")
 		a.get("/v1/products?limit=0").wantError(t, "limit 0", http.StatusBadRequest, "invalid_value", "limit")
 		a.do(http.MethodDelete, "/v1/products/tea", "", "").wantError(t, "DELETE", http.StatusMethodNotAllowed, "method_not_allowed", "")

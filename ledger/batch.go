@@ -41,8 +41,9 @@ func (l ops) CompleteResults(ctx context.Context, refs []queue.Ref, results [][]
 }
 
 // CancelRows deletes the rows of cancelled jobs (waiting for their first
-// run or a retry), fenced by attempt like Complete, each leaving its
-// history row (outcome cancelled) in the same transaction.
+// run or a retry, or held by a worker whose run was cancelled), fenced by
+// attempt like Complete, each leaving its history row (outcome cancelled)
+// in the same transaction.
 func (l ops) CancelRows(ctx context.Context, refs []queue.Ref) error {
 	if err := l.finish(ctx, refs, OutcomeCancelled, nil); err != nil {
 		return fmt.Errorf("ledger: cancel %d jobs: %w", len(refs), err)

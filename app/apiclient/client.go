@@ -235,8 +235,11 @@ func (c *Client) Job(ctx context.Context, topic, id string) (httpapi.JobView, er
 	return out, err
 }
 
-// Cancel sends DELETE /v1/topics/{topic}/jobs/{id}: the cancelled job, or
-// an error matching queue.ErrNotFound, queue.ErrInFlight or queue.ErrDead.
+// Cancel sends DELETE /v1/topics/{topic}/jobs/{id}: the cancelled job
+// (state cancelled), or a job a worker holds whose run's cancel was asked
+// (state in_flight, CancelRequestedAt set: 202), or an error matching
+// queue.ErrNotFound, queue.ErrInFlight (Redis lost it while the ledger says
+// a worker holds it) or queue.ErrDead.
 func (c *Client) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {
 	var out httpapi.JobView
 	err := c.do(ctx, http.MethodDelete, jobPath(topic, id), nil, nil, &out)

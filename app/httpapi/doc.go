@@ -183,7 +183,10 @@
 // nil anyway ends succeeded. A handler that ignores its context runs on:
 // GET shows the job in_flight with cancel_requested_at until it returns.
 // A job the ledger says a worker holds but Redis lost is 409
-// job_in_flight (docs/design.md §4.8.1).
+// job_in_flight (docs/design.md §4.8.1). Until this release such a DELETE
+// was 409 job_in_flight and did nothing: a client that sent it to test
+// whether a job had started now cancels the job's run; GET tells the
+// state without changing it.
 //
 // A DELETE's answer may carry "warning": what the cancel does not do. With
 // the orders module on, cancelling an order's close job (order_close)

@@ -165,3 +165,58 @@ func TestCancelAskedOfADeadWorkersJob(t *testing.T) {
 		t.Errorf("o1 after: %+v, %v; want no trace", info, err)
 	}
 }
+
+// TestCancelAskHandedBackAndRequeued: a job whose cancel was asked and
+// that then went back unstarted (released: attempt given back) is settled
+// cancelled by the next claim without running; a dead job whose old ask's
+// mark remains runs normally once requeued (the requeue drops the mark,
+// which would otherwise match: a requeue keeps the enqueued time).
+func TestCancelAskHandedBackAndRequeued(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	led := ledgerops.Of(e.led)
+	ask := func(topic, id string) *dataplane.Job {
+		t.Helper()
+		mustEnqueue(t, e.env, topic, dataplane.NewJob{ID: id})
+		cl, err := e.c.Claim(ctx, topic, 1, time.Hour)
+		if err != nil || len(cl.Jobs) != 1 {
+			t.Fatalf("claim %s: %+v, %v", topic, cl, err)
+		}
+		if _, _, err := e.c.CancelRunning(ctx, led, topic, id); err != nil {
+			t.Fatal(err)
+		}
+		return cl.Jobs[0]
+	}
+	released := ask("released", "r1")
+	if n, err := e.c.Release(ctx, []dataplane.Ref{released.Ref()}); err != nil || n != 1 {
+		t.Fatalf("release: %d, %v", n, err)
+	}
+	buried := ask("requeued", "q1")
+	if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: buried, Error: "failed for good before the ask arrived"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.RequeueDead(ctx, "requeued", "q1"); err != nil {
+		t.Fatal(err)
+	}
+
+	var ranReleased testenv.Counter
+	causes := make(chan error, 1)
+	obs := &cancelCounts{}
+	w := newWorker(t, e, dataplane.WorkerConfig{Observer: obs})
+	for topic, h := range map[string]dataplane.HandlerFunc{
+		"released": func(context.Context, *dataplane.Job) error { ranReleased.Add(1); return nil },
+		"requeued": func(ctx context.Context, _ *dataplane.Job) error { causes <- context.Cause(ctx); return nil },
+	} {
+		if err := w.Handle(topic, h, dataplane.TopicConfig{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startWorker(t, w)
+	if cause := testenv.Receive(ctx, t, causes, "the requeued job to run"); cause != nil {
+		t.Errorf("the requeued job ran with its context ended by %v: an old ask cancelled its new run", cause)
+	}
+	testenv.WaitFor(ctx, t, "both settled", func() bool { return obs.cancelled.Load()+ranReleased.Load() > 0 && obs.completed.Load() > 0 })
+	if n, c := ranReleased.Load(), obs.cancelled.Load(); n != 0 || c != 1 {
+		t.Errorf("the released job ran %d times and %d settled cancelled; want 0 and 1", n, c)
+	}
+}

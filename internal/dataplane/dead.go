@@ -32,7 +32,7 @@ func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake}, "one", id).Int()
+	n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake, k.cancel}, "one", id).Int()
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -63,7 +63,7 @@ func (t redisTopic) requeueAllDead(ctx context.Context, topic string) (int, erro
 	}
 	total := 0
 	for {
-		n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake}, "all", deadChunk).Int()
+		n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake, k.cancel}, "all", deadChunk).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: requeue dead of %s: %w", topic, err)
 		}

@@ -31,9 +31,10 @@ type Ledger interface {
 	// transaction.
 	CompleteResults(ctx context.Context, refs []Ref, results [][]byte) error
 	// CancelRows deletes the rows of cancelled jobs (waiting for their
-	// first run or a retry), fenced by attempt like Complete, each leaving
-	// its history row (cancelled) in the same transaction. Client.Cancel
-	// calls it; the worker never does.
+	// first run or a retry, or held by the worker whose run was cancelled),
+	// fenced by attempt like Complete, each leaving its history row
+	// (cancelled) in the same transaction. Client.Cancel calls it, and the
+	// worker's completer for a run cancelled while held (CancelRunning).
 	CancelRows(ctx context.Context, refs []Ref) error
 	// Cancelled writes the history rows of cancelled jobs that had no
 	// ledger row (a redis topic's job waiting for its first run), in one

@@ -540,13 +540,16 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) 
 		drop[r] = true
 	}
 	keep := jobs[:0:0]
+	var dropped []*Job
 	for _, j := range jobs {
 		if drop[j.Ref()] {
 			tr.w.jobLog(j).Info("the job finished already (its ledger row is gone, its history says so): not run again")
+			dropped = append(dropped, j)
 			continue
 		}
 		keep = append(keep, j)
 	}
+	tr.forgetAsked(dropped)
 	if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
 		o.Gone(tr.topic, len(jobs)-len(keep))
 	}

@@ -25,6 +25,9 @@ if not env then return {0} end
 local enq = string.match(env, '^%d+|%d+|%d+|(%d+)|')
 local old = redis.call('HGET', KEYS[3], id)
 if old and string.match(old, '^(%d+)|') == enq then
+  -- Asked again: the first time stands; the message goes again, for a
+  -- worker that missed it.
+  redis.call('PUBLISH', KEYS[4], 'cancel ' .. id)
   return {1, env, tonumber(string.match(old, '|(%d+)$')), lease}
 end
 local marks = redis.call('HKEYS', KEYS[3])

@@ -36,7 +36,8 @@
 --          of theirs that ended (none listed: 0), so the handler learns
 --          which delivery this is (Job.Delivery); the one after it the
 --          claimed jobs whose cancel was asked during an earlier claim
---          (the worker settles them cancelled without running them).
+--          (its worker died or handed it back): the worker settles them
+--          cancelled without running them, even one past max attempts.
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -95,13 +96,27 @@ if n > 0 and paused == 0 then
     ids[#ids + 1] = cand[i]
   end
 end
+-- Marks are read only while the cancel hash exists, which is seldom.
+local marks = #ids > 0 and redis.call('EXISTS', KEYS[8]) == 1
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local env = redis.call('HGET', KEYS[3], id)
   if env then
     local attempt, tail, max, rest = string.match(env, '^1|(%d+)|()(%d+)|()')
     attempt, max = tonumber(attempt), tonumber(max)
-    if attempt >= max then
+    -- A cancel asked of an earlier claim (its worker died or handed it
+    -- back): the mark is this job's when it names its enqueued time.
+    local ask = false
+    if marks then
+      local mark = redis.call('HGET', KEYS[8], id)
+      ask = mark and string.match(mark, '^(%d+)|') == string.match(env, '^1|%d+|%d+|(%d+)|') or false
+    end
+    if ask then
+      -- Handed out whatever its attempts: the worker settles it cancelled
+      -- without running it, rather than burying a job asked to cancel.
+      asked[#asked + 1] = id
+    end
+    if attempt >= max and not ask then
       local enq, run, elen, p = string.match(env, '^(%d+)|(%d+)|(%d+)|()', rest)
       local err = 'lease expired ' .. attempt .. ' times: worker died or hung (max attempts ' .. max .. ')'
       env = '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' .. #err .. '|' .. err .. '|' ..
@@ -123,12 +138,6 @@ for _, id in ipairs(ids) do
         if r then
           runs[#runs + 1] = id
           runs[#runs + 1] = tonumber(r)
-        end
-        -- Only a job claimed before can have had its cancel asked; the
-        -- mark is this job's when it names its enqueued time.
-        local mark = redis.call('HGET', KEYS[8], id)
-        if mark and string.match(mark, '^(%d+)|') == string.match(env, '^1|%d+|%d+|(%d+)|') then
-          asked[#asked + 1] = id
         end
       end
     end

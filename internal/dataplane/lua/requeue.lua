@@ -4,6 +4,8 @@
 -- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  wake channel
+-- KEYS[5]  cancel HASH (cancelrun.lua's marks): a requeued job keeps its
+--          enqueued time, so an old ask's mark would match its new runs
 -- ARGV[1]  "one" or "all"
 -- ARGV[2]  with "one": the job id; with "all": the most jobs to move
 --
@@ -25,6 +27,7 @@ for _, id in ipairs(ids) do
       local max, enq, rest = string.match(env, '^1|%d+|(%d+)|(%d+)|%d+|()')
       redis.call('HSET', KEYS[3], id, '1|0|' .. max .. '|' .. enq .. '|' .. now .. '|' .. string.sub(env, rest))
       redis.call('ZADD', KEYS[2], now, id)
+      redis.call('HDEL', KEYS[5], id)
       n = n + 1
     end
   end

@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -218,5 +219,35 @@ func TestCancelAskHandedBackAndRequeued(t *testing.T) {
 	testenv.WaitFor(ctx, t, "both settled", func() bool { return obs.cancelled.Load()+ranReleased.Load() > 0 && obs.completed.Load() > 0 })
 	if n, c := ranReleased.Load(), obs.cancelled.Load(); n != 0 || c != 1 {
 		t.Errorf("the released job ran %d times and %d settled cancelled; want 0 and 1", n, c)
+	}
+}
+
+// TestCancelAskMissedByTheWorker: an ask whose message the holding worker
+// never got (here the mark alone is written, as a worker whose
+// subscription was down would see it) is noticed by its heartbeat: the
+// lease renewal reports the mark and the handler's context is cancelled.
+func TestCancelAskMissedByTheWorker(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	started := make(chan *dataplane.Job, 1)
+	causes := make(chan error, 1)
+	w := newWorker(t, e, dataplane.WorkerConfig{})
+	if err := w.Handle("orders", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+		started <- j
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}), dataplane.TopicConfig{Lease: 3 * time.Second, Heartbeat: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	mustEnqueue(t, e.env, "orders", dataplane.NewJob{ID: "o1"})
+	j := testenv.Receive(ctx, t, started, "the handler to start")
+	// The mark as cancelrun.lua writes it, without its message.
+	if err := e.rdb.HSet(ctx, e.ns+":{orders}:cancel", "o1", fmt.Sprintf("%d|%d", j.EnqueuedAt, time.Now().UnixMilli())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cause := testenv.Receive(ctx, t, causes, "the heartbeat to cancel the run"); !errors.Is(cause, dataplane.ErrCancelRequested) {
+		t.Fatalf("the handler's context ended with %v, want ErrCancelRequested", cause)
 	}
 }

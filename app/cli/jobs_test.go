@@ -19,23 +19,7 @@ import (
 // and SQL directly and through an instance's API: "job TOPIC/ID: job not
 // found", exit 3; never the API's status line.
 func TestUnknownJobIsSaidAlikeByEveryCommand(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	cfgPath := directConfig(t, ns, "")
-	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
-		t.Fatalf("migrate: exit %d: %s", code, errOut)
-	}
-	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	_, cfgPath, api := directAndAPI(t)
 
 	for _, via := range [][]string{{"--config", cfgPath}, {"--api", api}} {
 		for _, c := range [][]string{
@@ -50,6 +34,31 @@ func TestUnknownJobIsSaidAlikeByEveryCommand(t *testing.T) {
 			}
 		}
 	}
+}
+
+// directAndAPI gives the two ways the operator commands reach one Redis
+// namespace of the test's own: the path of a configuration that works on
+// it directly (migrated), and the URL of an API instance on it; and a
+// data-plane client of the namespace.
+func directAndAPI(t *testing.T) (q *dataplane.Client, cfgPath, api string) {
+	t.Helper()
+	rdb, ns := testenv.Redis(t)
+	cfgPath = directConfig(t, ns, "")
+	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+		t.Fatalf("migrate: exit %d: %s", code, errOut)
+	}
+	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Migrate(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	q, err = dataplane.New(rdb, queue.Config{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, cfgPath, apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
 }
 
 // Flags that contradict each other are refused by their names before any
@@ -151,23 +160,7 @@ func TestCancelOfACloseJobWarns(t *testing.T) {
 // requested" (cancel_requested_at in --json), and get shows the job in
 // flight with its cancel requested.
 func TestCancelOfARunningJob(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	cfgPath := directConfig(t, ns, "")
-	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
-		t.Fatalf("migrate: exit %d: %s", code, errOut)
-	}
-	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	q, cfgPath, api := directAndAPI(t)
 	for i, via := range [][]string{{"--config", cfgPath}, {"--api", api}} {
 		id := fmt.Sprintf("running:%d", i)
 		if _, err := q.Enqueue(testenv.Context(t), "mail", queue.NewJob{ID: id}); err != nil {

@@ -61,7 +61,7 @@ func (s *directStore) Cancel(ctx context.Context, topic, id string) (httpapi.Job
 			return httpapi.JobView{}, rerr
 		}
 		s.capAttempts(held)
-		return httpapi.NewJobView(&queue.JobInfo{State: queue.StateInFlight, Score: held.LeaseUntil, Job: held, CancelRequestedAt: at}, true), nil
+		return httpapi.NewCancelRequestedJobView(held, at), nil
 	}
 	if err != nil {
 		return httpapi.JobView{}, err

@@ -11,10 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
@@ -72,19 +68,7 @@ worker:
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
-	led, err := ledger.New(db, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := openLedger(t, dsn)
 	h, err := httpapi.New(httpapi.Deps{Queue: q, Ledger: led, Logger: testenv.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)

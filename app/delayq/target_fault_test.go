@@ -234,19 +234,7 @@ worker:
 	}
 	last := start(t, bin, env, "worker", "--config", conf)
 
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
-	led, err := ledger.New(db, ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	led := openLedger(t, dsn)
 	var st queue.Stats
 	var rows int64
 	testenv.WaitFor(testenv.ContextTimeout(t, 3*time.Minute), t, "every job done and the ledger empty", func() bool {
@@ -375,4 +363,24 @@ worker:
 		"%d jobs delivered more than once (%d extra deliveries; per kill: running at it %v, answered within %s before it %v, "+
 		"the earliest answered %s before its kill)",
 		n, total, kills, concurrency, runningAt, dups, extra, repRunning, killSlack, repSettling, settleGap.Round(time.Microsecond))
+}
+
+// openLedger opens the ledger on dsn (the test's MariaDB database), closed
+// when the test ends.
+func openLedger(t *testing.T, dsn string) *ledger.Ledger {
+	t.Helper()
+	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			_ = s.Close()
+		}
+	})
+	led, err := ledger.New(db, ledger.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return led
 }

@@ -213,7 +213,7 @@ func (a *api) cancelRun(w http.ResponseWriter, r *http.Request, topic, id string
 		return fromRedis(err)
 	}
 	a.log.WithFields(logrus.Fields{"topic": topic, "id": id, "attempt": job.Attempt}).Info("httpapi: cancel of a running job asked")
-	v := NewJobView(&queue.JobInfo{State: queue.StateInFlight, Score: job.LeaseUntil, Job: job, CancelRequestedAt: at}, true)
+	v := NewCancelRequestedJobView(job, at)
 	a.capped(&v)
 	writeJSON(w, http.StatusAccepted, v)
 	return nil

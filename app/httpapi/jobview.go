@@ -138,6 +138,12 @@ func NewCancelledJobView(j *queue.Job) JobView {
 	return v
 }
 
+// NewCancelRequestedJobView renders a job a worker holds whose run's
+// cancel was asked at (CancelRunning): in flight, with cancel_requested_at.
+func NewCancelRequestedJobView(j *queue.Job, at int64) JobView {
+	return NewJobView(&queue.JobInfo{State: queue.StateInFlight, Score: j.LeaseUntil, Job: j, CancelRequestedAt: at}, true)
+}
+
 // PayloadText is the payload for a person to read: the JSON as it is, or
 // "base64:" and the bytes in base64; "" when empty or left out.
 func (v JobView) PayloadText() string {

@@ -3,7 +3,10 @@ package ledger
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // DefaultTablePrefix is the prefix of the ledger's tables when Options leaves
@@ -47,6 +50,15 @@ type Options struct {
 	// NoHistory lists the topics whose finished jobs leave no history row
 	// (docs/design.md §4.18); every other topic's do. Default none.
 	NoHistory []string
+	// UniqueFor is the uniqueness window of durable topics (docs/design.md
+	// §4.2.1): Schedule answers an id whose job finished less than the
+	// window ago (its history row) as a Duplicate with Finished set, so
+	// that a producer retrying an enqueue does not run the job twice, also
+	// after Redis lost its data. Give the same windows as
+	// queue.Config.TopicUniqueFor. A topic with a window keeps its history
+	// (not in NoHistory), and recovery.history_retention must be at least
+	// the window. At most queue.MaxUniqueFor. Default none.
+	UniqueFor map[string]time.Duration
 	// NotReadyWait is how long a write of the ledger's own that a Galera
 	// node refused as not ready (error 1047: out of the primary component)
 	// is tried again before its error is returned, retryable (a 503 for an
@@ -86,6 +98,14 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.NotReadyWait == 0 {
 		o.NotReadyWait = DefaultNotReadyWait
+	}
+	for topic, w := range o.UniqueFor {
+		if w < 0 || w > queue.MaxUniqueFor {
+			return o, fmt.Errorf("ledger: Options.UniqueFor[%s] %s: want 0 (none) up to %s", topic, w, queue.MaxUniqueFor)
+		}
+		if w > 0 && slices.Contains(o.NoHistory, topic) {
+			return o, fmt.Errorf("ledger: Options.UniqueFor[%s]: the topic's history is off (Options.NoHistory), and its window is read from it", topic)
+		}
 	}
 	if o.MaxPlaceholders < 0 {
 		return o, fmt.Errorf("ledger: Options.MaxPlaceholders %d: must not be negative", o.MaxPlaceholders)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -146,6 +147,9 @@ func (l *Ledger) scheduleEachAtOnce(ctx context.Context, topics []string, jobs [
 	}
 	if !l.insertFitsOne(jobs...) || !slices.ContainsFunc(jobs, func(js []queue.NewJob) bool { return len(js) > 0 }) {
 		return nil, 0, false, nil // too many, or none: the general path
+	}
+	if slices.ContainsFunc(topics, func(t string) bool { return l.uniqueFor(t) > 0 }) {
+		return nil, 0, false, nil // the history must be read: the general path
 	}
 	out = make([][]queue.EnqueueResult, len(topics))
 	var rows []newRow
@@ -294,10 +298,15 @@ func (l *Ledger) insertFitsOne(jobs ...[]queue.NewJob) bool {
 
 func scheduleRowBytes(j *queue.NewJob) int { return len(j.ID) + len(j.Payload) + scheduleRowOverhead }
 
-// existingRow is what Schedule needs of a row its job's id has already.
+// existingRow is what Schedule needs of a row its job's id has already:
+// a ledger row's state and run_at, or, for a job that finished within the
+// topic's uniqueness window, its history row's outcome and when the window
+// ends.
 type existingRow struct {
 	state string
 	runAt int64
+	// finished: a history row; state is its outcome, runAt the window's end.
+	finished bool
 }
 
 // scheduleOn runs one Schedule on db: a connection or a transaction.
@@ -306,11 +315,13 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 	// in a transaction, an INSERT after the first may lose a race while the
 	// earlier ones stand, and reading the ids again then finds those rows.
 	mine := make(map[string]int64)
+	window := l.uniqueFor(topic)
 	// New ids are the common case: with a fresh estimate of the SQL clock
 	// (never behind it), the INSERT goes first, alone. An id that has a
 	// row fails it on the unique key, which undoes that statement only;
-	// the ids are then read, with the clock, as below.
-	if now, ok := l.clock.now(); ok {
+	// the ids are then read, with the clock, as below. A topic with a
+	// uniqueness window reads them first: no key holds a finished job's id.
+	if now, ok := l.clock.now(); ok && window == 0 {
 		out, fresh := planSchedule(jobs, nil, mine, now)
 		err := l.insertScheduled(db, topic, jobs, fresh, out, now, mine)
 		if err == nil {
@@ -328,7 +339,7 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 	slices.Sort(ids) // the unique key's order: locking reads lock in it
 	ids = slices.Compact(ids)
 	sentAt := time.Now()
-	now, existing, err := l.readIDs(db, topic, ids, true)
+	now, existing, err := l.readIDs(db, topic, ids, true, window)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -342,10 +353,32 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 		if !isDuplicateKey(err) || try == scheduleTries {
 			return nil, 0, err
 		}
-		if _, existing, err = l.readIDs(db, topic, ids, false); err != nil {
+		if _, existing, err = l.readIDs(db, topic, ids, false, window); err != nil {
 			return nil, 0, err
 		}
 	}
+}
+
+// UniqueFor is the uniqueness window the ledger keeps for topic (a topic's
+// or a partition's name): Options.UniqueFor; 0 for none.
+func (l *Ledger) UniqueFor(topic string) time.Duration {
+	return time.Duration(l.uniqueFor(topic)) * time.Millisecond
+}
+
+// UniqueForAll returns the ledger's uniqueness windows by topic
+// (Options.UniqueFor), a copy.
+func (l *Ledger) UniqueForAll() map[string]time.Duration { return maps.Clone(l.opts.UniqueFor) }
+
+// uniqueFor is the uniqueness window of topic (a topic's or a partition's
+// name) in ms: Options.UniqueFor; 0 for none.
+func (l *Ledger) uniqueFor(topic string) int64 {
+	if len(l.opts.UniqueFor) == 0 {
+		return 0
+	}
+	if i := strings.IndexByte(topic, '~'); i >= 0 {
+		topic = topic[:i]
+	}
+	return l.opts.UniqueFor[topic].Milliseconds()
 }
 
 // readIDs returns the rows topic has for ids (sorted, distinct), in
@@ -355,7 +388,13 @@ func (l *Ledger) scheduleOn(db *gorm.DB, topic string, jobs []queue.NewJob) ([]q
 // rows are read with a shared lock, so that in a transaction the read sees
 // the row that won, not the transaction's snapshot; that row is committed
 // (the INSERT waited for it), so the lock waits for nobody.
-func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) (int64, map[string]existingRow, error) {
+//
+// With a uniqueness window (ms, > 0) the ids' history rows that finished
+// within it are read too (in the same statement as the clock, or in one
+// of their own after a locked read: a lock on history rows that do not
+// exist would hold gaps against the completer), and returned for the ids
+// that have no ledger row: a live job's row decides.
+func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool, window int64) (int64, map[string]existingRow, error) {
 	var now int64
 	existing := make(map[string]existingRow)
 	err := forSpans(len(ids), l.batchSize(1, 1), func(lo, hi int) error {
@@ -363,50 +402,33 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) 
 		first := withNow && lo == 0
 		var b strings.Builder
 		b.Grow(160 + 2*len(part))
+		vars := make([]any, 0, 2+2*len(part))
 		if first {
 			// run_at comes first so that the column is a BIGINT in both
 			// halves of the UNION; the clock's row is the one without an id.
-			b.WriteString("SELECT " + l.dialect.now + " AS run_at, NULL AS job_id, NULL AS state UNION ALL ")
-		}
-		b.WriteString("SELECT run_at, job_id, state FROM `" + l.ledgerTable + "` WHERE topic = ? AND job_id IN (")
-		vars := make([]any, 0, 1+len(part))
-		vars = append(vars, topic)
-		for i, id := range part {
-			if i > 0 {
-				b.WriteByte(',')
+			b.WriteString("SELECT " + l.dialect.now + " AS run_at, NULL AS job_id, NULL AS state, 0 AS finished UNION ALL ")
+			if window > 0 {
+				vars = l.finishedSelect(&b, vars, topic, part, window)
+				b.WriteString(" UNION ALL ")
 			}
-			b.WriteByte('?')
-			vars = append(vars, id)
 		}
-		b.WriteByte(')')
+		b.WriteString("SELECT run_at, job_id, state, 0 AS finished FROM `" + l.ledgerTable + "` WHERE topic = ? AND job_id IN (")
+		vars = append(vars, topic)
+		writeIn(&b, &vars, part)
 		if !withNow {
 			b.WriteString(l.dialect.shareLock)
 		}
-		rows, err := db.Raw(b.String(), vars...).Rows()
+		sawNow, err := scanIDs(db.Raw(b.String(), vars...), &now, existing)
 		if err != nil {
-			return fmt.Errorf("read ids: %w", err)
-		}
-		sawNow := false
-		for rows.Next() {
-			var runAt int64
-			var id, state sql.NullString
-			if err := rows.Scan(&runAt, &id, &state); err != nil {
-				_ = rows.Close()
-				return fmt.Errorf("read ids: %w", err)
-			}
-			if !id.Valid {
-				now, sawNow = runAt, true
-				continue
-			}
-			existing[id.String] = existingRow{state: state.String, runAt: runAt}
-		}
-		err = rows.Err()
-		_ = rows.Close()
-		if err != nil {
-			return fmt.Errorf("read ids: %w", err)
+			return err
 		}
 		if first && !sawNow {
 			return fmt.Errorf("read ids: the clock's row is missing")
+		}
+		if !first && window > 0 {
+			var hb strings.Builder
+			_, err := scanIDs(db.Raw(hb.String(), l.finishedSelect(&hb, nil, topic, part, window)...), &now, existing)
+			return err
 		}
 		return nil
 	})
@@ -414,6 +436,67 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool) 
 		return 0, nil, err
 	}
 	return now, existing, nil
+}
+
+// finishedSelect writes to b the SELECT of the history rows of ids of topic
+// that finished within window (ms) of the SQL clock, in readIDs' columns:
+// the window's end as run_at, the outcome as state. It returns vars with
+// its bound values added.
+func (l *Ledger) finishedSelect(b *strings.Builder, vars []any, topic string, ids []string, window int64) []any {
+	w := strconv.FormatInt(window, 10)
+	b.WriteString("SELECT finished_at + " + w + " AS run_at, job_id, outcome AS state, 1 AS finished FROM `" +
+		l.historyTable + "` WHERE topic = ? AND finished_at > " + l.dialect.now + " - " + w + " AND job_id IN (")
+	vars = append(vars, topic)
+	writeIn(b, &vars, ids)
+	return vars
+}
+
+// writeIn writes the placeholders of ids and a closing parenthesis to b,
+// and adds the ids to vars.
+func writeIn(b *strings.Builder, vars *[]any, ids []string) {
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('?')
+		*vars = append(*vars, id)
+	}
+	b.WriteByte(')')
+}
+
+// scanIDs reads the rows of readIDs' statement q into existing (a ledger
+// row wins over a history row; of several history rows, the latest
+// finish), and the clock's row into now. It says whether the clock's row
+// was there.
+func scanIDs(q *gorm.DB, now *int64, existing map[string]existingRow) (bool, error) {
+	rows, err := q.Rows()
+	if err != nil {
+		return false, fmt.Errorf("read ids: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	sawNow := false
+	for rows.Next() {
+		var runAt, finished int64
+		var id, state sql.NullString
+		if err := rows.Scan(&runAt, &id, &state, &finished); err != nil {
+			return false, fmt.Errorf("read ids: %w", err)
+		}
+		if !id.Valid {
+			*now, sawNow = runAt, true
+			continue
+		}
+		e, had := existing[id.String]
+		switch {
+		case finished == 0:
+			existing[id.String] = existingRow{state: state.String, runAt: runAt}
+		case !had || (e.finished && runAt > e.runAt):
+			existing[id.String] = existingRow{state: state.String, runAt: runAt, finished: true}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read ids: %w", err)
+	}
+	return sawNow, nil
 }
 
 // planSchedule decides each job's result from the rows that exist and the
@@ -428,7 +511,7 @@ func planSchedule(jobs []queue.NewJob, existing map[string]existingRow, mine map
 		j := &jobs[i]
 		out[i].ID = j.ID
 		if k, dup := first[j.ID]; dup {
-			out[i].Duplicate, out[i].RunAt = true, out[k].RunAt
+			out[i].Duplicate, out[i].RunAt, out[i].Finished = true, out[k].RunAt, out[k].Finished
 			continue
 		}
 		first[j.ID] = i
@@ -438,7 +521,10 @@ func planSchedule(jobs []queue.NewJob, existing map[string]existingRow, mine map
 		}
 		if e, ok := existing[j.ID]; ok {
 			out[i].Duplicate = true
-			if e.state == queue.StateWaiting.Column() || e.state == queue.StateRetrying.Column() {
+			switch {
+			case e.finished:
+				out[i].Finished = &queue.Finished{Outcome: e.state, TakenUntil: e.runAt}
+			case e.state == queue.StateWaiting.Column() || e.state == queue.StateRetrying.Column():
 				out[i].RunAt = e.runAt
 			}
 			continue

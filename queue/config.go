@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -80,6 +81,18 @@ type Config struct {
 	// Redis memory (about 60 bytes per job finished in the window). Default
 	// 10 seconds.
 	TombstoneTTL time.Duration
+	// TopicUniqueFor is the uniqueness window of single topics: how long a
+	// job's id stays taken after the job finished, whatever its outcome
+	// (docs/design.md §4.2.1), so that a producer retrying an enqueue
+	// within it does not run the job twice; an enqueue inside it is a
+	// Duplicate with Finished set. Every process of a deployment must give
+	// a topic the same window: a redis topic's workers and cancellers
+	// write it (Redis keeps the ids, dq:{T}:taken), a durable topic's
+	// enqueuers read it from the job history in SQL, which must then be on
+	// for the topic and kept at least as long (ledger.Options.UniqueFor
+	// sets the same for the ledger). At most MaxUniqueFor. Default none:
+	// an id is free again as soon as its job finished.
+	TopicUniqueFor map[string]time.Duration
 	// LayoutRefresh is how long a process keeps a topic's partition layout
 	// (its stored partition counts, docs/design.md §7.1) before it reads it
 	// again: after an operator raises a topic's partitions, enqueues go to
@@ -87,6 +100,10 @@ type Config struct {
 	// 2 seconds.
 	LayoutRefresh time.Duration
 }
+
+// MaxUniqueFor is the longest uniqueness window a topic may have: a redis
+// topic keeps every id finished within it in Redis (about 80 bytes each).
+const MaxUniqueFor = 30 * 24 * time.Hour
 
 // MaxAttempts is the most attempts any job may have, whatever the
 // configuration: a bound of the envelope format.
@@ -214,5 +231,25 @@ func (c Config) checkDurability() error {
 	if durable && c.Store == nil {
 		return fmt.Errorf("queue: durable topics need a Store (the SQL ledger)")
 	}
+	for topic, w := range c.TopicUniqueFor {
+		if err := ValidateTopic(topic); err != nil {
+			return fmt.Errorf("queue: TopicUniqueFor: %w", err)
+		}
+		if w < 0 || w > MaxUniqueFor {
+			return fmt.Errorf("queue: TopicUniqueFor[%s] %s: want 0 (none) up to %s", topic, w, MaxUniqueFor)
+		}
+		if w > 0 && w < time.Millisecond {
+			return fmt.Errorf("queue: TopicUniqueFor[%s] %s: want at least 1ms", topic, w)
+		}
+	}
 	return nil
+}
+
+// UniqueFor is topic's uniqueness window (TopicUniqueFor; 0 for none).
+// topic may be a partition's name: a partition has its topic's window.
+func (c Config) UniqueFor(topic string) time.Duration {
+	if i := strings.IndexByte(topic, '~'); i >= 0 {
+		topic = topic[:i]
+	}
+	return c.TopicUniqueFor[topic]
 }

@@ -23,10 +23,35 @@ type NewJob struct {
 
 // EnqueueResult says what became of one enqueued job.
 type EnqueueResult struct {
-	ID        string
-	Duplicate bool  // the id was already known (due, in flight or dead); nothing was written
+	ID string
+	// Duplicate: the id was already known (due, in flight or dead, or
+	// finished within the topic's uniqueness window); nothing was written.
+	Duplicate bool
 	RunAt     int64 // Unix ms due time; for a duplicate, the waiting job's own (0 if it is not waiting)
+	// Finished is set for a duplicate of a job that finished within the
+	// topic's uniqueness window (Config.TopicUniqueFor): how it ended and
+	// until when its id stays taken.
+	Finished *Finished
 }
+
+// Finished is how a job whose id is still taken ended (docs/design.md
+// §4.2.1, the uniqueness window).
+type Finished struct {
+	// Outcome is succeeded, cancelled, dead or purged (a dead job deleted
+	// from the dead set), as the job's history says.
+	Outcome string
+	// TakenUntil is when the window ends (Unix ms): an enqueue of the id
+	// from then on is a new job.
+	TakenUntil int64
+}
+
+// The outcomes a Finished may carry: those of the job history.
+const (
+	FinishedSucceeded = "succeeded"
+	FinishedCancelled = "cancelled"
+	FinishedDead      = "dead"
+	FinishedPurged    = "purged"
+)
 
 // BatchStatus is the outcome of one job of a batch.
 type BatchStatus string
@@ -40,8 +65,9 @@ const (
 
 // BatchResult is one job's outcome in EnqueueBatch, in input order.
 type BatchResult struct {
-	ID     string
-	Status BatchStatus
-	RunAt  int64 // as in EnqueueResult
-	Err    error // the *ValidationError of an invalid job
+	ID       string
+	Status   BatchStatus
+	RunAt    int64     // as in EnqueueResult
+	Finished *Finished // as in EnqueueResult
+	Err      error     // the *ValidationError of an invalid job
 }

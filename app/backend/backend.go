@@ -60,7 +60,7 @@ func (b *Backends) openLedger(cfg config.Config, log logrus.FieldLogger) (err er
 	}
 	opts := ledger.Options{TablePrefix: cfg.SQL.TablePrefix,
 		GroupCommit: cfg.SQL.GroupCommit, GroupLinger: cfg.SQL.GroupLinger,
-		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory(),
+		GroupCommitDepth: cfg.SQL.GroupCommitDepth, NoHistory: cfg.Queue.NoHistory(), UniqueFor: cfg.Queue.DurableUniqueFor(),
 		NotReadyWait: notReadyWait(cfg.SQL.NotReadyWait)}
 	if b.Ledger, err = ledger.New(b.DB, opts); err != nil {
 		return err
@@ -195,6 +195,7 @@ func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config
 		UncertainRecheck:   cfg.Queue.UncertainRecheck,
 		TombstoneTTL:       cfg.Queue.TombstoneTTL,
 		LayoutRefresh:      cfg.Queue.LayoutRefresh,
+		TopicUniqueFor:     cfg.Queue.UniqueFor(),
 	}
 	cfg.Queue.ConfigureLifecycles(&c)
 	return c

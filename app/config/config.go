@@ -225,6 +225,46 @@ type QueueTopic struct {
 	// the program starts (docs/design.md §7.1): a stored setting of the
 	// topic, never lowered. 0 means as stored (1 unless raised).
 	Partitions int `koanf:"partitions"`
+	// UniqueFor is the topic's uniqueness window (docs/design.md §4.2.1):
+	// a job's id stays taken this long after the job finished, whatever
+	// its outcome, so an enqueue of it inside the window is a duplicate.
+	// Every process must give a topic the same. A durable topic's window
+	// is read from its job history, which must then be on and kept at
+	// least as long. 0 means none; at most 720h.
+	UniqueFor time.Duration `koanf:"unique_for"`
+}
+
+// durable says whether the topic name is durable by this configuration.
+func (q Queue) durable(name string) bool {
+	d := q.Topics[name].Durability
+	if d == "" {
+		d = q.Durability
+	}
+	return d == string(queue.DurabilityDurable)
+}
+
+// UniqueFor lists the topics' uniqueness windows
+// (queue.topics.<t>.unique_for), where they set one: the queue client's.
+func (q Queue) UniqueFor() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, t := range q.Topics {
+		if t.UniqueFor > 0 {
+			out[name] = t.UniqueFor
+		}
+	}
+	return out
+}
+
+// DurableUniqueFor lists the uniqueness windows of the durable topics: the
+// ledger's (ledger.Options.UniqueFor), which reads them from the history.
+func (q Queue) DurableUniqueFor() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, w := range q.UniqueFor() {
+		if q.durable(name) {
+			out[name] = w
+		}
+	}
+	return out
 }
 
 // Partitions lists the partition counts set under queue.topics.

@@ -55,6 +55,7 @@ func (c *Config) Validate() error {
 	c.Orders.validate(&p)
 	c.CLI.validate(&p)
 	c.validatePeriodic(&p)
+	c.validateUniqueFor(&p)
 	c.validateSecurity(&p) // validate_tls.go
 	return errors.Join(p...)
 }
@@ -205,6 +206,12 @@ func (q Queue) validate(p *problems) {
 		}
 		if t.Partitions < 0 || t.Partitions > queue.MaxPartitions {
 			p.bad(key+".partitions", t.Partitions, "want 1-%d (0: as stored)", queue.MaxPartitions)
+		}
+		if t.UniqueFor < 0 || t.UniqueFor > queue.MaxUniqueFor || (t.UniqueFor > 0 && t.UniqueFor < time.Millisecond) {
+			p.bad(key+".unique_for", t.UniqueFor, "want 0 (none) or 1ms to %s", queue.MaxUniqueFor)
+		}
+		if t.UniqueFor > 0 && t.History == "off" && q.durable(name) {
+			p.bad(key+".unique_for", t.UniqueFor, "a durable topic's window is read from its job history, which %s.history turns off", key)
 		}
 	}
 	if q.Horizon < time.Second {
@@ -491,6 +498,21 @@ func checkAPIURL(s string) error {
 }
 
 // validatePeriodic checks the periodic jobs; keys are periodic[i].field.
+// validateUniqueFor checks that a durable topic's history is kept at least
+// as long as its uniqueness window, which is read from it.
+func (c *Config) validateUniqueFor(p *problems) {
+	for name, w := range c.Queue.DurableUniqueFor() {
+		keep := c.Recovery.HistoryRetention
+		if r := c.Queue.Topics[name].HistoryRetention; r != 0 {
+			keep = r
+		}
+		if keep >= 0 && keep < w {
+			p.bad("queue.topics."+name+".unique_for", w,
+				"a durable topic's window is read from its job history, which is kept %s (recovery.history_retention or queue.topics.%s.history_retention)", keep, name)
+		}
+	}
+}
+
 func (c *Config) validatePeriodic(p *problems) {
 	seen := map[string]int{}
 	for i, pj := range c.Periodic {

@@ -90,8 +90,9 @@ func (c *Client) purgeDead(ctx context.Context, topic string, before int64) (int
 		return 0, err
 	}
 	total := 0
+	window := c.lifecycle(topic).takenFor(topic).Milliseconds()
 	for {
-		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job}, before, deadChunk).Int()
+		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken}, before, deadChunk, window).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: purge dead of %s: %w", topic, err)
 		}
@@ -183,7 +184,8 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job}, id).Int()
+	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken}, id,
+		c.lifecycle(topic).takenFor(topic).Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, err)
 	}

@@ -262,7 +262,7 @@ func (c *Client) validateBatch(jobs []NewJob) (results []BatchResult, valid []Ne
 func mergeResults(results []BatchResult, at []int, out []EnqueueResult) {
 	for k, r := range out {
 		res := &results[at[k]]
-		res.RunAt = r.RunAt
+		res.RunAt, res.Finished = r.RunAt, r.Finished
 		res.Status = BatchCreated
 		if r.Duplicate {
 			res.Status = BatchDuplicate

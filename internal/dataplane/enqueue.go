@@ -74,7 +74,11 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	args := make([]any, 4*n)
 	whens := make([]int64, n)
 	enqueueArgs(args, whens, jobs)
-	cmd := c.scripts.enqueue.Run(ctx, c.rdb, []string{k.due, k.job, k.wake}, args...)
+	ks := []string{k.due, k.job, k.wake}
+	if c.cfg.UniqueFor(topic) > 0 {
+		ks = append(ks, k.taken)
+	}
+	cmd := c.scripts.enqueue.Run(ctx, c.rdb, ks, args...)
 	var reply []int64
 	if n == 1 {
 		var v int64
@@ -122,6 +126,8 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 		case v > 0:
 			out[i].RunAt = v
 			created++
+		case v <= -finishedReply:
+			out[i].Duplicate, out[i].Finished = true, takenFinished(-v-finishedReply)
 		case v < 0:
 			out[i].Duplicate, out[i].RunAt = true, -v
 		default:
@@ -147,9 +153,13 @@ func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, j
 	if len(names) == 1 {
 		return t.enqueue(ctx, names[0], jobs) // a partition's own call
 	}
-	keys := make([]string, 0, 3*len(names))
+	keys := make([]string, 0, 4*len(names))
 	args := make([]any, 1, 1+len(names)+4*len(jobs))
 	args[0] = "*"
+	taken := c.cfg.UniqueFor(topic) > 0
+	if taken {
+		args[0] = "+" // four keys per name, the taken ZSET's included
+	}
 	whens := make([]int64, len(jobs))
 	order := make([]int, 0, len(jobs)) // the jobs in the script's order
 	sub := make([]NewJob, 0, len(jobs))
@@ -162,6 +172,9 @@ func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, j
 			return nil, err
 		}
 		keys = append(keys, k.due, k.job, k.wake)
+		if taken {
+			keys = append(keys, k.taken)
+		}
 		at := groups[name]
 		from := len(sub)
 		for _, i := range at {
@@ -186,6 +199,22 @@ func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, j
 		out[i] = res[k]
 	}
 	return out, nil
+}
+
+// finishedReply offsets enqueue.lua's reply for a duplicate of a finished
+// job whose id is still taken: -(2^50 + its taken score).
+const finishedReply = 1 << 50
+
+// takenFinished reads a taken ZSET score, (until × 4) + how the job ended.
+func takenFinished(score int64) *Finished {
+	outcome := FinishedSucceeded
+	switch score % 4 {
+	case 1:
+		outcome = FinishedCancelled
+	case 2:
+		outcome = FinishedPurged
+	}
+	return &Finished{Outcome: outcome, TakenUntil: score / 4}
 }
 
 // bytesArg sends a []byte through go-redis as is; a *bytesArg fits in an

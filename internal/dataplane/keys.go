@@ -26,6 +26,10 @@ type keys struct {
 	// a worker held the job (cancelrun.lua); its field goes when the job
 	// settles as cancelled.
 	cancel string
+	// taken is a ZSET id -> (taken until, Unix ms) × 4 + how the job
+	// ended (0 succeeded, 1 cancelled, 2 purged): a redis topic's ids kept
+	// taken for its uniqueness window after their jobs finished (§4.2.1).
+	taken string
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -45,6 +49,7 @@ func newKeys(namespace, topic string) keys {
 		ticks:  p + "ticks",
 		runs:   p + "runs",
 		cancel: p + "cancel",
+		taken:  p + "taken",
 	}
 }
 

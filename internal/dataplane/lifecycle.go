@@ -69,6 +69,10 @@ type lifecycle interface {
 	// a relay or recovery pass that read its row before it went (0: no
 	// such pass reads a redis topic's waiting jobs).
 	tombstone() time.Duration
+	// takenFor is how long Redis keeps a finished job's id taken (the
+	// uniqueness window, §4.2.1): a redis topic's window; 0 for a durable
+	// topic, whose enqueue reads the job history in SQL instead.
+	takenFor(topic string) time.Duration
 }
 
 // lifecycle returns topic's lifecycle. Both are a pointer wide: no
@@ -87,6 +91,9 @@ type redisTopic struct{ c *Client }
 
 func (redisTopic) waitsInSQL() bool         { return false }
 func (redisTopic) tombstone() time.Duration { return 0 }
+
+// takenFor is the topic's uniqueness window (Config.TopicUniqueFor).
+func (t redisTopic) takenFor(topic string) time.Duration { return t.c.cfg.UniqueFor(topic) }
 
 // durableTopic is the lifecycle of a topic whose waiting jobs are in SQL,
 // and in Redis within the horizon (§4.11). Its operations are with
@@ -120,6 +127,8 @@ func (t durableTopic) lastTicks(ctx context.Context, store TickStore, topic stri
 func (durableTopic) waitsInSQL() bool { return true }
 
 func (t durableTopic) tombstone() time.Duration { return t.c.cfg.TombstoneTTL }
+
+func (durableTopic) takenFor(string) time.Duration { return 0 }
 
 // noStore says store is nil, or an interface holding a nil pointer (a
 // program's *ledger.Ledger left unset), which would panic when called.

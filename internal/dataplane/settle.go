@@ -15,14 +15,17 @@ import (
 // On a durable topic each removed job leaves a tombstone for
 // Config.TombstoneTTL, so no relay or recovery pass that read its ledger row
 // just before the row was deleted can put it back (docs/design.md §4.11).
+// On a redis topic with a uniqueness window its id stays taken for the
+// window (§4.2.1).
 //
 // Plumbing: a step of the Worker's, exported for delayq's own packages; a
 // service runs jobs through engine.Engine (or a Worker), never by
 // calling it.
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
-		ttl := c.lifecycle(topic).tombstone().Milliseconds()
-		return []string{k.lease, k.due, k.job, k.gone, k.runs}, []any{ttl}
+		lc := c.lifecycle(topic)
+		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
+			[]any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
 	})
 }
 
@@ -33,8 +36,9 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 //
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
 func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
-	return c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(_ string, k keys) ([]string, []any) {
-		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel}, []any{c.cfg.TombstoneTTL.Milliseconds()}
+	return c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
+		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
+			[]any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
 	})
 }
 

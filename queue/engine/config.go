@@ -108,3 +108,32 @@ func (c Config) check() error {
 func component(l logrus.FieldLogger, name string) logrus.FieldLogger {
 	return l.WithField("component", name)
 }
+
+// checkUniqueFor refuses a durable topic whose uniqueness window differs
+// between Queue.TopicUniqueFor and a shard's ledger.Options.UniqueFor: a
+// durable topic's enqueue reads its window from the ledger, so the two
+// must say the same (docs/design.md §4.2.1).
+func (e *Engine) checkUniqueFor() error {
+	topics := make(map[string]bool)
+	for t := range e.cfg.Queue.TopicUniqueFor {
+		topics[t] = true
+	}
+	for _, l := range e.ledgers {
+		for t := range l.UniqueForAll() {
+			topics[t] = true
+		}
+	}
+	for t := range topics {
+		if !e.q.WaitsInSQL(t) {
+			continue
+		}
+		want := e.cfg.Queue.UniqueFor(t)
+		for i, l := range e.ledgers {
+			if got := l.UniqueFor(t); got != want {
+				return fmt.Errorf("engine: durable topic %s: Queue.TopicUniqueFor gives a uniqueness window of %s, "+
+					"the ledger (shard %d) %s: give ledger.Options.UniqueFor the same", t, want, i, got)
+			}
+		}
+	}
+	return nil
+}

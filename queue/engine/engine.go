@@ -89,6 +89,9 @@ func New(rdb redis.UniversalClient, store *ledger.Ledger, cfg Config) (*Engine, 
 	if e.q, err = dataplane.New(rdb, qc); err != nil {
 		return nil, err
 	}
+	if err := e.checkUniqueFor(); err != nil {
+		return nil, err
+	}
 	if err := e.buildRecovery(); err != nil {
 		return nil, err
 	}

@@ -6,12 +6,15 @@
 -- KEYS[4]  dead ZSET
 -- KEYS[5]  gone ZSET (tombstones, docs/design.md §4.11)
 -- KEYS[6]  runs HASH (id -> runs that ended in a failure): the job's field goes
+-- KEYS[7]  taken ZSET (the uniqueness window, docs/design.md §4.2.1)
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row of
 --          that attempt is gone already)
 -- ARGV[3]  tombstone TTL (ms): the cancelled job gets a tombstone (id ->
 --          now), so a relay or recovery pass that read its row before the
 --          row went cannot restore it; older tombstones are trimmed
+-- ARGV[4]  the topic's uniqueness window in ms, 0 for none: a cancelled
+--          job's id is taken until now + it (score × 4 + 1, cancelled)
 --
 -- Returns  {1, envelope} cancelled; {0} unknown (a tombstone is left all
 --          the same); {-1} in flight (refused:
@@ -40,4 +43,9 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[3], id)
 if ARGV[2] ~= '0' then redis.call('HDEL', KEYS[6], id) end
 tombstone()
+local window = tonumber(ARGV[4])
+if window > 0 then
+  redis.call('ZADD', KEYS[7], (now + window) * 4 + 1, id)
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', (now + 1) * 4 - 1)
+end
 return {1, env or false}

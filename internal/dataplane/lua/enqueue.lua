@@ -3,17 +3,24 @@
 -- KEYS[1]  due ZSET   (id -> due time, Unix ms)
 -- KEYS[2]  job HASH   (id -> envelope)
 -- KEYS[3]  wake channel, published to when the earliest due time moves earlier
+-- KEYS[4]  (optional) taken ZSET, given for a topic with a uniqueness
+--          window (docs/design.md §4.2.1): id -> (taken until, ms) × 4 +
+--          how its job ended; an id taken until later than now is a
+--          duplicate
 -- ARGV     for n jobs: the n ids, then three per job: when (<= 0: a delay of
 --          -when ms from Redis's clock; > 0: absolute Unix ms), max
 --          attempts, payload
 --
 -- Returns  for one job, an integer; for more, an array of one per job:
 --          t > 0 created, due at t; t < 0 duplicate, waiting and due at -t;
---          0 duplicate that is not waiting (in flight or dead).
+--          0 duplicate that is not waiting (in flight or dead);
+--          t <= -2^50 duplicate of a finished job whose id is still taken:
+--          -t - 2^50 is its taken ZSET score.
 --
 -- Several names at once (the partitions of a topic, on a Redis that is not
 -- a cluster, so that a batch spread over them costs one call): ARGV[1] is
--- "*", KEYS are three per name as above, and ARGV[2..] per name, in KEYS'
+-- "*", KEYS are three per name as above (or "+": four per name, the taken
+-- ZSET's included), and ARGV[2..] per name, in KEYS'
 -- order, its number of jobs n and then its jobs as above. Returns an array
 -- of one per job, in ARGV's order.
 --
@@ -28,6 +35,12 @@ local us = t[2]
 local ms = #us > 3 and string.sub(us, 1, -4) or '0'
 local now = t[1] * 1000 + ms
 local nows = t[1] .. string.sub('00' .. ms, -3)
+-- FINISHED offsets the reply of a duplicate of a finished job, beyond any
+-- due time (2^50 ms is the year 37,648), within a double's exact integers.
+local FINISHED = 1125899906842624
+-- takenFloor: a taken score at or above it is a window still open.
+local takenFloor = (now + 1) * 4
+
 -- due returns the due time of a job and the same as a string.
 local function due(when, whens)
   if when <= 0 then
@@ -41,14 +54,25 @@ end
 
 -- enqueue adds the n jobs whose ids start at ARGV[o + 1] (and their three
 -- values each at ARGV[o + n + 1]) to the keys dueKey, jobKey and wakeKey,
--- appending one result per job to out.
-local function enqueue(dueKey, jobKey, wakeKey, o, n, out)
+-- appending one result per job to out; with takenKey, an id taken there
+-- is a duplicate.
+local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out)
   -- A batch: one HMGET finds the known ids, one HSET and one ZADD write
   -- the new jobs (chunked: unpack takes a few thousand values at most).
   local known = {}
   for i = 1, n, 1000 do
     local part = redis.call('HMGET', jobKey, unpack(ARGV, o + i, o + math.min(i + 999, n)))
     for k = 1, #part do known[i + k - 1] = part[k] end
+  end
+  local taken = {}
+  if takenKey then
+    for i = 1, n, 1000 do
+      local part = redis.call('ZMSCORE', takenKey, unpack(ARGV, o + i, o + math.min(i + 999, n)))
+      for k = 1, #part do
+        local sc = part[k] and tonumber(part[k])
+        if sc and sc >= takenFloor then taken[i + k - 1] = sc end
+      end
+    end
   end
   local base = #out
   local hargs, zargs = {}, {}
@@ -62,6 +86,8 @@ local function enqueue(dueKey, jobKey, wakeKey, o, n, out)
       out[base + k] = -p
     elseif known[k] then
       out[base + k] = -(tonumber(redis.call('ZSCORE', dueKey, id)) or 0)
+    elseif taken[k] then
+      out[base + k] = -(FINISHED + taken[k])
     else
       local b = o + n + 3 * k - 2
       local when = tonumber(ARGV[b])
@@ -96,8 +122,14 @@ end
 
 -- one adds the job whose id is ARGV[o + 1] (its three values after it)
 -- to the keys dueKey, jobKey and wakeKey, and returns its result: no
--- tables, one HSETNX decides and writes.
-local function one(dueKey, jobKey, wakeKey, o)
+-- tables, one HSETNX decides and writes (with takenKey, a ZSCORE first).
+local function one(dueKey, jobKey, wakeKey, takenKey, o)
+  if takenKey then
+    local sc = tonumber(redis.call('ZSCORE', takenKey, ARGV[o + 1]))
+    if sc and sc >= takenFloor and redis.call('HEXISTS', jobKey, ARGV[o + 1]) == 0 then
+      return -(FINISHED + sc)
+    end
+  end
   local d, ds = due(tonumber(ARGV[o + 2]), ARGV[o + 2])
   -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
   if redis.call('HSETNX', jobKey, ARGV[o + 1],
@@ -114,12 +146,13 @@ local function one(dueKey, jobKey, wakeKey, o)
   return d
 end
 
-if ARGV[1] == '*' then
+if ARGV[1] == '*' or ARGV[1] == '+' then
   local out = {}
   local o = 2
-  for g = 1, #KEYS, 3 do
+  local step = ARGV[1] == '+' and 4 or 3
+  for g = 1, #KEYS, step do
     local n = tonumber(ARGV[o])
-    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], o, n, out)
+    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], step == 4 and KEYS[g + 3] or nil, o, n, out)
     o = o + 1 + 4 * n
   end
   return out
@@ -128,9 +161,9 @@ end
 local n = #ARGV / 4
 if n == 1 then
   -- One job, the common call.
-  return one(KEYS[1], KEYS[2], KEYS[3], 0)
+  return one(KEYS[1], KEYS[2], KEYS[3], KEYS[4], 0)
 end
 
 local out = {}
-enqueue(KEYS[1], KEYS[2], KEYS[3], 0, n, out)
+enqueue(KEYS[1], KEYS[2], KEYS[3], KEYS[4], 0, n, out)
 return out

@@ -62,7 +62,7 @@ func TestScheduleUniqueWindow(t *testing.T) {
 		}
 		// A live job's row wins over a history row of the same id.
 		finish(l, "u", "live")
-		if err := old.db.Exec("DELETE FROM `"+l.historyTable+"` WHERE job_id = 'live'").Error; err != nil {
+		if err := old.db.Exec("DELETE FROM `" + l.historyTable + "` WHERE job_id = 'live'").Error; err != nil {
 			t.Fatal(err)
 		}
 		mustSchedule(t, l, "u", queue.NewJob{ID: "live", MaxAttempts: 1, Delay: time.Hour})

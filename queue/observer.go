@@ -54,6 +54,14 @@ type EnqueueObserver interface {
 	Enqueued(topic string, n int)
 }
 
+// TakenObserver, when Config.Observer implements it too, is told of the
+// enqueues answered as duplicates because their id's job finished within
+// the topic's uniqueness window (Config.TopicUniqueFor): producers
+// retrying what already ran. It must be safe for concurrent use and quick.
+type TakenObserver interface {
+	Taken(topic string, n int)
+}
+
 // EnqueueCallObserver, when Config.Observer implements it too, is told of
 // every enqueue script call and how many jobs it carried: with coalescing,
 // the calls of many callers. Jobs per call is how much coalescing saves.

@@ -62,9 +62,17 @@ func (a *app) enqueueCmd() *cobra.Command {
 				return err
 			}
 			a.warnUnconsumed(cmd, s, argv[0])
-			return a.emit(map[string]any{"topic": argv[0], "id": r.ID, "run_at": r.RunAt, "duplicate": r.Duplicate}, func(w io.Writer) {
+			out := map[string]any{"topic": argv[0], "id": r.ID, "run_at": r.RunAt, "duplicate": r.Duplicate}
+			if f := httpapi.NewFinishedView(r.Finished); f != nil {
+				out["finished"] = f
+			}
+			return a.emit(out, func(w io.Writer) {
 				row(w, "TOPIC", "ID", "DUE", "DUPLICATE")
 				row(w, argv[0], r.ID, ms(r.RunAt), r.Duplicate)
+				if f := r.Finished; f != nil {
+					fmt.Fprintf(w, "the job with this id finished (%s); the id is taken until %s (queue.topics.%s.unique_for)\n",
+						f.Outcome, ms(f.TakenUntil), argv[0])
+				}
 			})
 		},
 	}
@@ -274,7 +282,9 @@ relay loads them. Directly on Redis and SQL, those are counted now; through
 an instance's API (--api, or redis.mode embedded), they are the instance's
 relay's last count ("-" where it runs no relay). RATE LIMIT is the
 topic's configured limit, handler starts per second across the cluster
-and burst ("-" for none). WORKERS counts the live worker processes that
+and burst ("-" for none). UNIQUE FOR is the topic's uniqueness window
+(queue.topics.<t>.unique_for: how long a finished job's id stays taken;
+"-" for none). WORKERS counts the live worker processes that
 handle the topic (delayq workers); a topic with jobs due and none says so. --json prints the API's topic stats
 (GET /v1/topics).`,
 		RunE: func(cmd *cobra.Command, topics []string) error {
@@ -288,8 +298,12 @@ handle the topic (delayq workers); a topic with jobs due and none says so. --jso
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT", "WORKERS")
+				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT", "UNIQUE FOR", "WORKERS")
 				for _, s := range all {
+					unique := "-"
+					if s.UniqueForMs > 0 {
+						unique = (time.Duration(s.UniqueForMs) * time.Millisecond).String()
+					}
 					inSQL, beyond := "-", "-"
 					if s.SQL != nil {
 						inSQL, beyond = strconv.FormatInt(s.SQL.Waiting, 10), strconv.FormatInt(s.SQL.BeyondHorizon, 10)
@@ -303,7 +317,7 @@ handle the topic (delayq workers); a topic with jobs due and none says so. --jso
 						consumers += " (none: its due jobs wait)"
 					}
 					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
-						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit), consumers)
+						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit), unique, consumers)
 				}
 			})
 		},

@@ -84,7 +84,11 @@ func (s *apiStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	if err != nil {
 		return queue.EnqueueResult{}, s.explain(err)
 	}
-	return queue.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, RunAt: r.RunAt}, nil
+	out := queue.EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, RunAt: r.RunAt}
+	if f := r.Finished; f != nil {
+		out.Finished = &queue.Finished{Outcome: f.Outcome, TakenUntil: f.TakenUntil}
+	}
+	return out, nil
 }
 
 func (s *apiStore) Cancel(ctx context.Context, topic, id string) (httpapi.JobView, error) {

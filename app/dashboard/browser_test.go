@@ -305,7 +305,7 @@ sql: {driver: mysql, dsn: %q}
 http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
 worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, rate_limit: 20, target: {url: %q}}}}
 recovery: {spec: "@every 10s", grace: 5s}
-queue: {horizon: 1h, topics: {invoices: {durability: durable}}}
+queue: {horizon: 1h, topics: {invoices: {durability: durable}, mail: {unique_for: 90m}}}
 orders: {enabled: true, sweeper_spec: "@every 1h"}
 dashboard: {sample_every: 500ms, history: 1m}
 periodic: [{name: new-year, spec: "0 0 0 1 1 *", topic: greetings}]

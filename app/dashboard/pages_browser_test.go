@@ -88,7 +88,8 @@ func TestDashboardPagesInBrowser(t *testing.T) {
 	for _, p := range []struct{ hash, ready string }{
 		{"#/", `document.body.dataset.view === 'overview' && !!document.querySelector('#topics tr[data-topic="mail"]')`},
 		{"#/topics/mail", `document.body.dataset.view === 'jobs' && document.body.dataset.viewState === 'ready' &&
-			document.querySelector('#topic-name').textContent === 'mail'`},
+			document.querySelector('#topic-name').textContent === 'mail' &&
+			document.querySelector('#topic-settings [data-field="uniqueness_window"]').textContent.startsWith('90 min: ')`},
 		{"#/topics/mail/jobs?state=dead", `document.body.dataset.view === 'jobs' && document.body.dataset.viewState === 'ready' &&
 			document.querySelector('#jobs-tabs button.active').dataset.tab === 'dead'`},
 		{"#/topics/mail/jobs/mail%3Apage%3A1", jobShown("mail:page:1", "waiting")},

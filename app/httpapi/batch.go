@@ -41,6 +41,9 @@ type BatchResult struct {
 	Status string `json:"status"`
 	// RunAt is the due time, Unix ms (see EnqueueResponse.RunAt).
 	RunAt int64 `json:"run_at,omitempty"`
+	// Finished is set for a duplicate of a finished job whose id is
+	// still taken (see EnqueueResponse.Finished).
+	Finished *FinishedView `json:"finished,omitempty"`
 	// Error says why an invalid job was refused; its field is the job's
 	// field ("delay_ms"), not the path in the batch.
 	Error *ErrorDetail `json:"error,omitempty"`
@@ -95,7 +98,7 @@ func (a *api) enqueueBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	for k, o := range out {
 		res := &resp.Results[at[k]]
-		res.Status, res.RunAt = string(o.Status), o.RunAt
+		res.Status, res.RunAt, res.Finished = string(o.Status), o.RunAt, NewFinishedView(o.Finished)
 		if o.Err != nil {
 			res.Error = &classify(o.Err).ErrorDetail
 		}

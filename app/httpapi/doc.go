@@ -14,14 +14,14 @@
 //	GET    /readyz                                200, or 503 naming the backend that failed (no auth)
 //	GET    /metrics                               Prometheus metrics, when Deps.Metrics is set (no auth)
 //	GET    /, /dashboard/...                      the dashboard page and its assets, when Deps.Dashboard is set (no auth)
-//	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate (durable topics: see below)
+//	POST   /v1/topics/{topic}/jobs                enqueue one job: 202 created, 200 duplicate (durable topics, uniqueness window: see below)
 //	POST   /v1/topics/{topic}/jobs:batch          enqueue up to Config.MaxBatch jobs: 200 with a result per job
 //	GET    /v1/topics/{topic}/jobs                a page of jobs (?state=waiting|retrying|in_flight|dead|waiting_sql&offset=&after=&limit=, or ?prefix=&after=&limit=; see below)
 //	GET    /v1/topics/{topic}/jobs/{id...}        a job's state, times, attempts, last error, payload, and its ledger row
 //	DELETE /v1/topics/{topic}/jobs/{id...}        cancel a job: waiting or retrying, 200 with the job (cancelled); in flight, 202 with the job and cancel_requested_at (see below)
 //	PATCH  /v1/topics/{topic}/jobs/{id...}        reschedule a waiting or retrying job: {"run_at"|"delay_ms"|"shift_ms": n}; 200 with the job
 //	GET    /v1/topics                             every known topic with its stats, durability and rate limit
-//	GET    /v1/topics/{topic}                     one topic's stats, durability and rate limit
+//	GET    /v1/topics/{topic}                     one topic's stats, durability, rate limit and uniqueness window
 //	GET    /v1/topics/{topic}/dead                dead jobs, newest first (?offset=&limit=)
 //	POST   /v1/topics/{topic}/dead/requeue        {"id": "..."} or {"all": true}
 //	POST   /v1/topics/{topic}/dead/purge          {"before": <Unix ms>} (default now); the body is optional
@@ -297,6 +297,24 @@
 //     SQL did not answer: nothing was written anywhere; retry.
 //   - 200 duplicate: the id has a row (waiting, in flight or retrying); its
 //     run_at is the waiting job's.
+//
+// # Uniqueness window
+//
+// A topic with queue.topics.<name>.unique_for keeps a finished job's id
+// taken that long after the job finished, whatever its outcome
+// (docs/design.md §4.2.1). An enqueue of it inside the window answers 200
+// duplicate and writes nothing, with how the job ended and when the id is
+// free again:
+//
+//	{"id": "pay:42", "topic": "pay", "duplicate": true,
+//	 "finished": {"outcome": "succeeded", "taken_until": 1796660000000}}
+//
+// outcome is succeeded, cancelled, dead (a durable topic's, from its
+// history) or purged (a dead job deleted from the dead set); a batch's
+// result carries the same "finished" per job. A durable topic reads the
+// window from its job history in SQL, so a Redis data loss changes
+// nothing. GET /v1/topics/{topic} gives the window as "unique_for_ms"
+// (absent for none).
 //
 // A job due beyond queue.horizon waits in SQL only until the relay loads it;
 // GET /v1/topics/{topic}/jobs/{id} shows it from its row, state waiting,

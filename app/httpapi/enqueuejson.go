@@ -124,7 +124,7 @@ func (r *EnqueueRequest) decodeFast(raw []byte) bool {
 // the strings that need no escaping; ok is false for the others, which
 // json.Encoder then writes (with its HTML-safe escapes).
 func (res EnqueueResponse) appendJSON(b []byte) (_ []byte, ok bool) {
-	if !plainJSON(res.ID) || !plainJSON(res.Topic) {
+	if !plainJSON(res.ID) || !plainJSON(res.Topic) || res.Finished != nil {
 		return b, false
 	}
 	b = append(b, `{"id":"`...)

@@ -45,6 +45,25 @@ type EnqueueResponse struct {
 	// own, absent when it is not waiting (in flight or dead).
 	RunAt     int64 `json:"run_at,omitempty"`
 	Duplicate bool  `json:"duplicate"`
+	// Finished is set for a duplicate of a job that finished within the
+	// topic's uniqueness window (queue.topics.<t>.unique_for).
+	Finished *FinishedView `json:"finished,omitempty"`
+}
+
+// FinishedView is how a job whose id is still taken ended: outcome
+// succeeded, cancelled, dead or purged, and taken_until (Unix ms), when
+// the id is free again.
+type FinishedView struct {
+	Outcome    string `json:"outcome"`
+	TakenUntil int64  `json:"taken_until"`
+}
+
+// NewFinishedView is f's view; nil for nil.
+func NewFinishedView(f *queue.Finished) *FinishedView {
+	if f == nil {
+		return nil
+	}
+	return &FinishedView{Outcome: f.Outcome, TakenUntil: f.TakenUntil}
 }
 
 // newJob turns a request into the queue's NewJob. It refuses what the queue
@@ -123,7 +142,8 @@ func (a *api) enqueue(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		w.Header().Set("Location", jobPath(topic, res.ID))
 	}
-	answer := EnqueueResponse{ID: res.ID, Topic: topic, RunAt: res.RunAt, Duplicate: res.Duplicate}
+	answer := EnqueueResponse{ID: res.ID, Topic: topic, RunAt: res.RunAt, Duplicate: res.Duplicate,
+		Finished: NewFinishedView(res.Finished)}
 	// The hot route's answer, without json.Encoder's reflection.
 	var buf [128]byte
 	if b, ok := answer.appendJSON(buf[:0]); ok {

@@ -310,7 +310,8 @@ func newContractEnv(t *testing.T, mode contractMode) *contractEnv {
 		t.Fatal(err)
 	}
 	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Store: l, Horizon: time.Hour,
-		TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable, orderclose.Topic: queue.DurabilityDurable}})
+		TopicDurability: map[string]queue.Durability{"dur": queue.DurabilityDurable, orderclose.Topic: queue.DurabilityDurable},
+		TopicUniqueFor:  map[string]time.Duration{"uq": time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,6 +527,16 @@ func TestOpenAPIAnswers(t *testing.T) {
 	k.call(t, up, enqueue, "/v1/topics/t/jobs", `{"id":"a b"}`, http.StatusBadRequest)
 	k.call(t, up, batch, "/v1/topics/t/jobs:batch", `{"jobs":[{"id":"b1"},{"id":"j1"},{"id":"a b"}]}`, http.StatusOK)
 	k.call(t, up, batch, "/v1/topics/t/jobs:batch", `{"jobs":[]}`, 0)
+	// A finished job's id inside the topic's uniqueness window.
+	k.call(t, up, enqueue, "/v1/topics/uq/jobs", `{"id":"u1"}`, http.StatusAccepted)
+	if c, err := up.q.Claim(ctx, "uq", 1, time.Minute); err != nil || len(c.Jobs) != 1 {
+		t.Fatalf("claim uq: %v", err)
+	} else if _, err := up.q.Ack(ctx, []queue.Ref{c.Jobs[0].Ref()}); err != nil {
+		t.Fatal(err)
+	}
+	k.call(t, up, enqueue, "/v1/topics/uq/jobs", `{"id":"u1"}`, http.StatusOK)
+	k.call(t, up, batch, "/v1/topics/uq/jobs:batch", `{"jobs":[{"id":"u1"}]}`, http.StatusOK)
+	k.call(t, up, "GET /v1/topics/{topic}", "/v1/topics/uq", "", http.StatusOK)
 	for _, state := range []string{"waiting", "retrying", "in_flight", "dead", "waiting_sql"} {
 		topic := "t"
 		if state == "waiting_sql" || state == "retrying" {

@@ -25,6 +25,10 @@ type TopicStats struct {
 	// Durability is where the topic's waiting jobs are kept safe: redis,
 	// or durable (committed to SQL first; docs/design.md §4.11).
 	Durability string `json:"durability"`
+	// UniqueForMs is the topic's uniqueness window in ms
+	// (queue.topics.<t>.unique_for): a finished job's id stays taken that
+	// long; absent for none.
+	UniqueForMs int64 `json:"unique_for_ms,omitempty"`
 	// SQL are a durable topic's waiting jobs in the SQL ledger, as the
 	// relay last counted them; absent for a redis topic, and where no count
 	// is at hand (the process runs no relay, or it has not counted yet).
@@ -99,7 +103,7 @@ func NewTopicStats(info engine.TopicInfo, rl queue.RateLimit) TopicStats {
 	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
 		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: info.Durability,
-		RateLimit: NewRateLimitView(rl),
+		RateLimit: NewRateLimitView(rl), UniqueForMs: info.UniqueFor.Milliseconds(),
 	}
 	if c := info.SQL; c != nil {
 		v.SQL = &SQLCounts{Waiting: c.Waiting, BeyondHorizon: c.BeyondHorizon, CountedAt: c.CountedAt.UnixMilli()}

@@ -54,6 +54,7 @@ type Metrics struct {
 
 	enqueued, claimed, completed, retried, dead, released, recovered *prometheus.CounterVec
 	cancelledRunning                                                 *prometheus.CounterVec
+	taken                                                            *prometheus.CounterVec
 
 	handlerDuration, lateness *prometheus.HistogramVec
 	enqueueCallJobs           *prometheus.HistogramVec
@@ -104,6 +105,7 @@ func New(log logrus.FieldLogger) *Metrics {
 	m.retried = perTopic("jobs_retried_total", "Failed jobs put back for another attempt.")
 	m.dead = perTopic("jobs_dead_total", "Jobs that died (out of attempts or failed permanently) and were archived.")
 	m.released = perTopic("jobs_released_total", "Claimed jobs handed back unstarted with their attempt unspent (ledger failure, shutdown).")
+	m.taken = perTopic("enqueue_taken_total", "Enqueues answered as duplicates because the id's job finished within the topic's uniqueness window (queue.topics.<t>.unique_for): producers retrying what already ran.")
 	m.cancelledRunning = perTopic("jobs_cancelled_running_total", "Jobs a worker held that ended cancelled: a cancel was asked while they ran (DELETE of a running job) and their run failed or never started.")
 	m.recovered = perTopic("jobs_recovered_total", "Jobs the recoverer re-enqueued because Redis had lost them.")
 	perTopicHist := func(name, help string) *prometheus.HistogramVec {
@@ -141,7 +143,7 @@ func New(log logrus.FieldLogger) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered, m.cancelledRunning,
+		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered, m.cancelledRunning, m.taken,
 		m.handlerDuration, m.lateness, m.enqueueCallJobs, m.heartbeatAt, m.heartbeats, m.unsettled, m.gone, m.letGo,
 		m.durable.pushes,
 		m.target.requests, m.target.seconds,

@@ -81,6 +81,7 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	m.Dead("t", 1)
 	m.Released("t", 3)
 	m.CancelledRunning("t", 2)
+	m.Taken("t", 6)
 	for _, d := range []time.Duration{time.Millisecond, 10 * time.Millisecond, time.Second} {
 		m.Started("t", d)
 		m.Handled("t", d, nil)
@@ -93,6 +94,7 @@ func TestObserverFeedsCountersAndHistograms(t *testing.T) {
 	for name, want := range map[string]float64{
 		"delayq_jobs_enqueued_total": 5, "delayq_jobs_claimed_total": 4, "delayq_jobs_completed_total": 2,
 		"delayq_jobs_retried_total": 1, "delayq_jobs_dead_total": 1, "delayq_jobs_released_total": 3,
+		"delayq_enqueue_taken_total":          6,
 		"delayq_jobs_cancelled_running_total": 2,
 	} {
 		if got := value(t, m, name, topic("t")); got != want {

@@ -27,6 +27,7 @@ func (m *Metrics) InitTopic(topic string) {
 	m.dead.WithLabelValues(topic)
 	m.released.WithLabelValues(topic)
 	m.cancelledRunning.WithLabelValues(topic)
+	m.taken.WithLabelValues(topic)
 	m.recovered.WithLabelValues(topic)
 	m.handlerDuration.WithLabelValues(topic)
 	m.lateness.WithLabelValues(topic)
@@ -37,6 +38,12 @@ func (m *Metrics) InitTopic(topic string) {
 func (m *Metrics) Enqueued(topic string, n int) {
 	m.enqueued.WithLabelValues(topic).Add(float64(n))
 	m.live.topic(topic).enqueued.Add(int64(n))
+}
+
+// Taken counts enqueues refused by the topic's uniqueness window
+// (queue.TakenObserver).
+func (m *Metrics) Taken(topic string, n int) {
+	m.taken.WithLabelValues(topic).Add(float64(n))
 }
 
 // EnqueueCall observes the jobs of one enqueue script call

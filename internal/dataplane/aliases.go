@@ -75,6 +75,7 @@ type RescheduleObserver = queue.RescheduleObserver
 type Rescheduled = queue.Rescheduled
 type State = queue.State
 type Stats = queue.Stats
+type TakenObserver = queue.TakenObserver
 type TickResult = queue.TickResult
 type TopicConfig = queue.TopicConfig
 type UnsettledObserver = queue.UnsettledObserver

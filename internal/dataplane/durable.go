@@ -338,15 +338,7 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 		}
 		return nil, err
 	}
-	created := 0
-	for _, r := range out {
-		if !r.Duplicate {
-			created++
-		}
-	}
-	if created > 0 {
-		c.cfg.Observer.Enqueued(topic, created)
-	}
+	c.observeEnqueued(topic, out)
 	_ = c.Push(ctx, &Staged{topic: topic, rows: rows, sqlNow: now, at: time.Now(), note: note})
 	return out, nil
 }
@@ -400,15 +392,7 @@ func (t durableTopic) enqueueOne(ctx context.Context, topic string, jobs []NewJo
 		}
 		return nil, err
 	}
-	created := 0
-	for _, r := range out {
-		if !r.Duplicate {
-			created++
-		}
-	}
-	if created > 0 {
-		c.cfg.Observer.Enqueued(TopicOf(topic), created)
-	}
+	c.observeEnqueued(TopicOf(topic), out)
 	// The push after a transactional enqueue's commit, at once.
 	_ = c.Push(ctx, &Staged{topic: topic, rows: c.created(topic, jobs, out, now), sqlNow: now, at: time.Now(), note: note})
 	return out, nil

@@ -119,13 +119,11 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 		return nil, fmt.Errorf("queue: enqueue to %s: reply of %d values for %d jobs", topic, len(reply), len(jobs))
 	}
 	out := make([]EnqueueResult, len(jobs))
-	created := 0
 	for i, v := range reply {
 		out[i].ID = jobs[i].ID
 		switch {
 		case v > 0:
 			out[i].RunAt = v
-			created++
 		case v <= -finishedReply:
 			out[i].Duplicate, out[i].Finished = true, takenFinished(-v-finishedReply)
 		case v < 0:
@@ -134,9 +132,7 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 			out[i].Duplicate = true
 		}
 	}
-	if created > 0 {
-		c.cfg.Observer.Enqueued(TopicOf(topic), created)
-	}
+	c.observeEnqueued(TopicOf(topic), out)
 	if o, ok := c.cfg.Observer.(EnqueueCallObserver); ok {
 		o.EnqueueCall(TopicOf(topic), len(jobs))
 	}
@@ -199,6 +195,26 @@ func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, j
 		out[i] = res[k]
 	}
 	return out, nil
+}
+
+// observeEnqueued tells the observer of the jobs out created on topic, and
+// of the duplicates of finished jobs (TakenObserver).
+func (c *Client) observeEnqueued(topic string, out []EnqueueResult) {
+	created, taken := 0, 0
+	for i := range out {
+		switch {
+		case !out[i].Duplicate:
+			created++
+		case out[i].Finished != nil:
+			taken++
+		}
+	}
+	if created > 0 {
+		c.cfg.Observer.Enqueued(topic, created)
+	}
+	if o, ok := c.cfg.Observer.(TakenObserver); ok && taken > 0 {
+		o.Taken(topic, taken)
+	}
 }
 
 // finishedReply offsets enqueue.lua's reply for a duplicate of a finished

@@ -32,89 +32,112 @@ func wantFinished(t *testing.T, what string, r dataplane.EnqueueResult, outcome 
 // for the window whatever its outcome, reports how it ended, and lets the
 // id go after it; a topic without one frees it at once.
 func TestUniqueWindowOnARedisTopic(t *testing.T) {
-	cfg := dataplane.Config{TopicUniqueFor: map[string]time.Duration{"u": uniqueWindow}}
-	forEachBackend(t, cfg, func(t *testing.T, e env) {
-		ctx := testenv.Context(t)
-		w := uniqueWindow.Milliseconds()
-		led := ledgerops.Of(sqliteLedger(t))
-
-		// Succeeded.
-		before := redisNow(t, e)
-		a := claimOne(t, e, "u", "a", time.Minute)
-		if n, err := e.c.Ack(ctx, []dataplane.Ref{a.Ref()}); err != nil || n != 1 {
-			t.Fatalf("ack = %d, %v", n, err)
-		}
-		after := redisNow(t, e)
-		r, err := e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantFinished(t, "a again", r, dataplane.FinishedSucceeded, before+w, after+w)
-		if info := mustGet(t, e, "u", "a"); info.State != dataplane.StateUnknown {
-			t.Fatalf("a duplicate of a finished job wrote it: %s", info.State)
-		}
-
-		// Cancelled while waiting.
-		mustEnqueue(t, e, "u", dataplane.NewJob{ID: "c", Delay: time.Hour})
-		if _, err := e.c.Cancel(ctx, led, "u", "c"); err != nil {
-			t.Fatal(err)
-		}
-		r, err = e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "c"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantFinished(t, "c again", r, dataplane.FinishedCancelled, before+w, redisNow(t, e)+w)
-
-		// Cancelled while running: the run ends cancelled.
-		rc := claimOne(t, e, "u", "r", time.Minute)
-		if n, err := e.c.AckCancelled(ctx, []dataplane.Ref{rc.Ref()}); err != nil || n != 1 {
-			t.Fatalf("ack cancelled = %d, %v", n, err)
-		}
-		r, err = e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "r"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantFinished(t, "r again", r, dataplane.FinishedCancelled, before+w, redisNow(t, e)+w)
-
-		// Dead, then purged, and dead, then deleted: taken from the death.
-		for _, id := range []string{"p", "d"} {
-			j := claimOne(t, e, "u", id, time.Minute)
-			if n, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: j, Error: "no"}}); err != nil || n != 1 {
-				t.Fatalf("bury %s = %d, %v", id, n, err)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			rdb, ns := b.open(t)
+			obs := &takenCount{}
+			c, err := dataplane.New(rdb, dataplane.Config{Namespace: ns, Observer: obs,
+				TopicUniqueFor: map[string]time.Duration{"u": uniqueWindow}})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if r, err := e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "p"}); err != nil || !r.Duplicate || r.Finished != nil {
-			t.Fatalf("a dead job's id: %+v, %v; want a duplicate of a job not finished", r, err)
-		}
-		if n, err := e.c.PurgeDead(ctx, "u", redisNow(t, e)); err != nil || n != 2 {
-			t.Fatalf("purge = %d, %v", n, err)
-		}
-		res, err := e.c.EnqueueBatch(ctx, "u", []dataplane.NewJob{{ID: "p"}, {ID: "fresh"}, {ID: "d"}, {ID: "p"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, i := range []int{0, 2, 3} {
-			if res[i].Status != dataplane.BatchDuplicate || res[i].Finished == nil || res[i].Finished.Outcome != dataplane.FinishedPurged {
-				t.Fatalf("batch job %d (%s): %+v, want a duplicate of a purged job", i, res[i].ID, res[i])
-			}
-		}
-		if res[1].Status != dataplane.BatchCreated {
-			t.Fatalf("a new id in the batch: %+v", res[1])
-		}
+			testUniqueWindowOnARedisTopic(t, env{c: c, rdb: rdb, ns: ns}, obs)
+		})
+	}
+}
 
-		// Another topic, without a window: the id is free at once.
-		o := claimOne(t, e, "other", "a", time.Minute)
-		if _, err := e.c.Ack(ctx, []dataplane.Ref{o.Ref()}); err != nil {
-			t.Fatal(err)
-		}
-		mustEnqueue(t, e, "other", dataplane.NewJob{ID: "a"})
+// takenCount counts the enqueues a window refused (TakenObserver).
+type takenCount struct {
+	dataplane.NopObserver
+	n testenv.Counter
+}
 
-		// After the window the id is a new job's.
-		waitRedisPast(t, e, after+w)
-		if r := mustEnqueue(t, e, "u", dataplane.NewJob{ID: "a"}); r.Finished != nil {
-			t.Fatalf("a after its window: %+v", r)
+func (o *takenCount) Taken(_ string, n int) { o.n.Add(int64(n)) }
+
+func testUniqueWindowOnARedisTopic(t *testing.T, e env, obs *takenCount) {
+	ctx := testenv.Context(t)
+	w := uniqueWindow.Milliseconds()
+	led := ledgerops.Of(sqliteLedger(t))
+
+	// Succeeded.
+	before := redisNow(t, e)
+	a := claimOne(t, e, "u", "a", time.Minute)
+	if n, err := e.c.Ack(ctx, []dataplane.Ref{a.Ref()}); err != nil || n != 1 {
+		t.Fatalf("ack = %d, %v", n, err)
+	}
+	after := redisNow(t, e)
+	r, err := e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinished(t, "a again", r, dataplane.FinishedSucceeded, before+w, after+w)
+	if info := mustGet(t, e, "u", "a"); info.State != dataplane.StateUnknown {
+		t.Fatalf("a duplicate of a finished job wrote it: %s", info.State)
+	}
+
+	// Cancelled while waiting.
+	mustEnqueue(t, e, "u", dataplane.NewJob{ID: "c", Delay: time.Hour})
+	if _, err := e.c.Cancel(ctx, led, "u", "c"); err != nil {
+		t.Fatal(err)
+	}
+	r, err = e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinished(t, "c again", r, dataplane.FinishedCancelled, before+w, redisNow(t, e)+w)
+
+	// Cancelled while running: the run ends cancelled.
+	rc := claimOne(t, e, "u", "r", time.Minute)
+	if n, err := e.c.AckCancelled(ctx, []dataplane.Ref{rc.Ref()}); err != nil || n != 1 {
+		t.Fatalf("ack cancelled = %d, %v", n, err)
+	}
+	r, err = e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFinished(t, "r again", r, dataplane.FinishedCancelled, before+w, redisNow(t, e)+w)
+
+	// Dead, then purged, and dead, then deleted: taken from the death.
+	for _, id := range []string{"p", "d"} {
+		j := claimOne(t, e, "u", id, time.Minute)
+		if n, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: j, Error: "no"}}); err != nil || n != 1 {
+			t.Fatalf("bury %s = %d, %v", id, n, err)
 		}
-	})
+	}
+	if r, err := e.c.Enqueue(ctx, "u", dataplane.NewJob{ID: "p"}); err != nil || !r.Duplicate || r.Finished != nil {
+		t.Fatalf("a dead job's id: %+v, %v; want a duplicate of a job not finished", r, err)
+	}
+	if n, err := e.c.PurgeDead(ctx, "u", redisNow(t, e)); err != nil || n != 2 {
+		t.Fatalf("purge = %d, %v", n, err)
+	}
+	res, err := e.c.EnqueueBatch(ctx, "u", []dataplane.NewJob{{ID: "p"}, {ID: "fresh"}, {ID: "d"}, {ID: "p"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2, 3} {
+		if res[i].Status != dataplane.BatchDuplicate || res[i].Finished == nil || res[i].Finished.Outcome != dataplane.FinishedPurged {
+			t.Fatalf("batch job %d (%s): %+v, want a duplicate of a purged job", i, res[i].ID, res[i])
+		}
+	}
+	if res[1].Status != dataplane.BatchCreated {
+		t.Fatalf("a new id in the batch: %+v", res[1])
+	}
+
+	// Another topic, without a window: the id is free at once.
+	o := claimOne(t, e, "other", "a", time.Minute)
+	if _, err := e.c.Ack(ctx, []dataplane.Ref{o.Ref()}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e, "other", dataplane.NewJob{ID: "a"})
+
+	// After the window the id is a new job's.
+	waitRedisPast(t, e, after+w)
+	if r := mustEnqueue(t, e, "u", dataplane.NewJob{ID: "a"}); r.Finished != nil {
+		t.Fatalf("a after its window: %+v", r)
+	}
+	if n := obs.n.Load(); n != 6 {
+		t.Fatalf("the observer heard of %d enqueues refused by the window, want 6", n)
+	}
 }
 
 // A partitioned redis topic's batch goes in one call over its partitions

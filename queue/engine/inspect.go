@@ -21,6 +21,9 @@ type TopicInfo struct {
 	queue.Stats
 	// Durability is the topic's, as text: redis or durable.
 	Durability string
+	// UniqueFor is the topic's uniqueness window (queue.Config's
+	// TopicUniqueFor); 0 for none.
+	UniqueFor time.Duration
 	// SQL are a durable topic's waiting jobs in the store; nil for a redis
 	// topic, or when no count is at hand (see NewInspector).
 	SQL *DurableCount
@@ -165,7 +168,7 @@ func (i *Inspector) Topics(ctx context.Context, topics ...string) ([]TopicInfo, 
 			return nil, err
 		}
 		st.Topic = t
-		info := TopicInfo{Stats: st, Durability: string(i.q.Durability(t)), Pause: pauses[t]}
+		info := TopicInfo{Stats: st, Durability: string(i.q.Durability(t)), Pause: pauses[t], UniqueFor: i.q.Config().UniqueFor(t)}
 		if i.q.WaitsInSQL(t) && !at.IsZero() {
 			c := counts[t]
 			info.SQL = &DurableCount{Waiting: c.Total, BeyondHorizon: c.Beyond, CountedAt: at}

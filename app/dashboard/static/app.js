@@ -80,6 +80,14 @@
     return (ms / 60000).toFixed(1) + ' min';
   }
 
+  // spanText shows a configured span (ms) in its largest whole unit.
+  function spanText(ms) {
+    if (ms % 3600000 === 0) return ms / 3600000 + ' h';
+    if (ms % 60000 === 0) return ms / 60000 + ' min';
+    if (ms % 1000 === 0) return ms / 1000 + ' s';
+    return ms + ' ms';
+  }
+
   // Times are shown in UTC, one format everywhere, as the CLI prints them:
   // 2026-12-03 20:05:52Z (utc), 20:05:52Z (clock).
   const utc = (d) => d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
@@ -617,6 +625,10 @@
     field(f, 'state', stats.paused
       ? 'paused' + (stats.paused_at ? ' at ' + utc(new Date(stats.paused_at)) : '') + ' by ' + (stats.paused_by || 'unknown')
       : 'running');
+    const w = stats.unique_for_ms;
+    field(f, 'uniqueness window', w
+      ? spanText(w) + ': a finished job\'s id stays taken that long, and an enqueue of it is a duplicate'
+      : 'none: a finished job\'s id is free at once');
     field(f, 'rate limit', stats.rate_limit ? fmtInt(stats.rate_limit.per_second) + ' starts/s across the cluster, burst ' + fmtInt(stats.rate_limit.burst) : 'none');
     const s = lastSeries && lastSeries.topics.find((x) => x.topic === topic);
     const tg = s && s.target;

@@ -397,7 +397,11 @@ func (l *Ledger) uniqueFor(topic string) int64 {
 func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool, window int64) (int64, map[string]existingRow, error) {
 	var now int64
 	existing := make(map[string]existingRow)
-	err := forSpans(len(ids), l.batchSize(1, 1), func(lo, hi int) error {
+	per, fixed := 1, 1
+	if window > 0 {
+		per, fixed = 2, 2 // each id in both IN lists, and the topic twice
+	}
+	err := forSpans(len(ids), l.batchSize(per, fixed), func(lo, hi int) error {
 		part := ids[lo:hi]
 		first := withNow && lo == 0
 		var b strings.Builder
@@ -427,7 +431,8 @@ func (l *Ledger) readIDs(db *gorm.DB, topic string, ids []string, withNow bool, 
 		}
 		if !first && window > 0 {
 			var hb strings.Builder
-			_, err := scanIDs(db.Raw(hb.String(), l.finishedSelect(&hb, nil, topic, part, window)...), &now, existing)
+			hvars := l.finishedSelect(&hb, nil, topic, part, window)
+			_, err := scanIDs(db.Raw(hb.String(), hvars...), &now, existing)
 			return err
 		}
 		return nil

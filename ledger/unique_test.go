@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,54 @@ func TestUniqueForNeedsHistory(t *testing.T) {
 	if _, err := (Options{UniqueFor: map[string]time.Duration{"u": -time.Second}}).withDefaults(); err == nil {
 		t.Fatal("a negative window was accepted")
 	}
+}
+
+// A Schedule that loses the race for an id reads the ids again, the
+// finished ones' history included, and a batch over several statements
+// reads every statement's: each id gets the answer a lone call would.
+func TestScheduleUniqueWindowRereadAndSplit(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		windows := map[string]time.Duration{"u": time.Hour}
+		l, _ := newLedger(t, db, Options{UniqueFor: windows, Now: time.Now})
+		finished := func(id string) {
+			t.Helper()
+			mustSchedule(t, l, "u", queue.NewJob{ID: id, MaxAttempts: 1})
+			j := job("u", id, 1)
+			mustRecord(t, l, "w:1", j)
+			if err := opsOf(l).Complete(ctx, []queue.Ref{j.Ref()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		finished("f")
+		fired := raceInsert(t, db, l, "u", "b")
+		out, _ := mustSchedule(t, l, "u", queue.NewJob{ID: "a", MaxAttempts: 1}, queue.NewJob{ID: "b", MaxAttempts: 1},
+			queue.NewJob{ID: "f", MaxAttempts: 1})
+		if fired.Load() != 1 {
+			t.Fatal("the race did not happen")
+		}
+		if out[0].Duplicate || !out[1].Duplicate || out[1].Finished != nil || out[2].Finished == nil {
+			t.Fatalf("after the lost race: %+v", out)
+		}
+
+		small, _ := newLedger(t, db, Options{UniqueFor: windows, Now: time.Now, MaxPlaceholders: 11})
+		var js []queue.NewJob
+		for i := range 25 {
+			id := fmt.Sprintf("s%02d", i)
+			if i%4 == 0 {
+				finished(id)
+			}
+			js = append(js, queue.NewJob{ID: id, MaxAttempts: 1})
+		}
+		js = append(js, queue.NewJob{ID: "f", MaxAttempts: 1})
+		out, _ = mustSchedule(t, small, "u", js...)
+		for i, r := range out[:25] {
+			if (i%4 == 0) != (r.Finished != nil) || (i%4 == 0) != r.Duplicate {
+				t.Fatalf("job %d over several statements: %+v", i, r)
+			}
+		}
+		if out[25].Finished == nil {
+			t.Fatalf("f over several statements: %+v", out[25])
+		}
+	})
 }

@@ -5,7 +5,8 @@
 -- KEYS[3]  taken ZSET (the uniqueness window, docs/design.md §4.2.1)
 -- ARGV[1]  the job id
 -- ARGV[2]  the topic's uniqueness window in ms, 0 for none: as purge.lua,
---          the id stays taken until its death + the window
+--          the id stays taken until its death + the window; ids whose
+--          window ended are trimmed
 --
 -- Returns  1 when the job was dead and is deleted, 0 when it is not dead
 --          (waiting, in flight, unknown: nothing is touched).
@@ -21,5 +22,6 @@ if window > 0 then
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local score = (tonumber(died) + window) * 4 + 2
   if score >= (now + 1) * 4 then redis.call('ZADD', KEYS[3], score, ARGV[1]) end
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', (now + 1) * 4 - 1)
 end
 return 1

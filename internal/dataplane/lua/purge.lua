@@ -7,7 +7,8 @@
 -- ARGV[2]  the most jobs to delete in this call
 -- ARGV[3]  the topic's uniqueness window in ms, 0 for none: a deleted job
 --          whose window (from its death) has not ended keeps its id taken
---          until then (score × 4 + 2, purged)
+--          until then (score × 4 + 2, purged); ids whose window ended
+--          are trimmed
 --
 -- Returns  how many jobs were deleted (the caller loops while it gets ARGV[2]).
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]), 'WITHSCORES')
@@ -25,5 +26,8 @@ for i = 1, #ids, 2 do
     local score = (tonumber(ids[i + 1]) + window) * 4 + 2
     if score >= floor then redis.call('ZADD', KEYS[3], score, id) end
   end
+end
+if floor and #ids > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', floor - 1)
 end
 return #ids / 2

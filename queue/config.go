@@ -93,6 +93,13 @@ type Config struct {
 	// sets the same for the ledger). At most MaxUniqueFor. Default none:
 	// an id is free again as soon as its job finished.
 	TopicUniqueFor map[string]time.Duration
+	// Trace keeps the trace context of each enqueue (the OpenTelemetry span
+	// in its context, or the traceparent an API request carried) with the
+	// job, so that a worker with a TracerProvider runs it in a child span
+	// of the same trace (docs/design.md §4.21). Costs one Redis key per
+	// traced job (about 150 bytes, expiring a week after its due time) and
+	// a write with each traced enqueue. Default off.
+	Trace bool
 	// LayoutRefresh is how long a process keeps a topic's partition layout
 	// (its stored partition counts, docs/design.md §7.1) before it reads it
 	// again: after an operator raises a topic's partitions, enqueues go to

@@ -39,6 +39,11 @@ type Job struct {
 	// (docs/design.md §7.1): the name of the partition it was claimed from,
 	// which its Ref names; Topic is the topic's. Empty otherwise.
 	Partition string
+	// TraceParent is set on a claimed job by a worker with tracing on
+	// (WorkerConfig.TracerProvider): the W3C traceparent of the span its
+	// enqueue ran in (Config.Trace), "" for none. The handler's context
+	// carries the run's span, a child of it (docs/design.md §4.21).
+	TraceParent string
 }
 
 // Ref returns the reference of this claim of j.

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"go.opentelemetry.io/otel/trace"
+
 	"context"
 	"fmt"
 	"os"
@@ -65,6 +67,13 @@ type WorkerConfig struct {
 	// Observer, if set, is told about claims, handler runs, outcomes and
 	// heartbeats, for metrics (see Observer). Default none.
 	Observer Observer
+	// TracerProvider, if set, traces every run (docs/design.md §4.21): a
+	// span "delayq.run <topic>" around the handler, the child of the span
+	// the job was enqueued in (Config.Trace), with the job's topic, id,
+	// attempt and lateness and events for its claim and settlement; the
+	// handler's context carries it (an HTTP target forwards it as
+	// traceparent). Default none: no span, no cost.
+	TracerProvider trace.TracerProvider
 	// Logger receives the worker's logs. Default logrus.StandardLogger().
 	Logger logrus.FieldLogger
 	// Version is the program's version, shown in the workers' registry

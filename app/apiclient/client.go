@@ -27,6 +27,8 @@ import (
 	"github.com/delayq/delayq/queue/engine"
 	"github.com/delayq/delayq/queue/periodic"
 	"github.com/delayq/delayq/recovery"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrUnreachable means no server answered at the API's address: the
@@ -156,6 +158,11 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	// A caller's span goes along, so that the jobs a request enqueues keep
+	// its trace (tracing.enabled on the server, docs/design.md §4.21).
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -196,6 +196,7 @@ func QueueConfig(cfg config.Config, observer queue.EnqueueObserver) queue.Config
 		TombstoneTTL:       cfg.Queue.TombstoneTTL,
 		LayoutRefresh:      cfg.Queue.LayoutRefresh,
 		TopicUniqueFor:     cfg.Queue.UniqueFor(),
+		Trace:              cfg.Tracing.Enabled,
 	}
 	cfg.Queue.ConfigureLifecycles(&c)
 	return c

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/queue"
@@ -18,7 +21,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	var payload, payloadFile, runAt string
 	var delay time.Duration
 	var maxAttempts int
-	var partitionKey string
+	var partitionKey, traceParent string
 	cmd := &cobra.Command{
 		Use: "enqueue TOPIC ID",
 		Example: `  delayq enqueue emails welcome:42 --payload '{"to":"a@example.com"}' --delay 10m
@@ -52,12 +55,19 @@ func (a *app) enqueueCmd() *cobra.Command {
 				}
 				j.RunAt = t
 			}
+			ctx := cmd.Context()
+			if traceParent != "" {
+				var err error
+				if ctx, err = a.tracedContext(cmd, traceParent); err != nil {
+					return err
+				}
+			}
 			s, err := a.store(cmd)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			r, err := s.Enqueue(cmd.Context(), argv[0], j)
+			r, err := s.Enqueue(ctx, argv[0], j)
 			if err != nil {
 				return err
 			}
@@ -83,7 +93,28 @@ func (a *app) enqueueCmd() *cobra.Command {
 	f.StringVar(&runAt, "run-at", "", "run at this time: RFC 3339 or Unix ms")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job goes dead (0 = queue.default_max_attempts)")
 	f.StringVar(&partitionKey, "partition-key", "", "on a topic of several partitions, jobs with the same key land on the same one")
+	f.StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the job runs in a span of that trace (needs tracing.enabled where it is enqueued)")
 	return cmd
+}
+
+// tracedContext is the command's context with the remote span the W3C
+// traceparent tp names, for an enqueue that keeps it: refused (exit 2)
+// when tp is not a valid traceparent, or when tracing is off in direct
+// mode, where the trace would not be kept (through the API the server's
+// tracing.enabled decides).
+func (a *app) tracedContext(cmd *cobra.Command, tp string) (context.Context, error) {
+	ctx := propagation.TraceContext{}.Extract(cmd.Context(), propagation.MapCarrier{"traceparent": tp})
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil, usageError{fmt.Errorf("--traceparent %q: want 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zero", tp)}
+	}
+	cfg, err := a.loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CLI.API == "" && cfg.Redis.Mode != "embedded" && !cfg.Tracing.Enabled {
+		return nil, usageError{errors.New("--traceparent: tracing.enabled is false, so the enqueue would not keep the trace")}
+	}
+	return ctx, nil
 }
 
 // parseTime reads RFC 3339 or Unix milliseconds.

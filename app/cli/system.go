@@ -49,6 +49,8 @@ type system struct {
 	obs    observability // metrics, dashboard and the metrics listener
 	// targets are the HTTP-target topics' handlers, by topic.
 	targets map[string]*httptarget.Target
+	// trace is the tracer provider with tracing.enabled, else nil.
+	trace *tracing
 }
 
 // recoveryConfig is the recoverer's configuration from the program's; the
@@ -115,6 +117,12 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 	ecfg.Worker.Version = version // shown in the workers' registry
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Tracing.Enabled {
+		if s.trace, err = newTracing(ctx, cfg.Tracing, version); err != nil {
+			return nil, err
+		}
+		ecfg.Worker.TracerProvider = s.trace.provider
 	}
 	ecfg.Shards = s.b.Shards.All()[1:]
 	if s.eng, err = engine.New(s.b.Redis, s.b.Ledger, ecfg); err != nil {
@@ -297,6 +305,9 @@ func serveHTTP(ctx context.Context, name string, srv *http.Server, ln net.Listen
 
 func (s *system) close() {
 	s.obs.close()
+	if err := s.trace.close(); err != nil {
+		s.log.WithError(err).Warn("flushing the last spans")
+	}
 	for _, tg := range s.targets {
 		tg.Close()
 	}

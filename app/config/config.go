@@ -29,10 +29,26 @@ type Config struct {
 	Metrics   Metrics   `koanf:"metrics"`
 	Dashboard Dashboard `koanf:"dashboard"`
 	CLI       CLI       `koanf:"cli"`
+	Tracing   Tracing   `koanf:"tracing"`
 	// Periodic lists the periodic jobs (docs/design.md §4.15): each tick
 	// of each enqueues one job, however many serve and worker processes
 	// run them. Default [] (none).
 	Periodic []Periodic `koanf:"periodic"`
+}
+
+// Tracing configures OpenTelemetry traces (docs/design.md §4.21).
+type Tracing struct {
+	// Enabled keeps each enqueue's trace context with its job (an API
+	// request's traceparent header, a library caller's span) and runs
+	// every job in a span of that trace. Default false: no trace is kept,
+	// no span made.
+	Enabled bool `koanf:"enabled"`
+	// Exporter is where the spans go: otlp (the OTLP/HTTP exporter, set up
+	// by the standard OTEL_EXPORTER_OTLP_* variables; OTEL_SERVICE_NAME,
+	// OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER apply too) or global
+	// (the process's global TracerProvider: a program that embeds delayq's
+	// and set one up). Default otlp.
+	Exporter string `koanf:"exporter"`
 }
 
 // Log configures logging.
@@ -659,6 +675,7 @@ func Defaults() Config {
 		Metrics:   Metrics{Enabled: true},
 		Dashboard: Dashboard{Enabled: true, SampleEvery: 2 * time.Second, History: 5 * time.Minute},
 		Periodic:  []Periodic{},
+		Tracing:   Tracing{Exporter: "otlp"},
 	}
 }
 

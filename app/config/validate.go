@@ -56,6 +56,7 @@ func (c *Config) Validate() error {
 	c.CLI.validate(&p)
 	c.validatePeriodic(&p)
 	c.validateUniqueFor(&p)
+	p.oneOf("tracing.exporter", c.Tracing.Exporter, "otlp", "global")
 	c.validateSecurity(&p) // validate_tls.go
 	return errors.Join(p...)
 }

@@ -298,6 +298,15 @@
 //   - 200 duplicate: the id has a row (waiting, in flight or retrying); its
 //     run_at is the waiting job's.
 //
+// # Traces
+//
+// With tracing on (tracing.enabled, queue.Config.Trace) every /v1 route
+// reads a W3C traceparent header into its request's context: the jobs the
+// request enqueues (POST .../jobs, .../jobs:batch, POST /v1/orders) keep
+// it, and each of their runs is a span of that trace, the child of the
+// header's span (docs/design.md §4.21). A header that is not a valid
+// traceparent is ignored. Without tracing the header is ignored.
+//
 // # Uniqueness window
 //
 // A topic with queue.topics.<name>.unique_for keeps a finished job's id

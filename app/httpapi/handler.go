@@ -223,7 +223,11 @@ func New(d Deps) (http.Handler, error) {
 	for _, p := range a.probes() {
 		root.Handle(p.pattern, p.handle)
 	}
-	root.Handle("/v1/", a.authenticate(bodylessMethods(v1)))
+	var api http.Handler = a.authenticate(bodylessMethods(v1))
+	if a.q.Config().Trace {
+		api = withTraceParent(api)
+	}
+	root.Handle("/v1/", api)
 	// "/v1" itself is no route; without this ServeMux would redirect it to
 	// "/v1/".
 	root.Handle("/v1", newJSONMux())

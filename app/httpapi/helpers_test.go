@@ -140,6 +140,7 @@ type req struct {
 	ctype        *string
 	auth         *string
 	chunked      bool // hide the length, so the body goes chunked
+	header       http.Header
 }
 
 // resp is what came back.
@@ -169,6 +170,9 @@ func (e *env) send(t testing.TB, rq req) resp {
 		}
 	case rq.body != "":
 		r.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range rq.header {
+		r.Header[k] = vs
 	}
 	switch {
 	case rq.auth != nil:

@@ -66,6 +66,7 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 	if len(valid) == 0 {
 		return s, nil
 	}
+	c.noteTraces(ctx, topic, valid)
 	// The relay's note goes with the statements, and is in Redis before
 	// the caller can commit: if the process dies between the commit and
 	// Push, the relay finds the jobs when they fall due (or at once if they

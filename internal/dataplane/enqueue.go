@@ -21,7 +21,9 @@ func (c *Client) Enqueue(ctx context.Context, topic string, j NewJob) (EnqueueRe
 	if err := c.validate(&j, time.Now()); err != nil {
 		return EnqueueResult{}, err
 	}
-	out, err := c.enqueue(ctx, topic, []NewJob{j})
+	jobs := []NewJob{j}
+	c.noteTraces(ctx, topic, jobs)
+	out, err := c.enqueue(ctx, topic, jobs)
 	if err != nil {
 		return EnqueueResult{}, err
 	}
@@ -45,6 +47,7 @@ func (c *Client) EnqueueBatch(ctx context.Context, topic string, jobs []NewJob) 
 	if len(valid) == 0 {
 		return results, nil
 	}
+	c.noteTraces(ctx, topic, valid)
 	out, err := c.enqueue(ctx, topic, valid)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/delayq/delayq/queue"
 )
@@ -501,6 +502,11 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 		<-tr.tokens
 		return
 	}
+	if tr.w.cfg.TracerProvider != nil {
+		// Best effort: a job whose trace cannot be read runs in a span
+		// without a parent.
+		_ = tr.w.c.readTraces(ctx, tr.topic, jobs)
+	}
 	// From here on the heartbeat renews their leases: the wait for a
 	// handler (or for the rate limit's start time) may outlast one.
 	tr.mu.Lock()
@@ -753,6 +759,12 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 
 	late := time.Duration(clock.now()-j.RunAt) * time.Millisecond
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
+	var span trace.Span
+	if tp := tr.w.cfg.TracerProvider; tp != nil {
+		// The claim set the lease to its Redis time + the lease.
+		claimedAt := time.UnixMilli(j.LeaseUntil - tr.cfg.Lease.Milliseconds())
+		ctx, span = runSpan(ctx, tp, tr.topic, handlerJob(j), max(late, 0), claimedAt)
+	}
 	began := time.Now()
 	err := runHandler(ctx, tr.h, handlerJob(j))
 	took := time.Since(began)
@@ -763,15 +775,18 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	a.timer.Stop()
 	a.deadline = 0 // returned: a beat now renews its lease, not its timer
 	tr.mu.Unlock()
+	var outcome string
 	switch {
 	case err != nil && errors.Is(context.Cause(ctx), ErrCancelRequested):
 		// Asked to stop and it did: cancelled, never retried.
 		tr.w.jobLog(j).WithError(err).Info("cancelled while running")
 		tr.w.completer.add(cancelledOutcome(j))
+		outcome = "cancelled"
 	case err != nil && errors.Is(context.Cause(ctx), ErrShutdown):
 		// Cut off by shutdown, not failed: back to due, attempt unspent.
 		tr.w.jobLog(j).WithError(err).Warn("shutdown interrupted the handler: job handed back")
 		tr.w.completer.add(releasedOutcome(j))
+		outcome = "released"
 	case err != nil && errors.Is(context.Cause(ctx), ErrLeaseExpired) && tr.w.hold.lettingGo():
 		// Let go (WorkerConfig.LedgerHold): an outcome would be held
 		// again, waiting for the ledger; the job is another worker's.
@@ -779,8 +794,12 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 		if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
 			o.LetGo(tr.topic, 1)
 		}
+		outcome = "let go"
 	default:
-		tr.settle(j, err, result())
+		outcome = tr.settle(j, err, result())
+	}
+	if span != nil {
+		endRunSpan(span, outcome, err)
 	}
 	// The completer has the outcome before the job leaves the running
 	// ones: the heartbeat renews its lease until it is settled.
@@ -866,10 +885,10 @@ func (tr *topicRunner) dropSuperseded(detached context.Context, j *Job) {
 
 // settle decides what a handler's result means and queues it for the
 // completer.
-func (tr *topicRunner) settle(j *Job, err error, result []byte) {
+func (tr *topicRunner) settle(j *Job, err error, result []byte) string {
 	if err == nil {
 		tr.w.completer.add(completedOutcome(j, result))
-		return
+		return "succeeded"
 	}
 	log := tr.w.jobLog(j).WithError(err)
 	var pe *PanicError
@@ -879,7 +898,7 @@ func (tr *topicRunner) settle(j *Job, err error, result []byte) {
 	if errors.Is(err, ErrSkipRetry) || j.Attempt >= j.MaxAttempts { // the topic's limit applied at the claim
 		log.Error("job failed for good: dead")
 		tr.w.completer.add(deadOutcome(j, err, tr.clockOf(j.Topic).now()))
-		return
+		return "dead"
 	}
 	now := tr.clockOf(j.Topic).now()
 	runAt := now + tr.cfg.Backoff.Delay(j.Attempt).Milliseconds()
@@ -888,6 +907,7 @@ func (tr *topicRunner) settle(j *Job, err error, result []byte) {
 	}
 	log.WithField("retry_at", time.UnixMilli(runAt).UTC().Format(time.RFC3339Nano)).Warn("job failed: retrying")
 	tr.w.completer.add(retryOutcome(j, err, runAt, runAt+tr.cfg.Lease.Milliseconds()))
+	return "retry"
 }
 
 // leasedRefs lists the jobs whose leases the heartbeat renews: the running

@@ -13,6 +13,10 @@
 //
 //	Delayq-Signature: v1=<lowercase hex of HMAC-SHA256(secret, timestamp + "." + body)>
 //
+// With tracing on (tracing.enabled), the run's span goes along as a W3C
+// traceparent header, so the receiver's spans join the job's trace, which
+// began with its enqueue (docs/design.md §4.21).
+//
 // The answer decides the outcome (docs/design.md §4.12): a success status
 // (2xx by default) completes the job; 429 and 503 with a Retry-After retry
 // it then; a permanent status (4xx other than 408 and 429 by default) or a

@@ -23,6 +23,8 @@ import (
 
 	"github.com/delayq/delayq/queue"
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The headers of every request.
@@ -254,6 +256,11 @@ func (t *Target) request(ctx context.Context, job *queue.Job) (*http.Request, er
 	h.Set(HeaderTimestamp, ts)
 	if len(t.s.Secret) > 0 {
 		h.Set(HeaderSignature, t.sign(ts, job.Payload))
+	}
+	// The run's span (a worker with tracing on): the receiver's spans join
+	// the job's trace. Nothing without one.
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 	}
 	return req, nil
 }

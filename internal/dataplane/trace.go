@@ -1,0 +1,130 @@
+package dataplane
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Traces (docs/design.md §4.21): an enqueue with Config.Trace keeps the
+// W3C traceparent of the span in its context under a key of its own per
+// job; a worker with a TracerProvider reads them for the jobs it claimed
+// and runs each handler in a child span of it.
+
+// traceKeep is how long a job's trace context outlives its due time: its
+// retries within it keep the link; a run later than that has none.
+const traceKeep = 7 * 24 * time.Hour
+
+// tracerName names the tracer of the runs' spans.
+const tracerName = "github.com/delayq/delayq"
+
+// traceKey is the key of the trace context of job id of topic (a topic's or
+// a partition's name): the topic's hash tag, so that a worker reads a
+// claim's keys in one MGET on a cluster too.
+func traceKey(namespace, topic, id string) string {
+	return namespace + ":{" + TopicOf(topic) + "}:tp:" + id
+}
+
+// traceParent returns the W3C traceparent of ctx's span, "" when ctx has
+// no valid span context.
+func traceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier.Get("traceparent")
+}
+
+// noteTraces writes the trace context of ctx for jobs of topic before
+// they are enqueued (Config.Trace), so that no worker claims one before
+// its trace is there. It is the latest enqueue's: a duplicate's enqueue
+// writes it too. Best effort, within Config.PushTimeout: a write that
+// fails (Redis down: a durable topic's enqueue goes on to SQL) leaves the
+// jobs without a parent span; a trace is never worth a job.
+func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
+	if !c.cfg.Trace {
+		return
+	}
+	tp := traceParent(ctx)
+	if tp == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.PushTimeout)
+	defer cancel()
+	now := time.Now()
+	pipe := c.rdb.Pipeline()
+	for i := range jobs {
+		j := &jobs[i]
+		keep := j.Delay + traceKeep
+		if j.RunAt != 0 {
+			keep = time.UnixMilli(j.RunAt).Sub(now) + traceKeep
+		}
+		pipe.Set(ctx, traceKey(c.cfg.Namespace, topic, j.ID), tp, max(keep, traceKeep))
+	}
+	_, _ = pipe.Exec(ctx)
+}
+
+// readTraces sets the TraceParent of claimed jobs of topic from their
+// trace keys: one MGET. An error leaves them without one.
+func (c *Client) readTraces(ctx context.Context, topic string, jobs []*Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ks := make([]string, len(jobs))
+	for i, j := range jobs {
+		ks[i] = traceKey(c.cfg.Namespace, topic, j.ID)
+	}
+	vals, err := c.rdb.MGet(ctx, ks...).Result()
+	if err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if s, ok := v.(string); ok {
+			jobs[i].TraceParent = s
+		}
+	}
+	return nil
+}
+
+// runSpan starts the span of a run of j (topic its topic's name), the
+// child of its enqueue's span when it has one, in ctx.
+func runSpan(ctx context.Context, tp trace.TracerProvider, topic string, j *Job, late time.Duration, claimedAt time.Time) (context.Context, trace.Span) {
+	parent := ctx
+	if j.TraceParent != "" {
+		parent = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": j.TraceParent})
+	}
+	ctx, span := tp.Tracer(tracerName).Start(parent, "delayq.run "+topic,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "delayq"),
+			attribute.String("messaging.destination.name", topic),
+			attribute.String("delayq.topic", topic),
+			attribute.String("delayq.job.id", j.ID),
+			attribute.Int("delayq.attempt", j.Attempt),
+			attribute.Int("delayq.delivery", j.Delivery),
+			attribute.Int64("delayq.lateness_ms", late.Milliseconds()),
+		))
+	if j.Partition != "" {
+		span.SetAttributes(attribute.String("delayq.partition", j.Partition))
+	}
+	span.AddEvent("delayq.claimed", trace.WithTimestamp(claimedAt))
+	return ctx, span
+}
+
+// endRunSpan ends a run's span with how the run ended: the outcome handed
+// to the completer (succeeded, retry, dead, cancelled, released, let go)
+// and the handler's error.
+func endRunSpan(span trace.Span, outcome string, err error) {
+	span.AddEvent("delayq.settle", trace.WithAttributes(attribute.String("delayq.outcome", outcome)))
+	span.SetAttributes(attribute.String("delayq.outcome", outcome))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}

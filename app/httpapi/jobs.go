@@ -72,6 +72,9 @@ func NewFinishedView(f *queue.Finished) *FinishedView {
 // owns the limits.
 func newJob(req *EnqueueRequest) (queue.NewJob, error) {
 	j := queue.NewJob{ID: req.ID, PartitionKey: req.PartitionKey}
+	if req.ID == "" {
+		return j, badRequest(CodeMissingField, "id", "want the job's id, its idempotency key: 1-200 of [A-Za-z0-9_.:@/-]")
+	}
 	hasJSON := len(req.Payload) > 0 && string(req.Payload) != "null"
 	switch {
 	case hasJSON && req.PayloadBase64 != nil:

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/delayq/delayq/queue"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // payloadJSON is every bench job's payload: a small JSON document, the
@@ -45,6 +46,12 @@ type loadSpec struct {
 
 // load enqueues the jobs of l to topic. Any failure or duplicate fails it.
 func (s *sandbox) load(ctx context.Context, topic string, l loadSpec, p Progress) error {
+	if s.tracer != nil {
+		// Every job enqueued in a span, as a traced service's would be.
+		var span trace.Span
+		ctx, span = s.tracer.Tracer("delayq-bench").Start(ctx, "bench load")
+		defer span.End()
+	}
 	n, set, size := l.n, l.set, l.batch
 	var next, loaded atomic.Int64
 	label := l.label

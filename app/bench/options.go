@@ -47,6 +47,12 @@ type Env struct {
 	// Options.NoHistory), to compare a drain with history on and off
 	// (docs/design.md §4.18). Default off: history on, as in production.
 	NoHistory bool
+	// Trace runs the scenario with tracing on (docs/design.md §4.21):
+	// every job enqueued in a span, its trace kept (queue.Config.Trace),
+	// and each run in a span of the SDK's, exported in batches to an
+	// exporter that drops them, to measure what tracing costs. Default
+	// off, as in production.
+	Trace bool
 	// Partitions spreads the run's topic over this many partitions
 	// (docs/design.md §7.1), to compare a partitioned topic's costs with
 	// one of a single partition, and on a Redis Cluster to spread it over

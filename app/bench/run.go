@@ -50,6 +50,9 @@ func run(ctx context.Context, name string, o Options, b body) (r Result, err err
 	if o.HTTPTarget {
 		r.Params += " target"
 	}
+	if o.Env.Trace {
+		r.Params += " trace"
+	}
 	var noHistory []string
 	if o.Env.NoHistory {
 		noHistory = []string{"bench." + name}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"gorm.io/gorm"
 
 	"github.com/delayq/delayq/internal/dataplane"
@@ -37,6 +39,8 @@ type sandbox struct {
 	// sqlProc is the SQL server's process when it runs on this host, for
 	// its CPU time (Usage.SQLCPU).
 	sqlProc serverProc
+	// tracer is the runs' tracer provider with Env.Trace, else nil.
+	tracer *sdktrace.TracerProvider
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
@@ -81,6 +85,10 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	if horizon != 0 {
 		qc.Horizon = horizon
 	}
+	if env.Trace {
+		qc.Trace = true
+		s.tracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	}
 	if s.q, err = dataplane.New(env.Redis, qc); err != nil {
 		return nil, fmt.Errorf("bench: queue client: %w", err)
 	}
@@ -105,6 +113,9 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 // says to keep them. It runs even when ctx is cancelled (an interrupted run
 // cleans up too).
 func (s *sandbox) close(ctx context.Context) error {
+	if s.tracer != nil {
+		_ = s.tracer.Shutdown(ctx) // its exporter drops the spans
+	}
 	if s.env.Keep {
 		return nil
 	}

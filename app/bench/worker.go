@@ -21,11 +21,15 @@ type runningWorker struct {
 // handlers and claims of at most claimBatch jobs, until stop.
 func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler, tc queue.TopicConfig) (*runningWorker, error) {
 	led := &countingLedger{Ledger: s.steps}
-	w, err := dataplane.NewWorker(s.q, led, queue.WorkerConfig{
+	wc := queue.WorkerConfig{
 		ID:              fmt.Sprintf("bench:%d", os.Getpid()),
 		ShutdownTimeout: 10 * time.Second,
 		Logger:          s.log,
-	})
+	}
+	if s.tracer != nil {
+		wc.TracerProvider = s.tracer
+	}
+	w, err := dataplane.NewWorker(s.q, led, wc)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,9 @@ type Job struct {
 	// lease deadline (Unix ms, Redis clock) after which another worker may
 	// take the job over.
 	LeaseUntil int64
+	// ClaimedAt is set on a claimed job: when its claim was made (Unix ms,
+	// Redis clock).
+	ClaimedAt int64
 	// Durable is set on a claimed job of a durable topic
 	// (Config.TopicDurability): the job has had its ledger row since its
 	// enqueue, so recording the claim updated that row.

@@ -119,7 +119,7 @@ func assemble(ctx context.Context, cfg config.Config, log logrus.FieldLogger, p 
 		return nil, err
 	}
 	if cfg.Tracing.Enabled {
-		if s.trace, err = newTracing(ctx, cfg.Tracing, version); err != nil {
+		if s.trace, err = newTracing(ctx, cfg.Tracing, version, log); err != nil {
 			return nil, err
 		}
 		ecfg.Worker.TracerProvider = s.trace.provider

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/delayq/delayq/app/config"
+	"github.com/sirupsen/logrus"
 )
 
 // tracing is the process's tracer provider (tracing.enabled) and how to
@@ -25,8 +26,9 @@ type tracing struct {
 // newTracing sets up tracing.exporter: the OTLP/HTTP exporter, configured
 // by the standard OTEL_* variables (an unreachable collector costs dropped
 // spans, never a job: the batcher exports in the background), or the
-// process's global provider. version names the service's version.
-func newTracing(ctx context.Context, c config.Tracing, version string) (*tracing, error) {
+// process's global provider. version names the service's version; log
+// gets the exporter's errors.
+func newTracing(ctx context.Context, c config.Tracing, version string, log logrus.FieldLogger) (*tracing, error) {
 	if c.Exporter == "global" {
 		return &tracing{provider: otel.GetTracerProvider(), shutdown: func(context.Context) error { return nil }}, nil
 	}
@@ -43,6 +45,11 @@ func newTracing(ctx context.Context, c config.Tracing, version string) (*tracing
 		return nil, fmt.Errorf("tracing: the resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// The exporter's failures (a collector down) in the program's log, as
+	// its fields, not as the standard logger's plain lines among them.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.WithError(err).Warn("tracing: spans not exported")
+	}))
 	return &tracing{provider: tp, shutdown: tp.Shutdown}, nil
 }
 

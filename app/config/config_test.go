@@ -107,6 +107,19 @@ func TestEnvListAndFlagsSwitchBackends(t *testing.T) {
 	}
 }
 
+// Every section takes its variables: DELAYQ_TRACING_* too.
+func TestEnvTracing(t *testing.T) {
+	t.Setenv("DELAYQ_TRACING_ENABLED", "true")
+	c, err := config.Load("", nil)
+	if err != nil || !c.Tracing.Enabled || c.Tracing.Exporter != "otlp" {
+		t.Fatalf("DELAYQ_TRACING_ENABLED: %+v %v", c.Tracing, err)
+	}
+	t.Setenv("DELAYQ_TRACING_EXPORTER", "bogus")
+	if _, err := config.Load("", nil); err == nil || !strings.Contains(err.Error(), "tracing.exporter") {
+		t.Fatalf("DELAYQ_TRACING_EXPORTER=bogus: %v", err)
+	}
+}
+
 // Invalid config is refused with the key, the value and why.
 func TestInvalidConfigNamesTheKey(t *testing.T) {
 	cases := []struct{ yaml, key string }{

@@ -114,7 +114,7 @@ func Load(path string, fs *pflag.FlagSet) (Config, error) {
 // other names (DELAYQ_TEST_*, say) are not configuration and are left alone.
 func isSection(s string) bool {
 	switch s {
-	case "log", "redis", "sql", "queue", "http", "worker", "recovery", "orders", "metrics", "dashboard", "cli":
+	case "log", "redis", "sql", "queue", "http", "worker", "recovery", "orders", "metrics", "dashboard", "cli", "tracing":
 		return true
 	}
 	return false

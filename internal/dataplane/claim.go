@@ -102,7 +102,7 @@ func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease 
 	durable := c.lifecycle(topic).waitsInSQL()
 	runs := runsOf(reply[8])
 	for _, j := range res.Jobs {
-		j.LeaseUntil, j.Durable = leaseUntil, durable
+		j.LeaseUntil, j.ClaimedAt, j.Durable = leaseUntil, res.Now, durable
 		j.Delivery = 1 + runs[j.ID]
 	}
 	if ids, _ := reply[9].([]any); len(ids) > 0 {

@@ -192,5 +192,6 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if n == 0 {
 		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, ErrNotFound)
 	}
+	c.forgetTraces(ctx, topic, id)
 	return nil
 }

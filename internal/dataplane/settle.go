@@ -58,6 +58,8 @@ func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 // arguments scriptArgs gives, then the topic's refs as (id, attempt) pairs,
 // and sums the counts the calls return: the shape Ack and Release share.
 func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script, refs []Ref, scriptArgs func(topic string, k keys) ([]string, []any)) (int, error) {
+	// The jobs an ack ends leave their trace keys behind (trace.go).
+	traced := script == c.scripts.ack
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)
 	if err != nil {
@@ -76,6 +78,13 @@ func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script
 			return n, fmt.Errorf("queue: %s on %s: %w", op, topic, err)
 		}
 		n += m
+		if traced {
+			ids := make([]string, len(rs))
+			for i, r := range rs {
+				ids[i] = r.ID
+			}
+			c.forgetTraces(ctx, topic, ids...)
+		}
 	}
 	return n, nil
 }

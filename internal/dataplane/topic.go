@@ -505,7 +505,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	if tr.w.cfg.TracerProvider != nil {
 		// Best effort: a job whose trace cannot be read runs in a span
 		// without a parent.
-		_ = tr.w.c.readTraces(ctx, tr.topic, jobs)
+		_ = tr.w.c.readTraces(ctx, jobs)
 	}
 	// From here on the heartbeat renews their leases: the wait for a
 	// handler (or for the rate limit's start time) may outlast one.
@@ -761,9 +761,7 @@ func (tr *topicRunner) run(base context.Context, j *Job) {
 	tr.w.cfg.Observer.Started(tr.topic, max(late, 0))
 	var span trace.Span
 	if tp := tr.w.cfg.TracerProvider; tp != nil {
-		// The claim set the lease to its Redis time + the lease.
-		claimedAt := time.UnixMilli(j.LeaseUntil - tr.cfg.Lease.Milliseconds())
-		ctx, span = runSpan(ctx, tp, tr.topic, handlerJob(j), max(late, 0), claimedAt)
+		ctx, span = runSpan(ctx, tp, tr.topic, handlerJob(j), max(late, 0), time.UnixMilli(j.ClaimedAt))
 	}
 	began := time.Now()
 	err := runHandler(ctx, tr.h, handlerJob(j))

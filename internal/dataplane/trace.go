@@ -15,18 +15,22 @@ import (
 // job; a worker with a TracerProvider reads them for the jobs it claimed
 // and runs each handler in a child span of it.
 
-// traceKeep is how long a job's trace context outlives its due time: its
-// retries within it keep the link; a run later than that has none.
+// traceKeep is how long a job's trace context outlives its due time if
+// nothing deletes it: the settlement of a traced job deletes it (Ack,
+// AckCancelled, Cancel, DeleteDead with Config.Trace), so this bounds only
+// what a settlement missed (a dead job purged by time, a worker with
+// tracing off). A run later than it (a retry or a reschedule more than a
+// week out) has no parent.
 const traceKeep = 7 * 24 * time.Hour
 
 // tracerName names the tracer of the runs' spans.
 const tracerName = "github.com/delayq/delayq"
 
-// traceKey is the key of the trace context of job id of topic (a topic's or
-// a partition's name): the topic's hash tag, so that a worker reads a
-// claim's keys in one MGET on a cluster too.
-func traceKey(namespace, topic, id string) string {
-	return namespace + ":{" + TopicOf(topic) + "}:tp:" + id
+// traceKey is the key of the trace context of job id of name, a topic's or
+// a partition's: that name's hash tag, so that a partition's keys are on
+// its node and a claim's keys (one partition's) are read in one MGET.
+func traceKey(namespace, name, id string) string {
+	return namespace + ":{" + name + "}:tp:" + id
 }
 
 // traceParent returns the W3C traceparent of ctx's span, "" when ctx has
@@ -42,12 +46,15 @@ func traceParent(ctx context.Context) string {
 
 // noteTraces writes the trace context of ctx for jobs of topic before
 // they are enqueued (Config.Trace), so that no worker claims one before
-// its trace is there. It is the latest enqueue's: a duplicate's enqueue
-// writes it too. Best effort, within Config.PushTimeout: a write that
-// fails (Redis down: a durable topic's enqueue goes on to SQL) leaves the
-// jobs without a parent span; a trace is never worth a job.
+// its trace is there; each under its partition's name. SET NX: the trace
+// of a job that exists already (a duplicate's enqueue) stays its own.
+// Best effort: skipped while pushes are (Redis failed to answer one less
+// than PushTimeout ago), and a write that fails skips them for as long, so
+// an unreachable Redis delays traced enqueues once, as it delays pushes; a
+// job whose trace was not written runs in a span without a parent. A trace
+// is never worth a job.
 func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
-	if !c.cfg.Trace {
+	if !c.cfg.Trace || c.pushesPaused() {
 		return
 	}
 	tp := traceParent(ctx)
@@ -56,6 +63,10 @@ func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.PushTimeout)
 	defer cancel()
+	nameOf := func(int) string { return topic }
+	if l, err := c.enqueueLayout(ctx, topic); err == nil && l.Current() > 1 {
+		nameOf = func(i int) string { return c.route(l, topic, jobs[i].PartitionKey, jobs[i].ID) }
+	}
 	now := time.Now()
 	pipe := c.rdb.Pipeline()
 	for i := range jobs {
@@ -64,20 +75,23 @@ func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
 		if j.RunAt != 0 {
 			keep = time.UnixMilli(j.RunAt).Sub(now) + traceKeep
 		}
-		pipe.Set(ctx, traceKey(c.cfg.Namespace, topic, j.ID), tp, max(keep, traceKeep))
+		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, nameOf(i), j.ID), tp, max(keep, traceKeep))
 	}
-	_, _ = pipe.Exec(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.pausePushes()
+	}
 }
 
-// readTraces sets the TraceParent of claimed jobs of topic from their
-// trace keys: one MGET. An error leaves them without one.
-func (c *Client) readTraces(ctx context.Context, topic string, jobs []*Job) error {
+// readTraces sets the TraceParent of claimed jobs from their trace keys:
+// one MGET (the jobs of one claim are of one partition). An error leaves
+// them without one.
+func (c *Client) readTraces(ctx context.Context, jobs []*Job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
 	ks := make([]string, len(jobs))
 	for i, j := range jobs {
-		ks[i] = traceKey(c.cfg.Namespace, topic, j.ID)
+		ks[i] = traceKey(c.cfg.Namespace, j.Topic, j.ID)
 	}
 	vals, err := c.rdb.MGet(ctx, ks...).Result()
 	if err != nil {
@@ -89,6 +103,19 @@ func (c *Client) readTraces(ctx context.Context, topic string, jobs []*Job) erro
 		}
 	}
 	return nil
+}
+
+// forgetTraces deletes the trace keys of jobs of name that ended (with
+// Config.Trace): best effort, their expiry is the fallback.
+func (c *Client) forgetTraces(ctx context.Context, name string, ids ...string) {
+	if !c.cfg.Trace || len(ids) == 0 {
+		return
+	}
+	ks := make([]string, len(ids))
+	for i, id := range ids {
+		ks[i] = traceKey(c.cfg.Namespace, name, id)
+	}
+	_ = c.rdb.Unlink(ctx, ks...).Err()
 }
 
 // runSpan starts the span of a run of j (topic its topic's name), the

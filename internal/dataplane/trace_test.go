@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +103,52 @@ func TestRunSpansAreChildrenOfTheEnqueue(t *testing.T) {
 	}
 	if len(events) != 2 || events[0] != "delayq.claimed" || events[1] != "delayq.settle" {
 		t.Fatalf("events %v, want delayq.claimed and delayq.settle", events)
+	}
+	// The claim's time, on Redis's clock: at or before the run's start
+	// (the host's clock, within the test's Redis's offset of a few ms).
+	b := runs["batch"][0]
+	if claimed := b.Events()[0].Time; claimed.After(b.StartTime().Add(50*time.Millisecond)) || claimed.Before(b.StartTime().Add(-10*time.Second)) {
+		t.Fatalf("claimed at %v, the run started at %v", claimed, b.StartTime())
+	}
+	// The settled jobs' trace keys are gone.
+	for _, id := range []string{"once", "flaky", "batch"} {
+		if n, _ := e.rdb.Exists(ctx, e.ns+":{t}:tp:"+id).Result(); n != 0 {
+			t.Errorf("%s's trace key outlived its job", id)
+		}
+	}
+
+	// A duplicate's enqueue keeps the job's own trace; a partitioned
+	// topic's traces are under their partitions' names.
+	if _, err := c.Enqueue(reqCtx, "t", dataplane.NewJob{ID: "later", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	otherCtx, other := tp.Tracer("test").Start(ctx, "a retry")
+	other.End()
+	if r, err := c.Enqueue(otherCtx, "t", dataplane.NewJob{ID: "later"}); err != nil || !r.Duplicate {
+		t.Fatal(r, err)
+	}
+	if got, _ := e.rdb.Get(ctx, e.ns+":{t}:tp:later").Result(); !strings.Contains(got, req.SpanContext().SpanID().String()) {
+		t.Fatalf("a duplicate's enqueue replaced the job's trace: %q", got)
+	}
+	l, err := c.SetPartitions(ctx, "parts", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Enqueue(reqCtx, "parts", dataplane.NewJob{ID: "p1", Delay: time.Hour})
+	if err != nil || res.Duplicate {
+		t.Fatal(res, err)
+	}
+	found := ""
+	for _, name := range l.Names("parts") {
+		if n, _ := e.rdb.Exists(ctx, e.ns+":{"+name+"}:tp:p1").Result(); n == 1 {
+			found = name
+		}
+	}
+	if found == "" {
+		t.Fatal("no partition holds p1's trace")
+	}
+	if info, err := c.Get(ctx, "parts", "p1"); err != nil || info.Job == nil || info.Job.Partition != found {
+		t.Fatalf("p1 is in partition %+v (%v), its trace in %s", info, err, found)
 	}
 
 	// Without Config.Trace the enqueue keeps no trace.

@@ -293,6 +293,9 @@ func (a *app) getCmd() *cobra.Command {
 				}
 				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
 				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
+				if v.TraceParent != "" {
+					fmt.Fprintln(w, "trace: "+v.TraceParent+" (its runs are spans of this trace)")
+				}
 			})
 		},
 	}

@@ -300,6 +300,7 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	j.TraceParent = v.TraceParent
 	info := &queue.JobInfo{State: v.State, Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly, CancelRequestedAt: v.CancelRequestedAt}
 	switch info.State {
 	case queue.StateInFlight:

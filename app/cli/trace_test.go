@@ -42,6 +42,9 @@ func TestEnqueueKeepsATraceParent(t *testing.T) {
 		if got, err := rdb.Get(ctx, ns+":{t}:tp:"+id).Result(); err != nil || got != tp {
 			t.Fatalf("%s: the job's trace %q, %v; want %q", id, got, err, tp)
 		}
+		if code, out, errOut := runCLI(t, append([]string{"get", "t", id}, via...)...); code != ExitOK || !strings.Contains(out, "trace: "+tp) {
+			t.Fatalf("get %s: exit %d: %s%s", id, code, out, errOut)
+		}
 	}
 	for _, c := range []struct {
 		args []string

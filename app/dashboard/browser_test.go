@@ -308,6 +308,7 @@ recovery: {spec: "@every 10s", grace: 5s}
 queue: {horizon: 1h, topics: {invoices: {durability: durable}, mail: {unique_for: 90m}}}
 orders: {enabled: true, sweeper_spec: "@every 1h"}
 dashboard: {sample_every: 500ms, history: 1m}
+tracing: {enabled: true, exporter: global}
 periodic: [{name: new-year, spec: "0 0 0 1 1 *", topic: greetings}]
 `, redisAddr(), ns, dsn, port, testToken, readOnly, hookURL)
 	path := filepath.Join(t.TempDir(), "delayq.yaml")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
@@ -126,6 +127,19 @@ func TestDashboardPagesInBrowser(t *testing.T) {
 			t.Errorf("%s: %d pages shown (%v), want 1", p.hash, shown, err)
 		}
 	}
+
+	// A job enqueued in a span (tracing on, as serve has it) shows its
+	// trace on its page.
+	traced, err := dataplane.New(rdb, queue.Config{Namespace: ns, Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xab, 1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	if r, err := traced.Enqueue(trace.ContextWithSpanContext(ctx, sc), "mail", queue.NewJob{ID: "mail:traced", Delay: time.Hour}); err != nil || r.Duplicate {
+		t.Fatalf("enqueue mail:traced: %+v %v", r, err)
+	}
+	goHash(t, tab, "#/topics/mail/jobs/mail%3Atraced")
+	poll(t, tab, jobShown("mail:traced", "waiting")+` && document.querySelector('#job-fields [data-field="trace"]').textContent.startsWith('trace `+sc.TraceID().String()+` ')`, "the job's trace on its page")
 
 	// Back, forward and reload keep the page.
 	goHash(t, tab, "#/dead")

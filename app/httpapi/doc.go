@@ -305,7 +305,8 @@
 // request enqueues (POST .../jobs, .../jobs:batch, POST /v1/orders) keep
 // it, and each of their runs is a span of that trace, the child of the
 // header's span (docs/design.md §4.21). A header that is not a valid
-// traceparent is ignored. Without tracing the header is ignored.
+// traceparent is ignored. Without tracing the header is ignored. GET of
+// one job shows the trace it keeps as "trace_parent".
 //
 // # Uniqueness window
 //

@@ -52,6 +52,10 @@ type JobView struct {
 	// was first asked (Unix ms): its handler's context is cancelled, and
 	// it stays in flight until the handler returns ("cancel requested").
 	CancelRequestedAt int64 `json:"cancel_requested_at,omitempty"`
+	// TraceParent is the W3C traceparent its enqueue kept (tracing.enabled,
+	// docs/design.md §4.21): its runs are spans of that trace. GET of one
+	// job only; absent without one.
+	TraceParent string `json:"trace_parent,omitempty"`
 	// Ledger is the job's ledger row (worker, claim, lease, last error)
 	// where the answer shows it: GET of one job, in_flight pages, and the
 	// listings read from the ledger; absent when the job has no row.
@@ -70,7 +74,7 @@ type JobView struct {
 func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 	j := info.Job
 	v := JobView{
-		Topic: j.Topic, Partition: j.Partition, ID: j.ID, State: info.State,
+		Topic: j.Topic, Partition: j.Partition, ID: j.ID, State: info.State, TraceParent: j.TraceParent,
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq/app/httpapi"
 	"github.com/delayq/delayq/internal/testenv"
 )
 
@@ -29,6 +30,9 @@ func TestEnqueueKeepsTheRequestsTraceParent(t *testing.T) {
 		if got, err := on.rdb.Get(ctx, on.ns+":{t}:tp:"+id).Result(); err != nil || got != tp {
 			t.Fatalf("%s's trace: %q %v", id, got, err)
 		}
+	}
+	if v := decode[httpapi.JobView](t, on.get(t, "/v1/topics/t/jobs/one")); v.TraceParent != tp {
+		t.Fatalf("the job's view: trace_parent %q, want %q", v.TraceParent, tp)
 	}
 	for i, bad := range []string{"garbage", "00-" + strings.Repeat("0", 32) + "-00f067aa0ba902b7-01", strings.Repeat("f", 4000)} {
 		id := "bad" + string(rune('0'+i))

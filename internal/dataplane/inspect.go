@@ -22,6 +22,7 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	}
 	name, info, err := c.locateRow(ctx, l, topic, id)
 	if err != nil || info.State != StateUnknown || l == nil || !c.lifecycle(topic).waitsInSQL() {
+		c.traceInfo(ctx, info)
 		return info, err
 	}
 	topic = name
@@ -53,6 +54,7 @@ func (c *Client) Get(ctx context.Context, topic, id string) (*JobInfo, error) {
 		return nil, err
 	}
 	_, info, err := c.locate(ctx, topic, id)
+	c.traceInfo(ctx, info)
 	return info, err
 }
 

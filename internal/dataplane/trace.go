@@ -105,6 +105,22 @@ func (c *Client) readTraces(ctx context.Context, jobs []*Job) error {
 	return nil
 }
 
+// traceInfo sets the TraceParent of the job info shows, with Config.Trace:
+// the trace its enqueue kept, for an operator to find its runs. Best
+// effort: none on an error.
+func (c *Client) traceInfo(ctx context.Context, info *JobInfo) {
+	if !c.cfg.Trace || info == nil || info.Job == nil {
+		return
+	}
+	name := info.Job.Topic
+	if info.Job.Partition != "" {
+		name = info.Job.Partition
+	}
+	if tp, err := c.rdb.Get(ctx, traceKey(c.cfg.Namespace, name, info.Job.ID)).Result(); err == nil {
+		info.Job.TraceParent = tp
+	}
+}
+
 // forgetTraces deletes the trace keys of jobs of name that ended (with
 // Config.Trace): best effort, their expiry is the fallback.
 func (c *Client) forgetTraces(ctx context.Context, name string, ids ...string) {

@@ -953,6 +953,7 @@
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));
     if (j.lease_until) field(f, 'lease until', when(j.lease_until));
+    if (j.trace_parent) field(f, 'trace', 'trace ' + (j.trace_parent.split('-')[1] || j.trace_parent) + ' (its enqueue\'s; each run is a span of it)');
     if (j.cancel_requested_at) field(f, 'cancel requested', when(j.cancel_requested_at) + ' (its handler\'s context is cancelled; it ends when the handler returns)', { class: 'err' });
     if (j.died_at) field(f, 'died', when(j.died_at));
     field(f, 'last error', j.last_error || '–', { class: j.last_error ? 'err' : null });

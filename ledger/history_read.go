@@ -33,9 +33,10 @@ type HistoryFilter struct {
 	Limit int
 }
 
-// ErrBadCursor is returned by History for an After that is not a cursor
-// of the same listing (by id, or by time).
-var ErrBadCursor = errors.New("ledger: not a cursor of this history listing")
+// ErrBadCursor is returned for a cursor that is not one of the listing it
+// is given to: History's After of another listing (by id, or by time), or
+// a cursor of a ledger shard the ledger does not have.
+var ErrBadCursor = errors.New("ledger: not a cursor of this listing")
 
 // ValidOutcome reports whether s names an outcome a history row can have.
 func ValidOutcome(s string) bool {

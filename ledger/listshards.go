@@ -95,7 +95,7 @@ func mergeList[T any](shards []*Ledger, f ListFilter, read func(i int, at bool) 
 // (one of another shard list, or made up): an error wrapping ErrBadCursor.
 func checkCursorShard(c *Cursor, n int) error {
 	if c != nil && (c.Shard < 0 || c.Shard >= n) {
-		return fmt.Errorf("%w: a cursor of shard %d, and there are %d", ErrBadCursor, c.Shard, n)
+		return fmt.Errorf("%w: it names shard %d, and the ledger's shards are 0 to %d", ErrBadCursor, c.Shard, n-1)
 	}
 	return nil
 }

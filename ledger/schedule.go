@@ -375,10 +375,7 @@ func (l *Ledger) uniqueFor(topic string) int64 {
 	if len(l.opts.UniqueFor) == 0 {
 		return 0
 	}
-	if i := strings.IndexByte(topic, '~'); i >= 0 {
-		topic = topic[:i]
-	}
-	return l.opts.UniqueFor[topic].Milliseconds()
+	return l.opts.UniqueFor[queue.TopicOf(topic)].Milliseconds()
 }
 
 // readIDs returns the rows topic has for ids (sorted, distinct), in

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -255,8 +254,5 @@ func (c Config) checkDurability() error {
 // UniqueFor is topic's uniqueness window (TopicUniqueFor; 0 for none).
 // topic may be a partition's name: a partition has its topic's window.
 func (c Config) UniqueFor(topic string) time.Duration {
-	if i := strings.IndexByte(topic, '~'); i >= 0 {
-		topic = topic[:i]
-	}
-	return c.TopicUniqueFor[topic]
+	return c.TopicUniqueFor[TopicOf(topic)]
 }

@@ -1,6 +1,9 @@
 package queue
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // Partitions is a topic's partition layout (docs/design.md §7.1): the
 // count enqueues use, and every count whose partitions may still hold jobs,
@@ -23,4 +26,14 @@ type LayoutStore interface {
 	AddLayouts(ctx context.Context, topic string, counts []int) ([]int, error)
 	// Layouts returns the stored layouts of every topic partitioned.
 	Layouts(ctx context.Context) (map[string][]int, error)
+}
+
+// TopicOf returns the topic that name, a topic's or a partition's
+// ("topic~k.p~n"), belongs to: the part before "~", or name itself. "~"
+// is not in a topic's alphabet.
+func TopicOf(name string) string {
+	if i := strings.IndexByte(name, '~'); i >= 0 {
+		return name[:i]
+	}
+	return name
 }

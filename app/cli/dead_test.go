@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/delayq/delayq/app/httpapi"
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -16,22 +13,7 @@ import (
 // instance's API; a job that is not dead exits 3 and is left alone; --json
 // answers as the API does.
 func TestDeadDeleteRemovesOneJob(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	cfgPath := directConfig(t, ns, "")
-	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
-		t.Fatalf("migrate: exit %d: %s", code, errOut)
-	}
-	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, cfgPath, api := directAndAPI(t)
 	ctx := testenv.Context(t)
 	for _, id := range []string{"d:1", "d:2"} {
 		if _, err := q.Enqueue(ctx, "mail", queue.NewJob{ID: id}); err != nil {
@@ -48,7 +30,6 @@ func TestDeadDeleteRemovesOneJob(t *testing.T) {
 	if _, _, err := q.Bury(ctx, []queue.DeadJob{{Job: cl.Jobs[0], Error: "x"}, {Job: cl.Jobs[1], Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
 
 	code, out, errOut := runCLI(t, "dead", "delete", "mail", "d:1", "--config", cfgPath)
 	if code != ExitOK || out != "deleted dead job d:1 of mail\n" {

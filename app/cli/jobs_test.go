@@ -13,6 +13,7 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
+	"github.com/redis/go-redis/v9"
 )
 
 // A job nobody knows is said alike by get, cancel and reschedule, on Redis
@@ -42,9 +43,26 @@ func TestUnknownJobIsSaidAlikeByEveryCommand(t *testing.T) {
 // data-plane client of the namespace.
 func directAndAPI(t *testing.T) (q *dataplane.Client, cfgPath, api string) {
 	t.Helper()
+	e := newCLIEnv(t, "", queue.Config{})
+	return e.q, e.cfg, e.api
+}
+
+// cliEnv is directAndAPI's world with its parts named: the namespace's
+// Redis, the migrated configuration (with extra YAML of the test's), and
+// the API instance over a data-plane client of qc's settings.
+type cliEnv struct {
+	q        *dataplane.Client
+	rdb      redis.UniversalClient
+	ns       string
+	cfg, api string
+}
+
+// newCLIEnv builds a cliEnv; qc's Namespace is the test's.
+func newCLIEnv(t *testing.T, extraYAML string, qc queue.Config) cliEnv {
+	t.Helper()
 	rdb, ns := testenv.Redis(t)
-	cfgPath = directConfig(t, ns, "")
-	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
+	e := cliEnv{rdb: rdb, ns: ns, cfg: directConfig(t, ns, extraYAML)}
+	if code, _, errOut := runCLI(t, "migrate", "--config", e.cfg); code != ExitOK {
 		t.Fatalf("migrate: exit %d: %s", code, errOut)
 	}
 	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
@@ -54,11 +72,12 @@ func directAndAPI(t *testing.T) (q *dataplane.Client, cfgPath, api string) {
 	if err := l.Migrate(testenv.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	q, err = dataplane.New(rdb, queue.Config{Namespace: ns})
-	if err != nil {
+	qc.Namespace = ns
+	if e.q, err = dataplane.New(rdb, qc); err != nil {
 		t.Fatal(err)
 	}
-	return q, cfgPath, apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	e.api = apiInstance(t, httpapi.Deps{Queue: e.q, Ledger: l})
+	return e
 }
 
 // Flags that contradict each other are refused by their names before any

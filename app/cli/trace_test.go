@@ -4,10 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/delayq/delayq/app/httpapi"
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -15,25 +12,10 @@ import (
 // tracing.enabled) and through the API (the header); a bad value, or
 // tracing off in direct mode, is exit 2 and enqueues nothing.
 func TestEnqueueKeepsATraceParent(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	ctx := testenv.Context(t)
-	on := directConfig(t, ns, "tracing: {enabled: true}\n")
+	e := newCLIEnv(t, "tracing: {enabled: true}\n", queue.Config{Trace: true})
+	rdb, ns, on, q, api := e.rdb, e.ns, e.cfg, e.q, e.api
 	off := directConfig(t, ns, "")
-	if code, _, errOut := runCLI(t, "migrate", "--config", on); code != ExitOK {
-		t.Fatalf("migrate: exit %d: %s", code, errOut)
-	}
-	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, Trace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	ctx := testenv.Context(t)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	for id, via := range map[string][]string{"direct": {"--config", on}, "api": {"--api", api}} {
 		if code, _, errOut := runCLI(t, append([]string{"enqueue", "t", id, "--delay", "1h", "--traceparent", tp}, via...)...); code != ExitOK {

@@ -32,50 +32,9 @@ func TestServeTracesAnOrdersCloseJob(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
-	_, ns := testenv.Redis(t)
-	port := testenv.FreePort(t)
-	logs := startCommand(t, fmt.Sprintf(`log: {level: warn, format: json}
-redis: {mode: single, addrs: [%q], namespace: %q}
-sql: {driver: sqlite, sqlite_path: %q}
-http: {listen: "127.0.0.1:%d"}
-worker: {max_idle: 200ms}
-orders: {enabled: true}
-tracing: {enabled: true, exporter: global}
-`, redisAddr(), ns, filepath.Join(t.TempDir(), "ledger.db"), port), "serve")
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	ctx := testenv.Context(t)
-	testenv.WaitFor(ctx, t, "serve to answer /readyz", func() bool {
-		code, _, err := httpGet(base + "/readyz")
-		return err == nil && code == 200
-	}, func() string { return "logs:\n" + logs() })
-
-	send := func(method, path, body string, header ...string) (int, string) {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	if code, body := send("PUT", "/v1/products/TEA", `{"stock":10,"price_cents":300}`); code != 200 && code != 201 {
-		t.Fatalf("PUT product: %d %s", code, body)
-	}
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	code, body := send("POST", "/v1/orders", `{"items":[{"sku":"TEA","quantity":1}],"payment_window_ms":300,"user":"u1"}`,
-		"Traceparent", "00-"+traceID+"-"+parentID+"-01")
-	if code != 201 {
-		t.Fatalf("POST /v1/orders: %d %s", code, body)
-	}
+	logs := serveAnOrder(t, "{enabled: true, exporter: global}", "00-"+traceID+"-"+parentID+"-01")
+	ctx := testenv.Context(t)
 	var run sdktrace.ReadOnlySpan
 	testenv.WaitFor(ctx, t, "the close job's run span", func() bool {
 		for _, s := range exp.GetSpans().Snapshots() {
@@ -126,38 +85,9 @@ func TestServeExportsSpansOverOTLP(t *testing.T) {
 	t.Setenv("OTEL_SERVICE_NAME", "shop-delayq")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 
-	_, ns := testenv.Redis(t)
-	port := testenv.FreePort(t)
-	logs := startCommand(t, fmt.Sprintf(`log: {level: warn, format: json}
-redis: {mode: single, addrs: [%q], namespace: %q}
-sql: {driver: sqlite, sqlite_path: %q}
-http: {listen: "127.0.0.1:%d"}
-worker: {max_idle: 200ms}
-orders: {enabled: true}
-tracing: {enabled: true}
-`, redisAddr(), ns, filepath.Join(t.TempDir(), "ledger.db"), port), "serve")
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	ctx := testenv.Context(t)
-	testenv.WaitFor(ctx, t, "serve to answer /readyz", func() bool {
-		code, _, err := httpGet(base + "/readyz")
-		return err == nil && code == 200
-	}, func() string { return "logs:\n" + logs() })
-	put, _ := http.NewRequestWithContext(ctx, "PUT", base+"/v1/products/TEA", strings.NewReader(`{"stock":10,"price_cents":300}`))
-	put.Header.Set("Content-Type", "application/json")
-	post, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/orders", strings.NewReader(`{"items":[{"sku":"TEA","quantity":1}],"payment_window_ms":300,"user":"u1"}`))
-	post.Header.Set("Content-Type", "application/json")
 	const traceID = "0af7651916cd43dd8448eb211c80319c"
-	post.Header.Set("Traceparent", "00-"+traceID+"-b7ad6b7169203331-01")
-	for _, req := range []*http.Request{put, post} {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d", req.Method, req.URL.Path, resp.StatusCode)
-		}
-	}
+	logs := serveAnOrder(t, "{enabled: true}", "00-"+traceID+"-b7ad6b7169203331-01")
+	ctx := testenv.Context(t)
 	for {
 		select {
 		case req := <-got:
@@ -183,4 +113,52 @@ tracing: {enabled: true}
 			t.Fatalf("no span of the order's trace reached the collector; logs:\n%s", logs())
 		}
 	}
+}
+
+// serveAnOrder starts `delayq serve` in the test's process with the orders
+// module and tracing (the YAML of its tracing section), and creates an
+// order through POST /v1/orders with the traceparent tp and a payment
+// window of 300 ms, so that its close job runs at once. It returns serve's
+// logs.
+func serveAnOrder(t *testing.T, tracing, tp string) func() string {
+	t.Helper()
+	_, ns := testenv.Redis(t)
+	port := testenv.FreePort(t)
+	logs := startCommand(t, fmt.Sprintf(`log: {level: warn, format: json}
+redis: {mode: single, addrs: [%q], namespace: %q}
+sql: {driver: sqlite, sqlite_path: %q}
+http: {listen: "127.0.0.1:%d"}
+worker: {max_idle: 200ms}
+orders: {enabled: true}
+tracing: %s
+`, redisAddr(), ns, filepath.Join(t.TempDir(), "ledger.db"), port, tracing), "serve")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	ctx := testenv.Context(t)
+	testenv.WaitFor(ctx, t, "serve to answer /readyz", func() bool {
+		code, _, err := httpGet(base + "/readyz")
+		return err == nil && code == 200
+	}, func() string { return "logs:\n" + logs() })
+	for _, c := range []struct{ method, path, body, tp string }{
+		{"PUT", "/v1/products/TEA", `{"stock":10,"price_cents":300}`, ""},
+		{"POST", "/v1/orders", `{"items":[{"sku":"TEA","quantity":1}],"payment_window_ms":300,"user":"u1"}`, tp},
+	} {
+		req, err := http.NewRequestWithContext(ctx, c.method, base+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if c.tp != "" {
+			req.Header.Set("Traceparent", c.tp)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, resp.StatusCode, b)
+		}
+	}
+	return logs
 }

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/app/httpapi"
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
-	"github.com/delayq/delayq/ledger"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -17,23 +15,8 @@ import (
 // says duplicate, how the job ended and until when its id is taken, directly
 // and through the API; delayq stats shows the window.
 func TestEnqueueInsideTheUniquenessWindow(t *testing.T) {
-	rdb, ns := testenv.Redis(t)
-	cfgPath := directConfig(t, ns, "queue: {topics: {pay: {unique_for: 1h}}}\n")
-	if code, _, errOut := runCLI(t, "migrate", "--config", cfgPath); code != ExitOK {
-		t.Fatalf("migrate: exit %d: %s", code, errOut)
-	}
-	l, err := ledger.New(testenv.SQLite(t), ledger.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Migrate(testenv.Context(t)); err != nil {
-		t.Fatal(err)
-	}
-	q, err := dataplane.New(rdb, queue.Config{Namespace: ns, TopicUniqueFor: map[string]time.Duration{"pay": time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := apiInstance(t, httpapi.Deps{Queue: q, Ledger: l})
+	e := newCLIEnv(t, "queue: {topics: {pay: {unique_for: 1h}}}\n", queue.Config{TopicUniqueFor: map[string]time.Duration{"pay": time.Hour}})
+	q, cfgPath, api := e.q, e.cfg, e.api
 	ctx := testenv.Context(t)
 	for _, id := range []string{"a", "b"} {
 		if code, _, errOut := runCLI(t, "enqueue", "pay", id, "--config", cfgPath); code != ExitOK {
@@ -71,7 +54,7 @@ func TestEnqueueInsideTheUniquenessWindow(t *testing.T) {
 			t.Fatalf("stats %v: exit %d: %s", via, code, out)
 		}
 	}
-	if code, _, errOut := runCLI(t, "enqueue", "pay", "a", "--config", directConfig(t, ns, "queue: {topics: {pay: {unique_for: -1h}}}\n")); code != ExitUsage ||
+	if code, _, errOut := runCLI(t, "enqueue", "pay", "a", "--config", directConfig(t, e.ns, "queue: {topics: {pay: {unique_for: -1h}}}\n")); code != ExitUsage ||
 		!strings.Contains(errOut, "queue.topics.pay.unique_for") {
 		t.Fatalf("a bad window: exit %d: %s", code, errOut)
 	}

@@ -19,10 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/driver/mysql"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
-
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
@@ -369,16 +365,7 @@ worker:
 // when the test ends.
 func openLedger(t *testing.T, dsn string) *ledger.Ledger {
 	t.Helper()
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
-	led, err := ledger.New(db, ledger.Options{})
+	led, err := ledger.New(testenv.OpenMySQL(t, dsn), ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,7 +134,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 	}
 	switch asInt64(reply[0]) {
 	case 1:
-		c.forgetTraces(ctx, topic, id)
+		c.forgetTraces(ctx, Ref{Topic: topic, ID: id})
 		j := &Job{Topic: topic, ID: id}
 		if env, ok := reply[1].(string); ok {
 			if err := decodeEnvelope([]byte(env), j); err != nil {

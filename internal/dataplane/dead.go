@@ -192,6 +192,6 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if n == 0 {
 		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, ErrNotFound)
 	}
-	c.forgetTraces(ctx, topic, id)
+	c.forgetTraces(ctx, Ref{Topic: topic, ID: id})
 	return nil
 }

@@ -78,12 +78,7 @@ const partitionSep = '~'
 
 // TopicOf returns the topic that name (a topic's or a partition's) belongs
 // to: the part before "~", or name itself.
-func TopicOf(name string) string {
-	if i := strings.IndexByte(name, partitionSep); i >= 0 {
-		return name[:i]
-	}
-	return name
-}
+func TopicOf(name string) string { return queue.TopicOf(name) }
 
 // IsPartition says name is a partition's (topic~k.p~n), not a topic's.
 func IsPartition(name string) bool { return strings.IndexByte(name, partitionSep) >= 0 }

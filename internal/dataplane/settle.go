@@ -22,11 +22,13 @@ import (
 // service runs jobs through engine.Engine (or a Worker), never by
 // calling it.
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
-	return c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
+	n, err := c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		lc := c.lifecycle(topic)
 		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
 			[]any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
 	})
+	c.forgetTraces(ctx, refs...)
+	return n, err
 }
 
 // AckCancelled forgets jobs whose run ended cancelled (a cancel was asked
@@ -36,10 +38,12 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 //
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
 func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
-	return c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
+	n, err := c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
 			[]any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
 	})
+	c.forgetTraces(ctx, refs...)
+	return n, err
 }
 
 // Release hands claimed jobs back to due without spending an attempt, at
@@ -58,8 +62,6 @@ func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 // arguments scriptArgs gives, then the topic's refs as (id, attempt) pairs,
 // and sums the counts the calls return: the shape Ack and Release share.
 func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script, refs []Ref, scriptArgs func(topic string, k keys) ([]string, []any)) (int, error) {
-	// The jobs an ack ends leave their trace keys behind (trace.go).
-	traced := script == c.scripts.ack
 	groups := byTopic(refs)
 	ks, err := keysForAll(c, groups)
 	if err != nil {
@@ -78,13 +80,6 @@ func (c *Client) settleRefs(ctx context.Context, op string, script *redis.Script
 			return n, fmt.Errorf("queue: %s on %s: %w", op, topic, err)
 		}
 		n += m
-		if traced {
-			ids := make([]string, len(rs))
-			for i, r := range rs {
-				ids[i] = r.ID
-			}
-			c.forgetTraces(ctx, topic, ids...)
-		}
 	}
 	return n, nil
 }

@@ -121,17 +121,25 @@ func (c *Client) traceInfo(ctx context.Context, info *JobInfo) {
 	}
 }
 
-// forgetTraces deletes the trace keys of jobs of name that ended (with
-// Config.Trace): best effort, their expiry is the fallback.
-func (c *Client) forgetTraces(ctx context.Context, name string, ids ...string) {
-	if !c.cfg.Trace || len(ids) == 0 {
+// forgetTraces deletes the trace keys of the jobs of refs, which ended
+// (with Config.Trace): one round trip, an UNLINK per topic or partition
+// (a multi-key command stays within one hash tag, as a cluster needs).
+// Best effort: their expiry is the fallback. A ref whose claim no longer
+// owned its job (the settlement did nothing) loses its trace too; the
+// newer claim read it at its claim.
+func (c *Client) forgetTraces(ctx context.Context, refs ...Ref) {
+	if !c.cfg.Trace || len(refs) == 0 {
 		return
 	}
-	ks := make([]string, len(ids))
-	for i, id := range ids {
-		ks[i] = traceKey(c.cfg.Namespace, name, id)
+	pipe := c.rdb.Pipeline()
+	for name, rs := range byTopic(refs) {
+		ks := make([]string, len(rs))
+		for i, r := range rs {
+			ks[i] = traceKey(c.cfg.Namespace, name, r.ID)
+		}
+		pipe.Unlink(ctx, ks...)
 	}
-	_ = c.rdb.Unlink(ctx, ks...).Err()
+	_, _ = pipe.Exec(ctx)
 }
 
 // runSpan starts the span of a run of j (topic its topic's name), the

@@ -66,7 +66,7 @@ func TestRunSpansAreChildrenOfTheEnqueue(t *testing.T) {
 	}
 	startWorker(t, w)
 	obs.completed.WaitAtLeast(ctx, t, 3, "three jobs done")
-	testenv.WaitFor(ctx, t, "four run spans", func() bool { return len(exp.GetSpans()) >= 5 })
+	testenv.WaitFor(ctx, t, "four run spans and the request's", func() bool { return len(exp.GetSpans()) >= 5 })
 
 	runs := map[string][]sdktrace.ReadOnlySpan{}
 	for _, s := range exp.GetSpans().Snapshots() {

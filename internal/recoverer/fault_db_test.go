@@ -5,9 +5,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/testenv"
@@ -40,15 +38,7 @@ func newFaultDB(t testing.TB) faultDB {
 // it and runs the test's own DDL.
 func openLedgerDB(t testing.TB, dsn string, ddl ...string) (*gorm.DB, *ledger.Ledger) {
 	t.Helper()
-	db, err := gorm.Open(mysql.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			_ = s.Close()
-		}
-	})
+	db := testenv.OpenMySQL(t, dsn)
 	led, err := ledger.New(db, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)

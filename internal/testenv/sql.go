@@ -89,7 +89,13 @@ func gormConfig() *gorm.Config {
 // silent, and closes it on cleanup (before the database is dropped).
 func MySQL(t testing.TB) *gorm.DB {
 	t.Helper()
-	dsn := MySQLDSN(t)
+	return OpenMySQL(t, MySQLDSN(t))
+}
+
+// OpenMySQL opens gorm on dsn (a database of the test's own, or a server
+// the test started) with a silent logger, closed on cleanup.
+func OpenMySQL(t testing.TB, dsn string) *gorm.DB {
+	t.Helper()
 	db, err := gorm.Open(mysql.Open(dsn), gormConfig())
 	if err != nil {
 		t.Fatalf("testenv: gorm open MySQL: %v", err)

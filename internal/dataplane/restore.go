@@ -42,7 +42,8 @@ const (
 	// entry were re-created (in a dry run: would have been).
 	RestoreCreated
 	// RestoreGone: the job was acked (durable topic) or cancelled since
-	// RestoreOptions.SeenAt, so the row was read before its removal; or
+	// RestoreOptions.SeenAt, or died since then and after the row's
+	// EnqueuedAt (a waiting row), so the row was read before its removal; or
 	// SeenAt is older than Config.TombstoneTTL and that cannot be told.
 	// Nothing was written.
 	RestoreGone

@@ -115,6 +115,54 @@ func TestRestoreLeavesTrackedJobsAlone(t *testing.T) {
 	})
 }
 
+// A waiting row (a durable job's first push) replaces the envelope of a
+// dead job with its id only when the job died before the row was seen or
+// before the row was written: SQL then holds a new job (a requeue). A death
+// at or after seen-at and after the row's enqueue is the row's own job, read
+// before the worker settled it, and stays dead (the relay once pushed such a
+// row and revived the job it had just buried).
+func TestRestoreWaitingRowAndADeadJob(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		d := claimOne(t, e, "t", "d", time.Minute)
+		_, diedAt, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: d, Error: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := func(enqueuedAt int64) []dataplane.RestoreRow {
+			return []dataplane.RestoreRow{{Topic: "t", ID: "d", State: dataplane.StateWaiting, RunAt: 1, MaxAttempts: 3, EnqueuedAt: enqueuedAt, Payload: []byte("new")}}
+		}
+		before := dumpNamespace(t, e)
+		// The dead job's own row (written before the death), seen before
+		// the death or in its millisecond.
+		for _, seen := range []int64{diedAt - 1, diedAt} {
+			for _, enq := range []int64{0, diedAt - 1} {
+				out, err := e.c.Restore(ctx, row(enq), dataplane.RestoreOptions{SeenAt: seen})
+				if err != nil || out[0] != dataplane.RestoreGone {
+					t.Fatalf("a row enqueued at %d seen %d ms before the death: %v %v, want gone", enq, diedAt-seen, out, err)
+				}
+			}
+		}
+		if after := dumpNamespace(t, e); after != before {
+			t.Fatalf("Redis changed:\nbefore %s\nafter  %s", before, after)
+		}
+		// Seen after the death: SQL holds a new job.
+		out, err := e.c.Restore(ctx, row(0), dataplane.RestoreOptions{DryRun: true, SeenAt: diedAt + 1})
+		if err != nil || out[0] != dataplane.RestoreCreated {
+			t.Fatalf("seen after the death: %v %v, want created", out, err)
+		}
+		// A requeue's own push: seen-at lies a second before its insert,
+		// which is in the death's millisecond or after it.
+		out, err = e.c.Restore(ctx, row(diedAt), dataplane.RestoreOptions{SeenAt: diedAt - 1000})
+		if err != nil || out[0] != dataplane.RestoreCreated {
+			t.Fatalf("a row written after the death: %v %v, want created", out, err)
+		}
+		if info := mustGet(t, e, "t", "d"); info.State == dataplane.StateDead || string(info.Job.Payload) != "new" {
+			t.Fatalf("the new job: %s, payload %q", info.State, info.Job.Payload)
+		}
+	})
+}
+
 // A dry run reports what it would re-create and writes nothing.
 func TestRestoreDryRunWritesNothing(t *testing.T) {
 	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {

@@ -316,6 +316,47 @@ func TestTombstoneKeepsAFinishedJobFromComingBack(t *testing.T) {
 	}
 }
 
+// TestDeathKeepsADeadJobFromComingBack plays a relay page against a job
+// that dies between the page's read and its push (ledger archived and row
+// deleted, then buried in Redis): the push is refused by the time of death
+// and the job stays dead. CI once saw the relay's first reload revive such a
+// job, whose worker then acked it unrun: it left the dead set.
+func TestDeathKeepsADeadJobFromComingBack(t *testing.T) {
+	e := newDurableEnv(t, time.Minute)
+	ctx := testenv.Context(t)
+	if _, err := e.c.Enqueue(ctx, durableTopic, queue.NewJob{ID: "bad", Payload: []byte(`{}`), MaxAttempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	seen := e.redisNow(t)
+	row := e.scheduledRows(t, durableTopic)["bad"]
+	cl, err := e.c.Claim(ctx, durableTopic, 1, time.Minute)
+	if err != nil || len(cl.Jobs) != 1 {
+		t.Fatalf("claim: %v %v", cl, err)
+	}
+	ops := ledgerops.Of(e.led)
+	if err := ops.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	dead := []queue.DeadJob{{Job: cl.Jobs[0], Error: "permanent"}}
+	if err := ops.Bury(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.c.Bury(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if row.EnqueuedAt == 0 {
+		t.Fatal("the row has no enqueued_at: the check below would not test the relay's case")
+	}
+	rr := dataplane.RestoreRow{Topic: durableTopic, ID: "bad", State: queue.StateWaiting, RunAt: row.RunAt, MaxAttempts: row.MaxAttempts, EnqueuedAt: row.EnqueuedAt}
+	out, err := e.c.Restore(ctx, []dataplane.RestoreRow{rr}, dataplane.RestoreOptions{SeenAt: seen})
+	if err != nil || out[0] != dataplane.RestoreGone {
+		t.Fatalf("restore of a row read before its death: %v %v, want gone", out, err)
+	}
+	if info, err := e.c.Get(ctx, durableTopic, "bad"); err != nil || info.State != queue.StateDead {
+		t.Fatalf("after the late push: %+v %v, want dead", info, err)
+	}
+}
+
 func TestCancelOfAJobBeyondTheHorizon(t *testing.T) {
 	e := newDurableEnv(t, time.Minute)
 	ctx := testenv.Context(t)

@@ -28,7 +28,10 @@
 --          row: id, mode ("p" = in progress: due at once, "r" = retrying:
 --          due at its run time, "s" = scheduled, a durable job's first run:
 --          due at its run time, and an envelope of a dead job with this id
---          is replaced, since SQL says a new job exists), run at (Unix ms),
+--          that died before seen-at or before the row's enqueued at is
+--          replaced, since SQL says a new job exists; one that died at or
+--          after seen-at and after the row was written is the row's own
+--          job, read before its death, and answers 2), run at (Unix ms),
 --          attempt, max attempts, enqueued at (Unix ms, 0 = the run time),
 --          last error, payload
 --
@@ -37,7 +40,8 @@
 --          envelope is in the job hash, which covers dead jobs): nothing
 --          written; 1 = no trace of it: envelope and due entry re-created
 --          (with "check": would be); 2 = removed since seen-at (a
---          tombstone), or seen-at too old to tell: nothing written.
+--          tombstone, or for "s" a death), or seen-at too old to tell:
+--          nothing written.
 --
 -- The check and the write are one atomic step, so two recoverers (or a
 -- recoverer and the relay) running over the same rows re-create each job
@@ -66,9 +70,8 @@ local function restore(k, from, n)
     local tracked = redis.call('ZSCORE', due, id) or redis.call('ZSCORE', lease, id)
     local dead = false
     if not tracked and redis.call('HEXISTS', job, id) == 1 then
-      if mode == 's' and redis.call('ZSCORE', deadSet, id) then
-        dead = true
-      else
+      dead = mode == 's' and redis.call('ZSCORE', deadSet, id)
+      if not dead then
         tracked = true
       end
     end
@@ -76,6 +79,11 @@ local function restore(k, from, n)
       out[#out + 1] = 0
     else
       local gone = redis.call('ZSCORE', goneSet, id)
+      -- A death at or after seen-at, and after the row was written, is a
+      -- removal too: the row is the dead job's own, read before its worker
+      -- settled the ledger (which goes first). A row written after the
+      -- death is a new job (a requeue): replaced, whatever the seen-at.
+      if dead and tonumber(dead) >= seenAt and tonumber(dead) > tonumber(ARGV[i + 5]) then gone = dead end
       if tooOld or (gone and tonumber(gone) >= seenAt) then
         out[#out + 1] = 2
       else

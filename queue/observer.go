@@ -37,6 +37,16 @@ type Observer interface {
 	Heartbeat(worker string, at time.Time)
 }
 
+// PoolObserver is told how full a worker's shared pools of handlers are
+// (WorkerConfig.Pools), for metrics: when Run starts and at every
+// registry write (WorkerConfig.RegistryEvery). An Observer
+// (WorkerConfig.Observer) may implement it. It must be quick.
+type PoolObserver interface {
+	// PoolUse: pool holds inFlight jobs of its topics (claimed, waiting
+	// for a handler or running), of concurrency at most.
+	PoolUse(pool string, inFlight int64, concurrency int)
+}
+
 // CancelObserver is told about jobs that ended cancelled while a worker
 // held them (a cancel asked during their run), for metrics. An Observer
 // (WorkerConfig.Observer) may implement it. It must be safe for

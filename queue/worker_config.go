@@ -20,6 +20,10 @@ type WorkerConfig struct {
 	// Defaults for every topic; a topic's own TopicConfig overrides them
 	// field by field.
 	Topic TopicConfig
+	// Pools give several topics one shared pool of handlers, split by
+	// weight while all have due work (Pool). Default none: each topic
+	// has its own Concurrency.
+	Pools []Pool
 	// ShutdownTimeout is how long shutdown waits for running handlers before
 	// cancelling their contexts. Default 30s.
 	ShutdownTimeout time.Duration
@@ -330,6 +334,9 @@ func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 	}
 	if c.RegistryEvery == 0 {
 		c.RegistryEvery = DefaultRegistryEvery
+	}
+	if err := ValidatePools(c.Pools); err != nil {
+		return c, err
 	}
 	if c.RegistryEvery < 10*time.Millisecond {
 		return c, fmt.Errorf("queue: worker: RegistryEvery %s: want at least 10ms", c.RegistryEvery)

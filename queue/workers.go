@@ -31,15 +31,28 @@ type WorkerInfo struct {
 	// Topics are the topics the process handles, with their handlers and
 	// the jobs it holds (claimed and not settled).
 	Topics []WorkerTopic `json:"topics"`
+	// Pools are the process's shared pools of handlers (WorkerConfig.Pools),
+	// each with the jobs its topics hold; none when it has none.
+	Pools []WorkerPool `json:"pools,omitempty"`
 	// State is live, or gone once its heartbeat is older than 1.5 × its
 	// EveryMs (the process stopped without saying so: killed, or cut off
 	// from Redis). A reader sets it.
 	State string `json:"state"`
 }
 
-// WorkerTopic is one topic of a worker process.
+// WorkerTopic is one topic of a worker process. A topic in a pool shows
+// the pool's concurrency, the pool's name and its weight in it.
 type WorkerTopic struct {
 	Topic       string `json:"topic"`
+	Concurrency int    `json:"concurrency"`
+	InFlight    int64  `json:"in_flight"`
+	Pool        string `json:"pool,omitempty"`
+	Weight      int    `json:"weight,omitempty"`
+}
+
+// WorkerPool is one shared pool of handlers of a worker process (Pool).
+type WorkerPool struct {
+	Name        string `json:"name"`
 	Concurrency int    `json:"concurrency"`
 	InFlight    int64  `json:"in_flight"`
 }

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/sirupsen/logrus"
 
 	"github.com/delayq/delayq/app/backend"
@@ -28,6 +30,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 			MaxIdle:         wc.MaxIdle,
 			Logger:          log,
 			Observer:        m,
+			Pools:           wc.QueuePools(),
 			Topic: queue.TopicConfig{
 				Concurrency: wc.Concurrency,
 				BatchSize:   wc.BatchSize,
@@ -108,6 +111,16 @@ func (s *system) handle() error {
 	for topic := range s.cfg.Worker.Topics {
 		if _, ok := handlers[topic]; !ok {
 			s.log.WithField("topic", topic).Warn("worker.topics names a topic this program has no handler for: ignored")
+		}
+	}
+	// A pool's topic without a handler is a mistake (a typo, or an HTTP
+	// target not configured): refused before anything starts.
+	for _, pl := range s.cfg.Worker.QueuePools() {
+		for topic := range pl.Weights {
+			if _, ok := handlers[topic]; !ok {
+				return usageError{fmt.Errorf("worker.pools.%s.topics.%s: this program has no handler for topic %s (it runs %s, the HTTP targets of worker.topics, and %s with orders.enabled)",
+					pl.Name, topic, topic, SmokeTopic, orderclose.Topic)}
+			}
 		}
 	}
 	return nil

@@ -39,7 +39,7 @@ intervals old, and disappears after 10 minutes.`,
 					fmt.Fprintln(w, "no workers: start delayq serve or delayq worker")
 					return
 				}
-				row(w, "ID", "STATE", "HOST", "PID", "VERSION", "STARTED", "HEARTBEAT", "LEDGER", "TOPICS (handlers, jobs held)")
+				row(w, "ID", "STATE", "HOST", "PID", "VERSION", "STARTED", "HEARTBEAT", "LEDGER", "TOPICS (handlers, jobs held)", "POOLS (handlers, jobs held: topic×weight)")
 				for _, v := range list {
 					var ts []string
 					for _, t := range v.Topics {
@@ -49,11 +49,26 @@ intervals old, and disappears after 10 minutes.`,
 					if !v.LedgerOK {
 						ledger = "unreachable"
 					}
-					row(w, v.ID, v.State, v.Host, v.PID, orDash(v.Version), ms(v.StartedAt), ms(v.Heartbeat), ledger, strings.Join(ts, ", "))
+					row(w, v.ID, v.State, v.Host, v.PID, orDash(v.Version), ms(v.StartedAt), ms(v.Heartbeat), ledger, strings.Join(ts, ", "), orDash(poolsOf(v)))
 				}
 			})
 		},
 	}
+}
+
+// poolsOf shows a worker's shared pools: "shared (8, 5: heavy×3, light×1)".
+func poolsOf(v queue.WorkerInfo) string {
+	var out []string
+	for _, p := range v.Pools {
+		var ts []string
+		for _, t := range v.Topics {
+			if t.Pool == p.Name {
+				ts = append(ts, fmt.Sprintf("%s×%d", t.Topic, t.Weight))
+			}
+		}
+		out = append(out, fmt.Sprintf("%s (%d, %d: %s)", p.Name, p.Concurrency, p.InFlight, strings.Join(ts, ", ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // Workers lists the instance's registry.

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -391,10 +392,51 @@ type Worker struct {
 	BackoffCap  time.Duration    `koanf:"backoff_cap"`  // Default 1h.
 	MaxAttempts int              `koanf:"max_attempts"` // 0 = each job's own.
 	Topics      map[string]Topic `koanf:"topics"`
+	// Pools give several topics one shared pool of handlers, split by
+	// weight while all have due work (queue.Pool, docs/design.md §4.22):
+	// pool name -> its concurrency and its topics' weights. A pooled
+	// topic's concurrency is its pool's. Default none.
+	Pools map[string]Pool `koanf:"pools"`
 	// TargetAllowHosts, if not empty, are the only hosts an HTTP target
 	// (worker.topics.<t>.target.url) may name: "api.example.com", or
 	// "*.example.com" for the names under it. Default [] (any host).
 	TargetAllowHosts []string `koanf:"target_allow_hosts"`
+}
+
+// Pool is one shared pool of handlers (worker.pools.<name>).
+type Pool struct {
+	// Concurrency is how many jobs of the pool's topics run at once,
+	// 1-10,000. Required.
+	Concurrency int `koanf:"concurrency"`
+	// Topics are the pool's topics, each with its weight, 1-1000: while
+	// all have due work, a topic of weight 3 runs three times as many as
+	// one of weight 1. A topic is in one pool at most.
+	Topics map[string]int `koanf:"topics"`
+}
+
+// QueuePools are the worker's pools as the queue takes them, by name.
+func (w Worker) QueuePools() []queue.Pool {
+	names := make([]string, 0, len(w.Pools))
+	for name := range w.Pools {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	out := make([]queue.Pool, len(names))
+	for i, name := range names {
+		out[i] = queue.Pool{Name: name, Concurrency: w.Pools[name].Concurrency, Weights: w.Pools[name].Topics}
+	}
+	return out
+}
+
+// PoolOf is the name of the pool topic is in, and its weight there; ""
+// when it is in none.
+func (w Worker) PoolOf(topic string) (string, int) {
+	for name, p := range w.Pools {
+		if wt, ok := p.Topics[topic]; ok {
+			return name, wt
+		}
+	}
+	return "", 0
 }
 
 // HeartbeatInterval is how often the workers renew their leases: Heartbeat,
@@ -664,7 +706,7 @@ func Defaults() Config {
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, LedgerHold: queue.DefaultLedgerHold, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
-			Topics: map[string]Topic{}, TargetAllowHosts: []string{}},
+			Topics: map[string]Topic{}, Pools: map[string]Pool{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,

@@ -170,6 +170,14 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_start_lag: 1h}\n", "worker.topics.sms.rate_start_lag"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 0.00001}\n", "worker.topics.sms.rate_limit"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: 2000000}\n", "worker.topics.sms.rate_burst"},
+		{"worker:\n  pools:\n    p: {topics: {a: 1}}\n", "worker.pools.p.concurrency"},
+		{"worker:\n  pools:\n    p: {concurrency: 20000, topics: {a: 1}}\n", "worker.pools.p.concurrency"},
+		{"worker:\n  pools:\n    p: {concurrency: 4}\n", "worker.pools.p.topics"},
+		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {a: 0}}\n", "worker.pools.p.topics.a"},
+		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {a: 1001}}\n", "worker.pools.p.topics.a"},
+		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {'bad topic': 1}}\n", "worker.pools.p.topics.bad topic"},
+		{"worker:\n  pools:\n    'a/b': {concurrency: 4, topics: {a: 1}}\n", "worker.pools.a/b"},
+		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {a: 1}}\n    q: {concurrency: 4, topics: {a: 2}}\n", "worker.pools.q.topics.a"},
 		{"metrics:\n  listen: nohostport\n", "metrics.listen"},
 		{"metrics:\n  listen: 127.0.0.1:99999\n", "metrics.listen"},
 		{"http:\n  listen: 127.0.0.1:99999\n", "http.listen"},
@@ -245,6 +253,26 @@ func TestTopicRateLimit(t *testing.T) {
 	}
 	if l := cfg.Worker.RateLimit("mail"); l != (queue.RateLimit{}) {
 		t.Fatalf("mail has limit %+v", l)
+	}
+}
+
+// worker.pools as the queue takes them: sorted by name, with their topics'
+// weights; PoolOf finds a topic's.
+func TestWorkerPools(t *testing.T) {
+	cfg, err := config.Load(writeFile(t, "worker:\n  pools:\n    notify: {concurrency: 40, topics: {mail: 3, sms: 1}}\n    bulk: {concurrency: 5, topics: {report: 1}}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Worker.QueuePools()
+	if len(got) != 2 || got[0].Name != "bulk" || got[1].Name != "notify" || got[1].Concurrency != 40 ||
+		!maps.Equal(got[1].Weights, map[string]int{"mail": 3, "sms": 1}) || queue.ValidatePools(got) != nil {
+		t.Fatalf("pools %+v", got)
+	}
+	if p, w := cfg.Worker.PoolOf("sms"); p != "notify" || w != 1 {
+		t.Fatalf("PoolOf(sms) = %s, %d", p, w)
+	}
+	if p, _ := cfg.Worker.PoolOf("other"); p != "" {
+		t.Fatalf("PoolOf(other) = %s", p)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -293,9 +294,52 @@ func (w Worker) validate(p *problems) {
 			t.Target.validate(p, "worker.topics."+name+".target", w.TargetAllowHosts)
 		}
 	}
+	w.validatePools(p)
 	for _, h := range w.TargetAllowHosts {
 		if !httptarget.ValidHostPattern(h) {
 			p.bad("worker.target_allow_hosts", h, `want a host name or "*.domain"`)
+		}
+	}
+}
+
+// validatePools checks worker.pools as queue.ValidatePools does, naming
+// each key. Which topics have a handler the start checks (it knows them).
+func (w Worker) validatePools(p *problems) {
+	names := make([]string, 0, len(w.Pools))
+	for name := range w.Pools {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	inPool := map[string]string{}
+	for _, name := range names {
+		pl, key := w.Pools[name], "worker.pools."+name
+		if err := queue.ValidatePoolName(name); err != nil {
+			p.bad(key, name, "not a valid pool name: want 1-64 letters, digits, '_', '-' or '.'")
+		}
+		if pl.Concurrency < 1 || pl.Concurrency > queue.MaxConcurrency {
+			p.bad(key+".concurrency", pl.Concurrency, "want 1-%d", queue.MaxConcurrency)
+		}
+		if len(pl.Topics) == 0 {
+			p.bad(key+".topics", "{}", "want at least one topic: weight")
+		}
+		topics := make([]string, 0, len(pl.Topics))
+		for t := range pl.Topics {
+			topics = append(topics, t)
+		}
+		slices.Sort(topics)
+		for _, t := range topics {
+			tkey := key + ".topics." + t
+			if err := queue.ValidateTopic(t); err != nil {
+				p.bad(tkey, t, "not a valid topic name")
+				continue
+			}
+			if wt := pl.Topics[t]; wt < 1 || wt > queue.MaxPoolWeight {
+				p.bad(tkey, wt, "want a weight of 1-%d", queue.MaxPoolWeight)
+			}
+			if other, ok := inPool[t]; ok {
+				p.bad(tkey, t, "the topic is in worker.pools.%s already: one pool per topic", other)
+			}
+			inPool[t] = name
 		}
 	}
 }

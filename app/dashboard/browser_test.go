@@ -303,7 +303,8 @@ func startServe(t *testing.T, ns, dsn string, readOnly bool, hookURL string) *se
 redis: {mode: single, addrs: [%q], namespace: %q}
 sql: {driver: mysql, dsn: %q}
 http: {listen: "127.0.0.1:%d", token: %q, read_only: %t}
-worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, rate_limit: 20, target: {url: %q}}}}
+worker: {lease: 3s, max_idle: 200ms, shutdown_timeout: 5s, topics: {hooks: {backoff_base: 1m, rate_limit: 20, target: {url: %q}}},
+  pools: {notify: {concurrency: 7, topics: {hooks: 2, order_close: 1}}}}
 recovery: {spec: "@every 10s", grace: 5s}
 queue: {horizon: 1h, topics: {invoices: {durability: durable}, mail: {unique_for: 90m}}}
 orders: {enabled: true, sweeper_spec: "@every 1h"}

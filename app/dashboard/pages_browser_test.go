@@ -95,7 +95,8 @@ func TestDashboardPagesInBrowser(t *testing.T) {
 			document.querySelector('#jobs-tabs button.active').dataset.tab === 'dead'`},
 		{"#/topics/mail/jobs/mail%3Apage%3A1", jobShown("mail:page:1", "waiting")},
 		{"#/dead", `document.body.dataset.view === 'dead' && document.querySelectorAll('#dead tr[data-id]').length === 5`},
-		{"#/workers", `document.body.dataset.view === 'workers' && document.querySelectorAll('#workers tr[data-state="live"]').length === 1`},
+		{"#/workers", `document.body.dataset.view === 'workers' && document.querySelectorAll('#workers tr[data-state="live"]').length === 1 &&
+			/^notify \d+\/7: hooks ×2, order_close ×1$/.test(document.querySelector('#workers .worker-pool[data-pool="notify"]')?.textContent)`},
 		{"#/schedules", `document.body.dataset.view === 'schedules' && !!document.querySelector('#schedule-list tr[data-schedule="new-year"]')`},
 		{"#/recovery", `document.body.dataset.view === 'recovery' && !document.querySelector('#page-recovery').hidden`},
 	} {

@@ -202,8 +202,12 @@
 //
 // GET /v1/workers lists the workers' registry (docs/design.md §4.19):
 // {"workers": [{"id", "host", "pid", "version", "started_at", "heartbeat",
-// "every_ms", "ledger_ok", "topics": [{"topic", "concurrency", "in_flight"}],
-// "state"}]}, by id. Each worker process writes its entry every every_ms
+// "every_ms", "ledger_ok", "topics": [{"topic", "concurrency", "in_flight",
+// "pool", "weight"}], "pools": [{"name", "concurrency", "in_flight"}],
+// "state"}]}, by id. A topic in a shared pool of handlers (worker.pools,
+// docs/design.md §4.22) names its pool and its weight there, and shows the
+// pool's concurrency; "pools" (absent when none) are the process's pools
+// with the jobs their topics hold. Each worker process writes its entry every every_ms
 // (5 s by default), idle or not, with ledger_ok: whether its SQL ledger
 // answered a ping then; it removes its entry when it stops; state is live, or
 // gone once its heartbeat is 1.5 intervals old (killed, or cut off from

@@ -774,7 +774,8 @@ func registerWorker(t *testing.T, e *contractEnv) {
 	t.Helper()
 	now := time.Now().UnixMilli()
 	w := queue.WorkerInfo{ID: "w1", Host: "h", PID: 1, Version: "test", StartedAt: now, Heartbeat: now, EveryMs: 5000,
-		Topics: []queue.WorkerTopic{{Topic: "t", Concurrency: 2, InFlight: 1}}}
+		Topics: []queue.WorkerTopic{{Topic: "t", Concurrency: 2, InFlight: 1}, {Topic: "u", Concurrency: 8, InFlight: 3, Pool: "shared", Weight: 3}},
+		Pools:  []queue.WorkerPool{{Name: "shared", Concurrency: 8, InFlight: 3}}}
 	b, err := json.Marshal(w)
 	if err != nil {
 		t.Fatal(err)

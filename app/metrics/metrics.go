@@ -64,6 +64,8 @@ type Metrics struct {
 	heartbeats  *prometheus.CounterVec
 	unsettled   *prometheus.GaugeVec
 	gone, letGo *prometheus.CounterVec
+	// poolInFlight and poolSize: the worker's shared pools (pool).
+	poolInFlight, poolSize *prometheus.GaugeVec
 
 	live           live
 	sweep          sweepMetrics
@@ -140,7 +142,16 @@ func New(log logrus.FieldLogger) *Metrics {
 		Namespace: namespace, Name: "worker_let_go_jobs_total",
 		Help: "Jobs the worker let go because its ledger did not answer for worker.ledger_hold while another worker's did: their handlers cut at their leases' end, for a worker that reaches the ledger.",
 	}, []string{"topic"})
+	m.poolInFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "worker_pool_in_flight_jobs",
+		Help: "Jobs of a shared pool's topics the worker holds (claimed, waiting for a handler or running), as of its last registry write (worker.pools).",
+	}, []string{"pool"})
+	m.poolSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "worker_pool_concurrency",
+		Help: "The size of a shared pool of handlers: at most this many jobs of its topics at once (worker.pools.<pool>.concurrency).",
+	}, []string{"pool"})
 	m.reg.MustRegister(
+		m.poolInFlight, m.poolSize,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.enqueued, m.claimed, m.completed, m.retried, m.dead, m.released, m.recovered, m.cancelledRunning, m.taken,

@@ -14,7 +14,14 @@ var (
 	_ queue.EnqueueObserver   = (*Metrics)(nil)
 	_ queue.PushObserver      = (*Metrics)(nil)
 	_ queue.CancelObserver    = (*Metrics)(nil)
+	_ queue.PoolObserver      = (*Metrics)(nil)
 )
+
+// PoolUse sets a shared pool's gauges (queue.PoolObserver).
+func (m *Metrics) PoolUse(pool string, inFlight int64, concurrency int) {
+	m.poolInFlight.WithLabelValues(pool).Set(float64(inFlight))
+	m.poolSize.WithLabelValues(pool).Set(float64(concurrency))
+}
 
 // InitTopic creates a topic's counter and histogram series at zero, so
 // that rate() and increase() see the first event of a topic this process

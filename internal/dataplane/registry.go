@@ -34,14 +34,28 @@ func (w *Worker) register(bg, detached context.Context) {
 	info := WorkerInfo{ID: w.cfg.ID, Host: host, PID: os.Getpid(), Version: w.cfg.Version,
 		EveryMs: w.cfg.RegistryEvery.Milliseconds()}
 	for name, tr := range w.topics {
-		info.Topics = append(info.Topics, WorkerTopic{Topic: name, Concurrency: tr.cfg.Concurrency})
+		t := WorkerTopic{Topic: name, Concurrency: tr.cfg.Concurrency}
+		if tr.pool != nil {
+			t.Pool, t.Weight = tr.pool.name, tr.member.weight
+		}
+		info.Topics = append(info.Topics, t)
 	}
 	slices.SortFunc(info.Topics, func(a, b WorkerTopic) int { return strings.Compare(a.Topic, b.Topic) })
+	for _, p := range w.pools {
+		info.Pools = append(info.Pools, queue.WorkerPool{Name: p.name, Concurrency: p.size})
+	}
 	tick := time.NewTicker(w.cfg.RegistryEvery)
 	defer tick.Stop()
 	for {
 		for i := range info.Topics {
 			info.Topics[i].InFlight = w.topics[info.Topics[i].Topic].busy.Load()
+		}
+		po, _ := w.cfg.Observer.(queue.PoolObserver)
+		for i, p := range w.pools {
+			info.Pools[i].InFlight = p.inFlight()
+			if po != nil {
+				po.PoolUse(p.name, info.Pools[i].InFlight, p.size)
+			}
 		}
 		// Times on Redis's clock, which the readers compare them with.
 		ctx, cancel := withOpTimeout(detached)

@@ -35,6 +35,11 @@ type topicRunner struct {
 	// operator raises the partition count.
 	parts atomic.Pointer[[]*part]
 
+	// pool and member: the shared pool of handlers the topic is in
+	// (queue.Pool), nil for a topic with its own Concurrency.
+	pool   *pool
+	member *poolMember
+
 	stopping  <-chan struct{} // closed when the worker stops claiming (Run's ctx)
 	tokens    chan struct{}   // one per batch being claimed or recorded
 	holds     sync.WaitGroup  // recorded batches waiting for their jobs' due times
@@ -134,8 +139,18 @@ func (tr *topicRunner) clockOf(name string) *redisClock {
 	return &(*ps)[0].clock
 }
 
-// slotFreed tells every partition's fetcher that a handler slot came free.
+// slotFreed tells every partition's fetcher that a handler slot came free,
+// and, in a pool, every other topic's of the pool.
 func (tr *topicRunner) slotFreed() {
+	if tr.pool != nil {
+		tr.pool.freed()
+		return
+	}
+	tr.signalParts()
+}
+
+// signalParts wakes every partition's fetcher waiting for a slot.
+func (tr *topicRunner) signalParts() {
 	if ps := tr.parts.Load(); ps != nil {
 		for _, p := range *ps {
 			signal(p.freed)
@@ -277,6 +292,10 @@ func (tr *topicRunner) reserve(p *part) (n, nDue int) {
 	defer tr.claimMu.Unlock()
 	n, nDue = tr.claimable(p)
 	n, nDue = min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize)
+	if tr.pool != nil {
+		n = tr.pool.reserve(tr.member, n, func(k int) { tr.busy.Add(int64(k)) })
+		return n, min(nDue, n)
+	}
 	if n > 0 {
 		tr.busy.Add(int64(n))
 	}
@@ -289,8 +308,8 @@ func (tr *topicRunner) unreserve(k int) {
 		return
 	}
 	tr.busy.Add(-int64(k))
-	if ps := tr.parts.Load(); ps != nil && len(*ps) > 1 {
-		tr.slotFreed() // another partition's fetcher may be waiting for them
+	if ps := tr.parts.Load(); tr.pool != nil || ps != nil && len(*ps) > 1 {
+		tr.slotFreed() // another partition's (or pool member's) fetcher may be waiting for them
 	}
 }
 
@@ -326,6 +345,9 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 	}
 	p.paused = cl.Paused
 	p.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
+	if tr.member != nil {
+		tr.member.wants.Store(p.backlog) // due work left: owed its share of the pool
+	}
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {

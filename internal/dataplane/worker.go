@@ -22,6 +22,7 @@ type Worker struct {
 	log logrus.FieldLogger
 
 	topics    map[string]*topicRunner
+	pools     []*pool // WorkerConfig.Pools, built at Run
 	completer *completer
 	// redisWatch and ledgerWatch follow the two stores' outages: after a
 	// failed call the completer and the fetchers wait on them, and resume
@@ -103,6 +104,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(w.topics) == 0 {
 		return errors.New("queue: worker: no topic registered")
 	}
+	pools, err := newPools(w.cfg.Pools, w.topics)
+	if err != nil {
+		return err
+	}
+	w.pools = pools
 	// I/O outlives ctx: a claim or ledger write cut off half way would leave
 	// jobs leased for nothing. Every call derives its own timeout from
 	// detached instead (withOpTimeout).

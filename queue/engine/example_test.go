@@ -375,6 +375,44 @@ func Example_rateLimit() {
 	// 3 jobs spread over at least 0.9 s: true
 }
 
+// A shared pool of handlers: two topics share 4 slots, split 3 to 1 while
+// both have due jobs; either alone may use all 4.
+func Example_pool() {
+	eng, closeAll := newEngine(engine.Config{Worker: queue.WorkerConfig{
+		Pools: []queue.Pool{{Name: "notify", Concurrency: 4, Weights: map[string]int{"urgent": 3, "bulk": 1}}},
+	}})
+	defer closeAll()
+	ctx := context.Background()
+	var running, most atomic.Int64
+	var wg sync.WaitGroup
+	h := queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		defer wg.Done()
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // the work
+		return nil
+	})
+	for _, topic := range []string{"urgent", "bulk"} {
+		if err := eng.Handle(topic, h, queue.TopicConfig{}); err != nil {
+			panic(err)
+		}
+		for i := range 20 {
+			wg.Add(1)
+			if _, err := eng.Enqueue(ctx, topic, queue.NewJob{ID: fmt.Sprint(topic, i)}); err != nil {
+				panic(err)
+			}
+		}
+	}
+	stop := start(eng)
+	wg.Wait()
+	stop()
+	fmt.Println("40 jobs, at most 4 at once:", most.Load() <= 4)
+	// Output:
+	// 40 jobs, at most 4 at once: true
+}
+
 // An HTTP target: the handler of a topic is an endpoint of another
 // service, called with the job's payload and headers naming it; its
 // answer decides the outcome.

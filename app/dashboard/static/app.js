@@ -599,7 +599,19 @@
         title: 'whether its SQL ledger answered its last ping' }),
       el('td', { class: 'mono' }, ...(w.topics || []).map((t, i) => el('span', { class: 'worker-topic' },
         (i ? ', ' : ''), el('a', { href: topicHash(t.topic), text: t.topic }), ' ' + t.in_flight + '/' + t.concurrency))),
+      el('td', { class: 'mono' }, ...poolCells(w)),
     )));
+  }
+
+  // poolCells are a worker's shared pools of handlers (worker.pools): each
+  // with the jobs its topics hold, its size, and its topics by weight; a
+  // dash when it has none.
+  function poolCells(w) {
+    const pools = w.pools || [];
+    if (!pools.length) return ['–'];
+    return pools.map((p, i) => el('span', { class: 'worker-pool', dataset: { pool: p.name } },
+      (i ? '; ' : '') + p.name + ' ' + p.in_flight + '/' + p.concurrency + ': ' +
+      (w.topics || []).filter((t) => t.pool === p.name).map((t) => t.topic + ' ×' + t.weight).join(', ')));
   }
 
   // ---- one topic's page -------------------------------------------------

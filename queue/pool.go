@@ -1,0 +1,88 @@
+package queue
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// Pool gives several topics of a worker one shared pool of handlers
+// (docs/design.md §4.22): at most Concurrency of their jobs run (or wait
+// claimed for a handler) at once, whichever topics they come from. While
+// every topic of the pool has due work, the pool is split between them by
+// weight: a topic of weight 3 and one of weight 1 in a pool of 40 run 30
+// and 10 at once. A topic without due work leaves its share to the others,
+// and gets it back as their handlers finish once it has work again: no
+// handler is ever stopped for it.
+//
+// A topic's own Concurrency is replaced by its pool's; its other settings
+// (batch size, lease, rate limit...) stay its own. A pool's topics claim
+// within the pool's free handlers only: no prefetch beyond them.
+type Pool struct {
+	// Name names the pool in the workers' registry, metrics and logs:
+	// 1-64 letters, digits, '_', '-' or '.'.
+	Name string
+	// Concurrency is how many jobs of the pool's topics run at once, at
+	// most MaxConcurrency.
+	Concurrency int
+	// Weights are the pool's topics, each with its weight, 1 to
+	// MaxPoolWeight. A topic is in at most one pool, and every topic
+	// named must be handled by the worker.
+	Weights map[string]int
+}
+
+// MaxPoolWeight bounds a topic's weight in a Pool.
+const MaxPoolWeight = 1000
+
+var poolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// ValidatePoolName checks a Pool's name: 1-64 letters, digits, '_', '-'
+// or '.'.
+func ValidatePoolName(name string) error {
+	if !poolName.MatchString(name) {
+		return fmt.Errorf("queue: pool name %q: want 1-64 letters, digits, '_', '-' or '.'", name)
+	}
+	return nil
+}
+
+// ValidatePools checks pools as a worker takes them: valid names, each
+// once; a concurrency of 1 to MaxConcurrency; at least one topic, each
+// a valid topic name of weight 1 to MaxPoolWeight, and in one pool only.
+// Errors name the pool and the field.
+func ValidatePools(pools []Pool) error {
+	names := map[string]bool{}
+	inPool := map[string]string{}
+	for i, p := range pools {
+		if err := ValidatePoolName(p.Name); err != nil {
+			return fmt.Errorf("queue: pools[%d]: %w", i, err)
+		}
+		if names[p.Name] {
+			return fmt.Errorf("queue: pool %s: named twice", p.Name)
+		}
+		names[p.Name] = true
+		if p.Concurrency < 1 || p.Concurrency > MaxConcurrency {
+			return fmt.Errorf("queue: pool %s: concurrency %d: want 1-%d", p.Name, p.Concurrency, MaxConcurrency)
+		}
+		if len(p.Weights) == 0 {
+			return fmt.Errorf("queue: pool %s: weights: want at least one topic", p.Name)
+		}
+		topics := make([]string, 0, len(p.Weights))
+		for t := range p.Weights {
+			topics = append(topics, t)
+		}
+		slices.Sort(topics) // the same error every time
+		for _, t := range topics {
+			if err := ValidateTopic(t); err != nil {
+				return fmt.Errorf("queue: pool %s: weights: %w", p.Name, err)
+			}
+			if w := p.Weights[t]; w < 1 || w > MaxPoolWeight {
+				return fmt.Errorf("queue: pool %s: weight of %s %d: want 1-%d", p.Name, t, w, MaxPoolWeight)
+			}
+			if other, ok := inPool[t]; ok {
+				return fmt.Errorf("queue: pool %s: topic %s is in pool %s already", p.Name, t, other)
+			}
+			inPool[t] = p.Name
+		}
+	}
+	return nil
+}

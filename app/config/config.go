@@ -449,12 +449,16 @@ func (w Worker) HeartbeatInterval() time.Duration {
 }
 
 // TopicSettings returns topic name's overrides with the worker's defaults
-// filled in where the program itself needs them: concurrency and the
-// backoff (the queue fills in the rest).
+// filled in where the program itself needs them: concurrency (its pool's,
+// for a topic in worker.pools: an HTTP target's connections are sized by
+// it) and the backoff (the queue fills in the rest).
 func (w Worker) TopicSettings(name string) Topic {
 	t := w.Topics[name]
 	if t.Concurrency == 0 {
 		t.Concurrency = w.Concurrency
+	}
+	if pool, _ := w.PoolOf(name); pool != "" {
+		t.Concurrency = w.Pools[pool].Concurrency
 	}
 	if t.BackoffBase == 0 {
 		t.BackoffBase = w.BackoffBase

@@ -274,6 +274,14 @@ func TestWorkerPools(t *testing.T) {
 	if p, _ := cfg.Worker.PoolOf("other"); p != "" {
 		t.Fatalf("PoolOf(other) = %s", p)
 	}
+	// A pooled topic's effective concurrency is its pool's (an HTTP
+	// target's connections are sized by it).
+	if c := cfg.Worker.TopicSettings("sms").Concurrency; c != 40 {
+		t.Fatalf("sms's concurrency %d, want its pool's 40", c)
+	}
+	if c := cfg.Worker.TopicSettings("other").Concurrency; c != 10 {
+		t.Fatalf("other's concurrency %d, want the worker's 10", c)
+	}
 }
 
 // A periodic job from the file: its payload as JSON (or a string as is),

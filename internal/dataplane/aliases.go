@@ -68,6 +68,7 @@ type Page = queue.Page
 type PanicError = queue.PanicError
 type PauseState = queue.PauseState
 type PauseStore = queue.PauseStore
+type Pool = queue.Pool
 type PushObserver = queue.PushObserver
 type RateLimit = queue.RateLimit
 type RateLimitObserver = queue.RateLimitObserver

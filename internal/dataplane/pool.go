@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/delayq/delayq/queue"
 )
@@ -25,11 +24,20 @@ type pool struct {
 type poolMember struct {
 	tr     *topicRunner
 	weight int
-	// wants says the topic has due work it could not claim for want of
-	// the pool's room: set when the pool held a claim back, and after
-	// every claim to whether it left due jobs behind. Members that want
-	// are owed their share before others take more than theirs.
-	wants atomic.Bool
+}
+
+// wanting says the member has due work it could not claim for want of the
+// pool's room: one of its partitions wants (part.wants). Members that want
+// are owed their share before others take more than theirs.
+func (m *poolMember) wanting() bool {
+	if ps := m.tr.parts.Load(); ps != nil {
+		for _, p := range *ps {
+			if p.wants.Load() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // newPools builds the worker's pools over its registered topics: a pool
@@ -67,13 +75,14 @@ func (p *pool) share(weight, total int) int {
 	return max(1, p.size*weight/max(total, 1))
 }
 
-// reserve takes up to want slots of the pool for m, and returns how many
-// it took; the caller adds them to m's busy inside take, under the pool's
-// lock. m may take the pool's free slots except those owed to members
-// that want work and hold less than their share, and always what it is
-// owed itself: over the handlers' turnover, members with due work
-// converge on their weights' split. A member held back comes to want.
-func (p *pool) reserve(m *poolMember, want int, take func(n int)) int {
+// reserve takes up to want slots of the pool for m's partition pt, and
+// returns how many it took; the caller adds them to m's busy inside take,
+// under the pool's lock. m may take the pool's free slots except those
+// owed to members that want work and hold less than their share, and
+// always what it is owed itself: over the handlers' turnover, members with
+// due work converge on their weights' split. A partition held back comes
+// to want.
+func (p *pool) reserve(m *poolMember, pt *part, want int, take func(n int)) int {
 	if want <= 0 {
 		return 0
 	}
@@ -81,10 +90,11 @@ func (p *pool) reserve(m *poolMember, want int, take func(n int)) int {
 	defer p.mu.Unlock()
 	used, total := 0, 0
 	busy := make([]int, len(p.members))
+	wanting := make([]bool, len(p.members))
 	for i, o := range p.members {
-		busy[i] = int(o.tr.busy.Load())
+		busy[i], wanting[i] = int(o.tr.busy.Load()), o.wanting()
 		used += busy[i]
-		if o == m || busy[i] > 0 || o.wants.Load() {
+		if o == m || busy[i] > 0 || wanting[i] {
 			total += o.weight // members with work share the pool
 		}
 	}
@@ -95,13 +105,13 @@ func (p *pool) reserve(m *poolMember, want int, take func(n int)) int {
 		switch {
 		case o == m:
 			own = max(s-busy[i], 0)
-		case o.wants.Load() && busy[i] < s:
+		case wanting[i] && busy[i] < s:
 			owed += s - busy[i]
 		}
 	}
 	n := max(min(want, free, max(own, free-owed)), 0)
 	if n < want {
-		m.wants.Store(true)
+		pt.wants.Store(true)
 	}
 	if n > 0 {
 		take(n)

@@ -33,13 +33,13 @@ func TestPoolReserveOwesEachWantingMemberItsShare(t *testing.T) {
 		t.Fatalf("a member's concurrency %d (work %d), want the pool's 12; c in a pool: %v", a.cfg.Concurrency, cap(a.work), w.topics["c"].pool != nil)
 	}
 	take := func(tr *topicRunner, want int) int {
-		return p.reserve(tr.member, want, func(n int) { tr.busy.Add(int64(n)) })
+		return p.reserve(tr.member, tr.testPart(), want, func(n int) { tr.busy.Add(int64(n)) })
 	}
 	set := func(busyA, busyB int64, wantsA, wantsB bool) {
 		a.busy.Store(busyA)
 		b.busy.Store(busyB)
-		a.member.wants.Store(wantsA)
-		b.member.wants.Store(wantsB)
+		a.testPart().wants.Store(wantsA)
+		b.testPart().wants.Store(wantsB)
 	}
 	for _, c := range []struct {
 		what           string
@@ -62,8 +62,8 @@ func TestPoolReserveOwesEachWantingMemberItsShare(t *testing.T) {
 		if n := take(c.who, c.want); n != c.got {
 			t.Errorf("%s: took %d, want %d", c.what, n, c.got)
 		}
-		if c.who.member.wants.Load() != c.wantsAfter {
-			t.Errorf("%s: wants %v after, want %v", c.what, c.who.member.wants.Load(), c.wantsAfter)
+		if c.who.member.wanting() != c.wantsAfter {
+			t.Errorf("%s: wants %v after, want %v", c.what, c.who.member.wanting(), c.wantsAfter)
 		}
 	}
 
@@ -94,16 +94,30 @@ func TestPoolReserveOwesEachWantingMemberItsShare(t *testing.T) {
 // real Redis: never more than 8 of their jobs run at once, and while both
 // have due jobs the first gets about three quarters of the starts (each
 // topic alone would get half, with its own concurrency). Then one topic
-// alone uses the whole pool.
+// alone uses the whole pool. Also with the heavier topic over 8
+// partitions, all its jobs on one of them and idle fetchers waking every
+// 5 ms: its empty partitions' claims must not say it wants nothing (they
+// did, and the weights inverted: light finished first).
 func TestPoolSplitsHandlersByWeight(t *testing.T) {
+	t.Run("one partition each", func(t *testing.T) { poolSplit(t, 1, time.Second) })
+	t.Run("heavy over 8 partitions, its jobs on one", func(t *testing.T) { poolSplit(t, 8, 5*time.Millisecond) })
+}
+
+func poolSplit(t *testing.T, heavyParts int, maxIdle time.Duration) {
 	c, w := idleWorker(t, &memLedger{rows: map[string]int{}})
 	w.cfg.Pools = []queue.Pool{{Name: "shared", Concurrency: 8, Weights: map[string]int{"heavy": 3, "light": 1}}}
+	w.cfg.MaxIdle = maxIdle
 	ctx := testenv.Context(t)
+	if heavyParts > 1 {
+		if _, err := c.SetPartitions(ctx, "heavy", heavyParts); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const perTopic = 300
 	for _, topic := range []string{"heavy", "light"} {
 		jobs := make([]NewJob, perTopic)
 		for i := range jobs {
-			jobs[i] = NewJob{ID: fmt.Sprintf("%s-%d", topic, i)}
+			jobs[i] = NewJob{ID: fmt.Sprintf("%s-%d", topic, i), PartitionKey: "one"}
 		}
 		if _, err := c.EnqueueBatch(ctx, topic, jobs); err != nil {
 			t.Fatal(err)
@@ -166,6 +180,9 @@ func TestPoolSplitsHandlersByWeight(t *testing.T) {
 		t.Errorf("%d jobs ran at once, over the pool's 8", m)
 	}
 	light := lightAtHeavysEnd.Load()
+	if light < 0 {
+		t.Fatalf("light ran all its %d jobs before heavy (weight 3) started its %d: heavy had %d", perTopic, perTopic, heavyStarts.Load())
+	}
 	share := float64(perTopic) / float64(perTopic+light)
 	t.Logf("heavy's share of the starts while both had work: %.2f (light %d); light alone: %d starts, at most %d at once", share, light, lightAlone.Load(), maxLight.Load())
 	if share < 0.65 || share > 0.85 {

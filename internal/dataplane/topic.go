@@ -77,6 +77,10 @@ type part struct {
 	// backlog: the last claim left due jobs behind, so the fetcher may
 	// claim up to the prefetch beyond its free slots (the fetcher's own).
 	backlog bool
+	// wants, in a pool: the partition has due work the pool's room held
+	// back (set by the pool's reserve, and after each claim to its
+	// backlog); read by the other members' reserves (pool.go).
+	wants atomic.Bool
 }
 
 // activeJob is a running handler: its lease timer ends its context when the
@@ -293,7 +297,7 @@ func (tr *topicRunner) reserve(p *part) (n, nDue int) {
 	n, nDue = tr.claimable(p)
 	n, nDue = min(n, tr.cfg.BatchSize), min(nDue, tr.cfg.BatchSize)
 	if tr.pool != nil {
-		n = tr.pool.reserve(tr.member, n, func(k int) { tr.busy.Add(int64(k)) })
+		n = tr.pool.reserve(tr.member, p, n, func(k int) { tr.busy.Add(int64(k)) })
 		return n, min(nDue, n)
 	}
 	if n > 0 {
@@ -331,6 +335,13 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 		<-tr.tokens
 		return 0, untilTime, err
 	}
+	backlog := !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
+	if tr.pool != nil && p.wants.Swap(backlog) && !backlog {
+		// Its due work is claimed: what the pool held for it is free for
+		// the others. Said before the slots go back, so that the fetchers
+		// they wake see it.
+		defer tr.pool.freed()
+	}
 	tr.unreserve(n - len(cl.Jobs))
 	// Redis read its clock before the reply travelled back, so its time
 	// at replyAt is at least cl.nowMicros: holds measured from here err
@@ -344,10 +355,7 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 		p.log.Info("topic resumed: claiming again")
 	}
 	p.paused = cl.Paused
-	p.backlog = !cl.Paused && cl.NextToken == 0 && cl.NextDue > 0 && cl.NextDue <= cl.Now
-	if tr.member != nil {
-		tr.member.wants.Store(p.backlog) // due work left: owed its share of the pool
-	}
+	p.backlog = backlog
 	if len(cl.Buried) > 0 {
 		buried := make([]outcome, len(cl.Buried))
 		for i, j := range cl.Buried {

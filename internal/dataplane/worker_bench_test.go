@@ -184,3 +184,76 @@ func enqueueManyB(b *testing.B, c *dataplane.Client, topic string, n int, mod fu
 		}
 	}
 }
+
+// BenchmarkPoolUrgentBehindABacklog: a pool of 50 handlers over "bulk"
+// (weight 1) with 50,000 jobs due and "urgent" (weight 19), handlers of
+// 10 ms, every job recorded in the MariaDB ledger. With the bulk backlog
+// flowing, one urgent job is enqueued: urgent-start-ms is from its enqueue
+// to its handler's start. Then 5,000 urgent jobs compete with the bulk
+// backlog: bulk-share is bulk's part of the next 2,000 starts (its weight's
+// share is 0.05).
+func BenchmarkPoolUrgentBehindABacklog(b *testing.B) {
+	const bulk = 50_000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := benchWEnv(b)
+		enqueueManyB(b, e.c, "bulk", bulk, nil)
+		var bulkStarts, urgentStarts, counted, bulkCounted atomic.Int64
+		var counting atomic.Bool
+		firstUrgent := make(chan time.Time, 1)
+		measured := make(chan struct{})
+		var once sync.Once
+		count := func(isBulk bool) {
+			if !counting.Load() {
+				return
+			}
+			if isBulk {
+				bulkCounted.Add(1)
+			}
+			if counted.Add(1) == 2000 {
+				once.Do(func() { close(measured) })
+			}
+		}
+		w := benchWorker(b, e, dataplane.WorkerConfig{Pools: []dataplane.Pool{{Name: "p", Concurrency: 50, Weights: map[string]int{"bulk": 1, "urgent": 19}}}})
+		if err := w.Handle("bulk", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+			bulkStarts.Add(1)
+			count(true)
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		}), dataplane.TopicConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Handle("urgent", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
+			if urgentStarts.Add(1) == 1 {
+				firstUrgent <- time.Now()
+			}
+			count(false)
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		}), dataplane.TopicConfig{}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Run(ctx) }()
+		for bulkStarts.Load() < 2000 { // the backlog flows, the pool full of bulk
+			time.Sleep(time.Millisecond)
+		}
+		b.StartTimer()
+		at := time.Now()
+		if _, err := e.c.Enqueue(ctx, "urgent", dataplane.NewJob{ID: "u0"}); err != nil {
+			b.Fatal(err)
+		}
+		started := <-firstUrgent
+		b.StopTimer()
+		b.ReportMetric(float64(started.Sub(at).Microseconds())/1000, "urgent-start-ms")
+		enqueueManyB(b, e.c, "urgent", 5000, nil)
+		counting.Store(true)
+		<-measured
+		b.ReportMetric(float64(bulkCounted.Load())/float64(counted.Load()), "bulk-share")
+		cancel()
+		if err := <-stopped; err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -64,6 +64,7 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 	6: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"history", "result")) },
 	7: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"topic_state", "layouts")) },
 	8: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "shard_mark")) },
+	9: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "trace")) },
 }
 
 // probe asks a database's catalogue whether a table, column or index

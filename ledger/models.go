@@ -77,6 +77,10 @@ type Entry struct {
 	// latest claim's): what its history row calls its first start. 0 until
 	// a claim, and on rows claimed before the column existed.
 	FirstClaimedAt int64 `gorm:"column:first_claimed_at;type:bigint;not null;default:0"`
+	// Trace is the W3C traceparent of the span the job was enqueued in
+	// (queue.NewJob.TraceParent), "" (NULL) when none: a push after Redis
+	// lost the job writes it back (docs/design.md §4.21).
+	Trace string `gorm:"column:trace;type:varchar(64)"`
 	// Shard is the ledger shard the row was read from (ListShards), 0 on
 	// a ledger of one; not a column.
 	Shard int `gorm:"-"`

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ const scheduleRowOverhead = 160
 // scheduleColumns are the columns Schedule's INSERT writes, in the order of
 // scheduleRow.
 const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
-	" worker, state, last_error, updated_at, enqueued_at)"
+	" worker, state, last_error, updated_at, enqueued_at, trace)"
 
 // Schedule writes one waiting row per job of a durable topic (state
 // waiting, attempt 0) and returns one result per job, in order, and the
@@ -562,6 +563,10 @@ func (l *Ledger) insertScheduled(db *gorm.DB, topic string, jobs []queue.NewJob,
 	})
 }
 
+// traceParentRE is a W3C traceparent as a row keeps it (version 00, or a
+// later one of the same form): nothing else is written to the column.
+var traceParentRE = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
 // newRow is a waiting row to insert: its topic (a partition's name for a
 // partitioned topic), its job and its run_at.
 type newRow struct {
@@ -601,7 +606,8 @@ func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]n
 			// topic, job_id, payload, attempt, max_attempts, run_at,
 			// claimed_at, lease_until (NeverStale: a waiting job is the
 			// relay's, not the recoverer's), worker, state, last_error,
-			// updated_at, enqueued_at
+			// updated_at, enqueued_at, trace (a traceparent is hex and
+			// dashes, checked: inlined, as the numbers are)
 			b = append(b, "(?,?,?,0,"...)
 			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
 			b = append(b, ',')
@@ -612,7 +618,13 @@ func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]n
 			b = append(b, nowText...)
 			b = append(b, ',')
 			b = append(b, nowText...)
-			b = append(b, ')')
+			if traceParentRE.MatchString(j.TraceParent) {
+				b = append(b, ",'"...)
+				b = append(b, j.TraceParent...)
+				b = append(b, "')"...)
+			} else {
+				b = append(b, ",NULL)"...)
+			}
 			// The payload's placeholder must not follow a "(": gorm
 			// expands a slice bound there into a list.
 			vars = append(vars, r.topic, j.ID, nonNil(j.Payload))

@@ -19,6 +19,13 @@ type NewJob struct {
 	// retries an enqueue gives the same key again. Same characters as an
 	// id; ignored by a topic of one partition.
 	PartitionKey string
+	// TraceParent is the W3C traceparent of the span the job's runs are
+	// children of (docs/design.md §4.21). A client with Config.Trace sets
+	// it from the enqueue's context when it is empty or not a valid
+	// traceparent; without Config.Trace it is dropped. A durable topic
+	// keeps it in the job's ledger row, so that a job pushed to Redis
+	// again after Redis lost it keeps its trace.
+	TraceParent string
 }
 
 // EnqueueResult says what became of one enqueued job.

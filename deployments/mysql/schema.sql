@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `updated_at`   BIGINT       NOT NULL,
   `enqueued_at`  BIGINT       NOT NULL DEFAULT 0,
   `first_claimed_at` BIGINT   NOT NULL DEFAULT 0,
+  `trace`        VARCHAR(64)  NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_dq_ledger_topic_job` (`topic`, `job_id`),
   KEY `idx_dq_ledger_state_run_at` (`state`, `run_at`),
@@ -172,6 +173,9 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_topic_state' AND COLUMN_NAME = 'layouts');
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 8, 'shard_mark', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL WHERE EXISTS (SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_shard_mark');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 9, 'ledger_trace', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'trace');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

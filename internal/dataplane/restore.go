@@ -25,6 +25,9 @@ type RestoreRow struct {
 	MaxAttempts int
 	LastError   string
 	Payload     []byte
+	// TraceParent is the trace the row keeps (a durable job's, §4.21): a
+	// restore writes its key back unless one is there.
+	TraceParent string
 }
 
 // RestoreOutcome is what Restore did with one row.
@@ -119,8 +122,12 @@ func (c *Client) Restore(ctx context.Context, rows []RestoreRow, opts RestoreOpt
 	if opts.note.member != "" {
 		note = func(pipe redis.Pipeliner) { c.dropNote(ctx, pipe, opts.note) }
 	}
+	var traces func(redis.Pipeliner)
+	if !opts.DryRun {
+		traces = func(pipe redis.Pipeliner) { c.restoreTraces(ctx, pipe, rows) }
+	}
 	groups := c.restoreGroups(calls, opts)
-	cmds := c.runEach(ctx, c.scripts.restore, c.restoreScriptCalls(calls, groups, head), note)
+	cmds := c.runEachAround(ctx, c.scripts.restore, c.restoreScriptCalls(calls, groups, head), traces, note)
 
 	var errs []error
 	if bad != nil {

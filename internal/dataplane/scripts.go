@@ -114,8 +114,17 @@ type scriptCall struct {
 // reply or error. also, if set, adds commands to the first pipeline, after
 // the calls.
 func (c *Client) runEach(ctx context.Context, s *redis.Script, calls []scriptCall, also func(redis.Pipeliner)) []*redis.Cmd {
+	return c.runEachAround(ctx, s, calls, nil, also)
+}
+
+// runEachAround is runEach with before, if set, adding commands to the
+// first pipeline ahead of the calls.
+func (c *Client) runEachAround(ctx context.Context, s *redis.Script, calls []scriptCall, before, also func(redis.Pipeliner)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	pipe := c.rdb.Pipeline()
+	if before != nil {
+		before(pipe)
+	}
 	for i, call := range calls {
 		if call.err != nil {
 			cmds[i] = redis.NewCmd(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -53,12 +54,25 @@ func traceParent(ctx context.Context) string {
 // an unreachable Redis delays traced enqueues once, as it delays pushes; a
 // job whose trace was not written runs in a span without a parent. A trace
 // is never worth a job.
+//
+// It sets each job's TraceParent first, which a durable topic's ledger row
+// keeps (the push after a Redis loss writes the key back): the context's,
+// unless the job carries a valid one; none without Config.Trace.
 func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
-	if !c.cfg.Trace || c.pushesPaused() {
+	if !c.cfg.Trace {
+		for i := range jobs {
+			jobs[i].TraceParent = ""
+		}
 		return
 	}
-	tp := traceParent(ctx)
-	if tp == "" {
+	tp, traced := traceParent(ctx), false
+	for i := range jobs {
+		if !validTraceParent(jobs[i].TraceParent) {
+			jobs[i].TraceParent = tp
+		}
+		traced = traced || jobs[i].TraceParent != ""
+	}
+	if !traced || c.pushesPaused() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.PushTimeout)
@@ -71,14 +85,43 @@ func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
 	pipe := c.rdb.Pipeline()
 	for i := range jobs {
 		j := &jobs[i]
+		if j.TraceParent == "" {
+			continue
+		}
 		keep := j.Delay + traceKeep
 		if j.RunAt != 0 {
 			keep = time.UnixMilli(j.RunAt).Sub(now) + traceKeep
 		}
-		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, nameOf(i), j.ID), tp, max(keep, traceKeep))
+		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, nameOf(i), j.ID), j.TraceParent, max(keep, traceKeep))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.pausePushes()
+	}
+}
+
+// validTraceParent says whether tp is a W3C traceparent of a valid span
+// context.
+func validTraceParent(tp string) bool {
+	if tp == "" {
+		return false
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+	return trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// restoreTraces writes, in pipe, the trace keys of rows that carry one (a
+// durable job's ledger row keeps its trace): SET NX, so a key already there
+// stays, and before the restore's scripts in the same pipeline, so no
+// worker claims a job restored before its trace is there. A row the
+// restore then finds tracked or gone leaves a key that expires.
+func (c *Client) restoreTraces(ctx context.Context, pipe redis.Pipeliner, rows []RestoreRow) {
+	now := time.Now().UnixMilli()
+	for _, r := range rows {
+		if r.TraceParent == "" || !validTraceParent(r.TraceParent) {
+			continue
+		}
+		keep := max(time.Duration(r.RunAt-now)*time.Millisecond, 0) + traceKeep
+		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, r.Topic, r.ID), r.TraceParent, keep)
 	}
 }
 

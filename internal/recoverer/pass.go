@@ -186,6 +186,7 @@ func restoreRows(rows []ledger.Entry) []dataplane.RestoreRow {
 			MaxAttempts: e.MaxAttempts,
 			LastError:   e.LastError,
 			Payload:     e.Payload,
+			TraceParent: e.Trace,
 		}
 	}
 	return out

@@ -53,6 +53,11 @@ type Env struct {
 	// exporter that drops them, to measure what tracing costs. Default
 	// off, as in production.
 	Trace bool
+	// Pool runs the scenario's topic alone in a shared pool of handlers of
+	// its concurrency (queue.WorkerConfig.Pools, docs/design.md §4.22), to
+	// measure what a pool costs: its topics claim within its free slots,
+	// without a prefetch. Default off.
+	Pool bool
 	// Partitions spreads the run's topic over this many partitions
 	// (docs/design.md §7.1), to compare a partitioned topic's costs with
 	// one of a single partition, and on a Redis Cluster to spread it over

@@ -41,6 +41,8 @@ type sandbox struct {
 	sqlProc serverProc
 	// tracer is the runs' tracer provider with Env.Trace, else nil.
 	tracer *sdktrace.TracerProvider
+	// pool: the workers run their topic in a pool (Env.Pool).
+	pool bool
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
@@ -85,6 +87,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	if horizon != 0 {
 		qc.Horizon = horizon
 	}
+	s.pool = env.Pool
 	if env.Trace {
 		qc.Trace = true
 		s.tracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))

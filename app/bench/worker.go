@@ -29,6 +29,9 @@ func (s *sandbox) startWorker(ctx context.Context, topic string, h queue.Handler
 	if s.tracer != nil {
 		wc.TracerProvider = s.tracer
 	}
+	if s.pool {
+		wc.Pools = []queue.Pool{{Name: "bench", Concurrency: tc.Concurrency, Weights: map[string]int{queue.TopicOf(topic): 1}}}
+	}
 	w, err := dataplane.NewWorker(s.q, led, wc)
 	if err != nil {
 		return nil, err

@@ -37,6 +37,7 @@ func TestBenchCommand(t *testing.T) {
 				{"drain", "-n", "300"},
 				{"lateness", "-n", "200", "--window", "500ms", "--lead", "500ms"},
 				{"drain", "-n", "200", "--target"},
+				{"drain", "-n", "200", "--pool"},
 			} {
 				args := append(append([]string{"bench"}, sub...), "--json", "--baseline-for", "100ms")
 				code, out, errOut := runCLI(t, append(args, backendArgs...)...)

@@ -37,7 +37,16 @@ func benchWEnv(b *testing.B) wenv {
 // BenchmarkDrain: 50,000 jobs already due, a no-op handler, concurrency 50,
 // every job recorded in the MariaDB ledger before it runs. Reports jobs/s
 // from the worker's start to the last handler.
-func BenchmarkDrain(b *testing.B) {
+func BenchmarkDrain(b *testing.B) { benchDrain(b, nil) }
+
+// BenchmarkDrainPooled is BenchmarkDrain with the topic alone in a pool of
+// 50 (worker.pools): what a pool costs a topic of quick handlers, which
+// claims within the pool's free slots, without a prefetch.
+func BenchmarkDrainPooled(b *testing.B) {
+	benchDrain(b, []dataplane.Pool{{Name: "p", Concurrency: 50, Weights: map[string]int{"drain": 1}}})
+}
+
+func benchDrain(b *testing.B, pools []dataplane.Pool) {
 	const total = 50_000
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -45,7 +54,7 @@ func BenchmarkDrain(b *testing.B) {
 		enqueueManyB(b, e.c, "drain", total, nil)
 		var handled atomic.Int64
 		done := make(chan struct{})
-		w := benchWorker(b, e, dataplane.WorkerConfig{})
+		w := benchWorker(b, e, dataplane.WorkerConfig{Pools: pools})
 		if err := w.Handle("drain", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
 			if handled.Add(1) == total {
 				close(done)

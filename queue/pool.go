@@ -9,9 +9,11 @@ import (
 // Pool gives several topics of a worker one shared pool of handlers
 // (docs/design.md §4.22): at most Concurrency of their jobs run (or wait
 // claimed for a handler) at once, whichever topics they come from. While
-// every topic of the pool has due work, the pool is split between them by
-// weight: a topic of weight 3 and one of weight 1 in a pool of 40 run 30
-// and 10 at once. A topic without due work leaves its share to the others,
+// several topics of the pool have due work, the handlers it frees are
+// dealt between them by weight (stride scheduling): a topic of weight 3
+// gets 3 of every 4 against one of weight 1, so in a pool of 40 with equal
+// handler times they run 30 and 10 at once. A topic without due work
+// leaves its share to the others,
 // and gets it back as their handlers finish once it has work again: no
 // handler is ever stopped for it.
 //

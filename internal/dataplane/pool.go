@@ -18,17 +18,23 @@ type pool struct {
 	size    int
 	mu      sync.Mutex // a member's count of its room and its taking of it are one step
 	members []*poolMember
+	// vt is the pool's virtual time (guarded by mu): the pass at which the
+	// last slot was taken. A member's pass counts from it at the least.
+	vt float64
 }
 
 // poolMember is one topic of a pool.
 type poolMember struct {
 	tr     *topicRunner
 	weight int
+	// pass is the member's stride-scheduling pass (guarded by the pool's
+	// mu): the slots it took, each counting 1/weight.
+	pass float64
 }
 
 // wanting says the member has due work it could not claim for want of the
-// pool's room: one of its partitions wants (part.wants). Members that want
-// are owed their share before others take more than theirs.
+// pool's room: one of its partitions wants (part.wants). The free slots
+// are dealt among the asking member and those that want (reserve).
 func (m *poolMember) wanting() bool {
 	if ps := m.tr.parts.Load(); ps != nil {
 		for _, p := range *ps {
@@ -69,54 +75,76 @@ func newPools(cfg []queue.Pool, topics map[string]*topicRunner) ([]*pool, error)
 	return out, nil
 }
 
-// share is a member's share of the pool among members of total weight:
-// at least one slot.
-func (p *pool) share(weight, total int) int {
-	return max(1, p.size*weight/max(total, 1))
-}
-
 // reserve takes up to want slots of the pool for m's partition pt, and
 // returns how many it took; the caller adds them to m's busy inside take,
-// under the pool's lock. m may take the pool's free slots except those
-// owed to members that want work and hold less than their share, and
-// always what it is owed itself: over the handlers' turnover, members with
-// due work converge on their weights' split. A partition held back comes
-// to want.
+// under the pool's lock. The pool's free slots are dealt by stride
+// scheduling among m and the other members that want work: each slot to
+// the one of lowest pass, whose pass then grows by 1/weight, so that the
+// members with due work get their slots in proportion to their weights,
+// and none is skipped for ever, however small the pool (a pool of 2 over 3
+// topics serves them in turn). m takes the slots dealt to it; those dealt
+// to the others stay free for their fetchers, which every freed slot
+// wakes. A member back from idle starts at the pool's virtual time, so
+// its idle spell earns it no burst. A partition held back comes to want.
 func (p *pool) reserve(m *poolMember, pt *part, want int, take func(n int)) int {
 	if want <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	used, total := 0, 0
-	busy := make([]int, len(p.members))
-	wanting := make([]bool, len(p.members))
-	for i, o := range p.members {
-		busy[i], wanting[i] = int(o.tr.busy.Load()), o.wanting()
-		used += busy[i]
-		if o == m || busy[i] > 0 || wanting[i] {
-			total += o.weight // members with work share the pool
+	free := p.size
+	type cand struct {
+		o    *poolMember
+		pass float64
+	}
+	var cs []cand
+	if !m.wanting() {
+		// Back from idle, or from slots it did not need: it competes from
+		// now on, from the pool's virtual time (kept, so that the pass of
+		// a member that comes to want here is not its old one next time).
+		m.pass = max(m.pass, p.vt)
+	}
+	for _, o := range p.members {
+		free -= int(o.tr.busy.Load())
+		if o == m || o.wanting() {
+			cs = append(cs, cand{o, o.pass}) // a wanting member's turns dealt and not taken yet are its due
 		}
 	}
-	free := p.size - used
-	owed, own := 0, 0
-	for i, o := range p.members {
-		s := p.share(o.weight, total)
-		switch {
-		case o == m:
-			own = max(s-busy[i], 0)
-		case wanting[i] && busy[i] < s:
-			owed += s - busy[i]
+	n := 0
+	for ; free > 0 && n < want; free-- {
+		best := 0
+		for i := range cs {
+			if cs[i].pass < cs[best].pass {
+				best = i // ties: the first in the pool's (name) order
+			}
 		}
+		if cs[best].o == m {
+			p.vt = max(p.vt, cs[best].pass)
+			n++
+		}
+		cs[best].pass += 1 / float64(cs[best].o.weight)
 	}
-	n := max(min(want, free, max(own, free-owed)), 0)
+	if n > 0 {
+		for _, c := range cs {
+			if c.o == m {
+				m.pass = c.pass
+			}
+		}
+		take(n)
+	}
 	if n < want {
 		pt.wants.Store(true)
 	}
-	if n > 0 {
-		take(n)
-	}
 	return n
+}
+
+// refund gives m back the pass of k slots it took and did not fill (its
+// claim found fewer due jobs), so that a topic's empty partitions, which
+// ask whenever a slot frees, do not spend its turns.
+func (p *pool) refund(m *poolMember, k int) {
+	p.mu.Lock()
+	m.pass -= float64(k) / float64(m.weight)
+	p.mu.Unlock()
 }
 
 // freed wakes every member's fetchers: a slot of the pool came free.

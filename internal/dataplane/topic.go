@@ -311,6 +311,9 @@ func (tr *topicRunner) unreserve(k int) {
 	if k <= 0 {
 		return
 	}
+	if tr.pool != nil {
+		tr.pool.refund(tr.member, k)
+	}
 	tr.busy.Add(-int64(k))
 	if ps := tr.parts.Load(); tr.pool != nil || ps != nil && len(*ps) > 1 {
 		tr.slotFreed() // another partition's (or pool member's) fetcher may be waiting for them

@@ -105,7 +105,11 @@ func (a *app) enqueueCmd() *cobra.Command {
 func (a *app) tracedContext(cmd *cobra.Command, tp string) (context.Context, error) {
 	ctx := propagation.TraceContext{}.Extract(cmd.Context(), propagation.MapCarrier{"traceparent": tp})
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return nil, usageError{fmt.Errorf("--traceparent %q: want 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zero", tp)}
+		shown := tp
+		if len(shown) > 80 {
+			shown = shown[:80] + "..." // a bad value is not echoed whole
+		}
+		return nil, usageError{fmt.Errorf("--traceparent %q: want 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, ids not all zero", shown)}
 	}
 	cfg, err := a.loadConfig(cmd)
 	if err != nil {

@@ -40,6 +40,9 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	if IsPartition(topic) {
 		info.Job.Partition = topic
 	}
+	if c.cfg.Trace {
+		info.Job.TraceParent = row.TraceParent // its trace key is written with its push
+	}
 	return info, nil
 }
 

@@ -44,6 +44,14 @@ func TestTraceOfADurableJobSurvivesRedisLoss(t *testing.T) {
 	if _, err := c.Enqueue(ctx, durableTopic, queue.NewJob{ID: "plain", Delay: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
+	// A job beyond the horizon waits in SQL only: its trace shows from its
+	// row (an outside probe found get showing none).
+	if _, err := c.Enqueue(traced, durableTopic, queue.NewJob{ID: "far", Delay: 3 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Find(ctx, ledgerops.Of(e.led), durableTopic, "far"); err != nil || !info.SQLOnly || info.Job.TraceParent != tp {
+		t.Fatalf("far, in SQL only: %+v %v, want its trace %s", info, err, tp)
+	}
 	rows := e.scheduledRows(t, durableTopic)
 	if rows["later"].Trace != tp || rows["plain"].Trace != "" {
 		t.Fatalf("the rows keep traces %q and %q, want %q and none", rows["later"].Trace, rows["plain"].Trace, tp)

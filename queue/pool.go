@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 )
@@ -47,41 +48,56 @@ func ValidatePoolName(name string) error {
 	return nil
 }
 
+// PoolError is a Pool ValidatePools refuses: the pool, the field at fault
+// ("name", "concurrency", "weights", or "weights.<topic>" for one topic),
+// its value and what is wanted, so that a configuration can name its own
+// key.
+type PoolError struct {
+	Pool  string
+	Field string
+	Value any
+	Want  string
+	msg   string
+}
+
+func (e *PoolError) Error() string { return e.msg }
+
 // ValidatePools checks pools as a worker takes them: valid names, each
 // once; a concurrency of 1 to MaxConcurrency; at least one topic, each
 // a valid topic name of weight 1 to MaxPoolWeight, and in one pool only.
-// Errors name the pool and the field.
+// The error is a *PoolError.
 func ValidatePools(pools []Pool) error {
 	names := map[string]bool{}
 	inPool := map[string]string{}
 	for i, p := range pools {
+		bad := func(field string, value any, want, format string, args ...any) error {
+			return &PoolError{Pool: p.Name, Field: field, Value: value, Want: want, msg: fmt.Sprintf(format, args...)}
+		}
 		if err := ValidatePoolName(p.Name); err != nil {
-			return fmt.Errorf("queue: pools[%d]: %w", i, err)
+			return bad("name", p.Name, "want 1-64 letters, digits, '_', '-' or '.'", "queue: pools[%d]: %v", i, err)
 		}
 		if names[p.Name] {
-			return fmt.Errorf("queue: pool %s: named twice", p.Name)
+			return bad("name", p.Name, "want each name once", "queue: pool %s: named twice", p.Name)
 		}
 		names[p.Name] = true
 		if p.Concurrency < 1 || p.Concurrency > MaxConcurrency {
-			return fmt.Errorf("queue: pool %s: concurrency %d: want 1-%d", p.Name, p.Concurrency, MaxConcurrency)
+			want := fmt.Sprintf("want 1-%d", MaxConcurrency)
+			return bad("concurrency", p.Concurrency, want, "queue: pool %s: concurrency %d: %s", p.Name, p.Concurrency, want)
 		}
 		if len(p.Weights) == 0 {
-			return fmt.Errorf("queue: pool %s: weights: want at least one topic", p.Name)
+			return bad("weights", "{}", "want at least one topic: weight", "queue: pool %s: weights: want at least one topic", p.Name)
 		}
-		topics := make([]string, 0, len(p.Weights))
-		for t := range p.Weights {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics) // the same error every time
-		for _, t := range topics {
+		for _, t := range slices.Sorted(maps.Keys(p.Weights)) { // the same error every time
 			if err := ValidateTopic(t); err != nil {
-				return fmt.Errorf("queue: pool %s: weights: %w", p.Name, err)
+				return bad("weights."+t, t, "not a valid topic name: "+err.Error(), "queue: pool %s: weights: %v", p.Name, err)
 			}
 			if w := p.Weights[t]; w < 1 || w > MaxPoolWeight {
-				return fmt.Errorf("queue: pool %s: weight of %s %d: want 1-%d", p.Name, t, w, MaxPoolWeight)
+				want := fmt.Sprintf("want a weight of 1-%d", MaxPoolWeight)
+				return bad("weights."+t, w, want, "queue: pool %s: weight of %s %d: want 1-%d", p.Name, t, w, MaxPoolWeight)
 			}
 			if other, ok := inPool[t]; ok {
-				return fmt.Errorf("queue: pool %s: topic %s is in pool %s already", p.Name, t, other)
+				return bad("weights."+t, t, "want one pool per topic: it is in pool "+other+" already",
+					"queue: pool %s: topic %s is in pool %s already", p.Name, t, other)
 			}
 			inPool[t] = p.Name
 		}

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -416,11 +417,7 @@ type Pool struct {
 
 // QueuePools are the worker's pools as the queue takes them, by name.
 func (w Worker) QueuePools() []queue.Pool {
-	names := make([]string, 0, len(w.Pools))
-	for name := range w.Pools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(w.Pools))
 	out := make([]queue.Pool, len(names))
 	for i, name := range names {
 		out[i] = queue.Pool{Name: name, Concurrency: w.Pools[name].Concurrency, Weights: w.Pools[name].Topics}

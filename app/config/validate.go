@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -302,46 +301,24 @@ func (w Worker) validate(p *problems) {
 	}
 }
 
-// validatePools checks worker.pools as queue.ValidatePools does, naming
-// each key. Which topics have a handler the start checks (it knows them).
+// validatePools checks worker.pools with queue.ValidatePools, naming the
+// key at fault. Which topics have a handler the start checks (it knows
+// them).
 func (w Worker) validatePools(p *problems) {
-	names := make([]string, 0, len(w.Pools))
-	for name := range w.Pools {
-		names = append(names, name)
+	var pe *queue.PoolError
+	if !errors.As(queue.ValidatePools(w.QueuePools()), &pe) {
+		return
 	}
-	slices.Sort(names)
-	inPool := map[string]string{}
-	for _, name := range names {
-		pl, key := w.Pools[name], "worker.pools."+name
-		if err := queue.ValidatePoolName(name); err != nil {
-			p.bad(key, name, "not a valid pool name: want 1-64 letters, digits, '_', '-' or '.'")
-		}
-		if pl.Concurrency < 1 || pl.Concurrency > queue.MaxConcurrency {
-			p.bad(key+".concurrency", pl.Concurrency, "want 1-%d", queue.MaxConcurrency)
-		}
-		if len(pl.Topics) == 0 {
-			p.bad(key+".topics", "{}", "want at least one topic: weight")
-		}
-		topics := make([]string, 0, len(pl.Topics))
-		for t := range pl.Topics {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
-		for _, t := range topics {
-			tkey := key + ".topics." + t
-			if err := queue.ValidateTopic(t); err != nil {
-				p.bad(tkey, t, "not a valid topic name")
-				continue
-			}
-			if wt := pl.Topics[t]; wt < 1 || wt > queue.MaxPoolWeight {
-				p.bad(tkey, wt, "want a weight of 1-%d", queue.MaxPoolWeight)
-			}
-			if other, ok := inPool[t]; ok {
-				p.bad(tkey, t, "the topic is in worker.pools.%s already: one pool per topic", other)
-			}
-			inPool[t] = name
-		}
+	key := "worker.pools." + pe.Pool
+	switch field, topic, one := strings.Cut(pe.Field, "."); {
+	case one:
+		key += ".topics." + topic
+	case field == "weights":
+		key += ".topics"
+	case field != "name":
+		key += "." + field
 	}
+	p.bad(key, pe.Value, "%s", pe.Want)
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

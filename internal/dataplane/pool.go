@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -54,12 +55,7 @@ func newPools(cfg []queue.Pool, topics map[string]*topicRunner) ([]*pool, error)
 	var out []*pool
 	for _, pc := range cfg {
 		p := &pool{name: pc.Name, size: pc.Concurrency}
-		names := make([]string, 0, len(pc.Weights))
-		for t := range pc.Weights {
-			names = append(names, t)
-		}
-		slices.Sort(names)
-		for _, t := range names {
+		for _, t := range slices.Sorted(maps.Keys(pc.Weights)) {
 			tr, ok := topics[t]
 			if !ok {
 				return nil, fmt.Errorf("queue: worker: pool %s: topic %s has no handler in this worker", pc.Name, t)
@@ -98,6 +94,7 @@ func (p *pool) reserve(m *poolMember, pt *part, want int, take func(n int)) int 
 		pass float64
 	}
 	var cs []cand
+	mine := 0 // m's index in cs
 	if !m.wanting() {
 		// Back from idle, or from slots it did not need: it competes from
 		// now on, from the pool's virtual time (kept, so that the pass of
@@ -106,6 +103,9 @@ func (p *pool) reserve(m *poolMember, pt *part, want int, take func(n int)) int 
 	}
 	for _, o := range p.members {
 		free -= int(o.tr.busy.Load())
+		if o == m {
+			mine = len(cs)
+		}
 		if o == m || o.wanting() {
 			cs = append(cs, cand{o, o.pass}) // a wanting member's turns dealt and not taken yet are its due
 		}
@@ -118,18 +118,14 @@ func (p *pool) reserve(m *poolMember, pt *part, want int, take func(n int)) int 
 				best = i // ties: the first in the pool's (name) order
 			}
 		}
-		if cs[best].o == m {
+		if best == mine {
 			p.vt = max(p.vt, cs[best].pass)
 			n++
 		}
 		cs[best].pass += 1 / float64(cs[best].o.weight)
 	}
 	if n > 0 {
-		for _, c := range cs {
-			if c.o == m {
-				m.pass = c.pass
-			}
-		}
+		m.pass = cs[mine].pass
 		take(n)
 	}
 	if n < want {

@@ -44,13 +44,13 @@ func (w *Worker) register(bg, detached context.Context) {
 	for _, p := range w.pools {
 		info.Pools = append(info.Pools, queue.WorkerPool{Name: p.name, Concurrency: p.size})
 	}
+	po, _ := w.cfg.Observer.(queue.PoolObserver)
 	tick := time.NewTicker(w.cfg.RegistryEvery)
 	defer tick.Stop()
 	for {
 		for i := range info.Topics {
 			info.Topics[i].InFlight = w.topics[info.Topics[i].Topic].busy.Load()
 		}
-		po, _ := w.cfg.Observer.(queue.PoolObserver)
 		for i, p := range w.pools {
 			info.Pools[i].InFlight = p.inFlight()
 			if po != nil {

@@ -88,11 +88,11 @@ func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
 		if j.TraceParent == "" {
 			continue
 		}
-		keep := j.Delay + traceKeep
+		untilDue := j.Delay
 		if j.RunAt != 0 {
-			keep = time.UnixMilli(j.RunAt).Sub(now) + traceKeep
+			untilDue = time.UnixMilli(j.RunAt).Sub(now)
 		}
-		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, nameOf(i), j.ID), j.TraceParent, max(keep, traceKeep))
+		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, nameOf(i), j.ID), j.TraceParent, traceTTL(untilDue))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.pausePushes()
@@ -109,19 +109,22 @@ func validTraceParent(tp string) bool {
 	return trace.SpanContextFromContext(ctx).IsValid()
 }
 
+// traceTTL is how long a trace key lives for a job due in untilDue: past
+// its due time by traceKeep.
+func traceTTL(untilDue time.Duration) time.Duration { return max(untilDue, 0) + traceKeep }
+
 // restoreTraces writes, in pipe, the trace keys of rows that carry one (a
-// durable job's ledger row keeps its trace): SET NX, so a key already there
-// stays, and before the restore's scripts in the same pipeline, so no
-// worker claims a job restored before its trace is there. A row the
-// restore then finds tracked or gone leaves a key that expires.
+// durable job's ledger row keeps its trace, checked when it was written):
+// SET NX, so a key already there stays, and before the restore's scripts
+// in the same pipeline, so no worker claims a job restored before its
+// trace is there. A row the restore then finds tracked or gone leaves a
+// key that expires.
 func (c *Client) restoreTraces(ctx context.Context, pipe redis.Pipeliner, rows []RestoreRow) {
-	now := time.Now().UnixMilli()
+	now := time.Now()
 	for _, r := range rows {
-		if r.TraceParent == "" || !validTraceParent(r.TraceParent) {
-			continue
+		if r.TraceParent != "" {
+			pipe.SetNX(ctx, traceKey(c.cfg.Namespace, r.Topic, r.ID), r.TraceParent, traceTTL(time.UnixMilli(r.RunAt).Sub(now)))
 		}
-		keep := max(time.Duration(r.RunAt-now)*time.Millisecond, 0) + traceKeep
-		pipe.SetNX(ctx, traceKey(c.cfg.Namespace, r.Topic, r.ID), r.TraceParent, keep)
 	}
 }
 
@@ -155,11 +158,7 @@ func (c *Client) traceInfo(ctx context.Context, info *JobInfo) {
 	if !c.cfg.Trace || info == nil || info.Job == nil {
 		return
 	}
-	name := info.Job.Topic
-	if info.Job.Partition != "" {
-		name = info.Job.Partition
-	}
-	if tp, err := c.rdb.Get(ctx, traceKey(c.cfg.Namespace, name, info.Job.ID)).Result(); err == nil {
+	if tp, err := c.rdb.Get(ctx, traceKey(c.cfg.Namespace, info.Job.Ref().Topic, info.Job.ID)).Result(); err == nil {
 		info.Job.TraceParent = tp
 	}
 }

@@ -210,6 +210,7 @@ func BenchmarkPoolUrgentBehindABacklog(b *testing.B) {
 		var bulkStarts, urgentStarts, counted, bulkCounted atomic.Int64
 		var counting atomic.Bool
 		firstUrgent := make(chan time.Time, 1)
+		flowing := make(chan struct{}) // closed at bulk's 2,000th start
 		measured := make(chan struct{})
 		var once sync.Once
 		count := func(isBulk bool) {
@@ -225,7 +226,9 @@ func BenchmarkPoolUrgentBehindABacklog(b *testing.B) {
 		}
 		w := benchWorker(b, e, dataplane.WorkerConfig{Pools: []dataplane.Pool{{Name: "p", Concurrency: 50, Weights: map[string]int{"bulk": 1, "urgent": 19}}}})
 		if err := w.Handle("bulk", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
-			bulkStarts.Add(1)
+			if bulkStarts.Add(1) == 2000 {
+				close(flowing)
+			}
 			count(true)
 			time.Sleep(10 * time.Millisecond)
 			return nil
@@ -245,9 +248,7 @@ func BenchmarkPoolUrgentBehindABacklog(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Run(ctx) }()
-		for bulkStarts.Load() < 2000 { // the backlog flows, the pool full of bulk
-			time.Sleep(time.Millisecond)
-		}
+		<-flowing // the backlog flows, the pool full of bulk
 		b.StartTimer()
 		at := time.Now()
 		if _, err := e.c.Enqueue(ctx, "urgent", dataplane.NewJob{ID: "u0"}); err != nil {

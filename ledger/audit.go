@@ -122,7 +122,7 @@ func (l ops) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRo
 	return &dataplane.RestoreRow{
 		Topic: e.Topic, ID: e.JobID, State: e.State,
 		RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
-		TraceParent: e.Trace,
+		TraceParent: e.Trace, Priority: e.Priority,
 	}, nil
 }
 

@@ -61,10 +61,11 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 		return p.all(p.column(pre+"ledger", "first_claimed_at"), p.table(pre+"history"),
 			p.index(pre+"history", "idx_"+pre+"history_topic_finished"))
 	},
-	6: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"history", "result")) },
-	7: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"topic_state", "layouts")) },
-	8: func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "shard_mark")) },
-	9: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "trace")) },
+	6:  func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"history", "result")) },
+	7:  func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"topic_state", "layouts")) },
+	8:  func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "shard_mark")) },
+	9:  func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "trace")) },
+	10: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "priority")) },
 }
 
 // probe asks a database's catalogue whether a table, column or index

@@ -81,6 +81,10 @@ type Entry struct {
 	// (queue.NewJob.TraceParent), "" (NULL) when none: a push after Redis
 	// lost the job writes it back (docs/design.md §4.21).
 	Trace string `gorm:"column:trace;type:varchar(64)"`
+	// Priority is the job's priority within its topic (queue.NewJob.Priority,
+	// docs/design.md §4.23): a push after Redis lost the job puts it back
+	// at its level.
+	Priority int `gorm:"column:priority;type:tinyint;not null;default:0"`
 	// Shard is the ledger shard the row was read from (ListShards), 0 on
 	// a ledger of one; not a column.
 	Shard int `gorm:"-"`

@@ -11,7 +11,7 @@ import (
 )
 
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
-const entryColumns = 14
+const entryColumns = 15
 
 // recordUpdates are the columns of the conflict clause of Record's upsert: a
 // job claimed again whose row the UPDATE did not take (see recordOn)
@@ -79,6 +79,7 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 			LastError:   cleanError(j.LastError),
 			UpdatedAt:   now,
 			EnqueuedAt:  j.EnqueuedAt,
+			Priority:    j.Priority,
 		}}
 		k := refKey{j.Topic, j.ID}
 		if at, dup := seen[k]; dup {

@@ -212,7 +212,7 @@ func (l *Ledger) upsertOn(db *gorm.DB, rows []Entry) error {
 		b.WriteString(entryPlaceholders)
 		r := &rows[i]
 		vars = append(vars, r.Topic, r.JobID, r.Payload, r.Attempt, r.MaxAttempts, r.RunAt, r.ClaimedAt,
-			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt, r.ClaimedAt)
+			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt, r.ClaimedAt, r.Priority)
 	}
 	b.WriteString(l.upsertTail)
 	return db.Exec(b.String(), vars...).Error
@@ -227,7 +227,7 @@ var entryPlaceholders = "(" + strings.TrimSuffix(strings.Repeat("?,", entryColum
 // guarded by attempt, in the dialect's words.
 func upsertSQL(d dialect, table string) (head, tail string) {
 	cols := []string{"topic", "job_id", "payload", "attempt", "max_attempts", "run_at", "claimed_at",
-		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at", "first_claimed_at"}
+		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at", "first_claimed_at", "priority"}
 	head = "INSERT INTO `" + table + "` (`" + strings.Join(cols, "`,`") + "`) VALUES "
 	// A row the job had keeps its first claim's time; one that had none
 	// (a durable job's waiting row) takes this claim's. It reads only its

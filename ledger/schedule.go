@@ -48,7 +48,7 @@ const scheduleRowOverhead = 160
 // scheduleColumns are the columns Schedule's INSERT writes, in the order of
 // scheduleRow.
 const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
-	" worker, state, last_error, updated_at, enqueued_at, trace)"
+	" worker, state, last_error, updated_at, enqueued_at, trace, priority)"
 
 // Schedule writes one waiting row per job of a durable topic (state
 // waiting, attempt 0) and returns one result per job, in order, and the
@@ -607,7 +607,7 @@ func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]n
 			// claimed_at, lease_until (NeverStale: a waiting job is the
 			// relay's, not the recoverer's), worker, state, last_error,
 			// updated_at, enqueued_at, trace (a traceparent is hex and
-			// dashes, checked: inlined, as the numbers are)
+			// dashes, checked: inlined, as the numbers are), priority
 			b = append(b, "(?,?,?,0,"...)
 			b = strconv.AppendInt(b, int64(j.MaxAttempts), 10)
 			b = append(b, ',')
@@ -621,10 +621,13 @@ func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]n
 			if traceParentRE.MatchString(j.TraceParent) {
 				b = append(b, ",'"...)
 				b = append(b, j.TraceParent...)
-				b = append(b, "')"...)
+				b = append(b, "',"...)
 			} else {
-				b = append(b, ",NULL)"...)
+				b = append(b, ",NULL,"...)
 			}
+			// priority: validated, 0 to queue.MaxPriority, inlined too
+			b = strconv.AppendInt(b, int64(min(max(j.Priority, 0), queue.MaxPriority)), 10)
+			b = append(b, ')')
 			// The payload's placeholder must not follow a "(": gorm
 			// expands a slice bound there into a list.
 			vars = append(vars, r.topic, j.ID, nonNil(j.Payload))

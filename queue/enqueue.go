@@ -12,6 +12,10 @@ type NewJob struct {
 	Delay       time.Duration
 	RunAt       int64 // Unix ms; a time in the past means due now
 	MaxAttempts int   // 0 means Config.DefaultMaxAttempts
+	// Priority is the job's priority within its topic, 0 (the default)
+	// to MaxPriority: due jobs of a higher priority are claimed first
+	// (docs/design.md §4.23).
+	Priority int
 	// PartitionKey, on a topic of several partitions, chooses the job's
 	// partition: jobs with the same key land on the same one (one
 	// customer's, one order's), whatever their ids. Without it the id

@@ -15,6 +15,7 @@ var (
 	ErrPayloadTooLarge    = errors.New("payload too large")
 	ErrInvalidRunAt       = errors.New("due time out of range")
 	ErrInvalidMaxAttempts = errors.New("max attempts out of range")
+	ErrInvalidPriority    = errors.New("priority out of range")
 	ErrBatchTooLarge      = errors.New("batch too large")
 	// ErrInvalidPartition: a partition key that is not an id's characters,
 	// or a partition count out of range or lower than the topic's.

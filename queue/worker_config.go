@@ -160,6 +160,13 @@ type TopicConfig struct {
 	// rate + burst by rate × the writes' spread). Ignored without a
 	// RateLimit.
 	RateStartLag time.Duration
+	// OldestEvery: while jobs of raised priority (NewJob.Priority) wait,
+	// one due job in this many claimed from the topic is the one due
+	// longest, whatever its priority, so that no job waits forever
+	// (docs/design.md §4.23). Default DefaultOldestEvery (20: 5% of the
+	// claims); 1 claims by due time alone, priorities ignored; at most
+	// MaxOldestEvery.
+	OldestEvery int
 }
 
 // DefaultRateStartLag is TopicConfig.RateStartLag when it is 0: well above
@@ -265,6 +272,7 @@ func (c TopicConfig) merged(def TopicConfig) TopicConfig {
 		c.RateBurst = DefaultRateBurst(c.RateLimit)
 	}
 	c.RateStartLag = pick(pick(c.RateStartLag, def.RateStartLag), DefaultRateStartLag)
+	c.OldestEvery = pickInt(pickInt(c.OldestEvery, def.OldestEvery), DefaultOldestEvery)
 	return c
 }
 
@@ -287,6 +295,8 @@ func (c TopicConfig) validate() error {
 		return fmt.Errorf("timeout %s: must not be negative", c.Timeout)
 	case c.MaxAttempts < 0 || c.MaxAttempts > MaxAttempts:
 		return fmt.Errorf("max attempts %d: want 0-%d", c.MaxAttempts, MaxAttempts)
+	case c.OldestEvery < 1 || c.OldestEvery > MaxOldestEvery:
+		return fmt.Errorf("oldest every %d: want 1-%d", c.OldestEvery, MaxOldestEvery)
 	}
 	return RateLimit{PerSecond: c.RateLimit, Burst: c.RateBurst}.Validate()
 }

@@ -198,6 +198,15 @@
 // (worker.topics.<t>.max_attempts, or worker.max_attempts), which its next
 // claim applies.
 //
+// An enqueue's "priority" (0, the default, to 3) is the job's priority
+// within its topic (docs/design.md §4.23): of the topic's due jobs, those
+// of the highest priority are claimed first, each priority in due order;
+// one due job in 20 claimed (worker.topics.<t>.oldest_every) is the one
+// due longest whatever its priority, so none waits forever. A job keeps
+// its priority through retries, a requeue from the dead set, a reschedule
+// and, on a durable topic, a Redis data loss; every job view shows it.
+// Out of range is 400 invalid_priority naming the field.
+//
 // # Workers
 //
 // GET /v1/workers lists the workers' registry (docs/design.md §4.19):
@@ -454,6 +463,7 @@
 //	400 payload_too_large       a payload over the queue's limit
 //	400 invalid_run_at          delay_ms or run_at out of range
 //	400 invalid_max_attempts    max_attempts out of range
+//	400 invalid_priority        priority out of range (0-3)
 //	400 batch_too_large         more jobs than the batch limit
 //	400 unknown_sku             orders: an item names a SKU that does not exist
 //	401 unauthorized            missing or wrong bearer token

@@ -31,6 +31,7 @@ const (
 	fieldRunAt
 	fieldMaxAttempts
 	fieldPartitionKey
+	fieldPriority
 )
 
 func (r *EnqueueRequest) decodeFast(raw []byte) bool {
@@ -96,6 +97,13 @@ func (r *EnqueueRequest) decodeFast(raw []byte) bool {
 			}
 			m := int(n)
 			r.MaxAttempts = &m
+		case "priority":
+			field = fieldPriority
+			n, ok := s.Int(strconv.IntSize)
+			if !ok {
+				return false
+			}
+			r.Priority = int(n)
 		case "partition_key":
 			field = fieldPartitionKey
 			v, ok := s.String()

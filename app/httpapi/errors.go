@@ -29,6 +29,7 @@ const (
 	CodePayloadTooLarge    = "payload_too_large"         // queue.ErrPayloadTooLarge
 	CodeInvalidRunAt       = "invalid_run_at"            // queue.ErrInvalidRunAt: delay_ms or run_at out of range
 	CodeInvalidMaxAttempts = "invalid_max_attempts"      // queue.ErrInvalidMaxAttempts
+	CodeInvalidPriority    = "invalid_priority"          // queue.ErrInvalidPriority
 	CodeBatchTooLarge      = "batch_too_large"           // queue.ErrBatchTooLarge: more jobs than Config.MaxBatch
 
 	CodeUnauthorized         = "unauthorized"                    // 401: missing or wrong bearer token
@@ -145,6 +146,8 @@ func validationCode(ve *queue.ValidationError) (code, field string) {
 		return CodeInvalidRunAt, field
 	case errors.Is(ve, queue.ErrInvalidMaxAttempts):
 		return CodeInvalidMaxAttempts, field
+	case errors.Is(ve, queue.ErrInvalidPriority):
+		return CodeInvalidPriority, field
 	case errors.Is(ve, queue.ErrBatchTooLarge):
 		return CodeBatchTooLarge, field
 	}

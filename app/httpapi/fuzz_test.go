@@ -200,6 +200,7 @@ var errorStatus = map[string]int{
 	httpapi.CodePayloadTooLarge:      400,
 	httpapi.CodeInvalidRunAt:         400,
 	httpapi.CodeInvalidMaxAttempts:   400,
+	httpapi.CodeInvalidPriority:      400,
 	httpapi.CodeBatchTooLarge:        400,
 	httpapi.CodeNotFound:             404,
 	httpapi.CodeMethodNotAllowed:     405,

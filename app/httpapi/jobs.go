@@ -31,6 +31,9 @@ type EnqueueRequest struct {
 	RunAt *int64 `json:"run_at,omitempty"`
 	// MaxAttempts bounds the claims; absent means the queue's default.
 	MaxAttempts *int `json:"max_attempts,omitempty"`
+	// Priority is the job's priority within its topic, 0 (the default) to
+	// 3: due jobs of a higher priority are claimed first.
+	Priority int `json:"priority,omitempty"`
 	// PartitionKey chooses the partition of a topic of several: jobs with
 	// the same key land on the same one. Absent: the id chooses.
 	PartitionKey string `json:"partition_key,omitempty"`
@@ -112,6 +115,7 @@ func newJob(req *EnqueueRequest) (queue.NewJob, error) {
 		}
 		j.MaxAttempts = *req.MaxAttempts
 	}
+	j.Priority = req.Priority
 	return j, nil
 }
 

@@ -33,8 +33,11 @@ type JobView struct {
 	// flight); MaxAttempts is how many are allowed: the job's own, capped
 	// by its topic's configured limit (worker.topics.<t>.max_attempts),
 	// which its next claim applies.
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// Priority is the job's priority within its topic, 0 (the default) to
+	// 3 (docs/design.md §4.23).
+	Priority    int    `json:"priority"`
 	LastError   string `json:"last_error,omitempty"`
 	PayloadSize int    `json:"payload_size"`
 	// The payload is Payload when it is valid UTF-8 JSON, else
@@ -76,7 +79,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 	v := JobView{
 		Topic: j.Topic, Partition: j.Partition, ID: j.ID, State: info.State, TraceParent: j.TraceParent,
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
-		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, LastError: validText(j.LastError),
+		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority, LastError: validText(j.LastError),
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
 		Retrying: info.State == queue.StateRetrying, CancelRequestedAt: info.CancelRequestedAt,
 	}
@@ -125,7 +128,7 @@ func NewRowView(s ledger.Summary) JobView {
 	row := newSummaryRow(s)
 	v := JobView{
 		Topic: row.Topic, Partition: row.Partition, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
-		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: validText(e.LastError),
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Priority: e.Priority, LastError: validText(e.LastError),
 		PayloadSize: s.PayloadSize, Retrying: e.State == queue.StateRetrying, Ledger: &row,
 	}
 	if e.State == queue.StateInFlight {

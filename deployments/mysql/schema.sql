@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `enqueued_at`  BIGINT       NOT NULL DEFAULT 0,
   `first_claimed_at` BIGINT   NOT NULL DEFAULT 0,
   `trace`        VARCHAR(64)  NULL,
+  `priority`     TINYINT      NOT NULL DEFAULT 0,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_dq_ledger_topic_job` (`topic`, `job_id`),
   KEY `idx_dq_ledger_state_run_at` (`state`, `run_at`),
@@ -176,6 +177,9 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 9, 'ledger_trace', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'trace');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 10, 'ledger_priority', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'priority');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

@@ -95,6 +95,7 @@ var ErrInvalidID = queue.ErrInvalidID
 var ErrInvalidPartition = queue.ErrInvalidPartition
 var ErrOtherShard = queue.ErrOtherShard
 var ErrInvalidMaxAttempts = queue.ErrInvalidMaxAttempts
+var ErrInvalidPriority = queue.ErrInvalidPriority
 var ErrInvalidRunAt = queue.ErrInvalidRunAt
 var ErrInvalidTopic = queue.ErrInvalidTopic
 var ErrLeaseExpired = queue.ErrLeaseExpired
@@ -114,4 +115,7 @@ func RetryRequested(err error, now int64) (runAt int64, ok bool) {
 type Ref = queue.Ref
 
 const MaxAttempts = queue.MaxAttempts
+const MaxPriority = queue.MaxPriority
+const DefaultOldestEvery = queue.DefaultOldestEvery
+const MaxOldestEvery = queue.MaxOldestEvery
 const RecordPipeline = queue.RecordPipeline

@@ -50,7 +50,18 @@ func (c *Client) Claim(ctx context.Context, topic string, n int, lease time.Dura
 // it held due jobs back. Every claimer of a topic should pass the same
 // limit: the bucket is shared, each claim refills it at its own rate.
 func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease time.Duration, limit RateLimit) (*Claimed, error) {
-	return c.claim(ctx, topic, n, n, lease, limit, 0)
+	return c.claim(ctx, topic, claimOpts{n: n, nDue: n, lease: lease, limit: limit, oldestEvery: DefaultOldestEvery})
+}
+
+// claimOpts are a claim's arguments.
+type claimOpts struct {
+	n, nDue int // the most jobs to take, and of them already due
+	lease   time.Duration
+	limit   RateLimit
+	ahead   time.Duration // also take jobs due within this long (ClaimAhead)
+	// oldestEvery: one due job in this many taken is the one due longest
+	// (TopicConfig.OldestEvery).
+	oldestEvery int
 }
 
 // claim is ClaimLimited that also takes jobs due within ahead of Redis's
@@ -60,7 +71,8 @@ func (c *Client) ClaimLimited(ctx context.Context, topic string, n int, lease ti
 // Of the n, at most nDue may be due already: the rest are jobs due within
 // ahead (a fetcher whose handlers are busy leaves due jobs to others but
 // may still hold the coming ones).
-func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
+func (c *Client) claim(ctx context.Context, topic string, o claimOpts) (*Claimed, error) {
+	n, lease, limit := o.n, o.lease, o.limit
 	if err := limit.Validate(); err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
@@ -71,26 +83,29 @@ func (c *Client) claim(ctx context.Context, topic string, n, nDue int, lease tim
 		return nil, fmt.Errorf("queue: claim from %s: lease %s too short", topic, lease)
 	}
 	if limit.PerSecond > 0 && IsPartition(topic) {
-		return c.claimShared(ctx, topic, n, nDue, lease, limit, ahead)
+		return c.claimShared(ctx, topic, o)
 	}
-	return c.runClaim(ctx, topic, n, nDue, lease, limit, ahead)
+	return c.runClaim(ctx, topic, o)
 }
 
 // runClaim runs claim.lua for claim, its arguments checked; n = 0 hands out
 // nothing but still puts expired leases back (and buries the poison ones)
 // and reads the next due time and lease deadline.
-func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
+func (c *Client) runClaim(ctx context.Context, topic string, o claimOpts) (*Claimed, error) {
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.claim.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel},
-		n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
-		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(ahead.Milliseconds(), 0), nDue).Slice()
+	lease, limit := o.lease, o.limit
+	reply, err := c.scripts.claim.Run(ctx, c.rdb,
+		[]string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel, k.prio, k.pri[0], k.pri[1], k.pri[2], k.turn},
+		o.n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
+		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(o.ahead.Milliseconds(), 0), o.nDue,
+		min(max(o.oldestEvery, 1), MaxOldestEvery)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 10 {
+	if len(reply) != 11 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
@@ -101,9 +116,11 @@ func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease 
 	}
 	durable := c.lifecycle(topic).waitsInSQL()
 	runs := runsOf(reply[8])
+	levels := runsOf(reply[10]) // the same {id, number, ...} shape
 	for _, j := range res.Jobs {
 		j.LeaseUntil, j.ClaimedAt, j.Durable = leaseUntil, res.Now, durable
 		j.Delivery = 1 + runs[j.ID]
+		j.Priority = levels[j.ID]
 	}
 	if ids, _ := reply[9].([]any); len(ids) > 0 {
 		res.Asked = make(map[string]bool, len(ids))
@@ -126,7 +143,8 @@ func (c *Client) runClaim(ctx context.Context, topic string, n, nDue int, lease 
 // tokens, claim at most that many jobs with no limit of the partition's
 // own, give back the tokens no job took. Two or three round trips instead
 // of one, for limited partitioned topics only.
-func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int, lease time.Duration, limit RateLimit, ahead time.Duration) (*Claimed, error) {
+func (c *Client) claimShared(ctx context.Context, partition string, o claimOpts) (*Claimed, error) {
+	n, limit := o.n, o.limit
 	tk, err := c.keysFor(TopicOf(partition))
 	if err != nil {
 		return nil, err
@@ -148,7 +166,8 @@ func (c *Client) claimShared(ctx context.Context, partition string, n, nDue int,
 	// A claim of what the tokens allow (none: only the expired leases go
 	// back, and the next due time is read, so that a partition with nothing
 	// due does not report itself held back by the limit).
-	res, err := c.runClaim(ctx, partition, granted, min(nDue, granted), lease, RateLimit{}, ahead)
+	o.n, o.nDue, o.limit = granted, min(o.nDue, granted), RateLimit{}
+	res, err := c.runClaim(ctx, partition, o)
 	spent := 0
 	if err == nil {
 		spent = len(res.Jobs)

@@ -38,14 +38,14 @@ func TestClaimAheadTakesJobsDueWithinIt(t *testing.T) {
 		}
 	}
 	lease := 10 * time.Second
-	cl, err := c.claim(ctx, "t", 10, 1, lease, RateLimit{}, time.Second)
+	cl, err := c.claim(ctx, "t", claimOpts{n: 10, nDue: 1, lease: lease, ahead: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := claimedIDs(cl); !slices.Equal(got, []string{"due1"}) {
 		t.Fatalf("nDue 1 with due jobs left: claimed %v, want [due1] alone (the coming ones wait behind the due ones)", got)
 	}
-	cl, err = c.claim(ctx, "t", 10, 10, lease, RateLimit{}, time.Second)
+	cl, err = c.claim(ctx, "t", claimOpts{n: 10, nDue: 10, lease: lease, ahead: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake, k.cancel}, "one", id).Int()
+	n, err := c.scripts.requeue.Run(ctx, c.rdb, append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), "one", id).Int()
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -63,7 +63,7 @@ func (t redisTopic) requeueAllDead(ctx context.Context, topic string) (int, erro
 	}
 	total := 0
 	for {
-		n, err := c.scripts.requeue.Run(ctx, c.rdb, []string{k.dead, k.due, k.job, k.wake, k.cancel}, "all", deadChunk).Int()
+		n, err := c.scripts.requeue.Run(ctx, c.rdb, append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), "all", deadChunk).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: requeue dead of %s: %w", topic, err)
 		}
@@ -92,7 +92,7 @@ func (c *Client) purgeDead(ctx context.Context, topic string, before int64) (int
 	total := 0
 	window := c.lifecycle(topic).takenFor(topic).Milliseconds()
 	for {
-		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken}, before, deadChunk, window).Int()
+		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio}, before, deadChunk, window).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: purge dead of %s: %w", topic, err)
 		}
@@ -184,7 +184,7 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken}, id,
+	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio}, id,
 		c.lifecycle(topic).takenFor(topic).Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, err)

@@ -66,6 +66,12 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 			return t.enqueueSpread(ctx, l, topic, jobs)
 		}
 	}
+	for i := range jobs {
+		if jobs[i].Priority > 0 {
+			// Grouped by priority, in one call.
+			return t.enqueueGroups(ctx, topic, []enqueuePart{{name: topic, at: seq(len(jobs))}}, jobs)
+		}
+	}
 	k, err := c.keysFor(topic)
 	if err != nil {
 		return nil, err
@@ -147,43 +153,78 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 // one node (a Redis that is not a cluster): a batch spread over the
 // partitions costs one call, as on one partition.
 func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	c := t.c
-	names, groups := c.split(l, topic, jobs)
+	names, groups := t.c.split(l, topic, jobs)
 	if len(names) == 1 {
 		return t.enqueue(ctx, names[0], jobs) // a partition's own call
 	}
-	keys := make([]string, 0, 4*len(names))
-	args := make([]any, 1, 1+len(names)+4*len(jobs))
-	args[0] = "*"
-	taken := c.cfg.UniqueFor(topic) > 0
-	if taken {
-		args[0] = "+" // four keys per name, the taken ZSET's included
+	parts := make([]enqueuePart, len(names))
+	for i, name := range names {
+		parts[i] = enqueuePart{name: name, at: groups[name]}
 	}
+	return t.enqueueGroups(ctx, topic, parts, jobs)
+}
+
+// enqueuePart is the jobs of one name (a topic or a partition) in a
+// grouped enqueue.lua call: their indexes in the caller's jobs.
+type enqueuePart struct {
+	name string
+	at   []int
+}
+
+// enqueueGroups enqueues jobs in one enqueue.lua call of groups: one per
+// part, or, when some job has a raised priority, one per part and
+// priority (docs/design.md §4.23). The parts' keys must be on one node.
+func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enqueuePart, jobs []NewJob) ([]EnqueueResult, error) {
+	c := t.c
+	levels := false
+	for i := range jobs {
+		levels = levels || jobs[i].Priority > 0
+	}
+	taken := c.cfg.UniqueFor(topic) > 0
+	mode := map[[2]bool]string{{false, false}: "*", {true, false}: "+", {false, true}: "^", {true, true}: "~"}[[2]bool{taken, levels}]
+	keys := make([]string, 0, 8*len(parts))
+	args := make([]any, 1, 1+2*len(parts)+4*len(jobs))
+	args[0] = mode
 	whens := make([]int64, len(jobs))
 	order := make([]int, 0, len(jobs)) // the jobs in the script's order
 	sub := make([]NewJob, 0, len(jobs))
-	for _, name := range names {
-		k, err := c.keysFor(name)
+	for _, p := range parts {
+		k, err := c.keysFor(p.name)
 		if err != nil {
 			return nil, err
 		}
-		if err := c.noteTopic(ctx, name); err != nil {
+		if err := c.noteTopic(ctx, p.name); err != nil {
 			return nil, err
 		}
-		keys = append(keys, k.due, k.job, k.wake)
-		if taken {
-			keys = append(keys, k.taken)
+		byLevel := [MaxPriority + 1][]int{p.at}
+		if levels {
+			byLevel[0] = nil
+			for _, i := range p.at {
+				byLevel[jobs[i].Priority] = append(byLevel[jobs[i].Priority], i)
+			}
 		}
-		at := groups[name]
-		from := len(sub)
-		for _, i := range at {
-			sub = append(sub, jobs[i])
+		for level, at := range byLevel {
+			if len(at) == 0 {
+				continue
+			}
+			keys = append(keys, k.due, k.job, k.wake)
+			if taken {
+				keys = append(keys, k.taken)
+			}
+			args = append(args, len(at))
+			if levels {
+				keys = append(keys, k.levels()...)
+				args = append(args, level)
+			}
+			from := len(sub)
+			for _, i := range at {
+				sub = append(sub, jobs[i])
+			}
+			order = append(order, at...)
+			part := make([]any, 4*len(at))
+			enqueueArgs(part, whens[from:from+len(at)], sub[from:])
+			args = append(args, part...)
 		}
-		order = append(order, at...)
-		part := make([]any, 4*len(at))
-		enqueueArgs(part, whens[from:from+len(at)], sub[from:])
-		args = append(args, len(at))
-		args = append(args, part...)
 	}
 	reply, err := c.scripts.enqueue.Run(ctx, c.rdb, keys, args...).Int64Slice()
 	if err != nil {
@@ -242,3 +283,12 @@ type bytesArg []byte
 
 // MarshalBinary returns the bytes themselves.
 func (b *bytesArg) MarshalBinary() ([]byte, error) { return *b, nil }
+
+// seq is 0, 1, ..., n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

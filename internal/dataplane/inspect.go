@@ -35,7 +35,7 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	}
 	info = &JobInfo{State: row.State, Score: row.RunAt, SQLOnly: true, Job: &Job{
 		Topic: TopicOf(topic), ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError,
+		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority,
 	}}
 	if IsPartition(topic) {
 		info.Job.Partition = topic
@@ -68,12 +68,12 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.cancel}, id).Slice()
+	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.cancel, k.prio}, id).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
 	set, _ := reply[0].(string)
-	if len(reply) != 3 && len(reply) != 4 {
+	if len(reply) != 5 {
 		return &JobInfo{State: StateUnknown}, nil
 	}
 	score, _ := reply[1].(string)
@@ -86,9 +86,8 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s: %w", topic, err)
 	}
-	if len(reply) == 4 {
-		info.CancelRequestedAt = asInt64(reply[3])
-	}
+	info.CancelRequestedAt = asInt64(reply[3])
+	info.Job.Priority = int(asInt64(reply[4]))
 	return info, nil
 }
 

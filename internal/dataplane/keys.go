@@ -30,6 +30,24 @@ type keys struct {
 	// ended (0 succeeded, 1 cancelled, 2 purged): a redis topic's ids kept
 	// taken for its uniqueness window after their jobs finished (§4.2.1).
 	taken string
+	// prio is a HASH id -> priority (1 to MaxPriority) of a job of raised
+	// priority, from its enqueue until the job is gone (acked, cancelled,
+	// deleted): a retry, a release or a requeue puts it back at its level.
+	prio string
+	// pri[l-1] is a ZSET id -> due time of the waiting jobs of priority l:
+	// a copy of their due entries, which claim.lua reads highest level
+	// first (§4.23). Every job, whatever its priority, is in due too.
+	pri [MaxPriority]string
+	// turn is a STRING: jobs claimed from the topic since the last one
+	// taken by due time alone, modulo the claim's oldest-every (claim.lua).
+	turn string
+}
+
+// levels are the keys scripts take for priorities, in this order: prio,
+// then pri of priority 1 to MaxPriority (a script finds the ZSET of
+// priority l at prio's index + l).
+func (k keys) levels() []string {
+	return append([]string{k.prio}, k.pri[:]...)
 }
 
 // newKeys builds the keys of topic. Call it only through Client.keysFor,
@@ -50,6 +68,9 @@ func newKeys(namespace, topic string) keys {
 		runs:   p + "runs",
 		cancel: p + "cancel",
 		taken:  p + "taken",
+		prio:   p + "prio",
+		pri:    [MaxPriority]string{p + "pri:1", p + "pri:2", p + "pri:3"},
+		turn:   p + "turn",
 	}
 }
 

@@ -105,8 +105,10 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 	page := all[min(offset, len(all)):min(offset+limit, len(all))]
 	pipe = c.rdb.Pipeline()
 	envs := make([]*redis.StringCmd, len(page))
+	prios := make([]*redis.StringCmd, len(page))
 	for i, e := range page {
 		envs[i] = pipe.HGet(ctx, parts[e.part].keys.job, e.id)
+		prios[i] = pipe.HGet(ctx, parts[e.part].keys.prio, e.id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
@@ -120,6 +122,7 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 		if err != nil {
 			return nil, fmt.Errorf("queue: list %s: %w", names[e.part], err)
 		}
+		info.Job.Priority, _ = prios[i].Int() // redis.Nil: the default, 0
 		out.Jobs = append(out.Jobs, info)
 	}
 	return out, nil
@@ -174,12 +177,12 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 	if desc {
 		order = "desc"
 	}
-	reply, err := c.listScript.Run(ctx, c.rdb, []string{set, k.job}, order, offset, limit).Slice()
+	reply, err := c.listScript.Run(ctx, c.rdb, []string{set, k.job, k.prio}, order, offset, limit).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
 	}
 	p := &Page{Total: asInt64(reply[0])}
-	for i := 1; i+2 < len(reply); i += 3 {
+	for i := 1; i+3 < len(reply); i += 4 {
 		id, _ := reply[i].(string)
 		score, _ := reply[i+1].(string)
 		f, _ := strconv.ParseFloat(score, 64)
@@ -188,6 +191,7 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 		if err != nil {
 			return nil, fmt.Errorf("queue: list %s: %w", topic, err)
 		}
+		info.Job.Priority = int(asInt64(reply[i+3]))
 		p.Jobs = append(p.Jobs, info)
 	}
 	return p, nil

@@ -28,6 +28,8 @@ type RestoreRow struct {
 	// TraceParent is the trace the row keeps (a durable job's, §4.21): a
 	// restore writes its key back unless one is there.
 	TraceParent string
+	// Priority is the job's (0-MaxPriority): it goes back at its level.
+	Priority int
 }
 
 // RestoreOutcome is what Restore did with one row.
@@ -210,7 +212,7 @@ func (c *Client) restoreGroups(calls []restoreCall, opts RestoreOptions) [][]int
 type restoreCall struct {
 	topic string
 	rows  []int
-	args  []any // eight per row
+	args  []any // nine per row
 	size  int   // bytes of the rows' payloads and error texts
 }
 
@@ -231,7 +233,7 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		}
 		at, ok := open[r.Topic]
 		if !ok || len(calls[at].rows) >= opts.Chunk || size[r.Topic] >= opts.ChunkBytes {
-			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 8*min(opts.Chunk, len(rows)-i))})
+			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 9*min(opts.Chunk, len(rows)-i))})
 			at = len(calls) - 1
 			open[r.Topic] = at
 			size[r.Topic] = 0
@@ -246,10 +248,11 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		call := &calls[at]
 		call.rows = append(call.rows, i)
 		if opts.DryRun { // a check reads ids only: the bulky fields stay home
-			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "")
+			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "", 0)
 			continue
 		}
-		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload)
+		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload,
+			min(max(r.Priority, 0), MaxPriority))
 		size[r.Topic] += len(r.Payload) + len(r.LastError)
 		call.size += len(r.Payload) + len(r.LastError)
 	}
@@ -266,7 +269,7 @@ func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []
 		for _, g := range group {
 			n += 1 + len(calls[g].args)
 		}
-		keys := make([]string, 0, 6*len(group))
+		keys := make([]string, 0, 10*len(group))
 		args := make([]any, 0, n)
 		args = append(args, head...)
 		for _, g := range group {
@@ -278,6 +281,7 @@ func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []
 				break
 			}
 			keys = append(keys, k.due, k.lease, k.job, k.wake, k.dead, k.gone)
+			keys = append(keys, k.levels()...)
 			args = append(args, len(calls[g].rows))
 			args = append(args, calls[g].args...)
 		}

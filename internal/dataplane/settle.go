@@ -24,7 +24,7 @@ import (
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		lc := c.lifecycle(topic)
-		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
+		return append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...),
 			[]any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
@@ -39,7 +39,7 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
 func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
-		return []string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken},
+		return append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...),
 			[]any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
@@ -54,7 +54,7 @@ func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
 // calling it.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
-		return []string{k.lease, k.due, k.job, k.wake}, nil
+		return append([]string{k.lease, k.due, k.job, k.wake}, k.levels()...), nil
 	})
 }
 
@@ -127,7 +127,7 @@ func (c *Client) Retry(ctx context.Context, reqs []RetryRequest) ([]int64, error
 			}
 			args = append(args, r.ID, r.Attempt, mode, v, r.Error)
 		}
-		reply, err := c.scripts.retry.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.wake, k.runs}, args...).Int64Slice()
+		reply, err := c.scripts.retry.Run(ctx, c.rdb, append([]string{k.lease, k.due, k.job, k.wake, k.runs}, k.levels()...), args...).Int64Slice()
 		if err != nil {
 			return out, fmt.Errorf("queue: retry on %s: %w", topic, err)
 		}
@@ -166,7 +166,7 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 		for _, d := range ds {
 			args = append(args, d.Job.ID, d.Job.Attempt, d.Error)
 		}
-		reply, err := c.scripts.bury.Run(ctx, c.rdb, []string{k.lease, k.due, k.job, k.dead, k.runs}, args...).Int64Slice()
+		reply, err := c.scripts.bury.Run(ctx, c.rdb, append([]string{k.lease, k.due, k.job, k.dead, k.runs}, k.levels()...), args...).Int64Slice()
 		if err != nil {
 			return n, at, fmt.Errorf("queue: bury on %s: %w", topic, err)
 		}

@@ -18,7 +18,7 @@ func TestClaimSupersededReadsRedis(t *testing.T) {
 	if _, err := c.Enqueue(ctx, "t", NewJob{ID: "j"}); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := c.claim(ctx, "t", 1, 1, time.Minute, RateLimit{}, 0)
+	cl, err := c.claim(ctx, "t", claimOpts{n: 1, nDue: 1, lease: time.Minute})
 	if err != nil || len(cl.Jobs) != 1 {
 		t.Fatalf("claim: %v, %d jobs", err, len(cl.Jobs))
 	}

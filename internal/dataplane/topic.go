@@ -332,7 +332,8 @@ func (tr *topicRunner) fetch(detached context.Context, p *part, n, nDue int) (wa
 	defer cancel()
 	ahead := claimAheadOf(tr.cfg)
 	sentAt := time.Now()
-	cl, err := tr.w.c.claim(ctx, p.name, n, nDue, tr.cfg.Lease, rateLimitOf(tr.cfg), ahead)
+	cl, err := tr.w.c.claim(ctx, p.name, claimOpts{n: n, nDue: nDue, lease: tr.cfg.Lease, limit: rateLimitOf(tr.cfg),
+		ahead: ahead, oldestEvery: tr.cfg.OldestEvery})
 	if err = tr.w.redisWatch.result(err); err != nil {
 		tr.unreserve(n)
 		<-tr.tokens

@@ -43,6 +43,10 @@ func (c *Client) validate(j *NewJob, now time.Time) error {
 		return &ValidationError{Field: "max_attempts", Kind: ErrInvalidMaxAttempts,
 			Reason: fmt.Sprintf("%d: want 1-%d", j.MaxAttempts, MaxAttempts)}
 	}
+	if j.Priority < 0 || j.Priority > MaxPriority {
+		return &ValidationError{Field: "priority", Kind: ErrInvalidPriority,
+			Reason: fmt.Sprintf("%d: want 0-%d", j.Priority, MaxPriority)}
+	}
 	return nil
 }
 

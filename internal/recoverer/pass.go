@@ -187,6 +187,7 @@ func restoreRows(rows []ledger.Entry) []dataplane.RestoreRow {
 			LastError:   e.LastError,
 			Payload:     e.Payload,
 			TraceParent: e.Trace,
+			Priority:    e.Priority,
 		}
 	}
 	return out

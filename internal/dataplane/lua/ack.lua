@@ -12,6 +12,8 @@
 --          with them
 -- KEYS[7]  taken ZSET (the uniqueness window, §4.2.1): id -> (taken
 --          until, ms) × 4 + how the job ended (0 succeeded, 1 cancelled)
+-- KEYS[8]  prio HASH (id -> priority 1-3), KEYS[9..11] pri ZSETs of
+--          priority 1-3: the job's priority goes with it
 -- ARGV[1]  tombstone TTL in ms for a durable topic, 0 otherwise: a removed
 --          job of a durable topic gets a tombstone (id -> now), so a relay
 --          or recovery pass that read its row just before cannot restore
@@ -37,6 +39,7 @@ if ttl > 0 or window > 0 then
 end
 local takenScore = window > 0 and ((now + window) * 4 + (cancelled and 1 or 0)) or nil
 local done = 0
+local prios = redis.call('EXISTS', KEYS[8]) == 1
 for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
@@ -44,6 +47,11 @@ for i = 4, #ARGV, 2 do
     local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
     if n > 0 then
       redis.call('HDEL', KEYS[3], id)
+      local l = prios and redis.call('HGET', KEYS[8], id)
+      if l then
+        redis.call('ZREM', KEYS[8 + tonumber(l)], id)
+        redis.call('HDEL', KEYS[8], id)
+      end
       if ARGV[i + 1] ~= '1' then redis.call('HDEL', KEYS[5], id) end
       if ttl > 0 then redis.call('ZADD', KEYS[4], now, id) end
       if cancelled then redis.call('HDEL', KEYS[6], id) end

@@ -6,6 +6,9 @@
 -- KEYS[4]  dead ZSET
 -- KEYS[5]  runs HASH (id -> runs that ended in a failure): the job's field
 --          goes (a requeued dead job starts its count again)
+-- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
+--          priority 1-3: a job buried from due leaves its level's; its priority stays,
+--          for a requeue
 -- ARGV     triples: id, attempt, reason
 --
 -- Returns  {now, n}: the time of death and how many jobs were buried.
@@ -14,6 +17,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = 0
+local prios = redis.call('EXISTS', KEYS[6]) == 1
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
@@ -24,6 +28,8 @@ for i = 1, #ARGV, 3 do
       redis.call('HSET', KEYS[3], id, '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' ..
         #err .. '|' .. err .. '|' .. string.sub(env, p + tonumber(elen) + 1))
       redis.call('ZADD', KEYS[4], now, id)
+      local l = prios and redis.call('HGET', KEYS[6], id)
+      if l then redis.call('ZREM', KEYS[6 + tonumber(l)], id) end
       if attempt ~= '1' then redis.call('HDEL', KEYS[5], id) end
       n = n + 1
     end

@@ -7,6 +7,8 @@
 -- KEYS[5]  gone ZSET (tombstones, docs/design.md §4.11)
 -- KEYS[6]  runs HASH (id -> runs that ended in a failure): the job's field goes
 -- KEYS[7]  taken ZSET (the uniqueness window, docs/design.md §4.2.1)
+-- KEYS[8]  prio HASH (id -> priority 1-3), KEYS[9..11] pri ZSETs of
+--          priority 1-3: the job's priority goes with it
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row of
 --          that attempt is gone already)
@@ -41,6 +43,11 @@ local env = redis.call('HGET', KEYS[3], id)
 if env and string.match(env, '^%d+|(%d+)|') ~= ARGV[2] then return {-3} end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[3], id)
+local l = redis.call('HGET', KEYS[8], id)
+if l then
+  redis.call('ZREM', KEYS[8 + tonumber(l)], id)
+  redis.call('HDEL', KEYS[8], id)
+end
 if ARGV[2] ~= '0' then redis.call('HDEL', KEYS[6], id) end
 tombstone()
 local window = tonumber(ARGV[4])

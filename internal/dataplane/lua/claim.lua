@@ -9,6 +9,11 @@
 -- KEYS[7]  runs HASH (id -> runs that ended in a failure, written by retry.lua)
 -- KEYS[8]  cancel HASH (cancelrun.lua's marks: a cancel asked during an
 --          earlier claim whose worker died before the job ended)
+-- KEYS[9]  prio HASH (id -> priority 1-3 of a job of raised priority)
+-- KEYS[10..12] pri ZSETs of priority 1, 2 and 3 (id -> due time): the
+--          waiting jobs of raised priority, each in due too
+-- KEYS[13] turn STRING: jobs claimed since the last one taken by due time
+--          alone, modulo ARGV[8]
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
@@ -19,9 +24,13 @@
 -- ARGV[7]  the most jobs already due to hand out (at most N): a caller
 --          whose handlers are busy takes few due jobs, which other workers
 --          could run now, but may still hold the coming ones
+-- ARGV[8]  oldest every (1-1000): while jobs of raised priority wait, one
+--          due job in this many handed out is the one due longest,
+--          whatever its priority (1: due order alone)
 --
 -- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
---           paused, next_token, now_us, {id, runs, ...}, {id, ...}}
+--           paused, next_token, now_us, {id, runs, ...}, {id, ...},
+--           {id, priority, ...}}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped; due up to
@@ -37,7 +46,17 @@
 --          which delivery this is (Job.Delivery); the one after it the
 --          claimed jobs whose cancel was asked during an earlier claim
 --          (its worker died or handed it back): the worker settles them
---          cancelled without running them, even one past max attempts.
+--          cancelled without running them, even one past max attempts;
+--          the last the claimed jobs of raised priority, with theirs.
+--
+-- Priorities (docs/design.md §4.23): due jobs of the highest priority go
+-- first, each level in due order, then the rest of due in due order; but
+-- the due job at every ARGV[8]-th turn of the topic (counted in KEYS[13]
+-- across claims and workers) is the head of due, the job due longest,
+-- whatever its priority, so that none waits forever. A topic with no
+-- waiting job of raised priority (no pri ZSET) claims by due order alone
+-- and pays one EXISTS for the feature. Jobs due later (ARGV[6]) are taken
+-- only once no due job is left, in due order.
 --
 -- Expired leases go back first, at their lease deadline, so a dead worker's
 -- jobs run again before newer ones. A job already claimed max-attempts times
@@ -79,28 +98,85 @@ if rate > 0 and paused == 0 then
   end
 end
 
+-- raised: some job of raised priority is waiting (a pri ZSET exists).
+local raised = redis.call('EXISTS', KEYS[10], KEYS[11], KEYS[12]) > 0
+
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+local prios = #expired > 0 and redis.call('EXISTS', KEYS[9]) == 1
 for i = 1, #expired, 2 do
   redis.call('ZREM', KEYS[2], expired[i])
   redis.call('ZADD', KEYS[1], expired[i + 1], expired[i])
+  local l = prios and redis.call('HGET', KEYS[9], expired[i])
+  if l then
+    redis.call('ZADD', KEYS[9 + tonumber(l)], expired[i + 1], expired[i])
+    raised = true
+  end
 end
 
-local claimed, buried, runs, asked = {}, {}, {}, {}
+local claimed, buried, runs, asked, levels = {}, {}, {}, {}, {}
 local ids = {}
 if n > 0 and paused == 0 then
-  local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + ahead, 'WITHSCORES', 'LIMIT', 0, n)
-  -- In due order: once the due ones reach nDue, the rest (due or not) wait.
   local nd = math.min(nDue, n)
-  for i = 1, #cand, 2 do
-    if tonumber(cand[i + 1]) <= now and #ids >= nd then break end
-    ids[#ids + 1] = cand[i]
+  if not raised then
+    local cand = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + ahead, 'WITHSCORES', 'LIMIT', 0, n)
+    -- In due order: once the due ones reach nDue, the rest (due or not) wait.
+    for i = 1, #cand, 2 do
+      if tonumber(cand[i + 1]) <= now and #ids >= nd then break end
+      ids[#ids + 1] = cand[i]
+    end
+  else
+    -- The due jobs of raised priority, highest first, then due in due
+    -- order (it holds them too: the taken are skipped).
+    local hi = {}
+    for k = 12, 10, -1 do
+      if #hi < nd then
+        local c = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, nd - #hi)
+        for _, id in ipairs(c) do hi[#hi + 1] = id end
+      end
+    end
+    local every = math.max(1, tonumber(ARGV[8]) or 20)
+    local turn = (tonumber(redis.call('GET', KEYS[13])) or 0) % every
+    local byTime = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, nd + #hi)
+    local taken, h, b = {}, 1, 1
+    for s = 1, nd do
+      local id = nil
+      if (turn + s) % every ~= 0 then
+        while hi[h] and taken[hi[h]] do h = h + 1 end
+        id = hi[h]
+        if id then h = h + 1 end
+      end
+      if not id then
+        while byTime[b] and taken[byTime[b]] do b = b + 1 end
+        id = byTime[b]
+        if id then b = b + 1 end
+      end
+      if not id then break end
+      taken[id] = true
+      ids[#ids + 1] = id
+    end
+    if #ids > 0 then redis.call('SET', KEYS[13], (turn + #ids) % every) end
+    if #ids < nd and ahead > 0 then
+      -- No due job is left: the coming ones, in due order.
+      local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, now + ahead, 'LIMIT', 0, n - #ids)
+      for _, id in ipairs(later) do ids[#ids + 1] = id end
+    end
   end
 end
 -- Marks are read only while the cancel hash exists, which is seldom.
 local marks = #ids > 0 and redis.call('EXISTS', KEYS[8]) == 1
 for _, id in ipairs(ids) do
-  redis.call('ZREM', KEYS[1], id)
-  local env = redis.call('HGET', KEYS[3], id)
+  -- A pri entry whose job left due by a path that missed it is stale:
+  -- dropped, and the job (if any) is not handed out.
+  local inDue = redis.call('ZREM', KEYS[1], id) == 1
+  local level = raised and redis.call('HGET', KEYS[9], id)
+  if level then
+    redis.call('ZREM', KEYS[9 + tonumber(level)], id)
+  elseif raised and not inDue then
+    redis.call('ZREM', KEYS[10], id)
+    redis.call('ZREM', KEYS[11], id)
+    redis.call('ZREM', KEYS[12], id)
+  end
+  local env = inDue and redis.call('HGET', KEYS[3], id)
   if env then
     local attempt, tail, max, rest = string.match(env, '^1|(%d+)|()(%d+)|()')
     attempt, max = tonumber(attempt), tonumber(max)
@@ -132,6 +208,10 @@ for _, id in ipairs(ids) do
       redis.call('ZADD', KEYS[2], leaseUntil, id)
       claimed[#claimed + 1] = id
       claimed[#claimed + 1] = env
+      if level then
+        levels[#levels + 1] = id
+        levels[#levels + 1] = tonumber(level)
+      end
       if attempt > 0 then
         -- Claimed before: some of those claims may have run to an answer.
         local r = redis.call('HGET', KEYS[7], id)
@@ -166,4 +246,4 @@ if rate > 0 then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end
-return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs, asked}
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs, asked, levels}

@@ -7,6 +7,7 @@
 -- ARGV[2]  the topic's uniqueness window in ms, 0 for none: as purge.lua,
 --          the id stays taken until its death + the window; ids whose
 --          window ended are trimmed
+-- KEYS[4]  prio HASH (id -> priority): the job's field goes
 --
 -- Returns  1 when the job was dead and is deleted, 0 when it is not dead
 --          (waiting, in flight, unknown: nothing is touched).
@@ -16,6 +17,7 @@ if not died then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 local window = tonumber(ARGV[2])
 if window > 0 then
   local t = redis.call('TIME')

@@ -17,12 +17,17 @@
 --          t <= -2^50 duplicate of a finished job whose id is still taken:
 --          -t - 2^50 is its taken ZSET score.
 --
--- Several names at once (the partitions of a topic, on a Redis that is not
--- a cluster, so that a batch spread over them costs one call): ARGV[1] is
--- "*", KEYS are three per name as above (or "+": four per name, the taken
--- ZSET's included), and ARGV[2..] per name, in KEYS'
--- order, its number of jobs n and then its jobs as above. Returns an array
--- of one per job, in ARGV's order.
+-- Several groups at once (the partitions of a topic, on a Redis that is
+-- not a cluster, so that a batch spread over them costs one call; the
+-- priorities of a batch): ARGV[1] is "*", KEYS are three per group as
+-- above (or "+": four per group, the taken ZSET's included), and ARGV[2..]
+-- per group, in KEYS' order, its number of jobs n and then its jobs as
+-- above. With "^" (or "~", the taken ZSET's included) each group's keys
+-- go on with the prio HASH (id -> priority) and the pri ZSETs of
+-- priority 1 to 3 (id -> due time), and its n is followed by the
+-- priority of its jobs (0-3): a created job of priority l > 0 is written
+-- to prio and to the pri ZSET of l too (docs/design.md §4.23). Returns an
+-- array of one per job, in ARGV's order.
 --
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
 -- its envelope in the job hash, so its presence there decides. Due times
@@ -55,8 +60,9 @@ end
 -- enqueue adds the n jobs whose ids start at ARGV[o + 1] (and their three
 -- values each at ARGV[o + n + 1]) to the keys dueKey, jobKey and wakeKey,
 -- appending one result per job to out; with takenKey, an id taken there
--- is a duplicate.
-local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out)
+-- is a duplicate; with prioKey, the created jobs are of priority level
+-- (a string) and go in priKey too.
+local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, priKey, level)
   -- A batch: one HMGET finds the known ids, one HSET and one ZADD write
   -- the new jobs (chunked: unpack takes a few thousand values at most).
   local known = {}
@@ -115,6 +121,15 @@ local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out)
       local j = math.min(i + 999, #hargs)
       redis.call('HSET', jobKey, unpack(hargs, i, j))
       redis.call('ZADD', dueKey, unpack(zargs, i, j))
+      if prioKey then
+        local pargs = {}
+        for m = i, j, 2 do
+          pargs[#pargs + 1] = hargs[m]
+          pargs[#pargs + 1] = level
+        end
+        redis.call('HSET', prioKey, unpack(pargs))
+        redis.call('ZADD', priKey, unpack(zargs, i, j))
+      end
     end
     if wake then redis.call('PUBLISH', wakeKey, earliests) end
   end
@@ -146,13 +161,28 @@ local function one(dueKey, jobKey, wakeKey, takenKey, o)
   return d
 end
 
-if ARGV[1] == '*' or ARGV[1] == '+' then
+-- The modes are characters no id has: ARGV[1] of a plain call is an id.
+local groups = {['*'] = {false, false}, ['+'] = {true, false}, ['^'] = {false, true}, ['~'] = {true, true}}
+local group = groups[ARGV[1]]
+if group then
   local out = {}
   local o = 2
-  local step = ARGV[1] == '+' and 4 or 3
+  local taken, levels = group[1], group[2]
+  local step = 3 + (taken and 1 or 0) + (levels and 4 or 0)
   for g = 1, #KEYS, step do
     local n = tonumber(ARGV[o])
-    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], step == 4 and KEYS[g + 3] or nil, o, n, out)
+    local prioKey, priKey, level = nil, nil, nil
+    if levels then
+      -- ARGV[o + 1] is the group's priority: its jobs start one later.
+      o = o + 1
+      level = ARGV[o]
+      local l = tonumber(level)
+      if l > 0 then
+        prioKey = KEYS[g + step - 4]
+        priKey = KEYS[g + step - 4 + l]
+      end
+    end
+    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], taken and KEYS[g + 3] or nil, o, n, out, prioKey, priKey, level)
     o = o + 1 + 4 * n
   end
   return out

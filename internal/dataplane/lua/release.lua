@@ -6,6 +6,8 @@
 -- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  wake channel
+-- KEYS[5]  prio HASH (id -> priority 1-3), KEYS[6..8] pri ZSETs of
+--          priority 1-3: a job of raised priority goes back to its level's
 -- ARGV     pairs: id, attempt (the claim being released)
 --
 -- Returns  the number of jobs put back.
@@ -15,6 +17,7 @@
 -- due), so it keeps its place in line and its lateness stays measured from when it
 -- was really due.
 local put, earliest = 0, nil
+local prios = redis.call('EXISTS', KEYS[5]) == 1
 for i = 1, #ARGV, 2 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
@@ -26,6 +29,8 @@ for i = 1, #ARGV, 2 do
       redis.call('HSET', KEYS[3], id, '1|' .. a .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' .. string.sub(env, rest))
       redis.call('ZREM', KEYS[1], id)
       redis.call('ZADD', KEYS[2], run, id)
+      local l = prios and redis.call('HGET', KEYS[5], id)
+      if l then redis.call('ZADD', KEYS[5 + tonumber(l)], run, id) end
       put = put + 1
       local r = tonumber(run)
       if earliest == nil or r < earliest then earliest = r end

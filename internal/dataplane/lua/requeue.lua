@@ -6,6 +6,8 @@
 -- KEYS[4]  wake channel
 -- KEYS[5]  cancel HASH (cancelrun.lua's marks): a requeued job keeps its
 --          enqueued time, so an old ask's mark would match its new runs
+-- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
+--          priority 1-3: a job of raised priority goes back to its level's
 -- ARGV[1]  "one" or "all"
 -- ARGV[2]  with "one": the job id; with "all": the most jobs to move
 --
@@ -20,6 +22,7 @@ else
   ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 end
 local n = 0
+local prios = #ids > 0 and redis.call('EXISTS', KEYS[6]) == 1
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     local env = redis.call('HGET', KEYS[3], id)
@@ -27,6 +30,8 @@ for _, id in ipairs(ids) do
       local max, enq, rest = string.match(env, '^1|%d+|(%d+)|(%d+)|%d+|()')
       redis.call('HSET', KEYS[3], id, '1|0|' .. max .. '|' .. enq .. '|' .. now .. '|' .. string.sub(env, rest))
       redis.call('ZADD', KEYS[2], now, id)
+      local l = prios and redis.call('HGET', KEYS[6], id)
+      if l then redis.call('ZADD', KEYS[6 + tonumber(l)], now, id) end
       redis.call('HDEL', KEYS[5], id)
       n = n + 1
     end

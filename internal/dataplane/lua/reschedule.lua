@@ -6,6 +6,8 @@
 -- KEYS[4]  dead ZSET
 -- KEYS[5]  wake channel, published to when the job becomes due earlier than
 --          the head was
+-- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
+--          priority 1-3: a job of raised priority moves in its level's too
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row,
 --          if any, was moved for that attempt already)
@@ -35,6 +37,8 @@ local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 env = '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. due .. '|' .. string.sub(env, p)
 redis.call('HSET', KEYS[3], id, env)
 redis.call('ZADD', KEYS[1], due, id)
+local l = redis.call('HGET', KEYS[6], id)
+if l then redis.call('ZADD', KEYS[6 + tonumber(l)], due, id) end
 -- Workers sleep until the head's due time; only an earlier one needs them.
 if not head[2] or due < tonumber(head[2]) then
   redis.call('PUBLISH', KEYS[5], due)

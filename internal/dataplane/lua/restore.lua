@@ -2,21 +2,23 @@
 -- lost, and durable jobs the SQL ledger holds that are not in Redis yet
 -- (pushed after their commit, by the relay, or by the horizon loader).
 --
--- The rows of one or more names (a topic's or a partition's), six keys
+-- The rows of one or more names (a topic's or a partition's), ten keys
 -- each: one call carries several names' rows only where their keys are on
 -- one node (a Redis that is not a cluster), so that a batch spread over a
 -- topic's partitions costs one call, as it does on one partition. A call
 -- that fails part way keeps what it wrote for the names before: each row
 -- is checked before it is written, so the caller's retry is safe.
 --
--- KEYS[6g-5]  due ZSET of name g
--- KEYS[6g-4]  lease ZSET
--- KEYS[6g-3]  job HASH
--- KEYS[6g-2]  wake channel, published to when the earliest due time moves
---             earlier
--- KEYS[6g-1]  dead ZSET
--- KEYS[6g]    gone ZSET (tombstones: id -> when a durable job was acked or
---             a job cancelled, Unix ms)
+-- KEYS[10g-9]  due ZSET of name g
+-- KEYS[10g-8]  lease ZSET
+-- KEYS[10g-7]  job HASH
+-- KEYS[10g-6]  wake channel, published to when the earliest due time moves
+--              earlier
+-- KEYS[10g-5]  dead ZSET
+-- KEYS[10g-4]  gone ZSET (tombstones: id -> when a durable job was acked or
+--              a job cancelled, Unix ms)
+-- KEYS[10g-3]  prio HASH (id -> priority 1-3 of a job of raised priority)
+-- KEYS[10g-2..10g] pri ZSETs of priority 1-3 (id -> due time)
 -- ARGV[1]  "write", or "check" (dry run: decide each row, write nothing)
 -- ARGV[2]  seen at (Unix ms, Redis's clock): when the caller began reading
 --          the rows from SQL. A job removed at or after it was read before
@@ -24,7 +26,7 @@
 -- ARGV[3]  tombstone TTL (ms): how long tombstones are kept. A seen-at older
 --          than that cannot be checked against them, so nothing is
 --          decided for it.
--- ARGV[4..] per name, in KEYS' order: its number of rows n, then eight per
+-- ARGV[4..] per name, in KEYS' order: its number of rows n, then nine per
 --          row: id, mode ("p" = in progress: due at once, "r" = retrying:
 --          due at its run time, "s" = scheduled, a durable job's first run:
 --          due at its run time, and an envelope of a dead job with this id
@@ -33,7 +35,7 @@
 --          after seen-at and after the row was written is the row's own
 --          job, read before its death, and answers 2), run at (Unix ms),
 --          attempt, max attempts, enqueued at (Unix ms, 0 = the run time),
---          last error, payload
+--          last error, payload, priority (0-3)
 --
 -- Returns  {now, o1, o2, ...}: per row, in ARGV's order, 0 = Redis still
 --          tracks the job (in due, in lease, or, except for "s", its
@@ -60,11 +62,13 @@ local out = {now}
 -- start at KEYS[k + 1].
 local function restore(k, from, n)
   local due, lease, job, wake, deadSet, goneSet = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
+  local prio = KEYS[k + 7]
+  local prios = nil -- whether prio exists, read once a row is written
   local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
   local headScore = nil
   if head[2] then headScore = tonumber(head[2]) end
   local earliest = nil
-  for i = from, from + 8 * (n - 1), 8 do
+  for i = from, from + 9 * (n - 1), 9 do
     local id = ARGV[i]
     local mode = ARGV[i + 1]
     local tracked = redis.call('ZSCORE', due, id) or redis.call('ZSCORE', lease, id)
@@ -100,6 +104,15 @@ local function restore(k, from, n)
           redis.call('HSET', job, id, '1|' .. ARGV[i + 3] .. '|' .. ARGV[i + 4] .. '|' .. enq .. '|' .. at ..
             '|' .. #err .. '|' .. err .. '|' .. ARGV[i + 7])
           redis.call('ZADD', due, at, id)
+          local l = tonumber(ARGV[i + 8]) or 0
+          if l > 0 then
+            redis.call('HSET', prio, id, l)
+            redis.call('ZADD', KEYS[k + 7 + l], at, id)
+          else
+            -- A dead envelope replaced may have had a priority of its own.
+            if prios == nil then prios = redis.call('EXISTS', prio) == 1 end
+            if prios then redis.call('HDEL', prio, id) end
+          end
           if earliest == nil or at < earliest then earliest = at end
         end
       end
@@ -111,9 +124,9 @@ local function restore(k, from, n)
 end
 
 local at = 4
-for k = 0, #KEYS - 6, 6 do
+for k = 0, #KEYS - 10, 10 do
   local n = tonumber(ARGV[at])
   if n > 0 then restore(k, at + 1, n) end
-  at = at + 1 + 8 * n
+  at = at + 1 + 9 * n
 end
 return out

@@ -6,6 +6,8 @@
 -- KEYS[4]  wake channel
 -- KEYS[5]  runs HASH (id -> runs that ended in a failure): each job retried
 --          here counts one more
+-- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
+--          priority 1-3: a job of raised priority goes back to its level's
 -- ARGV     five per job: id, attempt, mode ("d" = delay ms from Redis's
 --          clock, "a" = absolute Unix ms), value, error text
 --
@@ -17,6 +19,7 @@ local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 local headScore = nil
 if head[2] then headScore = tonumber(head[2]) end
 local earliest = nil
+local prios = redis.call('EXISTS', KEYS[6]) == 1
 
 local out = {now}
 for i = 1, #ARGV, 5 do
@@ -37,6 +40,8 @@ for i = 1, #ARGV, 5 do
         #err .. '|' .. err .. '|' .. string.sub(env, p + tonumber(elen) + 1))
       redis.call('ZREM', KEYS[1], id)
       redis.call('ZADD', KEYS[2], due, id)
+      local l = prios and redis.call('HGET', KEYS[6], id)
+      if l then redis.call('ZADD', KEYS[6 + tonumber(l)], due, id) end
       redis.call('HINCRBY', KEYS[5], id, 1)
       if earliest == nil or due < earliest then earliest = due end
     end

@@ -1,0 +1,226 @@
+package dataplane_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
+	"github.com/delayq/delayq/internal/testenv"
+)
+
+// priorities lists the priority of each job.
+func priorities(jobs []*dataplane.Job) []int {
+	out := make([]int, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.Priority
+	}
+	return out
+}
+
+// Due jobs of a higher priority are claimed first, each level in due
+// order, then the rest by due time; a job of raised priority that is not
+// due yet waits like any other.
+func TestPriorityClaimsHighestFirst(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		for i := range 4 {
+			mustEnqueue(t, e, "t", dataplane.NewJob{ID: fmt.Sprintf("low%d", i)})
+		}
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "h1", Priority: 1})
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "h3", Priority: 3})
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "h2", Priority: 2})
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "later", Priority: 3, Delay: time.Hour})
+		// A batch: a duplicate of h2 at another priority changes nothing.
+		res, err := e.c.EnqueueBatch(ctx, "t", []dataplane.NewJob{
+			{ID: "h3b", Priority: 3}, {ID: "h2", Priority: 1}, {ID: "low9"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Status != dataplane.BatchCreated || res[1].Status == dataplane.BatchCreated || res[2].Status != dataplane.BatchCreated {
+			t.Fatalf("batch: %+v", res)
+		}
+		if info := mustGet(t, e, "t", "later"); info.Job.Priority != 3 || info.State != dataplane.StateWaiting {
+			t.Fatalf("get later: %s priority %d", info.State, info.Job.Priority)
+		}
+		cl := mustClaim(t, e, "t", 7, time.Minute)
+		want := []string{"h3", "h3b", "h2", "h1", "low0", "low1", "low2"}
+		if got := ids(cl.Jobs); !slices.Equal(got, want) {
+			t.Fatalf("claimed %v, want %v", got, want)
+		}
+		if got := priorities(cl.Jobs); !slices.Equal(got, []int{3, 3, 2, 1, 0, 0, 0}) {
+			t.Fatalf("claimed priorities %v", got)
+		}
+		page, err := e.c.List(ctx, "t", dataplane.StateInFlight, 0, 10)
+		if err != nil || len(page.Jobs) != 7 {
+			t.Fatalf("list: %v, %+v", err, page)
+		}
+		for _, info := range page.Jobs {
+			if want := map[string]int{"h3": 3, "h3b": 3, "h2": 2, "h1": 1}[info.Job.ID]; info.Job.Priority != want {
+				t.Fatalf("listed %s with priority %d, want %d", info.Job.ID, info.Job.Priority, want)
+			}
+		}
+		if cl := mustClaim(t, e, "t", 7, time.Minute); !slices.Equal(ids(cl.Jobs), []string{"low3", "low9"}) {
+			t.Fatalf("then claimed %v, want [low3 low9] (later is not due)", ids(cl.Jobs))
+		}
+		if _, err := e.c.Enqueue(ctx, "t", dataplane.NewJob{ID: "x", Priority: dataplane.MaxPriority + 1}); !errors.Is(err, dataplane.ErrInvalidPriority) {
+			t.Fatalf("priority 4: %v, want ErrInvalidPriority", err)
+		}
+		if _, err := e.c.Enqueue(ctx, "t", dataplane.NewJob{ID: "x", Priority: -1}); !errors.Is(err, dataplane.ErrInvalidPriority) {
+			t.Fatalf("priority -1: %v, want ErrInvalidPriority", err)
+		}
+	})
+}
+
+// One due job in DefaultOldestEvery claimed is the one due longest,
+// whatever its priority: a steady stream of urgent jobs does not starve a
+// backlog.
+func TestPriorityLeavesTheOldestItsTurn(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		every := dataplane.DefaultOldestEvery
+		for i := range 3 {
+			mustEnqueue(t, e, "t", dataplane.NewJob{ID: fmt.Sprintf("old%d", i)})
+		}
+		var got []string
+		for i := range 3 * every {
+			// A new urgent job before every claim: one is always waiting.
+			mustEnqueue(t, e, "t", dataplane.NewJob{ID: fmt.Sprintf("hot%03d", i), Priority: 2})
+			cl := mustClaim(t, e, "t", 1, time.Minute)
+			if len(cl.Jobs) != 1 {
+				t.Fatalf("claim %d: %d jobs", i, len(cl.Jobs))
+			}
+			got = append(got, cl.Jobs[0].ID)
+		}
+		for i, id := range got {
+			old := (i+1)%every == 0
+			if old != (id[:3] == "old") {
+				t.Fatalf("claim %d took %s (every %d-th should be the oldest): %v", i+1, id, every, got)
+			}
+		}
+		if got[every-1] != "old0" || got[2*every-1] != "old1" || got[3*every-1] != "old2" {
+			t.Fatalf("the oldest went out of order: %v", got)
+		}
+	})
+}
+
+// A job keeps its priority through a retry, a release, a death and its
+// requeue, a lease that expires and a reschedule: each time it is back
+// in due it is claimed before the older jobs of priority 0. Ack and
+// cancel leave nothing of it behind.
+func TestPriorityKeptThroughTheJobsLife(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	for i := range 8 {
+		mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: fmt.Sprintf("bulk%d", i)})
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "vip", Priority: 2, MaxAttempts: 10})
+	claimVIP := func(step string, lease time.Duration) *dataplane.Job {
+		t.Helper()
+		cl := mustClaim(t, e.env, "t", 1, lease)
+		if len(cl.Jobs) != 1 || cl.Jobs[0].ID != "vip" || cl.Jobs[0].Priority != 2 {
+			t.Fatalf("%s: claimed %v, want vip of priority 2 first", step, ids(cl.Jobs))
+		}
+		return cl.Jobs[0]
+	}
+	j := claimVIP("first claim", time.Minute)
+	if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), Error: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if info := mustGet(t, e.env, "t", "vip"); info.State != dataplane.StateRetrying || info.Job.Priority != 2 {
+		t.Fatalf("after retry: %s priority %d", info.State, info.Job.Priority)
+	}
+	j = claimVIP("after a retry", time.Minute)
+	if n, err := e.c.Release(ctx, []dataplane.Ref{j.Ref()}); err != nil || n != 1 {
+		t.Fatalf("release: %d, %v", n, err)
+	}
+	j = claimVIP("after a release", time.Minute)
+	if n, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: j, Error: "boom"}}); err != nil || n != 1 {
+		t.Fatalf("bury: %d, %v", n, err)
+	}
+	if info := mustGet(t, e.env, "t", "vip"); info.State != dataplane.StateDead || info.Job.Priority != 2 {
+		t.Fatalf("after bury: %s priority %d", info.State, info.Job.Priority)
+	}
+	if err := e.c.RequeueDead(ctx, "t", "vip"); err != nil {
+		t.Fatal(err)
+	}
+	claimVIP("after a requeue", time.Millisecond)
+	// Waiting out a 1 ms lease: the next claim puts it back in due, at
+	// its level, and takes it first.
+	time.Sleep(20 * time.Millisecond)
+	j = claimVIP("after its lease expired", time.Minute)
+	if n, err := e.c.Ack(ctx, []dataplane.Ref{j.Ref()}); err != nil || n != 1 {
+		t.Fatalf("ack: %d, %v", n, err)
+	}
+
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "vip", Priority: 2, Delay: time.Hour})
+	if _, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "vip", dataplane.RescheduleAt(time.Now().UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	j = claimVIP("after a reschedule to now", time.Minute)
+	if n, err := e.c.Ack(ctx, []dataplane.Ref{j.Ref()}); err != nil || n != 1 {
+		t.Fatalf("ack: %d, %v", n, err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "gone", Priority: 3, Delay: time.Hour})
+	if _, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keysOf(t, e.env) {
+		if slices.Contains([]string{"prio", "pri:1", "pri:2", "pri:3"}, k[len(e.ns)+len(":{t}:"):]) {
+			t.Errorf("key %s left after every job of raised priority was acked or cancelled", k)
+		}
+	}
+	if cl := mustClaim(t, e.env, "t", 100, time.Minute); len(cl.Jobs) != 8 || cl.Jobs[0].ID != "bulk0" {
+		t.Fatalf("the rest: %v", ids(cl.Jobs))
+	}
+}
+
+// A batch spread over the partitions of a topic and over priorities is
+// one call, and each partition claims its jobs highest first.
+func TestPriorityOnAPartitionedTopic(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		if _, err := e.c.SetPartitions(ctx, "pt", 2); err != nil {
+			t.Fatal(err)
+		}
+		var jobs []dataplane.NewJob
+		for i := range 20 {
+			jobs = append(jobs, dataplane.NewJob{ID: fmt.Sprintf("j%02d", i), Priority: i % 4})
+		}
+		res, err := e.c.EnqueueBatch(ctx, "pt", jobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			if r.Status != dataplane.BatchCreated {
+				t.Fatalf("job %d: %+v", i, r)
+			}
+		}
+		names, err := e.c.Partitions(ctx, "pt") // the old layout's too
+		if err != nil || len(names) < 2 {
+			t.Fatalf("partitions: %v, %v", names, err)
+		}
+		seen := 0
+		for _, name := range names {
+			cl := mustClaim(t, e, name, 20, time.Minute)
+			seen += len(cl.Jobs)
+			p := priorities(cl.Jobs)
+			if !slices.IsSortedFunc(p, func(a, b int) int { return b - a }) {
+				t.Fatalf("%s claimed priorities %v, want highest first", name, p)
+			}
+			for _, j := range cl.Jobs {
+				var i int
+				fmt.Sscanf(j.ID, "j%d", &i)
+				if j.Priority != i%4 {
+					t.Fatalf("%s: %s has priority %d, want %d", name, j.ID, j.Priority, i%4)
+				}
+			}
+		}
+		if seen != 20 {
+			t.Fatalf("claimed %d jobs over the partitions, want 20", seen)
+		}
+	})
+}

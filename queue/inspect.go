@@ -30,4 +30,7 @@ type Stats struct {
 	OldestOverdueMs int64
 	// NextDue is the earliest due time waiting, Unix ms (0 if none).
 	NextDue int64
+	// ByPriority splits Due by the jobs' priority (NewJob.Priority): index
+	// l counts the waiting jobs of priority l.
+	ByPriority [MaxPriority + 1]int64
 }

@@ -16,8 +16,8 @@ const (
 	// MaxPriority is the highest priority a job may have.
 	MaxPriority = 3
 	// DefaultOldestEvery is TopicConfig.OldestEvery's default: one claim
-	// in 20 (5%) goes to the job due longest.
-	DefaultOldestEvery = 20
+	// in 10 (10%) goes to the job due longest.
+	DefaultOldestEvery = 10
 	// MaxOldestEvery bounds TopicConfig.OldestEvery.
 	MaxOldestEvery = 1000
 )

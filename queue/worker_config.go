@@ -163,7 +163,7 @@ type TopicConfig struct {
 	// OldestEvery: while jobs of raised priority (NewJob.Priority) wait,
 	// one due job in this many claimed from the topic is the one due
 	// longest, whatever its priority, so that no job waits forever
-	// (docs/design.md §4.23). Default DefaultOldestEvery (20: 5% of the
+	// (docs/design.md §4.23). Default DefaultOldestEvery (10: 10% of the
 	// claims); 1 claims by due time alone, priorities ignored; at most
 	// MaxOldestEvery.
 	OldestEvery int

@@ -78,6 +78,9 @@ func (s *sandbox) load(ctx context.Context, topic string, l loadSpec, p Progress
 				batch = batch[:0]
 				for k := lo; k < hi; k++ {
 					j := queue.NewJob{ID: jobID(k), Payload: payload}
+					if s.priorities {
+						j.Priority = k % (queue.MaxPriority + 1)
+					}
 					if set != nil {
 						set(k, &j)
 					}

@@ -58,6 +58,11 @@ type Env struct {
 	// measure what a pool costs: its topics claim within its free slots,
 	// without a prefetch. Default off.
 	Pool bool
+	// Priorities spreads the loaded jobs over every priority, 0 to
+	// queue.MaxPriority in turn (docs/design.md §4.23), to measure what
+	// claiming by priority costs against jobs of priority 0 alone.
+	// Default off.
+	Priorities bool
 	// Partitions spreads the run's topic over this many partitions
 	// (docs/design.md §7.1), to compare a partitioned topic's costs with
 	// one of a single partition, and on a Redis Cluster to spread it over

@@ -43,6 +43,8 @@ type sandbox struct {
 	tracer *sdktrace.TracerProvider
 	// pool: the workers run their topic in a pool (Env.Pool).
 	pool bool
+	// priorities: loaded jobs take every priority in turn (Env.Priorities).
+	priorities bool
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
@@ -88,6 +90,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 		qc.Horizon = horizon
 	}
 	s.pool = env.Pool
+	s.priorities = env.Priorities
 	if env.Trace {
 		qc.Trace = true
 		s.tracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))

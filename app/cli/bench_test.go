@@ -38,6 +38,7 @@ func TestBenchCommand(t *testing.T) {
 				{"lateness", "-n", "200", "--window", "500ms", "--lead", "500ms"},
 				{"drain", "-n", "200", "--target"},
 				{"drain", "-n", "200", "--pool"},
+				{"drain", "-n", "200", "--priorities"},
 			} {
 				args := append(append([]string{"bench"}, sub...), "--json", "--baseline-for", "100ms")
 				code, out, errOut := runCLI(t, append(args, backendArgs...)...)

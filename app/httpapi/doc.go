@@ -201,7 +201,7 @@
 // An enqueue's "priority" (0, the default, to 3) is the job's priority
 // within its topic (docs/design.md §4.23): of the topic's due jobs, those
 // of the highest priority are claimed first, each priority in due order;
-// one due job in 20 claimed (worker.topics.<t>.oldest_every) is the one
+// one due job in 10 claimed (worker.topics.<t>.oldest_every) is the one
 // due longest whatever its priority, so none waits forever. A job keeps
 // its priority through retries, a requeue from the dead set, a reschedule
 // and, on a durable topic, a Redis data loss; every job view shows it.

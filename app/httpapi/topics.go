@@ -22,6 +22,9 @@ type TopicStats struct {
 	// its due time: the number to alert on when workers fall behind.
 	OldestOverdueMs int64 `json:"oldest_overdue_ms"`
 	NextDue         int64 `json:"next_due,omitempty"`
+	// ByPriority splits Due by priority: index l counts the waiting jobs
+	// of priority l (0-3; docs/design.md §4.23).
+	ByPriority [queue.MaxPriority + 1]int64 `json:"by_priority"`
 	// Durability is where the topic's waiting jobs are kept safe: redis,
 	// or durable (committed to SQL first; docs/design.md §4.11).
 	Durability string `json:"durability"`
@@ -102,7 +105,7 @@ func NewTopicStats(info engine.TopicInfo, rl queue.RateLimit) TopicStats {
 	s := info.Stats
 	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
-		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, Durability: info.Durability,
+		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, ByPriority: s.ByPriority, Durability: info.Durability,
 		RateLimit: NewRateLimitView(rl), UniqueForMs: info.UniqueFor.Milliseconds(),
 	}
 	if c := info.SQL; c != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -187,7 +188,7 @@ func (f *fakeLedger) CountStale(_ context.Context, olderThan int64) (int64, erro
 func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 	m := metrics.New(testenv.QuietLogger())
 	q := &fakeQueue{stats: map[string]queue.Stats{
-		"a": {Topic: "a", Due: 10, DueNow: 4, InFlight: 3, Dead: 2, OldestOverdueMs: 1500},
+		"a": {Topic: "a", Due: 10, DueNow: 4, InFlight: 3, Dead: 2, OldestOverdueMs: 1500, ByPriority: [queue.MaxPriority + 1]int64{6, 0, 1, 3}},
 		"b": {Topic: "b", Due: 1},
 	}}
 	led := &fakeLedger{}
@@ -201,6 +202,12 @@ func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 	} {
 		if got := value(t, m, name, topic("a")); got != want {
 			t.Errorf("%s{topic=a} = %v, want %v", name, got, want)
+		}
+	}
+	for p, want := range []float64{6, 0, 1, 3} {
+		labels := map[string]string{"topic": "a", "priority": strconv.Itoa(p)}
+		if got := value(t, m, "delayq_jobs_due_by_priority", labels); got != want {
+			t.Errorf("delayq_jobs_due_by_priority%v = %v, want %v", labels, got, want)
 		}
 	}
 	for name, want := range map[string]float64{"delayq_ledger_rows": 7, "delayq_ledger_stale_rows": 2, "delayq_redis_up": 1, "delayq_ledger_up": 1} {

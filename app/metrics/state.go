@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -105,6 +106,7 @@ type stateCollector struct {
 	schemaAt time.Time
 
 	due, overdue, inFlight, dead, oldest *prometheus.Desc
+	duePriority                          *prometheus.Desc // jobs_due by priority
 	paused, consumers, workers           *prometheus.Desc
 	redisUp, ledgerUp, rows, stale       *prometheus.Desc
 	schemaVersion, schemaPending         *prometheus.Desc
@@ -134,9 +136,11 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 	name := func(n string) string { return prometheus.BuildFQName(namespace, "", n) }
 	topic := []string{"topic"}
 	c := &stateCollector{
-		cfg:      cfg,
-		log:      m.log,
-		due:      prometheus.NewDesc(name("jobs_due"), "Jobs waiting in Redis, due or not (read at scrape time).", topic, nil),
+		cfg: cfg,
+		log: m.log,
+		due: prometheus.NewDesc(name("jobs_due"), "Jobs waiting in Redis, due or not (read at scrape time).", topic, nil),
+		duePriority: prometheus.NewDesc(name("jobs_due_by_priority"),
+			"Jobs waiting in Redis, due or not, by their priority within the topic (0-3; read at scrape time).", []string{"topic", "priority"}, nil),
 		overdue:  prometheus.NewDesc(name("jobs_overdue"), "Jobs waiting in Redis whose due time has passed: the overdue backlog (read at scrape time).", topic, nil),
 		inFlight: prometheus.NewDesc(name("jobs_in_flight"), "Jobs leased to workers (read at scrape time).", topic, nil),
 		dead:     prometheus.NewDesc(name("jobs_dead"), "Jobs in the dead set (read at scrape time).", topic, nil),
@@ -245,7 +249,7 @@ func (c *stateCollector) readSchema(ctx context.Context, now time.Time) *ledger.
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.due, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.consumers, c.workers, c.redisUp, c.ledgerUp, c.rows, c.stale,
+	for _, d := range []*prometheus.Desc{c.due, c.duePriority, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.consumers, c.workers, c.redisUp, c.ledgerUp, c.rows, c.stale,
 		c.schemaVersion, c.schemaPending} {
 		ch <- d
 	}
@@ -260,6 +264,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.RedisErr == nil { // a partial reading would show topics dropping to nothing
 		for _, t := range s.Topics {
 			gauge(c.due, float64(t.Due), t.Topic)
+			for l, n := range t.ByPriority {
+				gauge(c.duePriority, float64(n), t.Topic, strconv.Itoa(l))
+			}
 			gauge(c.overdue, float64(t.DueNow), t.Topic)
 			gauge(c.inFlight, float64(t.InFlight), t.Topic)
 			gauge(c.dead, float64(t.Dead), t.Topic)

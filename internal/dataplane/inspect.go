@@ -114,7 +114,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		calls[i] = scriptCall{keys: []string{k.due, k.lease, k.dead}}
+		calls[i] = scriptCall{keys: []string{k.due, k.lease, k.dead, k.pri[0], k.pri[1], k.pri[2]}}
 	}
 	cmds := c.runEach(ctx, c.scripts.stats, calls, nil)
 	var sum Stats
@@ -132,6 +132,9 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		sum.DueNow += s.DueNow
 		sum.InFlight += s.InFlight
 		sum.Dead += s.Dead
+		for l := range sum.ByPriority {
+			sum.ByPriority[l] += s.ByPriority[l]
+		}
 		if s.NextDue > 0 && (sum.NextDue == 0 || s.NextDue < sum.NextDue) {
 			sum.NextDue = s.NextDue
 		}
@@ -147,7 +150,7 @@ func (c *Client) statsPart(ctx context.Context, topic string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead}))
+	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead, k.pri[0], k.pri[1], k.pri[2]}))
 }
 
 // statsOf reads stats.lua's reply for topic (a partition's name).
@@ -156,10 +159,15 @@ func statsOf(topic string, cmd *redis.Cmd) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue: stats of %s: %w", topic, err)
 	}
-	if len(r) != 6 {
+	if len(r) != 6+MaxPriority {
 		return Stats{}, fmt.Errorf("queue: stats of %s: reply of %d values", topic, len(r))
 	}
 	s := Stats{Topic: topic, Now: r[0], Due: r[1], DueNow: r[2], InFlight: r[3], Dead: r[4], NextDue: max(r[5], 0)}
+	s.ByPriority[0] = s.Due
+	for l := 1; l <= MaxPriority; l++ {
+		s.ByPriority[l] = r[5+l]
+		s.ByPriority[0] -= r[5+l]
+	}
 	if s.NextDue > 0 && s.NextDue <= s.Now {
 		s.OldestOverdueMs = s.Now - s.NextDue
 	}

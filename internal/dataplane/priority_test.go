@@ -47,6 +47,9 @@ func TestPriorityClaimsHighestFirst(t *testing.T) {
 		if info := mustGet(t, e, "t", "later"); info.Job.Priority != 3 || info.State != dataplane.StateWaiting {
 			t.Fatalf("get later: %s priority %d", info.State, info.Job.Priority)
 		}
+		if st, err := e.c.Stats(ctx, "t"); err != nil || st.ByPriority != [dataplane.MaxPriority + 1]int64{5, 1, 1, 3} {
+			t.Fatalf("stats by priority: %v %v, want [5 1 1 3]", st.ByPriority, err)
+		}
 		cl := mustClaim(t, e, "t", 7, time.Minute)
 		want := []string{"h3", "h3b", "h2", "h1", "low0", "low1", "low2"}
 		if got := ids(cl.Jobs); !slices.Equal(got, want) {

@@ -134,7 +134,7 @@ if n > 0 and paused == 0 then
         for _, id in ipairs(c) do hi[#hi + 1] = id end
       end
     end
-    local every = math.max(1, tonumber(ARGV[8]) or 20)
+    local every = math.max(1, tonumber(ARGV[8]) or 10)
     local turn = (tonumber(redis.call('GET', KEYS[13])) or 0) % every
     local byTime = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, nd + #hi)
     local taken, h, b = {}, 1, 1

@@ -3,8 +3,10 @@
 -- KEYS[1]  due ZSET
 -- KEYS[2]  lease ZSET
 -- KEYS[3]  dead ZSET
+-- KEYS[4..6] pri ZSETs of priority 1-3 (waiting jobs of raised priority)
 --
--- Returns  {now, due total, due now, in flight, dead, earliest due (-1 if none)}
+-- Returns  {now, due total, due now, in flight, dead, earliest due (-1 if none),
+--           waiting of priority 1, 2, 3}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -15,4 +17,7 @@ return {now,
   redis.call('ZCOUNT', KEYS[1], '-inf', now),
   redis.call('ZCARD', KEYS[2]),
   redis.call('ZCARD', KEYS[3]),
-  first}
+  first,
+  redis.call('ZCARD', KEYS[4]),
+  redis.call('ZCARD', KEYS[5]),
+  redis.call('ZCARD', KEYS[6])}

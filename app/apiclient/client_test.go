@@ -218,3 +218,36 @@ func TestLedger(t *testing.T) {
 		t.Errorf("bad state: %v", err)
 	}
 }
+
+// An enqueue's priority reaches the job (EnqueueRequest is the API's own
+// type), one job's view and a listing show it, and one out of range is
+// queue.ErrInvalid naming the field.
+func TestEnqueueWithPriority(t *testing.T) {
+	srv, _ := api(t, "")
+	c := newClient(t, srv.URL, "")
+	ctx := testenv.Context(t)
+	for id, p := range map[string]int{"urgent": queue.MaxPriority, "plain": 0} {
+		if _, err := c.Enqueue(ctx, "mail", httpapi.EnqueueRequest{ID: id, Priority: p, DelayMs: ptr(int64(3_600_000))}); err != nil {
+			t.Fatalf("enqueue %s: %v", id, err)
+		}
+	}
+	if v, err := c.Job(ctx, "mail", "urgent"); err != nil || v.Priority != queue.MaxPriority {
+		t.Fatalf("job: priority %d, %v; want %d", v.Priority, err, queue.MaxPriority)
+	}
+	p, err := c.Jobs(ctx, "mail", httpapi.JobQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, v := range p.Jobs {
+		got[v.ID] = v.Priority
+	}
+	if len(got) != 2 || got["urgent"] != queue.MaxPriority || got["plain"] != 0 {
+		t.Fatalf("listing shows priorities %v", got)
+	}
+	_, err = c.Enqueue(ctx, "mail", httpapi.EnqueueRequest{ID: "bad", Priority: queue.MaxPriority + 1})
+	var ae *apiclient.Error
+	if !errors.Is(err, queue.ErrInvalid) || !errors.As(err, &ae) || ae.Code != httpapi.CodeInvalidPriority || ae.Field != "priority" {
+		t.Fatalf("priority %d: %v, want invalid_priority naming the field", queue.MaxPriority+1, err)
+	}
+}

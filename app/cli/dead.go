@@ -38,9 +38,10 @@ func (a *app) deadCmd() *cobra.Command {
 				out = append(out, httpapi.NewJobView(j, true))
 			}
 			return a.emit(map[string]any{"total": p.Total, "jobs": out}, func(w io.Writer) {
-				row(w, "ID", "DIED", "ATTEMPTS", "LAST ERROR")
+				row(w, "ID", "DIED", "ATTEMPTS", "PRIORITY", "LAST ERROR")
 				for _, v := range out {
-					row(w, v.ID, ms(v.DiedAt), v.Attempt, v.LastError)
+					// The priority a requeue puts the job back at.
+					row(w, v.ID, ms(v.DiedAt), v.Attempt, v.Priority, v.LastError)
 				}
 				fmt.Fprintf(w, "(%d of %d dead)\n", len(p.Jobs), p.Total)
 			})

@@ -20,12 +20,13 @@ import (
 func (a *app) enqueueCmd() *cobra.Command {
 	var payload, payloadFile, runAt string
 	var delay time.Duration
-	var maxAttempts int
+	var maxAttempts, priority int
 	var partitionKey, traceParent string
 	cmd := &cobra.Command{
 		Use: "enqueue TOPIC ID",
 		Example: `  delayq enqueue emails welcome:42 --payload '{"to":"a@example.com"}' --delay 10m
-  delayq enqueue order_close order_close:123 --run-at 2026-12-24T18:00:00Z --max-attempts 5`,
+  delayq enqueue order_close order_close:123 --run-at 2026-12-24T18:00:00Z --max-attempts 5
+  delayq enqueue emails reset:42 --priority 3`,
 		Short: "Enqueue a job (the id is the idempotency key)",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
@@ -35,7 +36,12 @@ func (a *app) enqueueCmd() *cobra.Command {
 			if payload != "" && payloadFile != "" {
 				return usageError{errors.New("--payload and --payload-file: give one of them, not both")}
 			}
-			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts, PartitionKey: partitionKey}
+			// Refused here by the flag's name, before any request: the
+			// queue's own error would name the API's field instead.
+			if priority < 0 || priority > queue.MaxPriority {
+				return usageError{fmt.Errorf("--priority %d: want 0 (the default) to %d", priority, queue.MaxPriority)}
+			}
+			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts, Priority: priority, PartitionKey: partitionKey}
 			if payloadFile != "" {
 				cfg, err := a.loadConfig(cmd)
 				if err != nil {
@@ -92,6 +98,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	f.DurationVar(&delay, "delay", 0, "run after this delay, from Redis's clock (e.g. 30m)")
 	f.StringVar(&runAt, "run-at", "", "run at this time: RFC 3339 or Unix ms")
 	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job goes dead (0 = queue.default_max_attempts)")
+	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the job's priority within its topic, 0 (default) to %d: due jobs of a higher priority are claimed first", queue.MaxPriority))
 	f.StringVar(&partitionKey, "partition-key", "", "on a topic of several partitions, jobs with the same key land on the same one")
 	f.StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the job runs in a span of that trace (needs tracing.enabled where it is enqueued)")
 	return cmd
@@ -295,8 +302,8 @@ func (a *app) getCmd() *cobra.Command {
 				if v.CancelRequestedAt > 0 { // its handler runs on after a cancel
 					state += " (cancel requested " + ms(v.CancelRequestedAt) + ")"
 				}
-				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "LAST ERROR", "PAYLOAD")
-				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.LastError, v.PayloadText())
+				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "PRIORITY", "LAST ERROR", "PAYLOAD")
+				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.Priority, v.LastError, v.PayloadText())
 				if v.TraceParent != "" {
 					fmt.Fprintln(w, "trace: "+v.TraceParent+" (its runs are spans of this trace)")
 				}

@@ -80,6 +80,7 @@ func (s *apiStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	if j.MaxAttempts != 0 {
 		req.MaxAttempts = &j.MaxAttempts
 	}
+	req.Priority = j.Priority
 	r, err := s.c.Enqueue(ctx, topic, req)
 	if err != nil {
 		return queue.EnqueueResult{}, s.explain(err)
@@ -313,7 +314,7 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 
 func jobFromView(v httpapi.JobView) (*queue.Job, error) {
 	j := &queue.Job{
-		Topic: v.Topic, ID: v.ID, Attempt: v.Attempt, MaxAttempts: v.MaxAttempts,
+		Topic: v.Topic, ID: v.ID, Attempt: v.Attempt, MaxAttempts: v.MaxAttempts, Priority: v.Priority,
 		EnqueuedAt: v.EnqueuedAt, RunAt: v.RunAt, LastError: v.LastError, LeaseUntil: v.LeaseUntil,
 	}
 	switch {

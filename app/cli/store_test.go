@@ -100,6 +100,8 @@ func TestBadInputExitsTwoBeforeAnyRequest(t *testing.T) {
 		{"partitions", "mail", "four"},
 		{"partitions", "mail", "4", "5"},
 		{"enqueue", "mail", "x", "--partition-key", "bad key"},
+		{"enqueue", "mail", "x", "--priority", "4"},
+		{"enqueue", "mail", "x", "--priority", "-1"},
 		{"dead", "list", "mail", "--limit", "0"},
 		{"jobs", "mail", "--limit", "0"},
 		{"jobs", "mail", "--state", "done"},
@@ -155,13 +157,15 @@ func TestArgumentProblemsSayWhatIsWrong(t *testing.T) {
 }
 
 // A configuration file with a key delayq does not know, a value of the
-// wrong type, or no such file, is bad configuration: exit 2, naming it.
+// wrong type or out of range, or no such file, is bad configuration: exit
+// 2, naming it.
 func TestBadConfigurationFileExitsTwo(t *testing.T) {
 	dir := t.TempDir()
 	for name, c := range map[string]struct{ yaml, want string }{
 		"unknown key": {"queue:\n  nosuch: 1\n", "nosuch"},
 		"wrong type":  {"queue:\n  max_batch: lots\n", "max_batch"},
 		"not YAML":    {"queue: [\n", "file"},
+		"bad value":   {"worker:\n  topics:\n    sms: {oldest_every: 5000}\n", "worker.topics.sms.oldest_every"},
 		"no file":     {"", "no such file"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yaml")

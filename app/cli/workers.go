@@ -39,6 +39,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 				Lease:       wc.Lease,
 				Heartbeat:   wc.Heartbeat,
 				MaxAttempts: wc.MaxAttempts,
+				OldestEvery: wc.OldestEvery,
 				Backoff:     queue.Backoff{Base: wc.BackoffBase, Cap: wc.BackoffCap},
 			},
 		},
@@ -83,6 +84,7 @@ func topicConfig(cfg config.Config, topic string) queue.TopicConfig {
 		RateLimit:    t.RateLimit,
 		RateBurst:    t.RateBurst,
 		RateStartLag: t.RateStartLag,
+		OldestEvery:  t.OldestEvery,
 	}
 }
 

@@ -393,6 +393,12 @@ type Worker struct {
 	BackoffCap  time.Duration    `koanf:"backoff_cap"`  // Default 1h.
 	MaxAttempts int              `koanf:"max_attempts"` // 0 = each job's own.
 	Topics      map[string]Topic `koanf:"topics"`
+	// OldestEvery: while jobs of raised priority wait, one due job in this
+	// many claimed from a topic is the one due longest, whatever its
+	// priority, so none waits forever (queue.TopicConfig.OldestEvery);
+	// 1 claims by due time alone. 1 to queue.MaxOldestEvery. Default
+	// queue.DefaultOldestEvery.
+	OldestEvery int `koanf:"oldest_every"`
 	// Pools give several topics one shared pool of handlers, split by
 	// weight while all have due work (queue.Pool, docs/design.md §4.22):
 	// pool name -> its concurrency and its topics' weights. A pooled
@@ -513,6 +519,8 @@ type Topic struct {
 	BackoffBase time.Duration `koanf:"backoff_base"`
 	BackoffCap  time.Duration `koanf:"backoff_cap"`
 	MaxAttempts int           `koanf:"max_attempts"`
+	// OldestEvery overrides worker.oldest_every for the topic; 0 inherits.
+	OldestEvery int `koanf:"oldest_every"`
 	// RateLimit caps the topic's handler starts per second across every
 	// worker of the cluster (docs/design.md §4.16): every process that
 	// handles the topic must set the same; 0.001 to 1,000,000. Default 0:
@@ -707,7 +715,7 @@ func Defaults() Config {
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
 		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, LedgerHold: queue.DefaultLedgerHold, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
-			Topics: map[string]Topic{}, Pools: map[string]Pool{}, TargetAllowHosts: []string{}},
+			OldestEvery: queue.DefaultOldestEvery, Topics: map[string]Topic{}, Pools: map[string]Pool{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,
 			RelayEvery: 200 * time.Millisecond, RelayGrace: 300 * time.Millisecond, RelayLockTTL: 3 * time.Second,
 			RelayFullEvery: 5 * time.Minute, RelayCheckEvery: 10 * time.Second,

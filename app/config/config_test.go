@@ -168,6 +168,10 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: -1}\n", "worker.topics.sms.rate_burst"},
 		{"worker:\n  topics:\n    sms: {rate_burst: 5}\n", "worker.topics.sms.rate_burst"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_start_lag: 1h}\n", "worker.topics.sms.rate_start_lag"},
+		{"worker:\n  oldest_every: 0\n", "worker.oldest_every"},
+		{"worker:\n  oldest_every: 1001\n", "worker.oldest_every"},
+		{"worker:\n  topics:\n    sms: {oldest_every: -1}\n", "worker.topics.sms.oldest_every"},
+		{"worker:\n  topics:\n    sms: {oldest_every: 1001}\n", "worker.topics.sms.oldest_every"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 0.00001}\n", "worker.topics.sms.rate_limit"},
 		{"worker:\n  topics:\n    sms: {rate_limit: 10, rate_burst: 2000000}\n", "worker.topics.sms.rate_burst"},
 		{"worker:\n  pools:\n    p: {topics: {a: 1}}\n", "worker.pools.p.concurrency"},
@@ -253,6 +257,24 @@ func TestTopicRateLimit(t *testing.T) {
 	}
 	if l := cfg.Worker.RateLimit("mail"); l != (queue.RateLimit{}) {
 		t.Fatalf("mail has limit %+v", l)
+	}
+}
+
+// worker.oldest_every and a topic's own, from the file and the
+// environment; a topic without one inherits (0). The bounds are the
+// queue's: the largest it takes loads.
+func TestOldestEvery(t *testing.T) {
+	cfg, err := config.Load(writeFile(t, "worker:\n  topics:\n    sms: {oldest_every: 1}\n    mail: {concurrency: 2}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Worker.OldestEvery != queue.DefaultOldestEvery || cfg.Worker.Topics["sms"].OldestEvery != 1 || cfg.Worker.Topics["mail"].OldestEvery != 0 {
+		t.Fatalf("oldest_every: worker %d, sms %d, mail %d; want %d, 1, 0",
+			cfg.Worker.OldestEvery, cfg.Worker.Topics["sms"].OldestEvery, cfg.Worker.Topics["mail"].OldestEvery, queue.DefaultOldestEvery)
+	}
+	t.Setenv("DELAYQ_WORKER_OLDEST_EVERY", "1000")
+	if cfg, err = config.Load("", nil); err != nil || cfg.Worker.OldestEvery != queue.MaxOldestEvery {
+		t.Fatalf("DELAYQ_WORKER_OLDEST_EVERY=1000: %d, %v", cfg.Worker.OldestEvery, err)
 	}
 }
 

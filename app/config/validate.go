@@ -287,6 +287,9 @@ func (w Worker) validate(p *problems) {
 	if w.MaxAttempts < 0 || w.MaxAttempts > 100 {
 		p.bad("worker.max_attempts", w.MaxAttempts, "want 0-100")
 	}
+	if w.OldestEvery < 1 || w.OldestEvery > queue.MaxOldestEvery {
+		p.bad("worker.oldest_every", w.OldestEvery, "want 1 (due order alone) to %d", queue.MaxOldestEvery)
+	}
 	for name, t := range w.Topics {
 		t.validate(p, "worker.topics."+name, name, w)
 		if t.Target != nil {
@@ -357,6 +360,9 @@ func (t Topic) validate(p *problems, key, name string, w Worker) {
 	}
 	if t.Prefetch < -1 || t.Prefetch > queue.MaxConcurrency {
 		p.bad(key+".prefetch", t.Prefetch, "want -1 (none), 0 (worker.prefetch) or up to %d", queue.MaxConcurrency)
+	}
+	if t.OldestEvery < 0 || t.OldestEvery > queue.MaxOldestEvery {
+		p.bad(key+".oldest_every", t.OldestEvery, "want 1 (due order alone) to %d, or 0 for worker.oldest_every", queue.MaxOldestEvery)
 	}
 	// What the topic runs with: its own values or the worker's.
 	ahead := cmp.Or(t.ClaimAhead, w.ClaimAhead)

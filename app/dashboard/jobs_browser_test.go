@@ -25,6 +25,7 @@ import (
 // is cancelled after its confirmation (a refused confirmation changes
 // nothing), a dead job found on the dead tab is requeued, a large payload
 // is cut at 64 KiB with a note, an error text with markup stays text, a
+// job's priority shows in its topic's listing and on its page, a
 // durable topic is searched by id prefix, read-only mode shows no action,
 // and (once the PATCH route of reschedule is there) the order's job is
 // rescheduled.
@@ -148,7 +149,7 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	// The topic's finished tab lists it, from the history, with its outcome.
 	goHash(t, tab, "#/topics/mail/jobs?state=finished")
 	poll(t, tab, `document.querySelector('#jobs-tabs button[data-tab="finished"].active') !== null &&
-		document.querySelector('#jobs-table tbody tr[data-id="mail:cancel:1"][data-state="cancelled"]') !== null &&
+		document.querySelector('#jobs-table tbody tr[data-id="mail:cancel:1"][data-state="cancelled"] td[data-field="priority"]')?.textContent === '–' &&
 		!document.querySelector('#jobs-note').hidden`, "the finished tab")
 	if info := mustGet(t, q, "mail", "mail:cancel:1"); info.State != queue.StateUnknown {
 		t.Fatalf("after the cancel the job is %s", info.State)
@@ -193,6 +194,18 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	goHash(t, tab, "#/topics/parted/jobs/p%3A1")
 	poll(t, tab, jobShown("p:1", "waiting")+` && document.querySelector('dd[data-field="partition"]').textContent.startsWith('parted~4.')`,
 		"the partitioned job's page with its partition")
+
+	// A job of raised priority shows it in its topic's listing, next to
+	// one of the default (mail:big, 0), and on its page.
+	mustEnqueue(t, q, "mail", queue.NewJob{ID: "mail:urgent", Priority: 3, Delay: time.Hour})
+	goHash(t, tab, "#/topics/mail/jobs?state=waiting")
+	poll(t, tab, `document.body.dataset.view === 'jobs' && document.body.dataset.viewState === 'ready' &&
+		document.querySelector('#jobs-table tr[data-id="mail:urgent"] td[data-field="priority"]')?.textContent === '3' &&
+		document.querySelector('#jobs-table tr[data-id="mail:big"] td[data-field="priority"]')?.textContent === '0'`,
+		"mail's waiting jobs with their priorities")
+	mustDo(t, tab, "open the urgent job", chromedp.Click(chromedp.CSS(`#jobs-table tr[data-id="mail:urgent"] a.job-link`)))
+	poll(t, tab, jobShown("mail:urgent", "waiting")+` && document.querySelector('dd[data-field="priority"]').textContent === '3'`,
+		"the urgent job's page with its priority")
 
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")

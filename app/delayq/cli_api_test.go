@@ -80,11 +80,11 @@ func testEmbeddedServe(t *testing.T, bin string) {
 			t.Fatalf("get --json: exit %d, %q", code, out)
 		}
 		// The API's job view (httpapi.JobView), the same as the direct path's.
-		wantKeys := []string{"attempt", "enqueued_at", "id", "max_attempts", "payload", "payload_size", "run_at", "state", "topic"}
+		wantKeys := []string{"attempt", "enqueued_at", "id", "max_attempts", "payload", "payload_size", "priority", "run_at", "state", "topic"}
 		if keys := sortedKeys(job); !slices.Equal(keys, wantKeys) {
 			t.Errorf("get --json keys %v, want %v", keys, wantKeys)
 		}
-		if job["state"] != "waiting" || job["run_at"] != float64(runAt) || job["max_attempts"] != float64(25) ||
+		if job["state"] != "waiting" || job["run_at"] != float64(runAt) || job["max_attempts"] != float64(25) || job["priority"] != float64(0) ||
 			!reflect.DeepEqual(job["payload"], map[string]any{"to": "a@example.com"}) {
 			t.Errorf("get --json: %v", job)
 		}

@@ -888,6 +888,8 @@
       el('td', {}, j.state, ...marks),
       el('td', { text: when(t), title: t ? new Date(t).toISOString() : '' }),
       el('td', { class: 'num', text: j.attempt + '/' + j.max_attempts }),
+      // The history's rows (the finished tab) have no priority.
+      el('td', { class: j.priority > 0 ? 'num prio' : 'num', dataset: { field: 'priority' }, text: j.priority == null ? '–' : String(j.priority) }),
       el('td', { class: 'mono', text: worker }),
       el('td', { class: 'err', text: j.last_error || '', title: j.last_error || '' }),
       el('td', { class: 'num', text: j.payload_size == null ? '–' : fmtInt(j.payload_size) + ' B' }));
@@ -962,6 +964,10 @@
     field(f, 'state', j.state + (j.sql_only ? ' (in SQL only)' : ''));
     if (j.partition) field(f, 'partition', j.partition, { class: 'mono' });
     field(f, 'attempts', j.attempt + ' of ' + j.max_attempts);
+    if (j.priority != null) {
+      field(f, 'priority', j.priority ? String(j.priority) : '0 (the default)',
+        { title: 'of the topic\'s due jobs, those of a higher priority are claimed first; one claim in worker.topics.<t>.oldest_every takes the one due longest' });
+    }
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));
     if (j.lease_until) field(f, 'lease until', when(j.lease_until));

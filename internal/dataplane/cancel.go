@@ -141,6 +141,9 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 				return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)
 			}
 		}
+		if len(reply) > 2 {
+			j.Priority = int(asInt64(reply[2]))
+		}
 		return j, nil
 	case -1:
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrInFlight)
@@ -169,7 +172,7 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 	}
 	return &Job{
 		Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		RunAt: row.RunAt, LastError: row.LastError,
+		RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority,
 	}, nil
 }
 

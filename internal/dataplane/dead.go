@@ -116,7 +116,7 @@ func (t durableTopic) requeueDead(ctx context.Context, topic, id string) error {
 	if info.State != StateDead {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, ErrNotFound)
 	}
-	out, err := t.enqueue(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts}})
+	out, err := t.enqueue(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts, Priority: info.Job.Priority}})
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -142,7 +142,7 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 		}
 		jobs := make([]NewJob, len(page.Jobs))
 		for i, j := range page.Jobs {
-			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts}
+			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts, Priority: j.Job.Priority}
 		}
 		out, err := t.enqueue(ctx, topic, jobs)
 		if err != nil {

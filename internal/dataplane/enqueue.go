@@ -198,9 +198,18 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 		}
 		byLevel := [MaxPriority + 1][]int{p.at}
 		if levels {
+			// An id given twice goes to its first's group, where the
+			// second is its duplicate: the first wins, as without
+			// priorities.
 			byLevel[0] = nil
+			first := make(map[string]int, len(p.at))
 			for _, i := range p.at {
-				byLevel[jobs[i].Priority] = append(byLevel[jobs[i].Priority], i)
+				l, ok := first[jobs[i].ID]
+				if !ok {
+					l = jobs[i].Priority
+					first[jobs[i].ID] = l
+				}
+				byLevel[l] = append(byLevel[l], i)
 			}
 		}
 		for level, at := range byLevel {

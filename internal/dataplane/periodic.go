@@ -39,8 +39,8 @@ func (t redisTopic) enqueueTick(ctx context.Context, _ TickStore, topic, name st
 	if err := c.noteTopic(ctx, topic); err != nil {
 		return TickResult{}, err
 	}
-	reply, err := c.scripts.periodic.Run(ctx, c.rdb, []string{k.due, k.job, k.wake, k.ticks},
-		name, tick, j.ID, j.RunAt, j.MaxAttempts, (*bytesArg)(&j.Payload)).Int64Slice()
+	reply, err := c.scripts.periodic.Run(ctx, c.rdb, append([]string{k.due, k.job, k.wake, k.ticks}, k.levels()...),
+		name, tick, j.ID, j.RunAt, j.MaxAttempts, (*bytesArg)(&j.Payload), j.Priority).Int64Slice()
 	if err != nil {
 		return TickResult{}, fmt.Errorf("queue: tick of %s on %s: %w", name, topic, err)
 	}

@@ -227,3 +227,120 @@ func TestPriorityOnAPartitionedTopic(t *testing.T) {
 		}
 	})
 }
+
+// A dead job of raised priority on a durable topic keeps it when
+// requeued, one or all: in Redis and in its new ledger row.
+func TestPriorityOfADurableJobKeptThroughARequeue(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		e := newDurableWEnv(t)
+		ctx := testenv.Context(t)
+		if _, err := e.c.Enqueue(ctx, durableT, dataplane.NewJob{ID: "vip", Priority: 2, MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var cl *dataplane.Claimed
+		testenv.WaitFor(ctx, t, "vip is due", func() bool {
+			cl = mustClaim(t, e.env, durableT, 1, time.Minute)
+			return len(cl.Jobs) == 1
+		})
+		if err := ledgerops.Of(e.led).Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil || n != 1 {
+			t.Fatalf("bury: %d, %v", n, err)
+		}
+		var err error
+		if all {
+			_, err = e.c.RequeueAllDead(ctx, durableT)
+		} else {
+			err = e.c.RequeueDead(ctx, durableT, "vip")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := mustGet(t, e.env, durableT, "vip")
+		row, _ := e.row(t, "vip")
+		if info.State != dataplane.StateWaiting || info.Job.Priority != 2 || row.Priority != 2 {
+			t.Errorf("requeue (all %v): %s, priority %d, its row's %d, want waiting at 2", all, info.State, info.Job.Priority, row.Priority)
+		}
+	}
+}
+
+// An id given twice in a batch at two priorities: the first is created
+// and the second is its duplicate, as without priorities.
+func TestPriorityBatchDuplicateFirstWins(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		res, err := e.c.EnqueueBatch(testenv.Context(t), "t", []dataplane.NewJob{
+			{ID: "x", Priority: 2, Payload: []byte("first")}, {ID: "x", Payload: []byte("second")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := mustGet(t, e, "t", "x")
+		if res[0].Status != dataplane.BatchCreated || res[1].Status != dataplane.BatchDuplicate ||
+			info.Job.Priority != 2 || string(info.Job.Payload) != "first" {
+			t.Fatalf("results %s, %s; x has priority %d, payload %q: want the first created", res[0].Status, res[1].Status,
+				info.Job.Priority, info.Job.Payload)
+		}
+	})
+}
+
+// A periodic tick's job keeps the priority it was given.
+func TestPriorityOfATick(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		if _, err := e.c.EnqueueTick(testenv.Context(t), nil, "t", "s", 1000, dataplane.NewJob{ID: "s:1000", Priority: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if cl := mustClaim(t, e, "t", 1, time.Minute); len(cl.Jobs) != 1 || cl.Jobs[0].Priority != 3 {
+			t.Fatalf("claimed %v, want s:1000 of priority 3", cl.Jobs)
+		}
+	})
+}
+
+// Cancel's and reschedule's answers show the job's priority.
+func TestPriorityInCancelAndRescheduleAnswers(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a", Priority: 3, Delay: time.Hour})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "b", Priority: 3, Delay: time.Hour})
+	res, err := e.c.Reschedule(ctx, ledgerops.Of(e.led), "t", "a", dataplane.RescheduleAt(time.Now().Add(2*time.Hour).UnixMilli()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := e.c.Cancel(ctx, ledgerops.Of(e.led), "t", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Job.Priority != 3 || j.Priority != 3 {
+		t.Fatalf("reschedule answers priority %d, cancel %d: want 3", res.Job.Priority, j.Priority)
+	}
+}
+
+// Keys left behind by a path that missed them (an older release's scripts
+// during an upgrade, debris of a partial delete) do no harm: a pri entry
+// whose job is due later is not handed out early, and a prio field of a
+// job gone does not give a new job of the same id its priority.
+func TestPriorityStaleKeys(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		p := e.ns + ":{t}:"
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "x", Priority: 2})
+		// An old claim took it out of due (not pri:2), an old retry put it
+		// back in due, an hour on.
+		later := time.Now().Add(time.Hour).UnixMilli()
+		if err := e.rdb.ZAdd(ctx, p+"due", redisZ(float64(later), "x")).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if cl := mustClaim(t, e, "t", 10, time.Minute); len(cl.Jobs) != 0 {
+			t.Fatalf("claimed %v an hour before its due time", ids(cl.Jobs))
+		}
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "y", Priority: 3})
+		if err := e.rdb.HDel(ctx, p+"job", "y").Err(); err != nil { // debris of a partial delete
+			t.Fatal(err)
+		}
+		mustClaim(t, e, "t", 10, time.Minute)
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "y"})
+		if got := mustGet(t, e, "t", "y").Job.Priority; got != 0 {
+			t.Fatalf("a new y of priority 0 shows priority %d", got)
+		}
+	})
+}

@@ -176,7 +176,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 				return nil, err
 			case out == RestoreCreated:
 				j := &Job{Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError}
+					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError, Priority: row.Priority}
 				return &Rescheduled{Job: j, OldRunAt: old, RunAt: target, State: stateInRedis(inDue, j.Attempt)}, nil
 			case out == RestoreGone:
 				// Acked, or cancelled, since step 1: the job is over.
@@ -217,7 +217,7 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 	}
 	switch asInt64(reply[0]) {
 	case 1:
-		if len(reply) != 4 {
+		if len(reply) != 5 {
 			return nil, fmt.Errorf("queue: reschedule %s/%s: reply of %d values", topic, id, len(reply))
 		}
 		j := &Job{Topic: topic, ID: id}
@@ -225,6 +225,7 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 		if err := decodeEnvelope([]byte(env), j); err != nil {
 			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
 		}
+		j.Priority = int(asInt64(reply[4]))
 		return &Rescheduled{Job: j, OldRunAt: asInt64(reply[1]), RunAt: asInt64(reply[2]), State: stateInRedis(inDue, j.Attempt)}, nil
 	case -1:
 		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)

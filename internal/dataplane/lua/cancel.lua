@@ -18,7 +18,7 @@
 -- ARGV[4]  the topic's uniqueness window in ms, 0 for none: a cancelled
 --          job's id is taken until now + it (score × 4 + 1, cancelled)
 --
--- Returns  {1, envelope} cancelled; {0} unknown (a tombstone is left all
+-- Returns  {1, envelope, priority} cancelled; {0} unknown (a tombstone is left all
 --          the same); {-1} in flight (refused:
 --          its handler may be running); {-2} dead (refused: purge it); {-3}
 --          waiting at another attempt (claimed and retried since the caller
@@ -48,6 +48,7 @@ if l then
   redis.call('ZREM', KEYS[8 + tonumber(l)], id)
   redis.call('HDEL', KEYS[8], id)
 end
+local prio = tonumber(l) or 0
 if ARGV[2] ~= '0' then redis.call('HDEL', KEYS[6], id) end
 tombstone()
 local window = tonumber(ARGV[4])
@@ -55,4 +56,4 @@ if window > 0 then
   redis.call('ZADD', KEYS[7], (now + window) * 4 + 1, id)
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', (now + 1) * 4 - 1)
 end
-return {1, env or false}
+return {1, env or false, prio}

@@ -114,6 +114,9 @@ for i = 1, #expired, 2 do
 end
 
 local claimed, buried, runs, asked, levels = {}, {}, {}, {}, {}
+-- hiKey: id -> the pri ZSET (KEYS index) a job of raised priority was
+-- taken from, in this claim.
+local hiKey = {}
 local ids = {}
 if n > 0 and paused == 0 then
   local nd = math.min(nDue, n)
@@ -126,12 +129,26 @@ if n > 0 and paused == 0 then
     end
   else
     -- The due jobs of raised priority, highest first, then due in due
-    -- order (it holds them too: the taken are skipped).
+    -- order (it holds them too: the taken are skipped). An entry whose
+    -- job is not in due at the same time is stale (left by a path that
+    -- missed it, say an older release's script during an upgrade): it
+    -- goes, and its job is not handed out from it.
     local hi = {}
     for k = 12, 10, -1 do
       if #hi < nd then
-        local c = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'LIMIT', 0, nd - #hi)
-        for _, id in ipairs(c) do hi[#hi + 1] = id end
+        local c = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', now, 'WITHSCORES', 'LIMIT', 0, nd - #hi)
+        for i = 1, #c, 2 do
+          local id = c[i]
+          local sc = redis.call('ZSCORE', KEYS[1], id)
+          if sc and tonumber(sc) == tonumber(c[i + 1]) then
+            hi[#hi + 1] = id
+            hiKey[id] = k
+          elseif sc then
+            redis.call('ZADD', KEYS[k], sc, id)
+          else
+            redis.call('ZREM', KEYS[k], id)
+          end
+        end
       end
     end
     local every = math.max(1, tonumber(ARGV[8]) or 10)
@@ -155,26 +172,35 @@ if n > 0 and paused == 0 then
       ids[#ids + 1] = id
     end
     if #ids > 0 then redis.call('SET', KEYS[13], (turn + #ids) % every) end
-    if #ids < nd and ahead > 0 then
-      -- No due job is left: the coming ones, in due order.
-      local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, now + ahead, 'LIMIT', 0, n - #ids)
-      for _, id in ipairs(later) do ids[#ids + 1] = id end
+    if ahead > 0 and #ids < n then
+      -- The coming ones, in due order, once no due job is left (as in
+      -- due order alone): among the #ids + 1 due longest, one not taken
+      -- says one is left.
+      local left = false
+      for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, #ids + 1)) do
+        if not taken[id] then
+          left = true
+          break
+        end
+      end
+      if not left then
+        local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, now + ahead, 'LIMIT', 0, n - #ids)
+        for _, id in ipairs(later) do ids[#ids + 1] = id end
+      end
     end
   end
 end
 -- Marks are read only while the cancel hash exists, which is seldom.
 local marks = #ids > 0 and redis.call('EXISTS', KEYS[8]) == 1
 for _, id in ipairs(ids) do
-  -- A pri entry whose job left due by a path that missed it is stale:
-  -- dropped, and the job (if any) is not handed out.
   local inDue = redis.call('ZREM', KEYS[1], id) == 1
   local level = raised and redis.call('HGET', KEYS[9], id)
   if level then
     redis.call('ZREM', KEYS[9 + tonumber(level)], id)
-  elseif raised and not inDue then
-    redis.call('ZREM', KEYS[10], id)
-    redis.call('ZREM', KEYS[11], id)
-    redis.call('ZREM', KEYS[12], id)
+  end
+  if hiKey[id] and hiKey[id] ~= 9 + tonumber(level or 0) then
+    -- Taken from a pri ZSET its prio field does not name.
+    redis.call('ZREM', hiKey[id], id)
   end
   local env = inDue and redis.call('HGET', KEYS[3], id)
   if env then
@@ -222,7 +248,9 @@ for _, id in ipairs(ids) do
       end
     end
   end
-  -- a due entry without an envelope is debris of a partial delete: dropped
+  -- a due entry without an envelope is debris of a partial delete: dropped,
+  -- with its priority
+  if inDue and not env then redis.call('HDEL', KEYS[9], id) end
 end
 
 local nextDue, nextLease = -1, -1

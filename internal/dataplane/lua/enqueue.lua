@@ -61,7 +61,8 @@ end
 -- values each at ARGV[o + n + 1]) to the keys dueKey, jobKey and wakeKey,
 -- appending one result per job to out; with takenKey, an id taken there
 -- is a duplicate; with prioKey, the created jobs are of priority level
--- (a string) and go in priKey too.
+-- (a string) and go in priKey too, or, of level 0 (no priKey), lose any
+-- prio field an earlier job of the same id left.
 local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, priKey, level)
   -- A batch: one HMGET finds the known ids, one HSET and one ZADD write
   -- the new jobs (chunked: unpack takes a few thousand values at most).
@@ -121,7 +122,7 @@ local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, pr
       local j = math.min(i + 999, #hargs)
       redis.call('HSET', jobKey, unpack(hargs, i, j))
       redis.call('ZADD', dueKey, unpack(zargs, i, j))
-      if prioKey then
+      if priKey then
         local pargs = {}
         for m = i, j, 2 do
           pargs[#pargs + 1] = hargs[m]
@@ -129,6 +130,10 @@ local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, pr
         end
         redis.call('HSET', prioKey, unpack(pargs))
         redis.call('ZADD', priKey, unpack(zargs, i, j))
+      elseif prioKey and redis.call('EXISTS', prioKey) == 1 then
+        local dargs = {}
+        for m = i, j, 2 do dargs[#dargs + 1] = hargs[m] end
+        redis.call('HDEL', prioKey, unpack(dargs))
       end
     end
     if wake then redis.call('PUBLISH', wakeKey, earliests) end
@@ -177,10 +182,8 @@ if group then
       o = o + 1
       level = ARGV[o]
       local l = tonumber(level)
-      if l > 0 then
-        prioKey = KEYS[g + step - 4]
-        priKey = KEYS[g + step - 4 + l]
-      end
+      prioKey = KEYS[g + step - 4]
+      if l > 0 then priKey = KEYS[g + step - 4 + l] end
     end
     enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], taken and KEYS[g + 3] or nil, o, n, out, prioKey, priKey, level)
     o = o + 1 + 4 * n

@@ -6,12 +6,15 @@
 -- KEYS[2]  job HASH    (id -> envelope)
 -- KEYS[3]  wake channel, published to when the earliest due time moves earlier
 -- KEYS[4]  ticks HASH  (schedule name -> last tick enqueued, Unix ms)
+-- KEYS[5]  prio HASH (id -> priority 1-3), KEYS[6..8] pri ZSETs of
+--          priority 1-3: a job of raised priority is written to both
 -- ARGV[1]  schedule name (the ticks field)
 -- ARGV[2]  the tick, Unix ms
 -- ARGV[3]  the job id ("<name>:<tick>")
 -- ARGV[4]  due time, absolute Unix ms (a time in the past means due now)
 -- ARGV[5]  max attempts
 -- ARGV[6]  payload
+-- ARGV[7]  priority, 0-3
 --
 -- Returns  {code, value}:
 --          {1, t}    the tick was claimed and the job created, due at t;
@@ -44,6 +47,11 @@ if redis.call('HSETNX', KEYS[2], ARGV[3],
   return {2, 0}
 end
 redis.call('ZADD', KEYS[1], ds, ARGV[3])
+local l = tonumber(ARGV[7]) or 0
+if l > 0 then
+  redis.call('HSET', KEYS[5], ARGV[3], l)
+  redis.call('ZADD', KEYS[5 + l], ds, ARGV[3])
+end
 if redis.call('ZRANK', KEYS[1], ARGV[3]) == 0 and redis.call('ZCOUNT', KEYS[1], ds, ds) == 1 then
   redis.call('PUBLISH', KEYS[3], ds)
 end

@@ -18,7 +18,7 @@
 --          already, and the two stores must agree (a time in the past is
 --          simply due)
 --
--- Returns  {1, old due, new due, envelope} moved (the envelope's run at is
+-- Returns  {1, old due, new due, envelope, priority} moved (the envelope's run at is
 --          the new due time); {0} unknown; {-1} in flight (refused: its
 --          handler may be running); {-2} dead (refused); {-3} waiting at
 --          another attempt or due time than the caller saw (claimed and
@@ -39,8 +39,9 @@ redis.call('HSET', KEYS[3], id, env)
 redis.call('ZADD', KEYS[1], due, id)
 local l = redis.call('HGET', KEYS[6], id)
 if l then redis.call('ZADD', KEYS[6 + tonumber(l)], due, id) end
+local prio = tonumber(l) or 0
 -- Workers sleep until the head's due time; only an earlier one needs them.
 if not head[2] or due < tonumber(head[2]) then
   redis.call('PUBLISH', KEYS[5], due)
 end
-return {1, tonumber(old), due, env}
+return {1, tonumber(old), due, env, prio}

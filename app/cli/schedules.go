@@ -33,9 +33,9 @@ func (a *app) schedulesCmd() *cobra.Command {
 					fmt.Fprintln(w, "no schedules: the configuration's periodic list is empty (see configs/delayq.yaml)")
 					return
 				}
-				row(w, "NAME", "SPEC", "ZONE", "TOPIC", "MISSED", "NEXT RUN", "LAST TICK", "LAST JOB")
+				row(w, "NAME", "SPEC", "ZONE", "TOPIC", "PRIORITY", "MISSED", "NEXT RUN", "LAST TICK", "LAST JOB")
 				for _, i := range list {
-					row(w, i.Name, i.Spec, orDash(i.Location), i.Topic, i.Missed, ms(i.NextRun), ms(i.LastTick), orDash(i.LastJobID))
+					row(w, i.Name, i.Spec, orDash(i.Location), i.Topic, i.Priority, i.Missed, ms(i.NextRun), ms(i.LastTick), orDash(i.LastJobID))
 				}
 			})
 		},

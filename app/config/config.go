@@ -763,6 +763,9 @@ type Periodic struct {
 	Payload any `koanf:"payload"`
 	// MaxAttempts of every job; 0 means queue.default_max_attempts.
 	MaxAttempts int `koanf:"max_attempts"`
+	// Priority of every job within its topic, 0 (the default) to 3
+	// (docs/design.md §4.23).
+	Priority int `koanf:"priority"`
 	// Missed is what to do about ticks missed while no process ran the
 	// schedule: skip (nothing) or once (one job, for the latest). Default
 	// skip.
@@ -772,7 +775,7 @@ type Periodic struct {
 // Schedule is p as the scheduler takes it; the error says which field is
 // bad (Validate has checked them all).
 func (p Periodic) Schedule() (periodic.Schedule, error) {
-	s := periodic.Schedule{Name: p.Name, Spec: p.Spec, Topic: p.Topic, MaxAttempts: p.MaxAttempts,
+	s := periodic.Schedule{Name: p.Name, Spec: p.Spec, Topic: p.Topic, MaxAttempts: p.MaxAttempts, Priority: p.Priority,
 		Missed: periodic.Missed(p.Missed)}
 	if p.Location != "" {
 		loc, err := time.LoadLocation(p.Location)

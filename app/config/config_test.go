@@ -198,6 +198,7 @@ func TestInvalidConfigNamesTheKey(t *testing.T) {
 		{"periodic:\n  - {name: 'a:b', spec: '@hourly', topic: t}\n", "periodic[0].name"},
 		{"periodic:\n  - {name: a, spec: '@hourly', topic: 'bad topic'}\n", "periodic[0].topic"},
 		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, missed: twice}\n", "periodic[0].missed"},
+		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, priority: 4}\n", "periodic[0].priority"},
 		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, location: Mars/Olympus}\n", "periodic[0].location"},
 		{"periodic:\n  - {name: a, spec: '@hourly', topic: t, max_attempts: 1000}\n", "periodic[0].max_attempts"},
 		{"periodic:\n  - {name: a, spec: '@hourly', topic: t}\n  - {name: a, spec: '@daily', topic: u}\n", "periodic[1].name"},

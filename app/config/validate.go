@@ -566,6 +566,8 @@ func (c *Config) validatePeriodic(p *problems) {
 					v = pj.Missed
 				case "max_attempts":
 					v = pj.MaxAttempts
+				case "priority":
+					v = pj.Priority
 				}
 				p.bad(key(pe.Field), v, "%s", pe.Reason)
 			} else {

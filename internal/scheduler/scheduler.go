@@ -177,7 +177,7 @@ func (s *Scheduler) lastTick(ctx context.Context, e *entry) (int64, bool, error)
 // claim enqueues the job of tick unless some process did, trying again
 // after a failure for as long as the next tick (until) is not due.
 func (s *Scheduler) claim(ctx context.Context, e *entry, tick, until time.Time) {
-	j := queue.NewJob{ID: JobID(e.Name, tick), Payload: e.Payload, RunAt: tick.UnixMilli(), MaxAttempts: e.MaxAttempts}
+	j := queue.NewJob{ID: JobID(e.Name, tick), Payload: e.Payload, RunAt: tick.UnixMilli(), MaxAttempts: e.MaxAttempts, Priority: e.Priority}
 	log := s.log(e).WithFields(logrus.Fields{"tick": tick, "job_id": j.ID})
 	pause := s.opts.RetryBase
 	for {
@@ -268,7 +268,7 @@ func (s *Scheduler) List(ctx context.Context) ([]Info, error) {
 		}
 		out[i] = Info{
 			Name: e.Name, Spec: e.Spec, Location: e.ZoneName(), Topic: e.Topic,
-			Durability: string(s.q.Durability(e.Topic)), Missed: e.Missed, MaxAttempts: e.MaxAttempts,
+			Durability: string(s.q.Durability(e.Topic)), Missed: e.Missed, MaxAttempts: e.MaxAttempts, Priority: e.Priority,
 			NextRun: next.UnixMilli(), Running: running,
 		}
 		if t, ok := last[e.Name]; ok {

@@ -220,7 +220,7 @@ func TestSchedulersShareTicks(t *testing.T) {
 		t.Run(topic, func(t *testing.T) {
 			e := newEnv(t, testenv.SQLite(t))
 			ctx := testenv.Context(t)
-			sc := []scheduler.Schedule{{Name: "each", Spec: "* * * * * *", Topic: topic}}
+			sc := []scheduler.Schedule{{Name: "each", Spec: "* * * * * *", Topic: topic, Priority: 2}}
 			var obs [2]recorder
 			for i := range obs {
 				s, err := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{Observer: &obs[i]})
@@ -246,6 +246,14 @@ func TestSchedulersShareTicks(t *testing.T) {
 			if errs := obs[0].count(scheduler.ResultError) + obs[1].count(scheduler.ResultError); errs != 0 {
 				t.Fatalf("%d errors", errs)
 			}
+			// The ticks' jobs have the schedule's priority.
+			c, err := e.q.Claim(ctx, topic, 1, time.Minute)
+			if err != nil || len(c.Jobs) != 1 || c.Jobs[0].Priority != 2 {
+				t.Fatalf("claim: %v %v, want a job of priority 2", c, err)
+			}
+			if _, err := e.q.Release(ctx, []queue.Ref{c.Jobs[0].Ref()}); err != nil {
+				t.Fatal(err)
+			}
 			ids := runAll(t, e, topic)
 			seen := map[string]bool{}
 			for _, id := range ids {
@@ -262,7 +270,7 @@ func TestSchedulersShareTicks(t *testing.T) {
 			if err != nil || len(list) != 1 {
 				t.Fatalf("list %v %v", list, err)
 			}
-			if l := list[0]; l.LastTick == 0 || l.NextRun <= l.LastTick || l.Running || l.Durability != string(e.q.Durability(topic)) {
+			if l := list[0]; l.LastTick == 0 || l.NextRun <= l.LastTick || l.Running || l.Durability != string(e.q.Durability(topic)) || l.Priority != 2 {
 				t.Fatalf("list %+v", l)
 			}
 		})
@@ -330,6 +338,7 @@ func TestNewRefusesBadSchedules(t *testing.T) {
 		{{Name: "a", Spec: "@hourly", Topic: "bad topic"}},
 		{{Name: "a", Spec: "@hourly", Topic: "t"}, {Name: "a", Spec: "@daily", Topic: "t"}},
 		{{Name: "a", Spec: "@hourly", Topic: "t", Payload: make([]byte, 2<<20)}},
+		{{Name: "a", Spec: "@hourly", Topic: "t", Priority: 4}},
 	} {
 		if _, err := scheduler.New(e.q, ledgerops.Of(e.led), sc, scheduler.Options{}); err == nil {
 			t.Errorf("%+v accepted", sc)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // Missed is the policy for ticks missed while no process ran a schedule.
@@ -40,6 +42,9 @@ type Schedule struct {
 	Payload []byte
 	// MaxAttempts of every job; 0 means the queue's default.
 	MaxAttempts int
+	// Priority of every job within its topic, 0 (the default) to
+	// queue.MaxPriority (docs/design.md §4.23).
+	Priority int
 	// Missed is the missed-tick policy; "" means MissedSkip.
 	Missed Missed
 }
@@ -47,7 +52,7 @@ type Schedule struct {
 // Error is an invalid Schedule: which one, the field and why.
 type Error struct {
 	Schedule string // the schedule's name, or its index as "#2" without one
-	Field    string // name, spec, location, topic, payload, max_attempts or missed
+	Field    string // name, spec, location, topic, payload, max_attempts, priority or missed
 	Reason   string
 }
 
@@ -152,6 +157,9 @@ func (s *Schedule) check(at string) (cron.Schedule, error) {
 	s.Missed = m
 	if s.MaxAttempts < 0 || s.MaxAttempts > 100 {
 		return nil, bad("max_attempts", "%d: want 0 (the queue's default) to 100", s.MaxAttempts)
+	}
+	if s.Priority < 0 || s.Priority > queue.MaxPriority {
+		return nil, bad("priority", "%d: want 0 (the default) to %d", s.Priority, queue.MaxPriority)
 	}
 	sched, err := ParseSpec(s.Spec, s.Location)
 	if err != nil {

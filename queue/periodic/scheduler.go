@@ -45,6 +45,7 @@ type Info struct {
 	Durability  string `json:"durability"` // redis or durable: where the last tick is kept
 	Missed      Missed `json:"missed"`
 	MaxAttempts int    `json:"max_attempts"`
+	Priority    int    `json:"priority"`
 	// NextRun is the next tick, Unix ms.
 	NextRun int64 `json:"next_run"`
 	// LastTick is the last tick enqueued by any process, Unix ms; 0 if none.

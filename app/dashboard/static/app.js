@@ -570,7 +570,7 @@
         return el('tr', { dataset: { schedule: s.name } },
           el('td', { class: 'mono', text: s.name }),
           el('td', { class: 'mono', text: s.spec + (s.location && s.location !== 'UTC' ? ' (' + s.location + ')' : '') }),
-          el('td', { class: 'mono', text: s.topic }),
+          el('td', { class: 'mono', text: s.topic + (s.priority > 0 ? ' (priority ' + s.priority + ')' : '') }),
           el('td', { class: 'next-run', text: next, title: new Date(s.next_run).toISOString() }),
           el('td', { text: s.last_tick > 0 ? ago(s.last_tick) : 'never', title: s.last_job_id || '' }),
           el('td', { text: s.missed }));

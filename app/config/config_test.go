@@ -224,6 +224,50 @@ func TestUnknownKeysAndBadTypesAreRefused(t *testing.T) {
 	}
 }
 
+// A value the weakly typed decoder would have turned into another one is
+// refused, naming its key: a fraction or an out-of-range number for an
+// integer, a yes/no for a number, a number for a yes/no, a bare number
+// for a duration; from the file and from the environment alike. Whole
+// numbers written as 3.0, and durations and numbers as strings, still
+// load.
+func TestValuesAreNotCoerced(t *testing.T) {
+	for _, c := range []struct{ yaml, key string }{
+		{"worker:\n  concurrency: 2.5\n", "worker.concurrency"},
+		{"worker:\n  concurrency: true\n", "worker.concurrency"},
+		{"worker:\n  concurrency: 99999999999999999999\n", "worker.concurrency"},
+		{"worker:\n  lease: 30\n", "worker.lease"},
+		{"worker:\n  lease: true\n", "worker.lease"},
+		{"worker:\n  enabled: 1\n", "worker.enabled"},
+		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {a: 2.5}}\n", "worker.pools"},
+		{"worker:\n  topics:\n    t: {rate_limit: true}\n", "worker.topics"},
+		{"queue:\n  default_max_attempts: 1e3\n", "queue.default_max_attempts"},
+	} {
+		_, err := config.Load(writeFile(t, c.yaml), nil)
+		if err == nil || !strings.Contains(err.Error(), c.key) {
+			t.Errorf("%q: %v, want an error naming %s", c.yaml, err, c.key)
+		}
+	}
+	for env, key := range map[string]string{
+		"DELAYQ_WORKER_CONCURRENCY": "2.5", "DELAYQ_WORKER_LEASE": "30", "DELAYQ_WORKER_ENABLED": "yes please",
+	} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, key)
+			if _, err := config.Load("", nil); err == nil {
+				t.Errorf("%s=%s accepted", env, key)
+			}
+		})
+	}
+	c, err := config.Load(writeFile(t, "worker:\n  concurrency: 3.0\n  lease: 45s\n  topics:\n    t: {rate_limit: 2.5}\n"), nil)
+	if err != nil || c.Worker.Concurrency != 3 || c.Worker.Lease != 45*time.Second || c.Worker.Topics["t"].RateLimit != 2.5 {
+		t.Fatalf("good values: %+v, %v", c.Worker, err)
+	}
+	t.Setenv("DELAYQ_WORKER_CONCURRENCY", "7")
+	t.Setenv("DELAYQ_WORKER_ENABLED", "false")
+	if c, err := config.Load("", nil); err != nil || c.Worker.Concurrency != 7 || c.Worker.Enabled {
+		t.Fatalf("from the environment: %v, concurrency %d, enabled %v", err, c.Worker.Concurrency, c.Worker.Enabled)
+	}
+}
+
 // cli.api comes from the file, DELAYQ_CLI_API or --api, in that order of
 // precedence.
 func TestCLIAPISources(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 func (a *app) enqueueCmd() *cobra.Command {
 	var payload, payloadFile, runAt string
 	var delay time.Duration
-	var maxAttempts, priority int
+	var maxAttempts, priority decimalInt
 	var partitionKey, traceParent string
 	cmd := &cobra.Command{
 		Use: "enqueue TOPIC ID",
@@ -41,7 +41,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 			if priority < 0 || priority > queue.MaxPriority {
 				return usageError{fmt.Errorf("--priority %d: want 0 (the default) to %d", priority, queue.MaxPriority)}
 			}
-			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: maxAttempts, Priority: priority, PartitionKey: partitionKey}
+			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: int(maxAttempts), Priority: int(priority), PartitionKey: partitionKey}
 			if payloadFile != "" {
 				cfg, err := a.loadConfig(cmd)
 				if err != nil {
@@ -97,8 +97,8 @@ func (a *app) enqueueCmd() *cobra.Command {
 	f.StringVar(&payloadFile, "payload-file", "", "read the payload from this file (binary safe; at most queue.max_payload_bytes, read no further)")
 	f.DurationVar(&delay, "delay", 0, "run after this delay, from Redis's clock (e.g. 30m)")
 	f.StringVar(&runAt, "run-at", "", "run at this time: RFC 3339 or Unix ms")
-	f.IntVar(&maxAttempts, "max-attempts", 0, "attempts before the job goes dead (0 = queue.default_max_attempts)")
-	f.IntVar(&priority, "priority", 0, fmt.Sprintf("the job's priority within its topic, 0 (default) to %d: due jobs of a higher priority are claimed first", queue.MaxPriority))
+	f.Var(&maxAttempts, "max-attempts", "attempts before the job goes dead (0 = queue.default_max_attempts)")
+	f.Var(&priority, "priority", fmt.Sprintf("the job's priority within its topic, 0 (default) to %d: due jobs of a higher priority are claimed first", queue.MaxPriority))
 	f.StringVar(&partitionKey, "partition-key", "", "on a topic of several partitions, jobs with the same key land on the same one")
 	f.StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the job runs in a span of that trace (needs tracing.enabled where it is enqueued)")
 	return cmd

@@ -104,9 +104,9 @@ the questions this does not answer.`,
 				return err
 			}
 			return a.emit(p, func(w io.Writer) {
-				row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "DUE", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
+				row(w, "TOPIC", "ID", "STATE", "ATTEMPT", "PRIORITY", "DUE", "CLAIMED", "LEASE UNTIL", "WORKER", "LAST ERROR")
 				for _, r := range p.Rows {
-					row(w, topicCell(r.Topic, r.Partition), r.JobID, r.State, r.Attempt, ms(r.RunAt), ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
+					row(w, topicCell(r.Topic, r.Partition), r.JobID, r.State, r.Attempt, r.Priority, ms(r.RunAt), ms(r.ClaimedAt), ms(r.LeaseUntil), r.Worker, r.LastError)
 				}
 				if p.NextCursor != "" {
 					fmt.Fprintf(w, "(more: --cursor %s)\n", p.NextCursor)

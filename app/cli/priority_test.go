@@ -78,7 +78,7 @@ func TestEnqueuePriorityIsKeptAndShown(t *testing.T) {
 func TestEnqueueRefusesABadPriority(t *testing.T) {
 	q, cfgPath, api := directAndAPI(t)
 	for _, via := range [][]string{{"--config", cfgPath}, {"--api", api}} {
-		for _, p := range []string{"4", "-1", "high"} {
+		for _, p := range []string{"4", "-1", "high", "0x3", "010", "1.5"} {
 			code, out, errOut := runCLI(t, append([]string{"enqueue", "mail", "x", "--priority", p}, via...)...)
 			if code != ExitUsage || out != "" || !strings.Contains(errOut, "--priority") || strings.Contains(errOut, "invalid_priority") {
 				t.Errorf("--priority %s %v: exit %d, stdout %q, stderr %q; want exit 2 naming --priority", p, via[0], code, out, errOut)

@@ -33,6 +33,7 @@ type LedgerRow struct {
 	State       queue.State `json:"state"`
 	Attempt     int         `json:"attempt"`
 	MaxAttempts int         `json:"max_attempts"`
+	Priority    int         `json:"priority"` // the job's, 0-3 (docs/design.md §4.23)
 	RunAt       int64       `json:"run_at"`
 	ClaimedAt   int64       `json:"claimed_at"`
 	LeaseUntil  int64       `json:"lease_until"` // 0: no lease (a waiting row)
@@ -93,7 +94,7 @@ func NewLedgerRow(e ledger.Entry) LedgerRow {
 	topic, partition := ledger.SplitPartition(e.Topic)
 	return LedgerRow{
 		ID: e.ID, Topic: topic, Partition: partition, JobID: e.JobID, State: e.State,
-		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, RunAt: e.RunAt,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Priority: e.Priority, RunAt: e.RunAt,
 		ClaimedAt: e.ClaimedAt, LeaseUntil: leaseOf(e), Worker: validText(e.Worker),
 		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
 		Shard: e.Shard,

@@ -8,15 +8,6 @@ import (
 	"github.com/delayq/delayq/internal/testenv"
 )
 
-// claimedIDsOf lists a claim's job ids.
-func claimedIDsOf(cl *Claimed) []string {
-	var out []string
-	for _, j := range cl.Jobs {
-		out = append(out, j.ID)
-	}
-	return out
-}
-
 // A claim takes the coming jobs (its claim-ahead) once no due job is left,
 // whether or not a job of raised priority waits: with nDue 0 (every
 // handler busy) and with exactly nDue due jobs (a review found both taking
@@ -50,7 +41,7 @@ func TestClaimAheadWithRaisedPriorities(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := claimedIDsOf(cl); !slices.Equal(got, c.want) {
+			if got := claimedIDs(cl); !slices.Equal(got, c.want) {
 				t.Errorf("priority %d, due job %v, nDue %d: claimed %v, want %v", prio, c.due, c.nDue, got, c.want)
 			}
 		}

@@ -17,16 +17,7 @@ import (
 // where it is claimed before older jobs of priority 0.
 func TestPriorityOfADurableJobSurvivesRedisLoss(t *testing.T) {
 	e := newREnv(t)
-	c, err := dataplane.New(e.rdb, queue.Config{
-		Namespace:       e.ns,
-		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
-		Store:           e.led,
-		Horizon:         time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.c = c
+	c := e.durableClient(t, false)
 	ctx := testenv.Context(t)
 	if _, err := c.EnqueueBatch(ctx, durableTopic, []queue.NewJob{
 		{ID: "low0", Delay: 30 * time.Second}, {ID: "vip", Priority: 2, Delay: 30 * time.Second}}); err != nil {
@@ -42,6 +33,7 @@ func TestPriorityOfADurableJobSurvivesRedisLoss(t *testing.T) {
 	// Its due time is SQL's clock at the insert, which may be a moment
 	// ahead of Redis's.
 	var cl *dataplane.Claimed
+	var err error
 	testenv.WaitFor(ctx, t, "running is due", func() bool {
 		cl, err = c.Claim(ctx, durableTopic, 1, time.Millisecond)
 		return err != nil || len(cl.Jobs) > 0

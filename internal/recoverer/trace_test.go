@@ -13,6 +13,24 @@ import (
 	"github.com/delayq/delayq/queue"
 )
 
+// durableClient gives e a client whose durableTopic is durable, with a
+// horizon of a minute, and tracing on with trace.
+func (e *renv) durableClient(t *testing.T, trace bool) *dataplane.Client {
+	t.Helper()
+	c, err := dataplane.New(e.rdb, queue.Config{
+		Namespace:       e.ns,
+		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
+		Store:           e.led,
+		Horizon:         time.Minute,
+		Trace:           trace,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	return c
+}
+
 // A durable job's trace survives a Redis data loss: its ledger row keeps
 // the enqueue's traceparent, and the relay's reload writes the job's trace
 // key back with the job, so its run is still the enqueue's child; a job
@@ -20,17 +38,7 @@ import (
 // worker died does the same from its row.
 func TestTraceOfADurableJobSurvivesRedisLoss(t *testing.T) {
 	e := newREnv(t)
-	c, err := dataplane.New(e.rdb, queue.Config{
-		Namespace:       e.ns,
-		TopicDurability: map[string]queue.Durability{durableTopic: queue.DurabilityDurable},
-		Store:           e.led,
-		Horizon:         time.Minute,
-		Trace:           true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.c = c
+	c := e.durableClient(t, true)
 	ctx := testenv.Context(t)
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")

@@ -41,7 +41,8 @@ func TestClusterLifecycleAcrossTopics(t *testing.T) {
 	for _, topic := range topics {
 		jobs := make([]dataplane.NewJob, 30)
 		for i := range jobs {
-			jobs[i] = dataplane.NewJob{ID: fmt.Sprintf("%s:%d", topic, i), Payload: []byte(topic), MaxAttempts: 2}
+			// Every priority: the scripts' level keys share the topic's slot.
+			jobs[i] = dataplane.NewJob{ID: fmt.Sprintf("%s:%d", topic, i), Payload: []byte(topic), MaxAttempts: 2, Priority: i % 4}
 		}
 		if _, err := c.EnqueueBatch(ctx, topic, jobs); err != nil {
 			t.Fatalf("enqueue batch to %s: %v", topic, err)
@@ -80,7 +81,7 @@ func TestClusterLifecycleAcrossTopics(t *testing.T) {
 	}
 	for _, topic := range topics {
 		st, err := c.Stats(ctx, topic)
-		if err != nil || st.Due != 11 || st.InFlight != 0 || st.Dead != 10 {
+		if err != nil || st.Due != 11 || st.InFlight != 0 || st.Dead != 10 || st.ByPriority[0]+st.ByPriority[1]+st.ByPriority[2]+st.ByPriority[3] != 11 {
 			t.Fatalf("stats of %s: %+v, %v", topic, st, err)
 		}
 		if n, err := c.RequeueAllDead(ctx, topic); err != nil || n != 10 {

@@ -91,7 +91,10 @@ func enqueueDurable(t *testing.T, q *dataplane.Client, jobs []queue.NewJob) {
 // durableJob is a job due at due (Unix ms) whose payload says so.
 func durableJob(id string, due int64, block bool) queue.NewJob {
 	p, _ := json.Marshal(durablePayload{Due: due, Block: block})
-	return queue.NewJob{ID: id, Payload: p, RunAt: due, MaxAttempts: 10}
+	// Every priority among the jobs (by the id's last byte), so that the
+	// faults meet the priority keys and columns too: a restore, a reload
+	// and a requeue must bring each job back once, whatever its level.
+	return queue.NewJob{ID: id, Payload: p, RunAt: due, MaxAttempts: 10, Priority: int(id[len(id)-1]) % (queue.MaxPriority + 1)}
 }
 
 func redisMillis(t testing.TB, rdb redis.UniversalClient) int64 {

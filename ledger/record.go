@@ -96,13 +96,13 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 	}
 	// gone is the last run's: a write tried again (a deadlock, a group
 	// that failed) runs its spans again from the first.
-	var gone []queue.Ref
+	var gone, dead []queue.Ref
 	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
 		if lo == 0 {
-			gone = gone[:0]
+			gone, dead = gone[:0], dead[:0]
 		}
-		g, err := l.recordOn(db, rows[lo:hi])
-		gone = append(gone, g...)
+		g, d, err := l.recordOn(db, rows[lo:hi])
+		gone, dead = append(gone, g...), append(dead, d...)
 		return err
 	})
 	w.urgent = true // handlers wait for it
@@ -111,7 +111,7 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 		return fmt.Errorf("ledger: record %d jobs: %w", len(rows), err)
 	}
 	if len(gone) > 0 {
-		return &queue.GoneError{Refs: gone}
+		return &queue.GoneError{Refs: gone, Dead: dead}
 	}
 	return nil
 }

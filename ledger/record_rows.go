@@ -58,7 +58,7 @@ const (
 // between them leaves the UPDATE's rows as this claim's, which is what an
 // ambiguous failure of a single statement can leave too, and what the
 // worker's release and the recoverer handle (fenced by attempt).
-func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err error) {
+func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead []queue.Ref, err error) {
 	// ask: claims whose rows may be missing. A claim after the first that
 	// the UPDATE does not take (a redis topic's, or a durable one's with a
 	// lease of its own) is asked at once: a lost ack after a committed
@@ -82,7 +82,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if n < int64(len(known)) {
 			ask = append(ask, known...)
@@ -91,16 +91,16 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 	if len(ask) > 0 {
 		// One SELECT for them all, a second when a row is missing.
 		var written []Entry
-		if written, gone, err = l.splitGone(db, ask); err != nil {
-			return nil, err
+		if written, gone, dead, err = l.splitGone(db, ask); err != nil {
+			return nil, nil, err
 		}
 		fresh = append(fresh, written...)
 		sortEntries(fresh)
 	}
 	if len(fresh) == 0 {
-		return gone, nil
+		return gone, dead, nil
 	}
-	return gone, l.upsertOn(db, fresh)
+	return gone, dead, l.upsertOn(db, fresh)
 }
 
 // splitGone sorts claims whose rows may be missing (a durable topic's that
@@ -117,7 +117,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone []queue.Ref, err e
 // cancel answered that it was in flight, so it runs). A topic without
 // history (Options.NoHistory) cannot tell: its rows are written back, as
 // before. One statement, two when a row is missing.
-func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []queue.Ref, err error) {
+func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone, dead []queue.Ref, err error) {
 	vars := make([]any, 0, 2*len(known))
 	for i := range known {
 		vars = append(vars, known[i].Topic, known[i].JobID)
@@ -126,7 +126,7 @@ func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []que
 	err = l.scanKeys(db, "SELECT topic, job_id, 0 FROM `"+l.ledgerTable+"` WHERE "+
 		l.dialect.tupleIn(len(known), "topic", "job_id"), vars, func(k refKey, _ int64) { exists[k] = true })
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var missing []Entry
 	for _, e := range known {
@@ -140,22 +140,29 @@ func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone []que
 		for i := range missing {
 			vars = append(vars, missing[i].Topic, missing[i].JobID)
 		}
+		// The latest finish and whether it was a death, in one number:
+		// finished_at × 2, plus 1 for a death (a tie goes to the death).
+		vars = append([]any{OutcomeDead}, vars...)
 		vars = append(vars, OutcomeSucceeded, OutcomeDead)
-		err = l.scanKeys(db, "SELECT topic, job_id, MAX(finished_at) FROM `"+l.historyTable+"` WHERE "+
-			l.dialect.tupleIn(len(missing), "topic", "job_id")+" AND outcome IN (?, ?) GROUP BY topic, job_id",
-			vars, func(k refKey, at int64) { finished[k] = at })
+		err = l.scanKeys(db, "SELECT topic, job_id, MAX(finished_at * 2 + CASE WHEN outcome = ? THEN 1 ELSE 0 END) FROM `"+
+			l.historyTable+"` WHERE "+l.dialect.tupleIn(len(missing), "topic", "job_id")+" AND outcome IN (?, ?) GROUP BY topic, job_id",
+			vars, func(k refKey, v int64) { finished[k] = v })
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, e := range known {
-		if at, ok := finished[refKey{e.Topic, e.JobID}]; ok && at >= e.EnqueuedAt {
-			gone = append(gone, queue.Ref{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt})
+		if v, ok := finished[refKey{e.Topic, e.JobID}]; ok && v/2 >= e.EnqueuedAt {
+			r := queue.Ref{Topic: e.Topic, ID: e.JobID, Attempt: e.Attempt}
+			gone = append(gone, r)
+			if v%2 == 1 {
+				dead = append(dead, r)
+			}
 			continue
 		}
 		rest = append(rest, e)
 	}
-	return rest, gone, nil
+	return rest, gone, dead, nil
 }
 
 // scanKeys runs q, whose rows are (topic, job_id, a number), and calls f

@@ -190,11 +190,15 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		ctx := context.Background()
 		l, _ := newLedger(t, db, Options{Now: time.Now})
 		done, retried, released := job("r", "done", 1), job("r", "retried", 1), job("r", "released", 1)
-		for _, j := range []*queue.Job{done, retried, released} {
+		died := job("r", "died", 1)
+		for _, j := range []*queue.Job{done, retried, released, died} {
 			j.EnqueuedAt = time.Now().UnixMilli() - 1000
 		}
-		mustRecord(t, l, "w:1", done, retried, released)
+		mustRecord(t, l, "w:1", done, retried, released, died)
 		if err := opsOf(l).Complete(ctx, []queue.Ref{done.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := opsOf(l).Bury(ctx, []queue.DeadJob{{Job: died, Error: "boom"}}); err != nil {
 			t.Fatal(err)
 		}
 		err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: retried.Ref(),
@@ -205,18 +209,21 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		if err := db.Exec("DELETE FROM " + l.LedgerTable() + " WHERE job_id = 'released'").Error; err != nil {
 			t.Fatal(err)
 		}
-		batch := make([]*queue.Job, 0, 3)
-		for _, j := range []*queue.Job{done, retried, released} {
+		batch := make([]*queue.Job, 0, 4)
+		for _, j := range []*queue.Job{done, retried, released, died} {
 			again := *j
 			again.Attempt = 2
 			batch = append(batch, &again)
 		}
 		err = opsOf(l).Record(ctx, batch, "w:2")
 		var gone *queue.GoneError
-		if !errors.As(err, &gone) || len(gone.Refs) != 1 || gone.Refs[0] != batch[0].Ref() {
-			t.Fatalf("Record: %v, want a GoneError naming %v alone", err, batch[0].Ref())
+		// The dead one is named apart: the worker buries it again in Redis
+		// instead of forgetting it as done.
+		if !errors.As(err, &gone) || len(gone.Refs) != 2 || gone.Refs[0] != batch[3].Ref() || gone.Refs[1] != batch[0].Ref() ||
+			len(gone.Dead) != 1 || gone.Dead[0] != batch[3].Ref() {
+			t.Fatalf("Record: %v (%+v), want a GoneError naming %v and %v, the first dead", err, gone, batch[3].Ref(), batch[0].Ref())
 		}
-		for _, j := range batch[1:] {
+		for _, j := range batch[1:3] {
 			if r := mustRow(t, l, "r", j.ID); r.Attempt != 2 || r.Worker != "w:2" {
 				t.Errorf("%s: %+v, want recorded at attempt 2", j.ID, r)
 			}

@@ -85,6 +85,11 @@ var ErrShutdown = errors.New("worker shutting down")
 // jobs in Refs: it forgets them in Redis (docs/design.md §4.3).
 type GoneError struct {
 	Refs []Ref
+	// Dead are those of Refs whose history's last finish is a death: the
+	// worker buries them again in Redis rather than forgetting them as
+	// succeeded, so that the dead set (and a uniqueness window's outcome)
+	// says what became of them.
+	Dead []Ref
 }
 
 func (e *GoneError) Error() string {

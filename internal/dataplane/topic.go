@@ -526,7 +526,7 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	var gone *queue.GoneError
 	if errors.As(err, &gone) {
 		_ = tr.w.ledgerWatch.result(nil) // it answered: the rest are recorded
-		jobs, err = tr.forgetGone(ctx, jobs, gone.Refs), nil
+		jobs, err = tr.forgetGone(ctx, jobs, gone), nil
 	}
 	if err == nil {
 		tr.w.hold.answered(tr.log)
@@ -568,35 +568,63 @@ func (tr *topicRunner) record(detached context.Context, jobs []*Job, cc claimClo
 	tr.queueAtDue(detached, early, cc) // the claim handed them out in due order
 }
 
+// goneDeadReason is the dead set's reason for a job buried again because
+// its history says it died (forgetGone): its own last error is in its
+// history row (delayq history), which Redis never heard of.
+const goneDeadReason = "died already: its death reached the ledger but not Redis (its history row has its error)"
+
 // forgetGone takes the claimed jobs that finished already (their ledger
 // rows gone and their history finished: Redis never got their acks,
-// queue.GoneError) out of jobs, which the ledger recorded otherwise, and
-// forgets them in Redis as done (Ack, which leaves a tombstone), so that
-// they do not run again. It returns the jobs to run. If the Ack fails,
-// their leases expire, and the next claim finds their rows gone again.
-func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, refs []Ref) []*Job {
-	drop := make(map[Ref]bool, len(refs))
-	for _, r := range refs {
+// queue.GoneError) out of jobs, which the ledger recorded otherwise, so
+// that they do not run again, and settles them in Redis as their history
+// says: those that succeeded are forgotten (Ack, which leaves a
+// tombstone), those that died are buried again, so that the dead set
+// shows them. It returns the jobs to run. If the settling fails, their
+// leases expire, and the next claim finds their rows gone again.
+func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.GoneError) []*Job {
+	drop := make(map[Ref]bool, len(gone.Refs))
+	for _, r := range gone.Refs {
 		drop[r] = true
+	}
+	died := make(map[Ref]bool, len(gone.Dead))
+	for _, r := range gone.Dead {
+		died[r] = true
 	}
 	keep := jobs[:0:0]
 	var dropped []*Job
+	var acks []Ref
+	var dead []DeadJob
 	for _, j := range jobs {
-		if drop[j.Ref()] {
+		switch r := j.Ref(); {
+		case died[r]:
+			tr.w.jobLog(j).Info("the job died already (its ledger row is gone, its history says dead): buried again, not run")
+			dead = append(dead, DeadJob{Job: j, Error: goneDeadReason})
+		case drop[r]:
 			tr.w.jobLog(j).Info("the job finished already (its ledger row is gone, its history says so): not run again")
-			dropped = append(dropped, j)
+			acks = append(acks, r)
+		default:
+			keep = append(keep, j)
 			continue
 		}
-		keep = append(keep, j)
+		dropped = append(dropped, j)
 	}
 	tr.forgetAsked(dropped)
 	if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
 		o.Gone(tr.topic, len(jobs)-len(keep))
 	}
-	if n, err := tr.w.c.Ack(ctx, refs); err != nil {
-		tr.log.WithError(err).WithField("jobs", len(refs)).Warn("forgetting finished jobs in Redis failed: their leases expire")
-	} else {
-		tr.log.WithField("jobs", n).Debug("finished jobs forgotten in Redis")
+	if len(acks) > 0 {
+		if n, err := tr.w.c.Ack(ctx, acks); err != nil {
+			tr.log.WithError(err).WithField("jobs", len(acks)).Warn("forgetting finished jobs in Redis failed: their leases expire")
+		} else {
+			tr.log.WithField("jobs", n).Debug("finished jobs forgotten in Redis")
+		}
+	}
+	if len(dead) > 0 {
+		if n, _, err := tr.w.c.Bury(ctx, dead); err != nil {
+			tr.log.WithError(err).WithField("jobs", len(dead)).Warn("burying dead jobs again in Redis failed: their leases expire")
+		} else {
+			tr.log.WithField("jobs", n).Debug("dead jobs buried again in Redis")
+		}
 	}
 	tr.busy.Add(-int64(len(jobs) - len(keep)))
 	tr.slotFreed()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/testenv"
 	"github.com/delayq/delayq/ledger"
 )
@@ -286,5 +287,46 @@ func TestWorkerLeavesHistory(t *testing.T) {
 	}
 	if n, err := e.led.Count(ctx); err != nil || n != 0 {
 		t.Errorf("%d ledger rows left (%v)", n, err)
+	}
+}
+
+// A job whose death reached the ledger but not Redis (its worker lost
+// Redis right after the ledger's burial) comes round again when its lease
+// runs out: the next worker's record finds its history dead, does not run
+// it, and buries it again in Redis, so the dead set shows it (before, it
+// was forgotten as if it had succeeded).
+func TestWorkerBuriesAgainAJobWhoseHistorySaysDead(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "x", MaxAttempts: 5})
+	cl := mustClaim(t, e.env, "t", 1, 50*time.Millisecond)
+	if len(cl.Jobs) != 1 {
+		t.Fatalf("claimed %v", ids(cl.Jobs))
+	}
+	led := ledgerops.Of(e.led)
+	if err := led.Record(ctx, cl.Jobs, "gone-worker:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := led.Bury(ctx, []dataplane.DeadJob{{Job: cl.Jobs[0], Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	var ran testenv.Counter
+	w := newWorker(t, e, dataplane.WorkerConfig{})
+	if err := w.Handle("t", dataplane.HandlerFunc(func(context.Context, *dataplane.Job) error {
+		ran.Add(1)
+		return nil
+	}), dataplane.TopicConfig{Lease: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	stop := startWorker(t, w)
+	testenv.WaitFor(ctx, t, "x buried again", func() bool {
+		return mustGet(t, e.env, "t", "x").State == dataplane.StateDead
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	info := mustGet(t, e.env, "t", "x")
+	if ran.Load() != 0 || !strings.Contains(info.Job.LastError, "died already") {
+		t.Fatalf("ran %d times; dead with %q", ran.Load(), info.Job.LastError)
 	}
 }

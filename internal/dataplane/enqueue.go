@@ -83,10 +83,9 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 	args := make([]any, 4*n)
 	whens := make([]int64, n)
 	enqueueArgs(args, whens, jobs)
-	ks := []string{k.due, k.job, k.wake}
-	if c.cfg.UniqueFor(topic) > 0 {
-		ks = append(ks, k.taken)
-	}
+	// The taken ZSET always: a topic's window is kept by whoever acks its
+	// jobs, so a producer configured without it still honours it.
+	ks := []string{k.due, k.job, k.wake, k.taken}
 	cmd := c.scripts.enqueue.Run(ctx, c.rdb, ks, args...)
 	var reply []int64
 	if n == 1 {
@@ -180,7 +179,7 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 	for i := range jobs {
 		levels = levels || jobs[i].Priority > 0
 	}
-	taken := c.cfg.UniqueFor(topic) > 0
+	taken := true // as in enqueue: the window whoever configured it
 	mode := map[[2]bool]string{{false, false}: "*", {true, false}: "+", {false, true}: "^", {true, true}: "~"}[[2]bool{taken, levels}]
 	keys := make([]string, 0, 8*len(parts))
 	args := make([]any, 1, 1+2*len(parts)+4*len(jobs))

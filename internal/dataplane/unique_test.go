@@ -74,6 +74,22 @@ func testUniqueWindowOnARedisTopic(t *testing.T, e env, obs *takenCount) {
 	if info := mustGet(t, e, "u", "a"); info.State != dataplane.StateUnknown {
 		t.Fatalf("a duplicate of a finished job wrote it: %s", info.State)
 	}
+	// A producer configured without the window honours it all the same:
+	// the window is kept by whoever acked the job.
+	plain, err := dataplane.New(e.rdb, dataplane.Config{Namespace: e.ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := plain.Enqueue(ctx, "u", dataplane.NewJob{ID: "a"}); err != nil || r.Finished == nil {
+		t.Fatalf("a again from a producer without the window: %+v, %v; want a duplicate of a finished job", r, err)
+	}
+	if res, err := plain.EnqueueBatch(ctx, "u", []dataplane.NewJob{{ID: "a"}, {ID: "a2", Priority: 1}}); err != nil ||
+		res[0].Finished == nil || res[1].Status != dataplane.BatchCreated {
+		t.Fatalf("a batch from a producer without the window: %+v, %v", res, err)
+	}
+	if _, err := e.c.Cancel(ctx, led, "u", "a2"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Cancelled while waiting.
 	mustEnqueue(t, e, "u", dataplane.NewJob{ID: "c", Delay: time.Hour})

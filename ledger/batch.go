@@ -51,10 +51,22 @@ func (l ops) CancelRows(ctx context.Context, refs []queue.Ref) error {
 	return nil
 }
 
+// DropRows deletes the rows of released claims of redis topics, fenced by
+// attempt like Complete, without a history row: the jobs did not finish
+// (dataplane.RowDropper). A release written as a success, as it was, made
+// the next claim of a job released at attempt 2 or later find its history
+// "succeeded" and forget it unrun (queue.GoneError).
+func (l ops) DropRows(ctx context.Context, refs []queue.Ref) error {
+	if err := l.finish(ctx, refs, "", nil); err != nil {
+		return fmt.Errorf("ledger: drop %d released rows: %w", len(refs), err)
+	}
+	return nil
+}
+
 // finish deletes the rows of refs, fenced by attempt, copying them into
-// history as finished with outcome first, with results (nil, or one per
-// ref), in one transaction (a write of the group commit: no commit of its
-// own while others flow).
+// history as finished with outcome first (none for outcome ""), with
+// results (nil, or one per ref), in one transaction (a write of the group
+// commit: no commit of its own while others flow).
 func (l ops) finish(ctx context.Context, refs []queue.Ref, outcome string, results [][]byte) error {
 	if len(refs) == 0 {
 		return nil
@@ -62,7 +74,7 @@ func (l ops) finish(ctx context.Context, refs []queue.Ref, outcome string, resul
 	refs, results = sortedWithResults(refs, results)
 	history := false
 	for _, r := range refs {
-		history = history || l.keepsHistory(r.Topic)
+		history = history || outcome != "" && l.keepsHistory(r.Topic)
 	}
 	now := l.nowMs()
 	perRef, bytes := 3, len(refs)*rowBytes
@@ -118,7 +130,7 @@ func (l ops) DropClaim(ctx context.Context, ref queue.Ref, worker string) error 
 // it if Redis lost it), no worker.
 // Fenced by attempt like Complete: a row rewritten by a later claim, or
 // already handed back, is left alone. Rows of redis topics are deleted
-// instead (Complete): Redis alone holds their waiting jobs.
+// instead (DropRows): Redis alone holds their waiting jobs.
 func (l ops) Unclaim(ctx context.Context, refs []queue.Ref) error {
 	if len(refs) == 0 {
 		return nil

@@ -143,9 +143,11 @@ func (l *Ledger) splitGone(db *gorm.DB, known []Entry) (rest []Entry, gone, dead
 		// The latest finish and whether it was a death, in one number:
 		// finished_at × 2, plus 1 for a death (a tie goes to the death).
 		vars = append([]any{OutcomeDead}, vars...)
-		vars = append(vars, OutcomeSucceeded, OutcomeDead)
+		// A dead job purged since (its history row says purged, not dead)
+		// finished too: forgotten, not buried again.
+		vars = append(vars, OutcomeSucceeded, OutcomeDead, OutcomePurged)
 		err = l.scanKeys(db, "SELECT topic, job_id, MAX(finished_at * 2 + CASE WHEN outcome = ? THEN 1 ELSE 0 END) FROM `"+
-			l.historyTable+"` WHERE "+l.dialect.tupleIn(len(missing), "topic", "job_id")+" AND outcome IN (?, ?) GROUP BY topic, job_id",
+			l.historyTable+"` WHERE "+l.dialect.tupleIn(len(missing), "topic", "job_id")+" AND outcome IN (?, ?, ?) GROUP BY topic, job_id",
 			vars, func(k refKey, v int64) { finished[k] = v })
 		if err != nil {
 			return nil, nil, nil, err

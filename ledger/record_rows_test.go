@@ -190,16 +190,20 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		ctx := context.Background()
 		l, _ := newLedger(t, db, Options{Now: time.Now})
 		done, retried, released := job("r", "done", 1), job("r", "retried", 1), job("r", "released", 1)
-		died := job("r", "died", 1)
-		for _, j := range []*queue.Job{done, retried, released, died} {
+		died, purged := job("r", "died", 1), job("r", "purged", 1)
+		for _, j := range []*queue.Job{done, retried, released, died, purged} {
 			j.EnqueuedAt = time.Now().UnixMilli() - 1000
 		}
-		mustRecord(t, l, "w:1", done, retried, released, died)
+		mustRecord(t, l, "w:1", done, retried, released, died, purged)
 		if err := opsOf(l).Complete(ctx, []queue.Ref{done.Ref()}); err != nil {
 			t.Fatal(err)
 		}
-		if err := opsOf(l).Bury(ctx, []queue.DeadJob{{Job: died, Error: "boom"}}); err != nil {
+		if err := opsOf(l).Bury(ctx, []queue.DeadJob{{Job: died, Error: "boom"}, {Job: purged, Error: "boom"}}); err != nil {
 			t.Fatal(err)
+		}
+		// Purged by an operator since its death: finished, forgotten.
+		if n, err := l.MarkPurgedID(ctx, "r", "purged"); err != nil || n != 1 {
+			t.Fatalf("mark purged: %d, %v", n, err)
 		}
 		err := opsOf(l).MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: retried.Ref(),
 			RunAt: time.Now().UnixMilli(), LeaseUntil: time.Now().UnixMilli() + 30_000, Error: "boom"}})
@@ -209,8 +213,8 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		if err := db.Exec("DELETE FROM " + l.LedgerTable() + " WHERE job_id = 'released'").Error; err != nil {
 			t.Fatal(err)
 		}
-		batch := make([]*queue.Job, 0, 4)
-		for _, j := range []*queue.Job{done, retried, released, died} {
+		batch := make([]*queue.Job, 0, 5)
+		for _, j := range []*queue.Job{done, retried, released, died, purged} {
 			again := *j
 			again.Attempt = 2
 			batch = append(batch, &again)
@@ -219,9 +223,9 @@ func TestRecordRedisTopicForgetsAFinishedJob(t *testing.T) {
 		var gone *queue.GoneError
 		// The dead one is named apart: the worker buries it again in Redis
 		// instead of forgetting it as done.
-		if !errors.As(err, &gone) || len(gone.Refs) != 2 || gone.Refs[0] != batch[3].Ref() || gone.Refs[1] != batch[0].Ref() ||
-			len(gone.Dead) != 1 || gone.Dead[0] != batch[3].Ref() {
-			t.Fatalf("Record: %v (%+v), want a GoneError naming %v and %v, the first dead", err, gone, batch[3].Ref(), batch[0].Ref())
+		if !errors.As(err, &gone) || len(gone.Refs) != 3 || gone.Refs[0] != batch[3].Ref() || gone.Refs[1] != batch[0].Ref() ||
+			gone.Refs[2] != batch[4].Ref() || len(gone.Dead) != 1 || gone.Dead[0] != batch[3].Ref() {
+			t.Fatalf("Record: %v (%+v), want a GoneError naming died, done and purged, died alone dead", err, gone)
 		}
 		for _, j := range batch[1:3] {
 			if r := mustRow(t, l, "r", j.ID); r.Attempt != 2 || r.Worker != "w:2" {
@@ -377,6 +381,37 @@ func TestDropClaimIsFencedOnTheClaim(t *testing.T) {
 			if gone := errors.Is(err, ErrNotFound); gone != c.gone {
 				t.Errorf("%s: row dropped %v (%v), want %v", c.id, gone, err, c.gone)
 			}
+		}
+	})
+}
+
+// A redis topic's claim released (at a shutdown, say) leaves no history:
+// its next claim, at the same attempt (a release gives it back), is
+// recorded and runs. Released with Complete, as it was, the history said
+// "succeeded" and a job released at attempt 2 was forgotten unrun
+// (found by review).
+func TestReleasedRowLeavesNoHistory(t *testing.T) {
+	eachBackend(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		l, _ := newLedger(t, db, Options{Now: time.Now})
+		j := job("r", "released", 2)
+		j.EnqueuedAt = time.Now().UnixMilli() - 1000
+		mustRecord(t, l, "w:1", j)
+		var _ dataplane.RowDropper = opsOf(l)
+		if err := opsOf(l).DropRows(ctx, []queue.Ref{j.Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Row(ctx, "r", "released"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the released row: %v, want it deleted", err)
+		}
+		if h := historyCount(t, l, OutcomeSucceeded); h != 0 {
+			t.Fatalf("%d history rows after a release, want none", h)
+		}
+		if err := opsOf(l).Record(ctx, []*queue.Job{j}, "w:2"); err != nil {
+			t.Fatalf("the claim after the release: %v, want it recorded", err)
+		}
+		if r := mustRow(t, l, "r", "released"); r.Worker != "w:2" || r.Attempt != 2 {
+			t.Fatalf("row %+v, want w:2's claim at attempt 2", r)
 		}
 	})
 }

@@ -240,7 +240,8 @@ func TestValuesAreNotCoerced(t *testing.T) {
 		{"worker:\n  enabled: 1\n", "worker.enabled"},
 		{"worker:\n  pools:\n    p: {concurrency: 4, topics: {a: 2.5}}\n", "worker.pools"},
 		{"worker:\n  topics:\n    t: {rate_limit: true}\n", "worker.topics"},
-		{"queue:\n  default_max_attempts: 1e3\n", "queue.default_max_attempts"},
+		{"queue:\n  default_max_attempts: 1.5\n", "queue.default_max_attempts"},
+		{"worker:\n  concurrency: 9223372036854775808\n", "worker.concurrency"},
 	} {
 		_, err := config.Load(writeFile(t, c.yaml), nil)
 		if err == nil || !strings.Contains(err.Error(), c.key) {
@@ -263,6 +264,7 @@ func TestValuesAreNotCoerced(t *testing.T) {
 	}
 	t.Setenv("DELAYQ_WORKER_CONCURRENCY", "7")
 	t.Setenv("DELAYQ_WORKER_ENABLED", "false")
+	t.Setenv("DELAYQ_REDIS_DB", "") // empty: unset (a templated ${VAR:-})
 	if c, err := config.Load("", nil); err != nil || c.Worker.Concurrency != 7 || c.Worker.Enabled {
 		t.Fatalf("from the environment: %v, concurrency %d, enabled %v", err, c.Worker.Concurrency, c.Worker.Enabled)
 	}

@@ -130,6 +130,11 @@ func envKey(name, value string) (string, any) {
 	if !ok || !isSection(section) {
 		return "", nil
 	}
+	if value == "" {
+		// Unset, as templated environments write it (${VAR:-}): the
+		// file's or the default value stays.
+		return "", nil
+	}
 	if section == "redis" && key == "addrs" || section == "sql" && key == "shards" {
 		return section + "." + key, strings.Split(value, ",")
 	}

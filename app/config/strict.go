@@ -72,7 +72,9 @@ func strictNumbers(from, to reflect.Type, v any) (any, error) {
 		default:
 			return v, nil
 		}
-		if f < lo || f > hi {
+		// hi+1 is a power of two, exact in a float64; hi itself rounds up
+		// to it for 64 bits, so the bound is exclusive.
+		if f < lo || f >= hi+1 {
 			return nil, fmt.Errorf("%v: out of range (want %.0f to %.0f)", v, lo, hi)
 		}
 	case to.Kind() == reflect.Float32 || to.Kind() == reflect.Float64:

@@ -66,3 +66,12 @@ type Ledger interface {
 	// never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
 }
+
+// RowDropper is a Ledger that deletes the rows of a redis topic's released
+// claims without a history row (the ledger's DropRows): the worker's
+// release uses it when the ledger has it, Complete otherwise. Complete
+// writes the history row of a success, which the next claim of a job
+// released at attempt 2 or later would take for its finish.
+type RowDropper interface {
+	DropRows(ctx context.Context, refs []Ref) error
+}

@@ -273,7 +273,11 @@ func (w *Worker) unclaimRows(ctx context.Context, refs []Ref) error {
 	}
 	var errs []error
 	if len(other) > 0 {
-		errs = append(errs, w.led.Complete(ctx, other))
+		if d, ok := w.led.(RowDropper); ok {
+			errs = append(errs, d.DropRows(ctx, other))
+		} else {
+			errs = append(errs, w.led.Complete(ctx, other))
+		}
 	}
 	if len(durable) > 0 {
 		errs = append(errs, w.led.Unclaim(ctx, durable))

@@ -119,11 +119,18 @@ func (l ops) Lookup(ctx context.Context, topic, id string) (*dataplane.RestoreRo
 	case err != nil:
 		return nil, err
 	}
-	return &dataplane.RestoreRow{
+	r := e.RestoreRow()
+	return &r, nil
+}
+
+// RestoreRow is the row as the queue's restore takes it (Client.Restore):
+// the job as Redis would hold it again.
+func (e Entry) RestoreRow() dataplane.RestoreRow {
+	return dataplane.RestoreRow{
 		Topic: e.Topic, ID: e.JobID, State: e.State,
 		RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
 		TraceParent: e.Trace, Priority: e.Priority,
-	}, nil
+	}
 }
 
 // Count returns how many jobs are in flight (rows in the ledger).

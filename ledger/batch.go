@@ -53,7 +53,7 @@ func (l ops) CancelRows(ctx context.Context, refs []queue.Ref) error {
 
 // DropRows deletes the rows of released claims of redis topics, fenced by
 // attempt like Complete, without a history row: the jobs did not finish
-// (dataplane.RowDropper). A release written as a success, as it was, made
+// (dataplane.Ledger). A release written as a success, as it was, made
 // the next claim of a job released at attempt 2 or later find its history
 // "succeeded" and forget it unrun (queue.GoneError).
 func (l ops) DropRows(ctx context.Context, refs []queue.Ref) error {

@@ -397,7 +397,6 @@ func TestReleasedRowLeavesNoHistory(t *testing.T) {
 		j := job("r", "released", 2)
 		j.EnqueuedAt = time.Now().UnixMilli() - 1000
 		mustRecord(t, l, "w:1", j)
-		var _ dataplane.RowDropper = opsOf(l)
 		if err := opsOf(l).DropRows(ctx, []queue.Ref{j.Ref()}); err != nil {
 			t.Fatal(err)
 		}

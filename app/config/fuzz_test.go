@@ -88,6 +88,7 @@ func (nopLedger) CompleteResults(context.Context, []queue.Ref, [][]byte) error {
 func (nopLedger) CancelRows(context.Context, []queue.Ref) error                { return nil }
 func (nopLedger) Cancelled(context.Context, []*queue.Job) error                { return nil }
 func (nopLedger) Unclaim(context.Context, []queue.Ref) error                   { return nil }
+func (nopLedger) DropRows(context.Context, []queue.Ref) error                  { return nil }
 func (nopLedger) DropClaim(context.Context, queue.Ref, string) error           { return nil }
 func (nopLedger) Extend(context.Context, []queue.Ref, int64) error             { return nil }
 func (nopLedger) MarkRetrying(context.Context, []dataplane.RetryRequest) error { return nil }

@@ -141,9 +141,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 				return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)
 			}
 		}
-		if len(reply) > 2 {
-			j.Priority = int(asInt64(reply[2]))
-		}
+		j.Priority = int(asInt64(reply[2]))
 		return j, nil
 	case -1:
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrInFlight)

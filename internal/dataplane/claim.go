@@ -98,7 +98,7 @@ func (c *Client) runClaim(ctx context.Context, topic string, o claimOpts) (*Clai
 	}
 	lease, limit := o.lease, o.limit
 	reply, err := c.scripts.claim.Run(ctx, c.rdb,
-		[]string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel, k.prio, k.pri[0], k.pri[1], k.pri[2], k.turn},
+		append(append([]string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel}, k.levels()...), k.turn),
 		o.n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
 		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(o.ahead.Milliseconds(), 0), o.nDue,
 		min(max(o.oldestEvery, 1), MaxOldestEvery)).Slice()

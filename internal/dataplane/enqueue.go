@@ -179,8 +179,12 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 	for i := range jobs {
 		levels = levels || jobs[i].Priority > 0
 	}
-	taken := true // as in enqueue: the window whoever configured it
-	mode := map[[2]bool]string{{false, false}: "*", {true, false}: "+", {false, true}: "^", {true, true}: "~"}[[2]bool{taken, levels}]
+	// "+": groups of four keys, the taken ZSET's included (as in enqueue:
+	// the window whoever configured it); "~": with the priorities' keys.
+	mode := "+"
+	if levels {
+		mode = "~"
+	}
 	keys := make([]string, 0, 8*len(parts))
 	args := make([]any, 1, 1+2*len(parts)+4*len(jobs))
 	args[0] = mode
@@ -215,10 +219,7 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 			if len(at) == 0 {
 				continue
 			}
-			keys = append(keys, k.due, k.job, k.wake)
-			if taken {
-				keys = append(keys, k.taken)
-			}
+			keys = append(keys, k.due, k.job, k.wake, k.taken)
 			args = append(args, len(at))
 			if levels {
 				keys = append(keys, k.levels()...)

@@ -114,7 +114,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		calls[i] = scriptCall{keys: []string{k.due, k.lease, k.dead, k.pri[0], k.pri[1], k.pri[2]}}
+		calls[i] = scriptCall{keys: append([]string{k.due, k.lease, k.dead}, k.pri[:]...)}
 	}
 	cmds := c.runEach(ctx, c.scripts.stats, calls, nil)
 	var sum Stats
@@ -150,7 +150,7 @@ func (c *Client) statsPart(ctx context.Context, topic string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, []string{k.due, k.lease, k.dead, k.pri[0], k.pri[1], k.pri[2]}))
+	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, append([]string{k.due, k.lease, k.dead}, k.pri[:]...)))
 }
 
 // statsOf reads stats.lua's reply for topic (a partition's name).

@@ -52,6 +52,11 @@ type Ledger interface {
 	// retrying otherwise. A durable job's row is its only durable copy, so
 	// a release must not delete it.
 	Unclaim(ctx context.Context, refs []Ref) error
+	// DropRows deletes the rows of released claims of redis topics, fenced
+	// by attempt like Complete, without a history row: the jobs did not
+	// finish. A history row of a success would make the next claim of a
+	// job released at attempt 2 or later forget it unrun.
+	DropRows(ctx context.Context, refs []Ref) error
 	// Extend moves lease_until of the given rows to leaseUntil (Unix ms).
 	Extend(ctx context.Context, refs []Ref, leaseUntil int64) error
 	// MarkRetrying marks rows as waiting for a retry at RunAt, leased until
@@ -65,13 +70,4 @@ type Ledger interface {
 	// Client.Cancel uses it for a job Redis has no trace of; the worker
 	// never calls it.
 	Lookup(ctx context.Context, topic, id string) (*RestoreRow, error)
-}
-
-// RowDropper is a Ledger that deletes the rows of a redis topic's released
-// claims without a history row (the ledger's DropRows): the worker's
-// release uses it when the ledger has it, Complete otherwise. Complete
-// writes the history row of a success, which the next claim of a job
-// released at attempt 2 or later would take for its finish.
-type RowDropper interface {
-	DropRows(ctx context.Context, refs []Ref) error
 }

@@ -150,10 +150,12 @@ func TestPriorityKeptThroughTheJobsLife(t *testing.T) {
 	if err := e.c.RequeueDead(ctx, "t", "vip"); err != nil {
 		t.Fatal(err)
 	}
-	claimVIP("after a requeue", time.Millisecond)
-	// Waiting out a 1 ms lease: the next claim puts it back in due, at
-	// its level, and takes it first.
-	time.Sleep(20 * time.Millisecond)
+	claimVIP("after a requeue", time.Minute)
+	// Its lease runs out (set in the past, as a dead worker's would be):
+	// the next claim puts it back in due, at its level, and takes it first.
+	if err := e.rdb.ZAdd(ctx, e.ns+":{t}:lease", redisZ(1, "vip")).Err(); err != nil {
+		t.Fatal(err)
+	}
 	j = claimVIP("after its lease expired", time.Minute)
 	if n, err := e.c.Ack(ctx, []dataplane.Ref{j.Ref()}); err != nil || n != 1 {
 		t.Fatalf("ack: %d, %v", n, err)

@@ -45,6 +45,9 @@ func (m *memLedger) Complete(ctx context.Context, refs []Ref) error {
 	return nil
 }
 
+// DropRows deletes like Complete; the memory keeps no history.
+func (m *memLedger) DropRows(ctx context.Context, refs []Ref) error { return m.Complete(ctx, refs) }
+
 // DropClaim deletes a row at the claim's attempt (memLedger keeps no
 // worker or state).
 func (m *memLedger) DropClaim(ctx context.Context, r Ref, worker string) error {

@@ -582,11 +582,10 @@ const goneDeadReason = "died already: its death reached the ledger but not Redis
 // shows them. It returns the jobs to run. If the settling fails, their
 // leases expire, and the next claim finds their rows gone again.
 func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.GoneError) []*Job {
-	drop := make(map[Ref]bool, len(gone.Refs))
+	died := make(map[Ref]bool, len(gone.Refs)) // gone ref -> it died
 	for _, r := range gone.Refs {
-		drop[r] = true
+		died[r] = false
 	}
-	died := make(map[Ref]bool, len(gone.Dead))
 	for _, r := range gone.Dead {
 		died[r] = true
 	}
@@ -595,16 +594,18 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 	var acks []Ref
 	var dead []DeadJob
 	for _, j := range jobs {
-		switch r := j.Ref(); {
-		case died[r]:
-			tr.w.jobLog(j).Info("the job died already (its ledger row is gone, its history says dead): buried again, not run")
-			dead = append(dead, DeadJob{Job: j, Error: goneDeadReason})
-		case drop[r]:
-			tr.w.jobLog(j).Info("the job finished already (its ledger row is gone, its history says so): not run again")
-			acks = append(acks, r)
-		default:
+		r := j.Ref()
+		d, ok := died[r]
+		switch {
+		case !ok:
 			keep = append(keep, j)
 			continue
+		case d:
+			tr.w.jobLog(j).Info("the job died already (its ledger row is gone, its history says dead): buried again, not run")
+			dead = append(dead, DeadJob{Job: j, Error: goneDeadReason})
+		default:
+			tr.w.jobLog(j).Info("the job finished already (its ledger row is gone, its history says so): not run again")
+			acks = append(acks, r)
 		}
 		dropped = append(dropped, j)
 	}

@@ -273,11 +273,7 @@ func (w *Worker) unclaimRows(ctx context.Context, refs []Ref) error {
 	}
 	var errs []error
 	if len(other) > 0 {
-		if d, ok := w.led.(RowDropper); ok {
-			errs = append(errs, d.DropRows(ctx, other))
-		} else {
-			errs = append(errs, w.led.Complete(ctx, other))
-		}
+		errs = append(errs, w.led.DropRows(ctx, other))
 	}
 	if len(durable) > 0 {
 		errs = append(errs, w.led.Unclaim(ctx, durable))

@@ -194,6 +194,70 @@ func enqueueManyB(b *testing.B, c *dataplane.Client, topic string, n int, mod fu
 	}
 }
 
+// backlogRun is one run of the urgent-behind-a-backlog benchmarks: a
+// worker drains a backlog with 10 ms handlers; once it flows (its 2,000th
+// start), one urgent job is enqueued and timed to its handler's start;
+// then more urgent jobs compete with the backlog, and the backlog's part
+// of the next 2,000 starts is reported.
+type backlogRun struct {
+	starts, counted, lowCounted atomic.Int64
+	counting                    atomic.Bool
+	firstUrgent                 chan time.Time
+	flowing, measured           chan struct{} // closed at the 2,000th start, and the 2,000th counted
+	flowOnce, urgentOnce, once  sync.Once
+}
+
+func newBacklogRun() *backlogRun {
+	return &backlogRun{firstUrgent: make(chan time.Time, 1), flowing: make(chan struct{}), measured: make(chan struct{})}
+}
+
+// handle is every handler of the run: it notes the start (of an urgent
+// job, or one of the backlog) and takes 10 ms.
+func (r *backlogRun) handle(urgent bool) error {
+	if r.starts.Add(1) == 2000 {
+		r.flowOnce.Do(func() { close(r.flowing) })
+	}
+	if urgent {
+		r.urgentOnce.Do(func() { r.firstUrgent <- time.Now() })
+	}
+	if r.counting.Load() {
+		if !urgent {
+			r.lowCounted.Add(1)
+		}
+		if r.counted.Add(1) == 2000 {
+			r.once.Do(func() { close(r.measured) })
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	return nil
+}
+
+// measure runs w, enqueues the urgent job with one once the backlog flows,
+// the competing urgent jobs with many, and reports urgent-start-ms and
+// the backlog's share under share.
+func (r *backlogRun) measure(b *testing.B, w *dataplane.Worker, one func(context.Context) error, many func(), share string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	<-r.flowing // the backlog flows, every handler busy with it
+	b.StartTimer()
+	at := time.Now()
+	if err := one(ctx); err != nil {
+		b.Fatal(err)
+	}
+	started := <-r.firstUrgent
+	b.StopTimer()
+	b.ReportMetric(float64(started.Sub(at).Microseconds())/1000, "urgent-start-ms")
+	many()
+	r.counting.Store(true)
+	<-r.measured
+	b.ReportMetric(float64(r.lowCounted.Load())/float64(r.counted.Load()), share)
+	cancel()
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkPoolUrgentBehindABacklog: a pool of 50 handlers over "bulk"
 // (weight 1) with 50,000 jobs due and "urgent" (weight 19), handlers of
 // 10 ms, every job recorded in the MariaDB ledger. With the bulk backlog
@@ -207,64 +271,19 @@ func BenchmarkPoolUrgentBehindABacklog(b *testing.B) {
 		b.StopTimer()
 		e := benchWEnv(b)
 		enqueueManyB(b, e.c, "bulk", bulk, nil)
-		var bulkStarts, urgentStarts, counted, bulkCounted atomic.Int64
-		var counting atomic.Bool
-		firstUrgent := make(chan time.Time, 1)
-		flowing := make(chan struct{}) // closed at bulk's 2,000th start
-		measured := make(chan struct{})
-		var once sync.Once
-		count := func(isBulk bool) {
-			if !counting.Load() {
-				return
-			}
-			if isBulk {
-				bulkCounted.Add(1)
-			}
-			if counted.Add(1) == 2000 {
-				once.Do(func() { close(measured) })
-			}
-		}
+		r := newBacklogRun()
 		w := benchWorker(b, e, dataplane.WorkerConfig{Pools: []dataplane.Pool{{Name: "p", Concurrency: 50, Weights: map[string]int{"bulk": 1, "urgent": 19}}}})
-		if err := w.Handle("bulk", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
-			if bulkStarts.Add(1) == 2000 {
-				close(flowing)
+		for topic, urgent := range map[string]bool{"bulk": false, "urgent": true} {
+			if err := w.Handle(topic, dataplane.HandlerFunc(func(context.Context, *dataplane.Job) error {
+				return r.handle(urgent)
+			}), dataplane.TopicConfig{}); err != nil {
+				b.Fatal(err)
 			}
-			count(true)
-			time.Sleep(10 * time.Millisecond)
-			return nil
-		}), dataplane.TopicConfig{}); err != nil {
-			b.Fatal(err)
 		}
-		if err := w.Handle("urgent", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
-			if urgentStarts.Add(1) == 1 {
-				firstUrgent <- time.Now()
-			}
-			count(false)
-			time.Sleep(10 * time.Millisecond)
-			return nil
-		}), dataplane.TopicConfig{}); err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan error, 1)
-		go func() { stopped <- w.Run(ctx) }()
-		<-flowing // the backlog flows, the pool full of bulk
-		b.StartTimer()
-		at := time.Now()
-		if _, err := e.c.Enqueue(ctx, "urgent", dataplane.NewJob{ID: "u0"}); err != nil {
-			b.Fatal(err)
-		}
-		started := <-firstUrgent
-		b.StopTimer()
-		b.ReportMetric(float64(started.Sub(at).Microseconds())/1000, "urgent-start-ms")
-		enqueueManyB(b, e.c, "urgent", 5000, nil)
-		counting.Store(true)
-		<-measured
-		b.ReportMetric(float64(bulkCounted.Load())/float64(counted.Load()), "bulk-share")
-		cancel()
-		if err := <-stopped; err != nil {
-			b.Fatal(err)
-		}
+		r.measure(b, w, func(ctx context.Context) error {
+			_, err := e.c.Enqueue(ctx, "urgent", dataplane.NewJob{ID: "u0"})
+			return err
+		}, func() { enqueueManyB(b, e.c, "urgent", 5000, nil) }, "bulk-share")
 	}
 }
 
@@ -282,54 +301,20 @@ func BenchmarkPriorityUrgentBehindABacklog(b *testing.B) {
 		b.StopTimer()
 		e := benchWEnv(b)
 		enqueueManyB(b, e.c, "t", backlog, nil)
-		var starts, counted, lowCounted atomic.Int64
-		var counting atomic.Bool
-		firstUrgent := make(chan time.Time, 1)
-		flowing := make(chan struct{}) // closed at the 2,000th start
-		measured := make(chan struct{})
-		var once, urgentOnce sync.Once
+		r := newBacklogRun()
 		w := benchWorker(b, e, dataplane.WorkerConfig{})
-		if err := w.Handle("t", dataplane.HandlerFunc(func(ctx context.Context, j *dataplane.Job) error {
-			if starts.Add(1) == 2000 {
-				close(flowing)
-			}
-			if j.Priority > 0 {
-				urgentOnce.Do(func() { firstUrgent <- time.Now() })
-			}
-			if counting.Load() {
-				if j.Priority == 0 {
-					lowCounted.Add(1)
-				}
-				if counted.Add(1) == 2000 {
-					once.Do(func() { close(measured) })
-				}
-			}
-			time.Sleep(10 * time.Millisecond)
-			return nil
+		if err := w.Handle("t", dataplane.HandlerFunc(func(_ context.Context, j *dataplane.Job) error {
+			return r.handle(j.Priority > 0)
 		}), dataplane.TopicConfig{Concurrency: 50}); err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan error, 1)
-		go func() { stopped <- w.Run(ctx) }()
-		<-flowing // the backlog flows, every handler busy with it
-		b.StartTimer()
-		at := time.Now()
-		if _, err := e.c.Enqueue(ctx, "t", dataplane.NewJob{ID: "u0", Priority: 3}); err != nil {
-			b.Fatal(err)
-		}
-		started := <-firstUrgent
-		b.StopTimer()
-		b.ReportMetric(float64(started.Sub(at).Microseconds())/1000, "urgent-start-ms")
-		enqueueManyB(b, e.c, "t", 5000, func(k int, j *dataplane.NewJob) {
-			j.ID, j.Priority = fmt.Sprintf("u%d", k+1), 3
-		})
-		counting.Store(true)
-		<-measured
-		b.ReportMetric(float64(lowCounted.Load())/float64(counted.Load()), "low-share")
-		cancel()
-		if err := <-stopped; err != nil {
-			b.Fatal(err)
-		}
+		r.measure(b, w, func(ctx context.Context) error {
+			_, err := e.c.Enqueue(ctx, "t", dataplane.NewJob{ID: "u0", Priority: 3})
+			return err
+		}, func() {
+			enqueueManyB(b, e.c, "t", 5000, func(k int, j *dataplane.NewJob) {
+				j.ID, j.Priority = fmt.Sprintf("u%d", k+1), 3
+			})
+		}, "low-share")
 	}
 }

@@ -3,7 +3,6 @@ package ledgerops_test
 import (
 	"testing"
 
-	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/internal/ledgerops"
 	"github.com/delayq/delayq/internal/seal"
 	"github.com/delayq/delayq/internal/testenv"
@@ -25,10 +24,4 @@ func TestALedgerOpensAsEveryStore(t *testing.T) {
 	if _, ok := any(led).(ledgerops.Ops); ok {
 		t.Fatal("*ledger.Ledger has the internal steps among its public methods")
 	}
-	// The worker's release drops a redis topic's rows without history
-	// when its ledger can (dataplane.RowDropper), sharded or not.
-	if _, ok := ledgerops.Of(led).(dataplane.RowDropper); !ok {
-		t.Fatal("the ledger's steps lack DropRows: a release would be written as a success")
-	}
-	var _ dataplane.RowDropper = (*ledgerops.Shards)(nil)
 }

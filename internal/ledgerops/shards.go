@@ -166,14 +166,8 @@ func (s *Shards) Cancelled(ctx context.Context, jobs []*queue.Job) error {
 	return byShard(s, jobs, jobName, func(o Ops, part []*queue.Job) error { return o.Cancelled(ctx, part) })
 }
 
-// DropRows is Ops' DropRows on each shard (Complete on one that has none).
 func (s *Shards) DropRows(ctx context.Context, refs []queue.Ref) error {
-	return byShard(s, refs, refName, func(o Ops, part []queue.Ref) error {
-		if d, ok := o.(dataplane.RowDropper); ok {
-			return d.DropRows(ctx, part)
-		}
-		return o.Complete(ctx, part)
-	})
+	return byShard(s, refs, refName, func(o Ops, part []queue.Ref) error { return o.DropRows(ctx, part) })
 }
 
 func (s *Shards) DropClaim(ctx context.Context, ref queue.Ref, worker string) error {

@@ -590,13 +590,7 @@ func TestRelayRestoresLayoutsBeforePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Redis loses everything of the namespace.
-	keys, err := e.rdb.Keys(ctx, e.ns+":*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("keys of %s: %d, %v", e.ns, len(keys), err)
-	}
-	if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.wipeNamespace(t)
 	fresh, err := dataplane.New(e.rdb, e.c.Config())
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,20 @@ func (e renv) recoverer(t testing.TB, cfg recoverer.Config) *recoverer.Recoverer
 }
 
 // redisNow returns Redis's clock in Unix ms.
+// wipeNamespace deletes every key of the test's namespace, as a Redis that
+// lost its data would have none of them.
+func (e renv) wipeNamespace(t testing.TB) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	keys, err := e.rdb.Keys(ctx, e.ns+":*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys of %s: %d, %v", e.ns, len(keys), err)
+	}
+	if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (e renv) redisNow(t testing.TB) int64 {
 	t.Helper()
 	tm, err := e.rdb.Time(testenv.Context(t)).Result()

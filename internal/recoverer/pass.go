@@ -176,19 +176,7 @@ func (r *Recoverer) tally(rep *Report, topic string, f func(tc *TopicCounts)) {
 func restoreRows(rows []ledger.Entry) []dataplane.RestoreRow {
 	out := make([]dataplane.RestoreRow, len(rows))
 	for i, e := range rows {
-		out[i] = dataplane.RestoreRow{
-			Topic:       e.Topic,
-			ID:          e.JobID,
-			State:       e.State,
-			EnqueuedAt:  e.EnqueuedAt,
-			RunAt:       e.RunAt,
-			Attempt:     e.Attempt,
-			MaxAttempts: e.MaxAttempts,
-			LastError:   e.LastError,
-			Payload:     e.Payload,
-			TraceParent: e.Trace,
-			Priority:    e.Priority,
-		}
+		out[i] = e.RestoreRow()
 	}
 	return out
 }

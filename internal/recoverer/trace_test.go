@@ -76,13 +76,7 @@ func TestTraceOfADurableJobSurvivesRedisLoss(t *testing.T) {
 	e.relayOnce(t, r)
 
 	// Redis loses everything of the namespace: the jobs and their traces.
-	keys, err := e.rdb.Keys(ctx, e.ns+":*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("keys: %v %v", keys, err)
-	}
-	if err := e.rdb.Del(ctx, keys...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	e.wipeNamespace(t)
 	if rep := e.relayOnce(t, r); !rep.Reload || rep.Reloaded[durableTopic] != 2 {
 		t.Fatalf("after the loss: %+v, want later and plain reloaded", rep)
 	}

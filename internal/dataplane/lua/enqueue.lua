@@ -3,10 +3,9 @@
 -- KEYS[1]  due ZSET   (id -> due time, Unix ms)
 -- KEYS[2]  job HASH   (id -> envelope)
 -- KEYS[3]  wake channel, published to when the earliest due time moves earlier
--- KEYS[4]  (optional) taken ZSET, given for a topic with a uniqueness
---          window (docs/design.md §4.2.1): id -> (taken until, ms) × 4 +
---          how its job ended; an id taken until later than now is a
---          duplicate
+-- KEYS[4]  taken ZSET, the uniqueness window (docs/design.md §4.2.1): id ->
+--          (taken until, ms) × 4 + how its job ended; an id taken until
+--          later than now is a duplicate (no key: no window)
 -- ARGV     for n jobs: the n ids, then three per job: when (<= 0: a delay of
 --          -when ms from Redis's clock; > 0: absolute Unix ms), max
 --          attempts, payload
@@ -19,15 +18,14 @@
 --
 -- Several groups at once (the partitions of a topic, on a Redis that is
 -- not a cluster, so that a batch spread over them costs one call; the
--- priorities of a batch): ARGV[1] is "*", KEYS are three per group as
--- above (or "+": four per group, the taken ZSET's included), and ARGV[2..]
--- per group, in KEYS' order, its number of jobs n and then its jobs as
--- above. With "^" (or "~", the taken ZSET's included) each group's keys
--- go on with the prio HASH (id -> priority) and the pri ZSETs of
--- priority 1 to 3 (id -> due time), and its n is followed by the
--- priority of its jobs (0-3): a created job of priority l > 0 is written
--- to prio and to the pri ZSET of l too (docs/design.md §4.23). Returns an
--- array of one per job, in ARGV's order.
+-- priorities of a batch): ARGV[1] is "+", KEYS are four per group as
+-- above, and ARGV[2..] per group, in KEYS' order, its number of jobs n and
+-- then its jobs as above. With "~" each group's keys go on with the prio
+-- HASH (id -> priority) and the pri ZSETs of priority 1 to 3 (id -> due
+-- time), and its n is followed by the priority of its jobs (0-3): a
+-- created job of priority l > 0 is written to prio and to the pri ZSET of
+-- l too (docs/design.md §4.23). Returns an array of one per job, in
+-- ARGV's order.
 --
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
 -- its envelope in the job hash, so its presence there decides. Due times
@@ -59,8 +57,8 @@ end
 
 -- enqueue adds the n jobs whose ids start at ARGV[o + 1] (and their three
 -- values each at ARGV[o + n + 1]) to the keys dueKey, jobKey and wakeKey,
--- appending one result per job to out; with takenKey, an id taken there
--- is a duplicate; with prioKey, the created jobs are of priority level
+-- appending one result per job to out; an id taken in takenKey is a
+-- duplicate; with prioKey, the created jobs are of priority level
 -- (a string) and go in priKey too, or, of level 0 (no priKey), lose any
 -- prio field an earlier job of the same id left.
 local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, priKey, level)
@@ -72,13 +70,11 @@ local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, pr
     for k = 1, #part do known[i + k - 1] = part[k] end
   end
   local taken = {}
-  if takenKey then
-    for i = 1, n, 1000 do
-      local part = redis.call('ZMSCORE', takenKey, unpack(ARGV, o + i, o + math.min(i + 999, n)))
-      for k = 1, #part do
-        local sc = part[k] and tonumber(part[k])
-        if sc and sc >= takenFloor then taken[i + k - 1] = sc end
-      end
+  for i = 1, n, 1000 do
+    local part = redis.call('ZMSCORE', takenKey, unpack(ARGV, o + i, o + math.min(i + 999, n)))
+    for k = 1, #part do
+      local sc = part[k] and tonumber(part[k])
+      if sc and sc >= takenFloor then taken[i + k - 1] = sc end
     end
   end
   local base = #out
@@ -142,13 +138,11 @@ end
 
 -- one adds the job whose id is ARGV[o + 1] (its three values after it)
 -- to the keys dueKey, jobKey and wakeKey, and returns its result: no
--- tables, one HSETNX decides and writes (with takenKey, a ZSCORE first).
+-- tables, one HSETNX decides and writes (a ZSCORE of takenKey first).
 local function one(dueKey, jobKey, wakeKey, takenKey, o)
-  if takenKey then
-    local sc = tonumber(redis.call('ZSCORE', takenKey, ARGV[o + 1]))
-    if sc and sc >= takenFloor and redis.call('HEXISTS', jobKey, ARGV[o + 1]) == 0 then
-      return -(FINISHED + sc)
-    end
+  local sc = tonumber(redis.call('ZSCORE', takenKey, ARGV[o + 1]))
+  if sc and sc >= takenFloor and redis.call('HEXISTS', jobKey, ARGV[o + 1]) == 0 then
+    return -(FINISHED + sc)
   end
   local d, ds = due(tonumber(ARGV[o + 2]), ARGV[o + 2])
   -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
@@ -167,13 +161,11 @@ local function one(dueKey, jobKey, wakeKey, takenKey, o)
 end
 
 -- The modes are characters no id has: ARGV[1] of a plain call is an id.
-local groups = {['*'] = {false, false}, ['+'] = {true, false}, ['^'] = {false, true}, ['~'] = {true, true}}
-local group = groups[ARGV[1]]
-if group then
+if ARGV[1] == '+' or ARGV[1] == '~' then
   local out = {}
   local o = 2
-  local taken, levels = group[1], group[2]
-  local step = 3 + (taken and 1 or 0) + (levels and 4 or 0)
+  local levels = ARGV[1] == '~'
+  local step = levels and 8 or 4
   for g = 1, #KEYS, step do
     local n = tonumber(ARGV[o])
     local prioKey, priKey, level = nil, nil, nil
@@ -182,10 +174,10 @@ if group then
       o = o + 1
       level = ARGV[o]
       local l = tonumber(level)
-      prioKey = KEYS[g + step - 4]
-      if l > 0 then priKey = KEYS[g + step - 4 + l] end
+      prioKey = KEYS[g + 4]
+      if l > 0 then priKey = KEYS[g + 4 + l] end
     end
-    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], taken and KEYS[g + 3] or nil, o, n, out, prioKey, priKey, level)
+    enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], KEYS[g + 3], o, n, out, prioKey, priKey, level)
     o = o + 1 + 4 * n
   end
   return out

@@ -129,7 +129,7 @@ func (e Entry) RestoreRow() dataplane.RestoreRow {
 	return dataplane.RestoreRow{
 		Topic: e.Topic, ID: e.JobID, State: e.State,
 		RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt, Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, LastError: e.LastError, Payload: e.Payload,
-		TraceParent: e.Trace, Priority: e.Priority,
+		TraceParent: e.Trace, Priority: e.Priority, OrderingKey: e.OrderingKey,
 	}
 }
 

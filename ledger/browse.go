@@ -22,7 +22,7 @@ type Summary struct {
 
 // summarySelect is every column of Entry but the payload, and its length.
 const summarySelect = "id, topic, job_id, attempt, max_attempts, run_at, claimed_at, lease_until," +
-	" worker, state, last_error, updated_at, enqueued_at, priority, LENGTH(payload) AS payload_size"
+	" worker, state, last_error, updated_at, enqueued_at, priority, ordering_key, LENGTH(payload) AS payload_size"
 
 // maxRowsPerLookup bounds the ids of one RowsOf statement; the API's pages
 // are at most 1,000 jobs, so one statement in practice.

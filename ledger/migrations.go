@@ -66,6 +66,9 @@ var presence = map[int]func(p probe, prefix string) (bool, error){
 	8:  func(p probe, pre string) (bool, error) { return p.all(p.table(pre + "shard_mark")) },
 	9:  func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "trace")) },
 	10: func(p probe, pre string) (bool, error) { return p.all(p.column(pre+"ledger", "priority")) },
+	11: func(p probe, pre string) (bool, error) {
+		return p.all(p.column(pre+"ledger", "ordering_key"), p.index(pre+"ledger", "idx_"+pre+"ledger_topic_ordering"))
+	},
 }
 
 // probe asks a database's catalogue whether a table, column or index

@@ -85,6 +85,12 @@ type Entry struct {
 	// docs/design.md §4.23): a push after Redis lost the job puts it back
 	// at its level.
 	Priority int `gorm:"column:priority;type:tinyint;not null;default:0"`
+	// OrderingKey is the job's ordering key (queue.NewJob.OrderingKey,
+	// docs/design.md §4.24), "" (NULL) when none: a push after Redis lost
+	// the job puts it back in its key's order, and a worker's record of a
+	// job of a key first asks whether another of the key is in flight or
+	// retrying.
+	OrderingKey string `gorm:"column:ordering_key;type:varchar(200)"`
 	// Shard is the ledger shard the row was read from (ListShards), 0 on
 	// a ledger of one; not a column.
 	Shard int `gorm:"-"`

@@ -11,7 +11,7 @@ import (
 )
 
 // entryColumns is how many columns an INSERT of an Entry binds (all but id).
-const entryColumns = 15
+const entryColumns = 16
 
 // recordUpdates are the columns of the conflict clause of Record's upsert: a
 // job claimed again whose row the UPDATE did not take (see recordOn)
@@ -80,6 +80,7 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 			UpdatedAt:   now,
 			EnqueuedAt:  j.EnqueuedAt,
 			Priority:    j.Priority,
+			OrderingKey: j.OrderingKey,
 		}}
 		k := refKey{j.Topic, j.ID}
 		if at, dup := seen[k]; dup {
@@ -96,13 +97,13 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 	}
 	// gone is the last run's: a write tried again (a deadlock, a group
 	// that failed) runs its spans again from the first.
-	var gone, dead []queue.Ref
+	var gone, dead, held []queue.Ref
 	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
 		if lo == 0 {
-			gone, dead = gone[:0], dead[:0]
+			gone, dead, held = gone[:0], dead[:0], held[:0]
 		}
-		g, d, err := l.recordOn(db, rows[lo:hi])
-		gone, dead = append(gone, g...), append(dead, d...)
+		g, d, h, err := l.recordOn(db, rows[lo:hi])
+		gone, dead, held = append(gone, g...), append(dead, d...), append(held, h...)
 		return err
 	})
 	w.urgent = true // handlers wait for it
@@ -110,8 +111,8 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 	if err != nil {
 		return fmt.Errorf("ledger: record %d jobs: %w", len(rows), err)
 	}
-	if len(gone) > 0 {
-		return &queue.GoneError{Refs: gone, Dead: dead}
+	if len(gone) > 0 || len(held) > 0 {
+		return &queue.GoneError{Refs: gone, Dead: dead, Held: held}
 	}
 	return nil
 }

@@ -58,7 +58,10 @@ const (
 // between them leaves the UPDATE's rows as this claim's, which is what an
 // ambiguous failure of a single statement can leave too, and what the
 // worker's release and the recoverer handle (fenced by attempt).
-func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead []queue.Ref, err error) {
+func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queue.Ref, err error) {
+	if rows, held, err = l.heldOn(db, rows); err != nil || len(rows) == 0 {
+		return nil, nil, held, err
+	}
 	// ask: claims whose rows may be missing. A claim after the first that
 	// the UPDATE does not take (a redis topic's, or a durable one's with a
 	// lease of its own) is asked at once: a lost ack after a committed
@@ -82,7 +85,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead []queue.Ref,
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if n < int64(len(known)) {
 			ask = append(ask, known...)
@@ -92,15 +95,67 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead []queue.Ref,
 		// One SELECT for them all, a second when a row is missing.
 		var written []Entry
 		if written, gone, dead, err = l.splitGone(db, ask); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		fresh = append(fresh, written...)
 		sortEntries(fresh)
 	}
 	if len(fresh) == 0 {
-		return gone, dead, nil
+		return gone, dead, held, nil
 	}
-	return gone, dead, l.upsertOn(db, fresh)
+	return gone, dead, held, l.upsertOn(db, fresh)
+}
+
+// heldOn takes out of rows the claims whose ordering key another job of
+// the key holds in the ledger, in flight or retrying (docs/design.md
+// §4.24): Redis lost the key's state, so it handed out a job of a busy
+// key; the ledger, which keeps every claimed job, says no. A second claim
+// of one key in the batch is held too. It returns the rows to write and
+// the held claims; rows without a key cost nothing.
+func (l *Ledger) heldOn(db *gorm.DB, rows []claimRow) ([]claimRow, []queue.Ref, error) {
+	keysOf := make(map[string][]string) // topic -> its claims' keys
+	for i := range rows {
+		if k := rows[i].OrderingKey; k != "" {
+			keysOf[rows[i].Topic] = append(keysOf[rows[i].Topic], k)
+		}
+	}
+	if len(keysOf) == 0 {
+		return rows, nil, nil
+	}
+	type topicKey struct{ topic, key string }
+	holder := make(map[topicKey]string)
+	q := "SELECT ordering_key, job_id FROM `" + l.ledgerTable + "` WHERE topic = ? AND ordering_key IN ? AND state IN (?, ?)"
+	for topic, keys := range keysOf {
+		found, err := db.Raw(q, topic, keys, queue.StateInFlight.Column(), queue.StateRetrying.Column()).Rows()
+		if err != nil {
+			return nil, nil, err
+		}
+		for found.Next() {
+			var k, id string
+			if err := found.Scan(&k, &id); err != nil {
+				_ = found.Close()
+				return nil, nil, err
+			}
+			holder[topicKey{topic, k}] = id
+		}
+		if err := found.Close(); err != nil {
+			return nil, nil, err
+		}
+	}
+	keep := rows[:0:0]
+	var held []queue.Ref
+	for _, r := range rows {
+		tk := topicKey{r.Topic, r.OrderingKey}
+		if r.OrderingKey != "" {
+			if h, ok := holder[tk]; ok && h != r.JobID {
+				held = append(held, queue.Ref{Topic: r.Topic, ID: r.JobID, Attempt: r.Attempt})
+				continue
+			}
+			holder[tk] = r.JobID
+		}
+		keep = append(keep, r)
+	}
+	return keep, held, nil
 }
 
 // splitGone sorts claims whose rows may be missing (a durable topic's that
@@ -221,7 +276,7 @@ func (l *Ledger) upsertOn(db *gorm.DB, rows []Entry) error {
 		b.WriteString(entryPlaceholders)
 		r := &rows[i]
 		vars = append(vars, r.Topic, r.JobID, r.Payload, r.Attempt, r.MaxAttempts, r.RunAt, r.ClaimedAt,
-			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt, r.ClaimedAt, r.Priority)
+			r.LeaseUntil, r.Worker, r.State, r.LastError, r.UpdatedAt, r.EnqueuedAt, r.ClaimedAt, r.Priority, nullText(r.OrderingKey))
 	}
 	b.WriteString(l.upsertTail)
 	return db.Exec(b.String(), vars...).Error
@@ -236,7 +291,7 @@ var entryPlaceholders = "(" + strings.TrimSuffix(strings.Repeat("?,", entryColum
 // guarded by attempt, in the dialect's words.
 func upsertSQL(d dialect, table string) (head, tail string) {
 	cols := []string{"topic", "job_id", "payload", "attempt", "max_attempts", "run_at", "claimed_at",
-		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at", "first_claimed_at", "priority"}
+		"lease_until", "worker", "state", "last_error", "updated_at", "enqueued_at", "first_claimed_at", "priority", "ordering_key"}
 	head = "INSERT INTO `" + table + "` (`" + strings.Join(cols, "`,`") + "`) VALUES "
 	// A row the job had keeps its first claim's time; one that had none
 	// (a durable job's waiting row) takes this claim's. It reads only its

@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/delayq/delayq/internal/dataplane"
 	"github.com/delayq/delayq/queue"
 )
 
@@ -48,7 +49,7 @@ const scheduleRowOverhead = 160
 // scheduleColumns are the columns Schedule's INSERT writes, in the order of
 // scheduleRow.
 const scheduleColumns = "(topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
-	" worker, state, last_error, updated_at, enqueued_at, trace, priority)"
+	" worker, state, last_error, updated_at, enqueued_at, trace, priority, ordering_key)"
 
 // Schedule writes one waiting row per job of a durable topic (state
 // waiting, attempt 0) and returns one result per job, in order, and the
@@ -297,7 +298,9 @@ func (l *Ledger) insertFitsOne(jobs ...[]queue.NewJob) bool {
 	return n <= l.batchSize(3, 0) && size <= scheduleStmtBytes
 }
 
-func scheduleRowBytes(j *queue.NewJob) int { return len(j.ID) + len(j.Payload) + scheduleRowOverhead }
+func scheduleRowBytes(j *queue.NewJob) int {
+	return len(j.ID) + len(j.Payload) + len(j.OrderingKey) + scheduleRowOverhead
+}
 
 // existingRow is what Schedule needs of a row its job's id has already:
 // a ledger row's state and run_at, or, for a job that finished within the
@@ -627,7 +630,15 @@ func (l *Ledger) insertRows(db *gorm.DB, rows []newRow, now int64, done func([]n
 			}
 			// priority: validated, 0 to queue.MaxPriority, inlined too
 			b = strconv.AppendInt(b, int64(min(max(j.Priority, 0), queue.MaxPriority)), 10)
-			b = append(b, ')')
+			// ordering key: an id's characters (validated before any
+			// Schedule, checked again): inlined too
+			if j.OrderingKey != "" && dataplane.ValidateID(j.OrderingKey) == nil {
+				b = append(b, ",'"...)
+				b = append(b, j.OrderingKey...)
+				b = append(b, "')"...)
+			} else {
+				b = append(b, ",NULL)"...)
+			}
 			// The payload's placeholder must not follow a "(": gorm
 			// expands a slice bound there into a list.
 			vars = append(vars, r.topic, j.ID, nonNil(j.Payload))

@@ -83,7 +83,7 @@ func (l *Ledger) ScheduledCounts(ctx context.Context, beyond int64) (map[string]
 
 // entrySelect is every column of Entry, in the order scanEntry reads them.
 const entrySelect = "id, topic, job_id, payload, attempt, max_attempts, run_at, claimed_at, lease_until," +
-	" worker, state, last_error, updated_at, enqueued_at, trace, priority"
+	" worker, state, last_error, updated_at, enqueued_at, trace, priority, ordering_key"
 
 // queryEntries runs a query selecting entrySelect and scans its rows by
 // hand: a page of the relay can be thousands of rows, and gorm's reflection
@@ -97,12 +97,12 @@ func (l *Ledger) queryEntries(ctx context.Context, q string, vars ...any) ([]Ent
 	var out []Entry
 	for rows.Next() {
 		var e Entry
-		var trace sql.NullString
+		var trace, okey sql.NullString
 		if err := rows.Scan(&e.ID, &e.Topic, &e.JobID, &e.Payload, &e.Attempt, &e.MaxAttempts, &e.RunAt,
-			&e.ClaimedAt, &e.LeaseUntil, &e.Worker, &e.State, &e.LastError, &e.UpdatedAt, &e.EnqueuedAt, &trace, &e.Priority); err != nil {
+			&e.ClaimedAt, &e.LeaseUntil, &e.Worker, &e.State, &e.LastError, &e.UpdatedAt, &e.EnqueuedAt, &trace, &e.Priority, &okey); err != nil {
 			return nil, err
 		}
-		e.Trace = trace.String
+		e.Trace, e.OrderingKey = trace.String, okey.String
 		e.trimWorker() // a scan by hand: gorm's AfterFind does not run
 		out = append(out, e)
 	}

@@ -58,3 +58,12 @@ func nonNil(b []byte) []byte {
 
 // refKey identifies a job across topics, for de-duplicating a batch.
 type refKey struct{ topic, id string }
+
+// nullText stores "" as NULL, for a nullable text column whose absence
+// has one spelling.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

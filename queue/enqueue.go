@@ -23,6 +23,15 @@ type NewJob struct {
 	// retries an enqueue gives the same key again. Same characters as an
 	// id; ignored by a topic of one partition.
 	PartitionKey string
+	// OrderingKey makes the job one of a sequence: jobs of one topic with
+	// the same key run one at a time, in due-time order (enqueue order
+	// among equal due times), whatever their priorities; jobs of other
+	// keys run beside them. A job holds its key from the moment it is the
+	// key's earliest until it succeeds, is cancelled or dies: its retries
+	// hold the key too (docs/design.md §4.24). On a topic of several
+	// partitions it is the partition key (a PartitionKey, if given, must
+	// be the same). Same characters as an id.
+	OrderingKey string
 	// TraceParent is the W3C traceparent of the span the job's runs are
 	// children of (docs/design.md §4.21). A client with Config.Trace sets
 	// it from the enqueue's context when it is empty or not a valid

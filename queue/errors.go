@@ -16,6 +16,9 @@ var (
 	ErrInvalidRunAt       = errors.New("due time out of range")
 	ErrInvalidMaxAttempts = errors.New("max attempts out of range")
 	ErrInvalidPriority    = errors.New("priority out of range")
+	// ErrInvalidOrderingKey: an ordering key that is not an id's
+	// characters, or a partition key that differs from it.
+	ErrInvalidOrderingKey = errors.New("invalid ordering key")
 	ErrBatchTooLarge      = errors.New("batch too large")
 	// ErrInvalidPartition: a partition key that is not an id's characters,
 	// or a partition count out of range or lower than the topic's.
@@ -90,8 +93,14 @@ type GoneError struct {
 	// succeeded, so that the dead set (and a uniqueness window's outcome)
 	// says what became of them.
 	Dead []Ref
+	// Held are claimed jobs, not in Refs, whose ordering key another job
+	// of the key holds in the ledger (in flight or retrying): Redis lost
+	// the key's state (docs/design.md §4.24). They were not recorded; the
+	// worker hands them back to wait (WorkerConfig.KeyWait).
+	Held []Ref
 }
 
 func (e *GoneError) Error() string {
-	return fmt.Sprintf("ledger: %d claimed jobs have no ledger row and finished already: not run", len(e.Refs))
+	return fmt.Sprintf("ledger: %d claimed jobs have no ledger row and finished already, %d wait for another job of their ordering key: not run",
+		len(e.Refs), len(e.Held))
 }

@@ -7,6 +7,9 @@ type JobInfo struct {
 	// flight) or time of death (dead), Unix ms; 0 when unknown.
 	Score int64
 	Job   *Job // nil when unknown
+	// Parked: a waiting job of an ordering key parked behind the key's
+	// earlier job (NewJob.OrderingKey), which runs or waits first.
+	Parked bool
 	// SQLOnly: a durable job that waits in the SQL ledger only (due beyond
 	// the horizon, or not pushed yet); Find reports these, Get never.
 	SQLOnly bool
@@ -33,4 +36,7 @@ type Stats struct {
 	// ByPriority splits Due by the jobs' priority (NewJob.Priority): index
 	// l counts the waiting jobs of priority l.
 	ByPriority [MaxPriority + 1]int64
+	// Parked counts the waiting jobs parked behind an earlier job of their
+	// ordering key (NewJob.OrderingKey); they are in Due, not in DueNow.
+	Parked int64
 }

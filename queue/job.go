@@ -17,6 +17,7 @@ type Job struct {
 	RunAt       int64  // Unix ms the job is (or was) due, Redis clock
 	LastError   string // error of the previous failed attempt, if any
 	Priority    int    // 0 (the default) to MaxPriority (NewJob.Priority)
+	OrderingKey string // NewJob.OrderingKey; "" for none
 
 	// Delivery is set on a claimed job: 1 + the earlier runs of this job
 	// that ended with its handler's answer (a failure or a timeout; success

@@ -42,6 +42,11 @@ type WorkerConfig struct {
 	// outage (docs/design.md §4.5). Defaults
 	// 50ms and 5s.
 	ErrorBackoffMin, ErrorBackoffMax time.Duration
+	// KeyWait is how long a claimed job of an ordering key waits before it
+	// is claimed again when the ledger says another job of its key is in
+	// flight or retrying, which happens only after Redis lost the key's
+	// state (docs/design.md §4.24). Default 1s.
+	KeyWait time.Duration
 	// LedgerHold is how long the worker keeps the jobs it holds (queued
 	// for a handler or running) while its ledger does not answer: their
 	// leases are renewed in Redis alone, so that a short SQL outage makes
@@ -324,6 +329,9 @@ func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 	if c.MaxIdle == 0 {
 		c.MaxIdle = time.Second
 	}
+	if c.KeyWait == 0 {
+		c.KeyWait = time.Second
+	}
 	if c.ErrorBackoffMin == 0 {
 		c.ErrorBackoffMin = 50 * time.Millisecond
 	}
@@ -352,7 +360,7 @@ func (c WorkerConfig) WithDefaults() (WorkerConfig, error) {
 		return c, fmt.Errorf("queue: worker: RegistryEvery %s: want at least 10ms", c.RegistryEvery)
 	}
 	if c.ShutdownTimeout < 0 || c.CompleteEvery < 0 || c.CompleteBatch < 1 || c.MaxIdle <= 0 ||
-		c.ErrorBackoffMin <= 0 || c.ErrorBackoffMax < c.ErrorBackoffMin {
+		c.ErrorBackoffMin <= 0 || c.ErrorBackoffMax < c.ErrorBackoffMin || c.KeyWait < 0 {
 		return c, fmt.Errorf("queue: worker: invalid timing config %+v", c)
 	}
 	return c, nil

@@ -34,13 +34,15 @@ type LedgerRow struct {
 	Attempt     int         `json:"attempt"`
 	MaxAttempts int         `json:"max_attempts"`
 	Priority    int         `json:"priority"` // the job's, 0-3 (docs/design.md §4.23)
-	RunAt       int64       `json:"run_at"`
-	ClaimedAt   int64       `json:"claimed_at"`
-	LeaseUntil  int64       `json:"lease_until"` // 0: no lease (a waiting row)
-	Worker      string      `json:"worker"`      // host:pid of the claiming process
-	LastError   string      `json:"last_error,omitempty"`
-	UpdatedAt   int64       `json:"updated_at"`
-	PayloadSize int         `json:"payload_size"`
+	// OrderingKey is the job's (docs/design.md §4.24), absent for none.
+	OrderingKey string `json:"ordering_key,omitempty"`
+	RunAt       int64  `json:"run_at"`
+	ClaimedAt   int64  `json:"claimed_at"`
+	LeaseUntil  int64  `json:"lease_until"` // 0: no lease (a waiting row)
+	Worker      string `json:"worker"`      // host:pid of the claiming process
+	LastError   string `json:"last_error,omitempty"`
+	UpdatedAt   int64  `json:"updated_at"`
+	PayloadSize int    `json:"payload_size"`
 	// Shard is the ledger shard that holds the row, over several
 	// (docs/design.md §7.1); absent for shard 0, the home shard.
 	Shard int `json:"shard,omitempty"`
@@ -94,7 +96,7 @@ func NewLedgerRow(e ledger.Entry) LedgerRow {
 	topic, partition := ledger.SplitPartition(e.Topic)
 	return LedgerRow{
 		ID: e.ID, Topic: topic, Partition: partition, JobID: e.JobID, State: e.State,
-		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Priority: e.Priority, RunAt: e.RunAt,
+		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Priority: e.Priority, OrderingKey: e.OrderingKey, RunAt: e.RunAt,
 		ClaimedAt: e.ClaimedAt, LeaseUntil: leaseOf(e), Worker: validText(e.Worker),
 		LastError: validText(e.LastError), UpdatedAt: e.UpdatedAt, PayloadSize: len(e.Payload),
 		Shard: e.Shard,

@@ -207,6 +207,20 @@
 // and, on a durable topic, a Redis data loss; every job view shows it.
 // Out of range is 400 invalid_priority naming the field.
 //
+// An enqueue's "ordering_key" (the characters of an id) makes the job one
+// of a sequence (docs/design.md §4.24): jobs of the topic with the same
+// key run one at a time, in due order (enqueue order among equal due
+// times), whatever their priorities, while other keys run beside them. A
+// job holds its key from the moment it is the key's earliest until it
+// succeeds, is cancelled or dies: a retrying job holds it. A later job of
+// a busy key waits parked ("parked": true in its view, "parked" counted in
+// the topic's stats); one enqueued due earlier than a holder that has not
+// started takes the key. On a topic of several partitions the ordering key
+// is the partition key: a "partition_key" that differs is 400
+// invalid_ordering_key naming partition_key; a key outside the id's
+// characters is 400 invalid_ordering_key naming ordering_key. Every job
+// view and ledger row shows "ordering_key".
+//
 // # Workers
 //
 // GET /v1/workers lists the workers' registry (docs/design.md §4.19):
@@ -464,6 +478,7 @@
 //	400 invalid_run_at          delay_ms or run_at out of range
 //	400 invalid_max_attempts    max_attempts out of range
 //	400 invalid_priority        priority out of range (0-3)
+//	400 invalid_ordering_key    ordering_key outside [A-Za-z0-9_.:@/-]{1,200}, or a partition_key that differs
 //	400 batch_too_large         more jobs than the batch limit
 //	400 unknown_sku             orders: an item names a SKU that does not exist
 //	401 unauthorized            missing or wrong bearer token

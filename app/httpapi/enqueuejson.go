@@ -32,6 +32,7 @@ const (
 	fieldMaxAttempts
 	fieldPartitionKey
 	fieldPriority
+	fieldOrderingKey
 )
 
 func (r *EnqueueRequest) decodeFast(raw []byte) bool {
@@ -104,6 +105,16 @@ func (r *EnqueueRequest) decodeFast(raw []byte) bool {
 				return false
 			}
 			r.Priority = int(n)
+		case "ordering_key":
+			field = fieldOrderingKey
+			v, ok := s.String()
+			if !ok {
+				return false
+			}
+			r.OrderingKey = string(v)
+			if httpjson.CheckText("ordering_key", r.OrderingKey) != nil {
+				return false
+			}
 		case "partition_key":
 			field = fieldPartitionKey
 			v, ok := s.String()

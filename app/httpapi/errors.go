@@ -30,6 +30,7 @@ const (
 	CodeInvalidRunAt       = "invalid_run_at"            // queue.ErrInvalidRunAt: delay_ms or run_at out of range
 	CodeInvalidMaxAttempts = "invalid_max_attempts"      // queue.ErrInvalidMaxAttempts
 	CodeInvalidPriority    = "invalid_priority"          // queue.ErrInvalidPriority
+	CodeInvalidOrderingKey = "invalid_ordering_key"      // queue.ErrInvalidOrderingKey
 	CodeBatchTooLarge      = "batch_too_large"           // queue.ErrBatchTooLarge: more jobs than Config.MaxBatch
 
 	CodeUnauthorized         = "unauthorized"                    // 401: missing or wrong bearer token
@@ -148,6 +149,8 @@ func validationCode(ve *queue.ValidationError) (code, field string) {
 		return CodeInvalidMaxAttempts, field
 	case errors.Is(ve, queue.ErrInvalidPriority):
 		return CodeInvalidPriority, field
+	case errors.Is(ve, queue.ErrInvalidOrderingKey):
+		return CodeInvalidOrderingKey, field
 	case errors.Is(ve, queue.ErrBatchTooLarge):
 		return CodeBatchTooLarge, field
 	}

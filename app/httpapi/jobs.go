@@ -37,6 +37,11 @@ type EnqueueRequest struct {
 	// PartitionKey chooses the partition of a topic of several: jobs with
 	// the same key land on the same one. Absent: the id chooses.
 	PartitionKey string `json:"partition_key,omitempty"`
+	// OrderingKey makes the job one of a sequence: jobs of the topic with
+	// the same key run one at a time, in due order (enqueue order among
+	// equal due times); a retrying job holds its key until it succeeds or
+	// dies. On a topic of several partitions it is the partition key too.
+	OrderingKey string `json:"ordering_key,omitempty"`
 }
 
 // EnqueueResponse answers an enqueue: 202 when the job was created, 200
@@ -74,7 +79,7 @@ func NewFinishedView(f *queue.Finished) *FinishedView {
 // both given, an explicit 0) and leaves range checks to the queue, which
 // owns the limits.
 func newJob(req *EnqueueRequest) (queue.NewJob, error) {
-	j := queue.NewJob{ID: req.ID, PartitionKey: req.PartitionKey}
+	j := queue.NewJob{ID: req.ID, PartitionKey: req.PartitionKey, OrderingKey: req.OrderingKey}
 	if req.ID == "" {
 		return j, badRequest(CodeMissingField, "id", "want the job's id, its idempotency key: 1-200 of [A-Za-z0-9_.:@/-]")
 	}

@@ -37,7 +37,12 @@ type JobView struct {
 	MaxAttempts int `json:"max_attempts"`
 	// Priority is the job's priority within its topic, 0 (the default) to
 	// 3 (docs/design.md §4.23).
-	Priority    int    `json:"priority"`
+	Priority int `json:"priority"`
+	// OrderingKey is the job's ordering key (docs/design.md §4.24), absent
+	// for none; Parked says a waiting job waits behind an earlier job of
+	// its key.
+	OrderingKey string `json:"ordering_key,omitempty"`
+	Parked      bool   `json:"parked,omitempty"`
 	LastError   string `json:"last_error,omitempty"`
 	PayloadSize int    `json:"payload_size"`
 	// The payload is Payload when it is valid UTF-8 JSON, else
@@ -80,6 +85,7 @@ func NewJobView(info *queue.JobInfo, withPayload bool) JobView {
 		Topic: j.Topic, Partition: j.Partition, ID: j.ID, State: info.State, TraceParent: j.TraceParent,
 		RunAt: j.RunAt, EnqueuedAt: j.EnqueuedAt,
 		Attempt: j.Attempt, MaxAttempts: j.MaxAttempts, Priority: j.Priority, LastError: validText(j.LastError),
+		OrderingKey: j.OrderingKey, Parked: info.Parked,
 		PayloadSize: len(j.Payload), SQLOnly: info.SQLOnly,
 		Retrying: info.State == queue.StateRetrying, CancelRequestedAt: info.CancelRequestedAt,
 	}
@@ -129,7 +135,7 @@ func NewRowView(s ledger.Summary) JobView {
 	v := JobView{
 		Topic: row.Topic, Partition: row.Partition, ID: e.JobID, State: e.State, RunAt: e.RunAt, EnqueuedAt: e.EnqueuedAt,
 		Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, Priority: e.Priority, LastError: validText(e.LastError),
-		PayloadSize: s.PayloadSize, Retrying: e.State == queue.StateRetrying, Ledger: &row,
+		OrderingKey: e.OrderingKey, PayloadSize: s.PayloadSize, Retrying: e.State == queue.StateRetrying, Ledger: &row,
 	}
 	if e.State == queue.StateInFlight {
 		v.LeaseUntil = e.LeaseUntil

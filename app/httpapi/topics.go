@@ -25,6 +25,9 @@ type TopicStats struct {
 	// ByPriority splits Due by priority: index l counts the waiting jobs
 	// of priority l (0-3; docs/design.md §4.23).
 	ByPriority [queue.MaxPriority + 1]int64 `json:"by_priority"`
+	// Parked counts the waiting jobs parked behind an earlier job of their
+	// ordering key (docs/design.md §4.24): in due, not in due_now.
+	Parked int64 `json:"parked"`
 	// Durability is where the topic's waiting jobs are kept safe: redis,
 	// or durable (committed to SQL first; docs/design.md §4.11).
 	Durability string `json:"durability"`
@@ -105,7 +108,7 @@ func NewTopicStats(info engine.TopicInfo, rl queue.RateLimit) TopicStats {
 	s := info.Stats
 	v := TopicStats{
 		Topic: s.Topic, Now: s.Now, Due: s.Due, DueNow: s.DueNow, InFlight: s.InFlight,
-		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, ByPriority: s.ByPriority, Durability: info.Durability,
+		Dead: s.Dead, OldestOverdueMs: s.OldestOverdueMs, NextDue: s.NextDue, ByPriority: s.ByPriority, Parked: s.Parked, Durability: info.Durability,
 		RateLimit: NewRateLimitView(rl), UniqueForMs: info.UniqueFor.Milliseconds(),
 	}
 	if c := info.SQL; c != nil {

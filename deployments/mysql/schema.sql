@@ -61,10 +61,12 @@ CREATE TABLE IF NOT EXISTS `dq_ledger` (
   `first_claimed_at` BIGINT   NOT NULL DEFAULT 0,
   `trace`        VARCHAR(64)  NULL,
   `priority`     TINYINT      NOT NULL DEFAULT 0,
+  `ordering_key` VARCHAR(200) NULL,
   PRIMARY KEY (`id`),
   UNIQUE KEY `idx_dq_ledger_topic_job` (`topic`, `job_id`),
   KEY `idx_dq_ledger_state_run_at` (`state`, `run_at`),
-  KEY `idx_dq_ledger_lease_until` (`lease_until`)
+  KEY `idx_dq_ledger_lease_until` (`lease_until`),
+  KEY `idx_dq_ledger_topic_ordering` (`topic`, `ordering_key`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
 -- Dead-letter archive: jobs that ran out of attempts or failed permanently,
@@ -180,6 +182,9 @@ INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at
 INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
   SELECT 10, 'ledger_priority', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
   WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'priority');
+INSERT IGNORE INTO `dq_schema_migrations` (`version`, `name`, `how`, `applied_at`)
+  SELECT 11, 'ledger_ordering', 'schema.sql', TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 FROM DUAL
+  WHERE EXISTS (SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'dq_ledger' AND COLUMN_NAME = 'ordering_key');
 
 -- ---------------------------------------------------------------------------
 -- Order auto-close, the reference job (package jobs/orderclose).

@@ -96,6 +96,7 @@ var ErrInvalidPartition = queue.ErrInvalidPartition
 var ErrOtherShard = queue.ErrOtherShard
 var ErrInvalidMaxAttempts = queue.ErrInvalidMaxAttempts
 var ErrInvalidPriority = queue.ErrInvalidPriority
+var ErrInvalidOrderingKey = queue.ErrInvalidOrderingKey
 var ErrInvalidRunAt = queue.ErrInvalidRunAt
 var ErrInvalidTopic = queue.ErrInvalidTopic
 var ErrLeaseExpired = queue.ErrLeaseExpired

@@ -127,7 +127,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.cancel.Run(ctx, c.rdb, append([]string{k.due, k.lease, k.job, k.dead, k.gone, k.runs, k.taken}, k.levels()...),
+	reply, err := c.scripts.cancel.Run(ctx, c.rdb, append(append(append([]string{k.due, k.lease, k.job, k.dead, k.gone, k.runs, k.taken}, k.levels()...), k.order()...), k.wake),
 		id, strconv.Itoa(attempt), c.cfg.TombstoneTTL.Milliseconds(), c.lifecycle(topic).takenFor(topic).Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)
@@ -142,6 +142,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 			}
 		}
 		j.Priority = int(asInt64(reply[2]))
+		j.OrderingKey, _ = reply[3].(string)
 		return j, nil
 	case -1:
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, ErrInFlight)
@@ -170,7 +171,7 @@ func (c *Client) cancelLost(ctx context.Context, l Ledger, topic, id string) (*J
 	}
 	return &Job{
 		Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority,
+		RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority, OrderingKey: row.OrderingKey,
 	}, nil
 }
 

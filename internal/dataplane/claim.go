@@ -98,14 +98,14 @@ func (c *Client) runClaim(ctx context.Context, topic string, o claimOpts) (*Clai
 	}
 	lease, limit := o.lease, o.limit
 	reply, err := c.scripts.claim.Run(ctx, c.rdb,
-		append(append([]string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel}, k.levels()...), k.turn),
+		append(append(append([]string{k.due, k.lease, k.job, k.dead, k.paused, k.rate, k.runs, k.cancel}, k.levels()...), k.turn), k.order()...),
 		o.n, lease.Milliseconds(), c.cfg.ExpiredPerClaim,
 		strconv.FormatFloat(limit.PerSecond, 'g', -1, 64), limit.Burst, max(o.ahead.Milliseconds(), 0), o.nDue,
 		min(max(o.oldestEvery, 1), MaxOldestEvery)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: claim from %s: %w", topic, err)
 	}
-	if len(reply) != 11 {
+	if len(reply) != 12 {
 		return nil, fmt.Errorf("queue: claim from %s: reply of %d values", topic, len(reply))
 	}
 	res := &Claimed{Now: asInt64(reply[0]), NextDue: max(asInt64(reply[1]), 0), NextLease: max(asInt64(reply[2]), 0),
@@ -117,10 +117,12 @@ func (c *Client) runClaim(ctx context.Context, topic string, o claimOpts) (*Clai
 	durable := c.lifecycle(topic).waitsInSQL()
 	runs := runsOf(reply[8])
 	levels := runsOf(reply[10]) // the same {id, number, ...} shape
+	okeys := textsOf(reply[11])
 	for _, j := range res.Jobs {
 		j.LeaseUntil, j.ClaimedAt, j.Durable = leaseUntil, res.Now, durable
 		j.Delivery = 1 + runs[j.ID]
 		j.Priority = levels[j.ID]
+		j.OrderingKey = okeys[j.ID]
 	}
 	if ids, _ := reply[9].([]any); len(ids) > 0 {
 		res.Asked = make(map[string]bool, len(ids))
@@ -218,6 +220,20 @@ func runsOf(v any) map[string]int {
 	for i := 0; i+1 < len(flat); i += 2 {
 		id, _ := flat[i].(string)
 		m[id] = int(asInt64(flat[i+1]))
+	}
+	return m
+}
+
+// textsOf reads a flat {id, text, ...} script reply.
+func textsOf(v any) map[string]string {
+	flat, _ := v.([]any)
+	if len(flat) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		id, _ := flat[i].(string)
+		m[id], _ = flat[i+1].(string)
 	}
 	return m
 }

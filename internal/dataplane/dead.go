@@ -25,6 +25,11 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 	return c.lifecycle(topic).requeueDead(ctx, name, id)
 }
 
+// requeueKeys are requeue.lua's keys.
+func requeueKeys(k keys) []string {
+	return append(append(append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), k.order()...), k.lease)
+}
+
 // requeueDead requeues a dead job of a redis topic: one script.
 func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
 	c := t.c
@@ -32,7 +37,7 @@ func (t redisTopic) requeueDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.requeue.Run(ctx, c.rdb, append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), "one", id).Int()
+	n, err := c.scripts.requeue.Run(ctx, c.rdb, requeueKeys(k), "one", id).Int()
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -63,7 +68,7 @@ func (t redisTopic) requeueAllDead(ctx context.Context, topic string) (int, erro
 	}
 	total := 0
 	for {
-		n, err := c.scripts.requeue.Run(ctx, c.rdb, append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), "all", deadChunk).Int()
+		n, err := c.scripts.requeue.Run(ctx, c.rdb, requeueKeys(k), "all", deadChunk).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: requeue dead of %s: %w", topic, err)
 		}
@@ -92,7 +97,7 @@ func (c *Client) purgeDead(ctx context.Context, topic string, before int64) (int
 	total := 0
 	window := c.lifecycle(topic).takenFor(topic).Milliseconds()
 	for {
-		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio}, before, deadChunk, window).Int()
+		n, err := c.scripts.purge.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio, k.okey}, before, deadChunk, window).Int()
 		if err != nil {
 			return total, fmt.Errorf("queue: purge dead of %s: %w", topic, err)
 		}
@@ -116,7 +121,7 @@ func (t durableTopic) requeueDead(ctx context.Context, topic, id string) error {
 	if info.State != StateDead {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, ErrNotFound)
 	}
-	out, err := t.enqueue(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts, Priority: info.Job.Priority}})
+	out, err := t.enqueue(ctx, topic, []NewJob{{ID: id, Payload: info.Job.Payload, MaxAttempts: info.Job.MaxAttempts, Priority: info.Job.Priority, OrderingKey: info.Job.OrderingKey}})
 	if err != nil {
 		return fmt.Errorf("queue: requeue dead %s/%s: %w", topic, id, err)
 	}
@@ -142,7 +147,7 @@ func (t durableTopic) requeueAllDead(ctx context.Context, topic string) (int, er
 		}
 		jobs := make([]NewJob, len(page.Jobs))
 		for i, j := range page.Jobs {
-			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts, Priority: j.Job.Priority}
+			jobs[i] = NewJob{ID: j.Job.ID, Payload: j.Job.Payload, MaxAttempts: j.Job.MaxAttempts, Priority: j.Job.Priority, OrderingKey: j.Job.OrderingKey}
 		}
 		out, err := t.enqueue(ctx, topic, jobs)
 		if err != nil {
@@ -184,7 +189,7 @@ func (c *Client) DeleteDead(ctx context.Context, topic, id string) error {
 	if err != nil {
 		return err
 	}
-	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio}, id,
+	n, err := c.scripts.deleteDead.Run(ctx, c.rdb, []string{k.dead, k.job, k.taken, k.prio, k.okey}, id,
 		c.lifecycle(topic).takenFor(topic).Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("queue: delete dead %s/%s: %w", topic, id, err)

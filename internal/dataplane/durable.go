@@ -283,7 +283,7 @@ func (c *Client) created(topic string, jobs []NewJob, out []EnqueueResult, now i
 		j := &jobs[i]
 		rows = append(rows, RestoreRow{
 			Topic: topic, ID: j.ID, State: StateWaiting, RunAt: r.RunAt, EnqueuedAt: now,
-			MaxAttempts: j.MaxAttempts, Payload: j.Payload, Priority: j.Priority,
+			MaxAttempts: j.MaxAttempts, Payload: j.Payload, Priority: j.Priority, OrderingKey: j.OrderingKey,
 		})
 	}
 	return rows

@@ -67,7 +67,7 @@ func (t redisTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) ([
 		}
 	}
 	for i := range jobs {
-		if jobs[i].Priority > 0 {
+		if jobs[i].Priority > 0 || jobs[i].OrderingKey != "" {
 			// Grouped by priority, in one call.
 			return t.enqueueGroups(ctx, topic, []enqueuePart{{name: topic, at: seq(len(jobs))}}, jobs)
 		}
@@ -171,21 +171,27 @@ type enqueuePart struct {
 }
 
 // enqueueGroups enqueues jobs in one enqueue.lua call of groups: one per
-// part, or, when some job has a raised priority, one per part and
-// priority (docs/design.md §4.23). The parts' keys must be on one node.
+// part, or, when some job has a raised priority or an ordering key, one
+// per part and priority (docs/design.md §4.23, §4.24). The parts' keys
+// must be on one node.
 func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enqueuePart, jobs []NewJob) ([]EnqueueResult, error) {
 	c := t.c
-	levels := false
+	levels, ordered := false, false
 	for i := range jobs {
 		levels = levels || jobs[i].Priority > 0
+		ordered = ordered || jobs[i].OrderingKey != ""
 	}
 	// "+": groups of four keys, the taken ZSET's included (as in enqueue:
-	// the window whoever configured it); "~": with the priorities' keys.
+	// the window whoever configured it); "~": with the priorities' keys;
+	// "%": with those and the ordering's, and an ordering key per job.
 	mode := "+"
-	if levels {
+	switch {
+	case ordered:
+		mode, levels = "%", true
+	case levels:
 		mode = "~"
 	}
-	keys := make([]string, 0, 8*len(parts))
+	keys := make([]string, 0, 13*len(parts))
 	args := make([]any, 1, 1+2*len(parts)+4*len(jobs))
 	args[0] = mode
 	whens := make([]int64, len(jobs))
@@ -225,6 +231,10 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 				keys = append(keys, k.levels()...)
 				args = append(args, level)
 			}
+			if ordered {
+				keys = append(keys, k.lease)
+				keys = append(keys, k.order()...)
+			}
 			from := len(sub)
 			for _, i := range at {
 				sub = append(sub, jobs[i])
@@ -233,6 +243,11 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 			part := make([]any, 4*len(at))
 			enqueueArgs(part, whens[from:from+len(at)], sub[from:])
 			args = append(args, part...)
+			if ordered {
+				for _, i := range at {
+					args = append(args, jobs[i].OrderingKey)
+				}
+			}
 		}
 	}
 	reply, err := c.scripts.enqueue.Run(ctx, c.rdb, keys, args...).Int64Slice()

@@ -35,7 +35,7 @@ func (c *Client) Find(ctx context.Context, l Ledger, topic, id string) (*JobInfo
 	}
 	info = &JobInfo{State: row.State, Score: row.RunAt, SQLOnly: true, Job: &Job{
 		Topic: TopicOf(topic), ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority,
+		EnqueuedAt: row.EnqueuedAt, RunAt: row.RunAt, LastError: row.LastError, Priority: row.Priority, OrderingKey: row.OrderingKey,
 	}}
 	if IsPartition(topic) {
 		info.Job.Partition = topic
@@ -68,12 +68,12 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.cancel, k.prio}, id).Slice()
+	reply, err := c.scripts.get.Run(ctx, c.rdb, []string{k.due, k.lease, k.job, k.dead, k.cancel, k.prio, k.okey}, id).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get %s/%s: %w", topic, id, err)
 	}
 	set, _ := reply[0].(string)
-	if len(reply) != 5 {
+	if len(reply) != 6 {
 		return &JobInfo{State: StateUnknown}, nil
 	}
 	score, _ := reply[1].(string)
@@ -88,6 +88,7 @@ func (c *Client) getPart(ctx context.Context, topic, id string) (*JobInfo, error
 	}
 	info.CancelRequestedAt = asInt64(reply[3])
 	info.Job.Priority = int(asInt64(reply[4]))
+	info.Job.OrderingKey, _ = reply[5].(string)
 	return info, nil
 }
 
@@ -114,7 +115,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		if err != nil {
 			return Stats{}, err
 		}
-		calls[i] = scriptCall{keys: append([]string{k.due, k.lease, k.dead}, k.pri[:]...)}
+		calls[i] = scriptCall{keys: statsKeys(k)}
 	}
 	cmds := c.runEach(ctx, c.scripts.stats, calls, nil)
 	var sum Stats
@@ -132,6 +133,7 @@ func (c *Client) Stats(ctx context.Context, topic string) (Stats, error) {
 		sum.DueNow += s.DueNow
 		sum.InFlight += s.InFlight
 		sum.Dead += s.Dead
+		sum.Parked += s.Parked
 		for l := range sum.ByPriority {
 			sum.ByPriority[l] += s.ByPriority[l]
 		}
@@ -150,7 +152,12 @@ func (c *Client) statsPart(ctx context.Context, topic string) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, append([]string{k.due, k.lease, k.dead}, k.pri[:]...)))
+	return statsOf(topic, c.scripts.stats.Run(ctx, c.rdb, statsKeys(k)))
+}
+
+// statsKeys are stats.lua's keys.
+func statsKeys(k keys) []string {
+	return append(append([]string{k.due, k.lease, k.dead}, k.pri[:]...), k.oq)
 }
 
 // statsOf reads stats.lua's reply for topic (a partition's name).
@@ -159,7 +166,7 @@ func statsOf(topic string, cmd *redis.Cmd) (Stats, error) {
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue: stats of %s: %w", topic, err)
 	}
-	if len(r) != 6+MaxPriority {
+	if len(r) != 7+MaxPriority {
 		return Stats{}, fmt.Errorf("queue: stats of %s: reply of %d values", topic, len(r))
 	}
 	s := Stats{Topic: topic, Now: r[0], Due: r[1], DueNow: r[2], InFlight: r[3], Dead: r[4], NextDue: max(r[5], 0)}
@@ -168,6 +175,7 @@ func statsOf(topic string, cmd *redis.Cmd) (Stats, error) {
 		s.ByPriority[l] = r[5+l]
 		s.ByPriority[0] -= r[5+l]
 	}
+	s.Parked = r[6+MaxPriority]
 	if s.NextDue > 0 && s.NextDue <= s.Now {
 		s.OldestOverdueMs = s.Now - s.NextDue
 	}

@@ -41,7 +41,15 @@ type keys struct {
 	// turn is a STRING: jobs claimed from the topic since the last one
 	// taken by due time alone, modulo the claim's oldest-every (claim.lua).
 	turn string
+	// okey, ohold, oq and oseq are per-key ordering's (lua/ordering.lua,
+	// docs/design.md §4.24): id -> "ordering key|seq", key -> the id
+	// holding it, the parked jobs ("key|due|seq|id", scores 0), and the
+	// counter seq comes from.
+	okey, ohold, oq, oseq string
 }
+
+// order are the keys scripts take for per-key ordering, in this order.
+func (k keys) order() []string { return []string{k.okey, k.ohold, k.oq, k.oseq} }
 
 // levels are the keys scripts take for priorities, in this order: prio,
 // then pri of priority 1 to MaxPriority (a script finds the ZSET of
@@ -71,6 +79,10 @@ func newKeys(namespace, topic string) keys {
 		prio:   p + "prio",
 		pri:    [MaxPriority]string{p + "pri:1", p + "pri:2", p + "pri:3"},
 		turn:   p + "turn",
+		okey:   p + "okey",
+		ohold:  p + "ohold",
+		oq:     p + "oq",
+		oseq:   p + "oseq",
 	}
 }
 

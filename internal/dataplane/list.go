@@ -106,9 +106,11 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 	pipe = c.rdb.Pipeline()
 	envs := make([]*redis.StringCmd, len(page))
 	prios := make([]*redis.StringCmd, len(page))
+	okeys := make([]*redis.StringCmd, len(page))
 	for i, e := range page {
 		envs[i] = pipe.HGet(ctx, parts[e.part].keys.job, e.id)
 		prios[i] = pipe.HGet(ctx, parts[e.part].keys.prio, e.id)
+		okeys[i] = pipe.HGet(ctx, parts[e.part].keys.okey, e.id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
@@ -123,6 +125,7 @@ func (c *Client) listMerged(ctx context.Context, names []string, state State, of
 			return nil, fmt.Errorf("queue: list %s: %w", names[e.part], err)
 		}
 		info.Job.Priority, _ = prios[i].Int() // redis.Nil: the default, 0
+		info.Job.OrderingKey = orderingKeyOf(okeys[i].Val())
 		out.Jobs = append(out.Jobs, info)
 	}
 	return out, nil
@@ -147,6 +150,10 @@ func listSet(k keys, state State) (set, in string, desc bool, err error) {
 // meet an id whose envelope is gone).
 func listedJob(topic, id string, score float64, env string, hasEnv bool, in string) (*JobInfo, error) {
 	info := &JobInfo{Score: int64(score), Job: &Job{Topic: TopicOf(topic), ID: id}}
+	if in == inDue && info.Score >= parkScore {
+		info.Score -= parkScore
+		info.Parked = true
+	}
 	if IsPartition(topic) {
 		info.Job.Partition = topic
 	}
@@ -177,12 +184,12 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 	if desc {
 		order = "desc"
 	}
-	reply, err := c.listScript.Run(ctx, c.rdb, []string{set, k.job, k.prio}, order, offset, limit).Slice()
+	reply, err := c.listScript.Run(ctx, c.rdb, []string{set, k.job, k.prio, k.okey}, order, offset, limit).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: list %s %s: %w", topic, state, err)
 	}
 	p := &Page{Total: asInt64(reply[0])}
-	for i := 1; i+3 < len(reply); i += 4 {
+	for i := 1; i+4 < len(reply); i += 5 {
 		id, _ := reply[i].(string)
 		score, _ := reply[i+1].(string)
 		f, _ := strconv.ParseFloat(score, 64)
@@ -192,6 +199,7 @@ func (c *Client) listPart(ctx context.Context, topic string, state State, offset
 			return nil, fmt.Errorf("queue: list %s: %w", topic, err)
 		}
 		info.Job.Priority = int(asInt64(reply[i+3]))
+		info.Job.OrderingKey, _ = reply[i+4].(string)
 		p.Jobs = append(p.Jobs, info)
 	}
 	return p, nil

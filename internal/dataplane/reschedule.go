@@ -176,7 +176,7 @@ func (c *Client) reschedule(ctx context.Context, l RescheduleLedger, topic, id s
 				return nil, err
 			case out == RestoreCreated:
 				j := &Job{Topic: topic, ID: id, Payload: row.Payload, Attempt: row.Attempt, MaxAttempts: row.MaxAttempts,
-					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError, Priority: row.Priority}
+					EnqueuedAt: row.EnqueuedAt, RunAt: target, LastError: row.LastError, Priority: row.Priority, OrderingKey: row.OrderingKey}
 				return &Rescheduled{Job: j, OldRunAt: old, RunAt: target, State: stateInRedis(inDue, j.Attempt)}, nil
 			case out == RestoreGone:
 				// Acked, or cancelled, since step 1: the job is over.
@@ -210,14 +210,14 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.reschedule.Run(ctx, c.rdb, append([]string{k.due, k.lease, k.job, k.dead, k.wake}, k.levels()...),
+	reply, err := c.scripts.reschedule.Run(ctx, c.rdb, append(append([]string{k.due, k.lease, k.job, k.dead, k.wake}, k.levels()...), k.order()...),
 		id, strconv.Itoa(attempt), cur, target).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
 	}
 	switch asInt64(reply[0]) {
 	case 1:
-		if len(reply) != 5 {
+		if len(reply) != 6 {
 			return nil, fmt.Errorf("queue: reschedule %s/%s: reply of %d values", topic, id, len(reply))
 		}
 		j := &Job{Topic: topic, ID: id}
@@ -226,6 +226,7 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 			return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)
 		}
 		j.Priority = int(asInt64(reply[4]))
+		j.OrderingKey, _ = reply[5].(string)
 		return &Rescheduled{Job: j, OldRunAt: asInt64(reply[1]), RunAt: asInt64(reply[2]), State: stateInRedis(inDue, j.Attempt)}, nil
 	case -1:
 		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)

@@ -30,6 +30,10 @@ type RestoreRow struct {
 	TraceParent string
 	// Priority is the job's (0-MaxPriority): it goes back at its level.
 	Priority int
+	// OrderingKey is the job's ("" for none): it holds the key again or
+	// is parked behind its holder. A row in flight or retrying held its
+	// key, and takes it back from a holder that has not started.
+	OrderingKey string
 }
 
 // RestoreOutcome is what Restore did with one row.
@@ -231,9 +235,13 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 			bad(fmt.Errorf("queue: restore row %d: %w", i, err))
 			continue
 		}
+		if r.OrderingKey != "" && ValidateID(r.OrderingKey) != nil {
+			bad(fmt.Errorf("queue: restore row %d: ordering key %q: want an id's characters", i, truncateKey(r.OrderingKey)))
+			continue
+		}
 		at, ok := open[r.Topic]
 		if !ok || len(calls[at].rows) >= opts.Chunk || size[r.Topic] >= opts.ChunkBytes {
-			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 9*min(opts.Chunk, len(rows)-i))})
+			calls = append(calls, restoreCall{topic: r.Topic, args: make([]any, 0, 10*min(opts.Chunk, len(rows)-i))})
 			at = len(calls) - 1
 			open[r.Topic] = at
 			size[r.Topic] = 0
@@ -248,11 +256,11 @@ func (c *Client) restoreCalls(rows []RestoreRow, opts RestoreOptions, bad func(e
 		call := &calls[at]
 		call.rows = append(call.rows, i)
 		if opts.DryRun { // a check reads ids only: the bulky fields stay home
-			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "", 0)
+			call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, "", "", 0, "")
 			continue
 		}
 		call.args = append(call.args, r.ID, mode, r.RunAt, r.Attempt, r.MaxAttempts, r.EnqueuedAt, r.LastError, r.Payload,
-			min(max(r.Priority, 0), MaxPriority))
+			min(max(r.Priority, 0), MaxPriority), r.OrderingKey)
 		size[r.Topic] += len(r.Payload) + len(r.LastError)
 		call.size += len(r.Payload) + len(r.LastError)
 	}
@@ -269,7 +277,7 @@ func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []
 		for _, g := range group {
 			n += 1 + len(calls[g].args)
 		}
-		keys := make([]string, 0, 10*len(group))
+		keys := make([]string, 0, 14*len(group))
 		args := make([]any, 0, n)
 		args = append(args, head...)
 		for _, g := range group {
@@ -282,6 +290,7 @@ func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []
 			}
 			keys = append(keys, k.due, k.lease, k.job, k.wake, k.dead, k.gone)
 			keys = append(keys, k.levels()...)
+			keys = append(keys, k.order()...)
 			args = append(args, len(calls[g].rows))
 			args = append(args, calls[g].args...)
 		}

@@ -11,6 +11,11 @@ import (
 // with the KEYS, ARGV and reply it works with. redis.Script runs them with
 // EVALSHA and loads them on NOSCRIPT.
 var (
+	// orderingLua is per-key ordering's functions, put before the scripts
+	// that place, end or move a job of an ordering key (docs/design.md
+	// §4.24).
+	//go:embed lua/ordering.lua
+	orderingLua string
 	//go:embed lua/enqueue.lua
 	enqueueLua string
 	//go:embed lua/claim.lua
@@ -72,21 +77,21 @@ type scripts struct {
 
 func newScripts() scripts {
 	return scripts{
-		enqueue:     redis.NewScript(enqueueLua),
-		claim:       redis.NewScript(claimLua),
-		ack:         redis.NewScript(ackLua),
-		release:     redis.NewScript(releaseLua),
+		enqueue:     redis.NewScript(orderingLua + enqueueLua),
+		claim:       redis.NewScript(orderingLua + claimLua),
+		ack:         redis.NewScript(orderingLua + ackLua),
+		release:     redis.NewScript(orderingLua + releaseLua),
 		retry:       redis.NewScript(retryLua),
-		bury:        redis.NewScript(buryLua),
+		bury:        redis.NewScript(orderingLua + buryLua),
 		extend:      redis.NewScript(extendLua),
-		cancel:      redis.NewScript(cancelLua),
+		cancel:      redis.NewScript(orderingLua + cancelLua),
 		cancelRun:   redis.NewScript(cancelRunLua),
-		requeue:     redis.NewScript(requeueLua),
+		requeue:     redis.NewScript(orderingLua + requeueLua),
 		purge:       redis.NewScript(purgeLua),
 		get:         redis.NewScript(getLua),
 		stats:       redis.NewScript(statsLua),
-		restore:     redis.NewScript(restoreLua),
-		reschedule:  redis.NewScript(rescheduleLua),
+		restore:     redis.NewScript(orderingLua + restoreLua),
+		reschedule:  redis.NewScript(orderingLua + rescheduleLua),
 		resume:      redis.NewScript(resumeLua),
 		periodic:    redis.NewScript(periodicLua),
 		relayNext:   redis.NewScript(relayNextLua),

@@ -24,7 +24,7 @@ import (
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		lc := c.lifecycle(topic)
-		return append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...),
+		return append(append(append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...), k.order()...), k.wake),
 			[]any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
@@ -39,7 +39,7 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
 func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
-		return append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...),
+		return append(append(append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...), k.order()...), k.wake),
 			[]any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
@@ -54,8 +54,25 @@ func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
 // calling it.
 func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
-		return append([]string{k.lease, k.due, k.job, k.wake}, k.levels()...), nil
+		return releaseKeys(k), nil
 	})
+}
+
+// ReleaseLater hands claimed jobs back as Release does, but due wait from
+// now, and balances their ordering keys: the ledger said another job of
+// their key is in flight or retrying (queue.GoneError.Held, docs/design.md
+// §4.24), so a job of the key parked due earlier takes it meanwhile.
+//
+// Plumbing: a step of the Worker's, exported for delayq's own packages.
+func (c *Client) ReleaseLater(ctx context.Context, refs []Ref, wait time.Duration) (int, error) {
+	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
+		return releaseKeys(k), []any{"@", wait.Milliseconds()}
+	})
+}
+
+// releaseKeys are release.lua's keys.
+func releaseKeys(k keys) []string {
+	return append(append([]string{k.lease, k.due, k.job, k.wake}, k.levels()...), k.order()...)
 }
 
 // settleRefs runs script once per topic with the keys and leading
@@ -166,7 +183,7 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 		for _, d := range ds {
 			args = append(args, d.Job.ID, d.Job.Attempt, d.Error)
 		}
-		reply, err := c.scripts.bury.Run(ctx, c.rdb, append([]string{k.lease, k.due, k.job, k.dead, k.runs}, k.levels()...), args...).Int64Slice()
+		reply, err := c.scripts.bury.Run(ctx, c.rdb, append(append(append([]string{k.lease, k.due, k.job, k.dead, k.runs}, k.levels()...), k.order()...), k.wake), args...).Int64Slice()
 		if err != nil {
 			return n, at, fmt.Errorf("queue: bury on %s: %w", topic, err)
 		}

@@ -589,14 +589,24 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 	for _, r := range gone.Dead {
 		died[r] = true
 	}
+	held := make(map[Ref]bool, len(gone.Held))
+	for _, r := range gone.Held {
+		held[r] = true
+	}
 	keep := jobs[:0:0]
 	var dropped []*Job
-	var acks []Ref
+	var acks, waits []Ref
 	var dead []DeadJob
 	for _, j := range jobs {
 		r := j.Ref()
 		d, ok := died[r]
 		switch {
+		case held[r]:
+			// Not run, not a finish: it waits for its key (§4.24).
+			tr.w.jobLog(j).WithField("ordering_key", j.OrderingKey).
+				Info("another job of the ordering key is in flight or retrying in the ledger (Redis lost the key's state): handed back to wait")
+			waits = append(waits, r)
+			continue
 		case !ok:
 			keep = append(keep, j)
 			continue
@@ -610,8 +620,13 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 		dropped = append(dropped, j)
 	}
 	tr.forgetAsked(dropped)
-	if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok {
-		o.Gone(tr.topic, len(jobs)-len(keep))
+	if o, ok := tr.w.cfg.Observer.(queue.LedgerObserver); ok && len(dropped) > 0 {
+		o.Gone(tr.topic, len(dropped))
+	}
+	if len(waits) > 0 {
+		if _, err := tr.w.c.ReleaseLater(ctx, waits, tr.w.cfg.KeyWait); err != nil {
+			tr.log.WithError(err).WithField("jobs", len(waits)).Warn("handing back jobs that wait for their ordering key failed: their leases expire")
+		}
 	}
 	if len(acks) > 0 {
 		if n, err := tr.w.c.Ack(ctx, acks); err != nil {

@@ -12,6 +12,19 @@ func (c *Client) validate(j *NewJob, now time.Time) error {
 	if err := ValidateID(j.ID); err != nil {
 		return err
 	}
+	if j.OrderingKey != "" {
+		if ValidateID(j.OrderingKey) != nil {
+			return &ValidationError{Field: "ordering_key", Kind: ErrInvalidOrderingKey,
+				Reason: fmt.Sprintf("%q: want 1-200 characters of [A-Za-z0-9_.:@/-]", truncateKey(j.OrderingKey))}
+		}
+		// A key's jobs share a partition: its ordering key is its
+		// partition key (docs/design.md §4.24).
+		if j.PartitionKey != "" && j.PartitionKey != j.OrderingKey {
+			return &ValidationError{Field: "partition_key", Kind: ErrInvalidOrderingKey,
+				Reason: "a job of an ordering key is partitioned by it: leave partition_key empty or give the same"}
+		}
+		j.PartitionKey = j.OrderingKey
+	}
 	if j.PartitionKey != "" && ValidateID(j.PartitionKey) != nil {
 		return &ValidationError{Field: "partition_key", Kind: ErrInvalidPartition,
 			Reason: fmt.Sprintf("%q: want 1-200 characters of [A-Za-z0-9_.:@/-]", truncateKey(j.PartitionKey))}

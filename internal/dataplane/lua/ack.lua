@@ -14,6 +14,9 @@
 --          until, ms) × 4 + how the job ended (0 succeeded, 1 cancelled)
 -- KEYS[8]  prio HASH (id -> priority 1-3), KEYS[9..11] pri ZSETs of
 --          priority 1-3: the job's priority goes with it
+-- KEYS[12..15] okey HASH, ohold HASH, oq ZSET, oseq STRING (per-key
+--          ordering, ordering.lua), KEYS[16] wake channel: a job that held
+--          its key hands it to the key's next job
 -- ARGV[1]  tombstone TTL in ms for a durable topic, 0 otherwise: a removed
 --          job of a durable topic gets a tombstone (id -> now), so a relay
 --          or recovery pass that read its row just before cannot restore
@@ -40,6 +43,9 @@ end
 local takenScore = window > 0 and ((now + window) * 4 + (cancelled and 1 or 0)) or nil
 local done = 0
 local prios = redis.call('EXISTS', KEYS[8]) == 1
+local ordered = redis.call('EXISTS', KEYS[12]) == 1
+local O = {due = KEYS[2], lease = KEYS[1], job = KEYS[3], prio = KEYS[8], pri = {KEYS[9], KEYS[10], KEYS[11]},
+  okey = KEYS[12], ohold = KEYS[13], oq = KEYS[14], oseq = KEYS[15], wake = KEYS[16]}
 for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
@@ -56,6 +62,7 @@ for i = 4, #ARGV, 2 do
       if ttl > 0 then redis.call('ZADD', KEYS[4], now, id) end
       if cancelled then redis.call('HDEL', KEYS[6], id) end
       if takenScore then redis.call('ZADD', KEYS[7], takenScore, id) end
+      if ordered then ordLeave(O, id, false) end
       done = done + 1
     end
   end

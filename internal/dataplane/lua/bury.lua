@@ -9,6 +9,10 @@
 -- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
 --          priority 1-3: a job buried from due leaves its level's; its priority stays,
 --          for a requeue
+-- KEYS[10..13] okey HASH, ohold HASH, oq ZSET, oseq STRING (per-key
+--          ordering, ordering.lua), KEYS[14] wake channel: a dead job frees
+--          its key for the key's next job; its okey field stays, for a
+--          requeue
 -- ARGV     triples: id, attempt, reason
 --
 -- Returns  {now, n}: the time of death and how many jobs were buried.
@@ -18,6 +22,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = 0
 local prios = redis.call('EXISTS', KEYS[6]) == 1
+local ordered = redis.call('EXISTS', KEYS[10]) == 1
+local O = {due = KEYS[2], lease = KEYS[1], job = KEYS[3], prio = KEYS[6], pri = {KEYS[7], KEYS[8], KEYS[9]},
+  okey = KEYS[10], ohold = KEYS[11], oq = KEYS[12], oseq = KEYS[13], wake = KEYS[14]}
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
@@ -31,6 +38,7 @@ for i = 1, #ARGV, 3 do
       local l = prios and redis.call('HGET', KEYS[6], id)
       if l then redis.call('ZREM', KEYS[6 + tonumber(l)], id) end
       if attempt ~= '1' then redis.call('HDEL', KEYS[5], id) end
+      if ordered then ordLeave(O, id, true) end
       n = n + 1
     end
   end

@@ -9,6 +9,9 @@
 -- KEYS[7]  taken ZSET (the uniqueness window, docs/design.md §4.2.1)
 -- KEYS[8]  prio HASH (id -> priority 1-3), KEYS[9..11] pri ZSETs of
 --          priority 1-3: the job's priority goes with it
+-- KEYS[12..15] okey HASH, ohold HASH, oq ZSET, oseq STRING (per-key
+--          ordering, ordering.lua), KEYS[16] wake channel: a parked job
+--          leaves its key's queue; a holder hands the key on
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row of
 --          that attempt is gone already)
@@ -18,7 +21,7 @@
 -- ARGV[4]  the topic's uniqueness window in ms, 0 for none: a cancelled
 --          job's id is taken until now + it (score × 4 + 1, cancelled)
 --
--- Returns  {1, envelope, priority} cancelled; {0} unknown (a tombstone is left all
+-- Returns  {1, envelope, priority, ordering key} cancelled; {0} unknown (a tombstone is left all
 --          the same); {-1} in flight (refused:
 --          its handler may be running); {-2} dead (refused: purge it); {-3}
 --          waiting at another attempt (claimed and retried since the caller
@@ -32,7 +35,8 @@ local function tombstone()
   redis.call('ZADD', KEYS[5], now, id)
   redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. (now - tonumber(ARGV[3])))
 end
-if not redis.call('ZSCORE', KEYS[1], id) then
+local score = tonumber(redis.call('ZSCORE', KEYS[1], id))
+if not score then
   -- Unknown here: the caller deleted a row Redis had no trace of; the
   -- tombstone keeps a pass that read that row from restoring the job.
   tombstone()
@@ -41,8 +45,13 @@ end
 local env = redis.call('HGET', KEYS[3], id)
 -- envelope: version|attempt|...
 if env and string.match(env, '^%d+|(%d+)|') ~= ARGV[2] then return {-3} end
+local O = {due = KEYS[1], lease = KEYS[2], job = KEYS[3], prio = KEYS[8], pri = {KEYS[9], KEYS[10], KEYS[11]},
+  okey = KEYS[12], ohold = KEYS[13], oq = KEYS[14], oseq = KEYS[15], wake = KEYS[16]}
+local key, seq = ordInfo(O, id)
+if key and score >= PARK then ordUnpark(O, id, key, seq, score) end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[3], id)
+if key then ordLeave(O, id, false) end
 local l = redis.call('HGET', KEYS[8], id)
 if l then
   redis.call('ZREM', KEYS[8 + tonumber(l)], id)
@@ -56,4 +65,4 @@ if window > 0 then
   redis.call('ZADD', KEYS[7], (now + window) * 4 + 1, id)
   redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', (now + 1) * 4 - 1)
 end
-return {1, env or false, prio}
+return {1, env or false, prio, key or ''}

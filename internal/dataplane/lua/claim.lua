@@ -14,6 +14,8 @@
 --          waiting jobs of raised priority, each in due too
 -- KEYS[13] turn STRING: jobs claimed since the last one taken by due time
 --          alone, modulo ARGV[8]
+-- KEYS[14..17] okey HASH, ohold HASH, oq ZSET, oseq STRING: per-key
+--          ordering (ordering.lua); a job of a key buried here frees it
 -- ARGV[1]  N, the most jobs to hand out
 -- ARGV[2]  lease length, ms
 -- ARGV[3]  the most expired leases to put back in this call
@@ -30,7 +32,7 @@
 --
 -- Returns  {now, next_due, next_lease, {id, envelope, ...}, {id, envelope, ...},
 --           paused, next_token, now_us, {id, runs, ...}, {id, ...},
---           {id, priority, ...}}
+--           {id, priority, ...}, {id, ordering key, ...}}
 --          next_due: earliest due time still waiting (-1 if none);
 --          next_lease: earliest lease deadline (-1 if none);
 --          then the claimed jobs (attempt already bumped; due up to
@@ -47,7 +49,9 @@
 --          claimed jobs whose cancel was asked during an earlier claim
 --          (its worker died or handed it back): the worker settles them
 --          cancelled without running them, even one past max attempts;
---          the last the claimed jobs of raised priority, with theirs.
+--          the one after it the claimed jobs of raised priority, with
+--          theirs; the last the claimed jobs of an ordering key, with
+--          theirs.
 --
 -- Priorities (docs/design.md §4.23): due jobs of the highest priority go
 -- first, each level in due order, then the rest of due in due order; but
@@ -192,6 +196,11 @@ if n > 0 and paused == 0 then
 end
 -- Marks are read only while the cancel hash exists, which is seldom.
 local marks = #ids > 0 and redis.call('EXISTS', KEYS[8]) == 1
+-- Ordering keys are read only while some job has one.
+local ordered = #ids > 0 and redis.call('EXISTS', KEYS[14]) == 1
+local O = {due = KEYS[1], lease = KEYS[2], job = KEYS[3], prio = KEYS[9], pri = {KEYS[10], KEYS[11], KEYS[12]},
+  okey = KEYS[14], ohold = KEYS[15], oq = KEYS[16], oseq = KEYS[17]}
+local okeys = {}
 for _, id in ipairs(ids) do
   local inDue = redis.call('ZREM', KEYS[1], id) == 1
   local level = raised and redis.call('HGET', KEYS[9], id)
@@ -226,6 +235,7 @@ for _, id in ipairs(ids) do
       redis.call('HSET', KEYS[3], id, env)
       redis.call('ZADD', KEYS[4], now, id)
       redis.call('HDEL', KEYS[7], id)
+      if ordered then ordLeave(O, id, true) end
       buried[#buried + 1] = id
       buried[#buried + 1] = env
     else
@@ -237,6 +247,11 @@ for _, id in ipairs(ids) do
       if level then
         levels[#levels + 1] = id
         levels[#levels + 1] = tonumber(level)
+      end
+      local key = ordered and ordInfo(O, id)
+      if key then
+        okeys[#okeys + 1] = id
+        okeys[#okeys + 1] = key
       end
       if attempt > 0 then
         -- Claimed before: some of those claims may have run to an answer.
@@ -254,7 +269,9 @@ for _, id in ipairs(ids) do
 end
 
 local nextDue, nextLease = -1, -1
-local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+-- Jobs parked behind their key's holder are not coming: their holder's
+-- end promotes them, and wakes the workers.
+local h = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. PARK, 'WITHSCORES', 'LIMIT', 0, 1)
 if h[2] then nextDue = tonumber(h[2]) end
 h = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 if h[2] then nextLease = tonumber(h[2]) end
@@ -274,4 +291,4 @@ if rate > 0 then
     nextToken = now + math.max(0, math.ceil((1 - tokens) * 1000 / rate))
   end
 end
-return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs, asked, levels}
+return {now, nextDue, nextLease, claimed, buried, paused, nextToken, tonumber(t[1]) * 1000000 + tonumber(t[2]), runs, asked, levels, okeys}

@@ -8,6 +8,8 @@
 --          the id stays taken until its death + the window; ids whose
 --          window ended are trimmed
 -- KEYS[4]  prio HASH (id -> priority): the job's field goes
+-- KEYS[5]  okey HASH (id -> its ordering key, ordering.lua): the job's
+--          field goes
 --
 -- Returns  1 when the job was dead and is deleted, 0 when it is not dead
 --          (waiting, in flight, unknown: nothing is touched).
@@ -18,6 +20,7 @@ end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 local window = tonumber(ARGV[2])
 if window > 0 then
   local t = redis.call('TIME')

@@ -24,8 +24,11 @@
 -- HASH (id -> priority) and the pri ZSETs of priority 1 to 3 (id -> due
 -- time), and its n is followed by the priority of its jobs (0-3): a
 -- created job of priority l > 0 is written to prio and to the pri ZSET of
--- l too (docs/design.md §4.23). Returns an array of one per job, in
--- ARGV's order.
+-- l too (docs/design.md §4.23). With "%" each group's eight keys go on
+-- with its lease ZSET and its ordering keys (okey, ohold, oq, oseq:
+-- ordering.lua), and its jobs' values are followed by one ordering key per
+-- job ("" for none): a created job of a key holds it or is parked behind
+-- its holder (§4.24). Returns an array of one per job, in ARGV's order.
 --
 -- The id is the idempotency key: a job that is due, in flight or dead keeps
 -- its envelope in the job hash, so its presence there decides. Due times
@@ -161,11 +164,12 @@ local function one(dueKey, jobKey, wakeKey, takenKey, o)
 end
 
 -- The modes are characters no id has: ARGV[1] of a plain call is an id.
-if ARGV[1] == '+' or ARGV[1] == '~' then
+if ARGV[1] == '+' or ARGV[1] == '~' or ARGV[1] == '%' then
   local out = {}
   local o = 2
-  local levels = ARGV[1] == '~'
-  local step = levels and 8 or 4
+  local ordered = ARGV[1] == '%'
+  local levels = ordered or ARGV[1] == '~'
+  local step = ordered and 13 or (levels and 8 or 4)
   for g = 1, #KEYS, step do
     local n = tonumber(ARGV[o])
     local prioKey, priKey, level = nil, nil, nil
@@ -177,8 +181,21 @@ if ARGV[1] == '+' or ARGV[1] == '~' then
       prioKey = KEYS[g + 4]
       if l > 0 then priKey = KEYS[g + 4 + l] end
     end
+    local base = #out
     enqueue(KEYS[g], KEYS[g + 1], KEYS[g + 2], KEYS[g + 3], o, n, out, prioKey, priKey, level)
     o = o + 1 + 4 * n
+    if ordered then
+      local O = {due = KEYS[g], job = KEYS[g + 1], wake = KEYS[g + 2], prio = KEYS[g + 4],
+        pri = {KEYS[g + 5], KEYS[g + 6], KEYS[g + 7]}, lease = KEYS[g + 8], okey = KEYS[g + 9],
+        ohold = KEYS[g + 10], oq = KEYS[g + 11], oseq = KEYS[g + 12]}
+      for k = 1, n do
+        local key = ARGV[o + k - 1]
+        -- created (a due time) and of a key; a duplicate within the batch
+        -- answers -due, so each id enters once
+        if key ~= '' and out[base + k] > 0 then ordEnter(O, ARGV[o - 4 * n + k - 1], key, out[base + k]) end
+      end
+      o = o + n
+    end
   end
   return out
 end

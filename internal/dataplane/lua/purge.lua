@@ -10,6 +10,8 @@
 --          until then (score × 4 + 2, purged); ids whose window ended
 --          are trimmed
 -- KEYS[4]  prio HASH (id -> priority): a deleted job's field goes
+-- KEYS[5]  okey HASH (id -> its ordering key, ordering.lua): a deleted
+--          job's field goes
 --
 -- Returns  how many jobs were deleted (the caller loops while it gets ARGV[2]).
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]), 'WITHSCORES')
@@ -24,6 +26,7 @@ for i = 1, #ids, 2 do
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
   redis.call('HDEL', KEYS[4], id)
+  redis.call('HDEL', KEYS[5], id)
   if floor then
     local score = (tonumber(ids[i + 1]) + window) * 4 + 2
     if score >= floor then redis.call('ZADD', KEYS[3], score, id) end

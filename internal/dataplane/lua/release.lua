@@ -8,7 +8,13 @@
 -- KEYS[4]  wake channel
 -- KEYS[5]  prio HASH (id -> priority 1-3), KEYS[6..8] pri ZSETs of
 --          priority 1-3: a job of raised priority goes back to its level's
--- ARGV     pairs: id, attempt (the claim being released)
+-- KEYS[9..12] okey HASH, ohold HASH, oq ZSET, oseq STRING: per-key
+--          ordering (ordering.lua)
+-- ARGV     pairs: id, attempt (the claim being released); or "@", a wait
+--          in ms, then the pairs: the jobs go back at now + the wait, their
+--          keys balanced (the ledger said another job of the key is in
+--          flight or retrying: a job of it parked due earlier, such as that
+--          one restored, takes the key)
 --
 -- Returns  the number of jobs put back.
 --
@@ -18,7 +24,15 @@
 -- was really due.
 local put, earliest = 0, nil
 local prios = redis.call('EXISTS', KEYS[5]) == 1
-for i = 1, #ARGV, 2 do
+local from, later = 1, nil
+if ARGV[1] == '@' then
+  local t = redis.call('TIME')
+  later = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+  from = 3
+end
+local O = {due = KEYS[2], lease = KEYS[1], job = KEYS[3], wake = KEYS[4], prio = KEYS[5],
+  pri = {KEYS[6], KEYS[7], KEYS[8]}, okey = KEYS[9], ohold = KEYS[10], oq = KEYS[11], oseq = KEYS[12]}
+for i = from, #ARGV, 2 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
   if env and redis.call('ZSCORE', KEYS[1], id) then
@@ -27,10 +41,13 @@ for i = 1, #ARGV, 2 do
       local a = tonumber(attempt) - 1
       if a < 0 then a = 0 end
       redis.call('HSET', KEYS[3], id, '1|' .. a .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' .. string.sub(env, rest))
+      if later then run = later end
       redis.call('ZREM', KEYS[1], id)
       redis.call('ZADD', KEYS[2], run, id)
       local l = prios and redis.call('HGET', KEYS[5], id)
       if l then redis.call('ZADD', KEYS[5 + tonumber(l)], run, id) end
+      local key = later and ordInfo(O, id)
+      if key then ordBalance(O, key) end
       put = put + 1
       local r = tonumber(run)
       if earliest == nil or r < earliest then earliest = r end

@@ -8,6 +8,9 @@
 --          enqueued time, so an old ask's mark would match its new runs
 -- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
 --          priority 1-3: a job of raised priority goes back to its level's
+-- KEYS[10..13] okey HASH, ohold HASH, oq ZSET, oseq STRING (per-key
+--          ordering, ordering.lua), KEYS[14] lease ZSET: a job of a key
+--          takes it, or is parked behind its holder
 -- ARGV[1]  "one" or "all"
 -- ARGV[2]  with "one": the job id; with "all": the most jobs to move
 --
@@ -23,6 +26,9 @@ else
 end
 local n = 0
 local prios = #ids > 0 and redis.call('EXISTS', KEYS[6]) == 1
+local ordered = #ids > 0 and redis.call('EXISTS', KEYS[10]) == 1
+local O = {due = KEYS[2], lease = KEYS[14], job = KEYS[3], prio = KEYS[6], pri = {KEYS[7], KEYS[8], KEYS[9]},
+  okey = KEYS[10], ohold = KEYS[11], oq = KEYS[12], oseq = KEYS[13], wake = KEYS[4]}
 for _, id in ipairs(ids) do
   if redis.call('ZREM', KEYS[1], id) == 1 then
     local env = redis.call('HGET', KEYS[3], id)
@@ -33,6 +39,8 @@ for _, id in ipairs(ids) do
       local l = prios and redis.call('HGET', KEYS[6], id)
       if l then redis.call('ZADD', KEYS[6 + tonumber(l)], now, id) end
       redis.call('HDEL', KEYS[5], id)
+      local key = ordered and ordInfo(O, id)
+      if key then ordEnter(O, id, key, now) end
       n = n + 1
     end
   end

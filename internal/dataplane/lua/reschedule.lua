@@ -8,6 +8,10 @@
 --          the head was
 -- KEYS[6]  prio HASH (id -> priority 1-3), KEYS[7..9] pri ZSETs of
 --          priority 1-3: a job of raised priority moves in its level's too
+-- KEYS[10..13] okey HASH, ohold HASH, oq ZSET, oseq STRING (per-key
+--          ordering, ordering.lua): a parked job moves in its key's queue
+--          and stays parked; then the key is balanced (a job due earlier
+--          than a holder that has not started takes the key)
 -- ARGV[1]  job id
 -- ARGV[2]  the attempt the caller saw the job waiting at (its ledger row,
 --          if any, was moved for that attempt already)
@@ -18,7 +22,7 @@
 --          already, and the two stores must agree (a time in the past is
 --          simply due)
 --
--- Returns  {1, old due, new due, envelope, priority} moved (the envelope's run at is
+-- Returns  {1, old due, new due, envelope, priority, ordering key} moved (the envelope's run at is
 --          the new due time); {0} unknown; {-1} in flight (refused: its
 --          handler may be running); {-2} dead (refused); {-3} waiting at
 --          another attempt or due time than the caller saw (claimed and
@@ -31,17 +35,30 @@ local env = redis.call('HGET', KEYS[3], id)
 if not old or not env then return {0} end
 -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
 local attempt, max, enq, p = string.match(env, '^1|(%d+)|(%d+)|(%d+)|%d+|()')
-if attempt ~= ARGV[2] or tonumber(old) ~= tonumber(ARGV[3]) then return {-3} end
+-- A job parked behind its key's holder (ordering.lua) is due at old - PARK.
+local score = tonumber(old)
+local parked = score >= PARK
+old = parked and score - PARK or score
+if attempt ~= ARGV[2] or old ~= tonumber(ARGV[3]) then return {-3} end
 local due = tonumber(ARGV[4])
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 env = '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. due .. '|' .. string.sub(env, p)
 redis.call('HSET', KEYS[3], id, env)
-redis.call('ZADD', KEYS[1], due, id)
 local l = redis.call('HGET', KEYS[6], id)
-if l then redis.call('ZADD', KEYS[6 + tonumber(l)], due, id) end
 local prio = tonumber(l) or 0
--- Workers sleep until the head's due time; only an earlier one needs them.
-if not head[2] or due < tonumber(head[2]) then
-  redis.call('PUBLISH', KEYS[5], due)
+local O = {due = KEYS[1], lease = KEYS[2], job = KEYS[3], prio = KEYS[6], pri = {KEYS[7], KEYS[8], KEYS[9]},
+  okey = KEYS[10], ohold = KEYS[11], oq = KEYS[12], oseq = KEYS[13], wake = KEYS[5]}
+local key, seq = ordInfo(O, id)
+if parked and key then
+  ordUnpark(O, id, key, seq, score)
+  ordPark(O, id, key, seq, due)
+else
+  redis.call('ZADD', KEYS[1], due, id)
+  if l then redis.call('ZADD', KEYS[6 + tonumber(l)], due, id) end
+  -- Workers sleep until the head's due time; only an earlier one needs them.
+  if not head[2] or due < tonumber(head[2]) then
+    redis.call('PUBLISH', KEYS[5], due)
+  end
 end
-return {1, tonumber(old), due, env, prio}
+if key then ordBalance(O, key) end
+return {1, old, due, env, prio, key or ''}

@@ -2,23 +2,25 @@
 -- lost, and durable jobs the SQL ledger holds that are not in Redis yet
 -- (pushed after their commit, by the relay, or by the horizon loader).
 --
--- The rows of one or more names (a topic's or a partition's), ten keys
--- each: one call carries several names' rows only where their keys are on
+-- The rows of one or more names (a topic's or a partition's), fourteen
+-- keys each: one call carries several names' rows only where their keys are on
 -- one node (a Redis that is not a cluster), so that a batch spread over a
 -- topic's partitions costs one call, as it does on one partition. A call
 -- that fails part way keeps what it wrote for the names before: each row
 -- is checked before it is written, so the caller's retry is safe.
 --
--- KEYS[10g-9]  due ZSET of name g
--- KEYS[10g-8]  lease ZSET
--- KEYS[10g-7]  job HASH
--- KEYS[10g-6]  wake channel, published to when the earliest due time moves
+-- KEYS[14g-13] due ZSET of name g
+-- KEYS[14g-12] lease ZSET
+-- KEYS[14g-11] job HASH
+-- KEYS[14g-10] wake channel, published to when the earliest due time moves
 --              earlier
--- KEYS[10g-5]  dead ZSET
--- KEYS[10g-4]  gone ZSET (tombstones: id -> when a durable job was acked or
+-- KEYS[14g-9]  dead ZSET
+-- KEYS[14g-8]  gone ZSET (tombstones: id -> when a durable job was acked or
 --              a job cancelled, Unix ms)
--- KEYS[10g-3]  prio HASH (id -> priority 1-3 of a job of raised priority)
--- KEYS[10g-2..10g] pri ZSETs of priority 1-3 (id -> due time)
+-- KEYS[14g-7]  prio HASH (id -> priority 1-3 of a job of raised priority)
+-- KEYS[14g-6..14g-4] pri ZSETs of priority 1-3 (id -> due time)
+-- KEYS[14g-3..14g] okey HASH, ohold HASH, oq ZSET, oseq STRING: per-key
+--              ordering (ordering.lua)
 -- ARGV[1]  "write", or "check" (dry run: decide each row, write nothing)
 -- ARGV[2]  seen at (Unix ms, Redis's clock): when the caller began reading
 --          the rows from SQL. A job removed at or after it was read before
@@ -26,7 +28,7 @@
 -- ARGV[3]  tombstone TTL (ms): how long tombstones are kept. A seen-at older
 --          than that cannot be checked against them, so nothing is
 --          decided for it.
--- ARGV[4..] per name, in KEYS' order: its number of rows n, then nine per
+-- ARGV[4..] per name, in KEYS' order: its number of rows n, then ten per
 --          row: id, mode ("p" = in progress: due at once, "r" = retrying:
 --          due at its run time, "s" = scheduled, a durable job's first run:
 --          due at its run time, and an envelope of a dead job with this id
@@ -35,7 +37,10 @@
 --          after seen-at and after the row was written is the row's own
 --          job, read before its death, and answers 2), run at (Unix ms),
 --          attempt, max attempts, enqueued at (Unix ms, 0 = the run time),
---          last error, payload, priority (0-3)
+--          last error, payload, priority (0-3), ordering key ("" for
+--          none: a job of a key holds it or is parked behind its holder;
+--          "p" and "r" rows held it already, and take it back from a
+--          holder that has not started)
 --
 -- Returns  {now, o1, o2, ...}: per row, in ARGV's order, 0 = Redis still
 --          tracks the job (in due, in lease, or, except for "s", its
@@ -63,12 +68,15 @@ local out = {now}
 local function restore(k, from, n)
   local due, lease, job, wake, deadSet, goneSet = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4], KEYS[k + 5], KEYS[k + 6]
   local prio = KEYS[k + 7]
+  local O = {due = due, lease = lease, job = job, wake = wake, prio = prio,
+    pri = {KEYS[k + 8], KEYS[k + 9], KEYS[k + 10]},
+    okey = KEYS[k + 11], ohold = KEYS[k + 12], oq = KEYS[k + 13], oseq = KEYS[k + 14]}
   local prios = nil -- whether prio exists, read once a row is written
   local head = redis.call('ZRANGE', due, 0, 0, 'WITHSCORES')
   local headScore = nil
   if head[2] then headScore = tonumber(head[2]) end
   local earliest = nil
-  for i = from, from + 9 * (n - 1), 9 do
+  for i = from, from + 10 * (n - 1), 10 do
     local id = ARGV[i]
     local mode = ARGV[i + 1]
     local tracked = redis.call('ZSCORE', due, id) or redis.call('ZSCORE', lease, id)
@@ -113,6 +121,12 @@ local function restore(k, from, n)
             if prios == nil then prios = redis.call('EXISTS', prio) == 1 end
             if prios then redis.call('HDEL', prio, id) end
           end
+          if ARGV[i + 9] ~= '' then
+            ordEnter(O, id, ARGV[i + 9], at, mode ~= 's')
+          elseif dead then
+            -- A dead envelope replaced may have had a key of its own.
+            redis.call('HDEL', O.okey, id)
+          end
           if earliest == nil or at < earliest then earliest = at end
         end
       end
@@ -124,9 +138,9 @@ local function restore(k, from, n)
 end
 
 local at = 4
-for k = 0, #KEYS - 10, 10 do
+for k = 0, #KEYS - 14, 14 do
   local n = tonumber(ARGV[at])
   if n > 0 then restore(k, at + 1, n) end
-  at = at + 1 + 9 * n
+  at = at + 1 + 10 * n
 end
 return out

@@ -1,0 +1,213 @@
+package dataplane_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/internal/dataplane"
+	"github.com/delayq/delayq/internal/ledgerops"
+	"github.com/delayq/delayq/internal/testenv"
+	"github.com/delayq/delayq/queue"
+)
+
+// claimIDs claims up to n due jobs of topic and returns their ids sorted.
+func claimIDs(t *testing.T, e env, topic string, n int) ([]string, []*dataplane.Job) {
+	t.Helper()
+	cl := mustClaim(t, e, topic, n, time.Minute)
+	got := ids(cl.Jobs)
+	slices.Sort(got)
+	return got, cl.Jobs
+}
+
+// Jobs of one ordering key run one at a time, in due order, enqueue order
+// among equal due times; other keys and jobs without one are not held
+// back. The key is held through a retry and handed on by an ack, a
+// burial and a cancel.
+func TestOrderingOneAtATimeInDueOrder(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		for _, j := range []dataplane.NewJob{
+			{ID: "x2", OrderingKey: "X", Delay: time.Hour},
+			{ID: "a1", OrderingKey: "A"}, {ID: "a2", OrderingKey: "A"}, {ID: "a3", OrderingKey: "A", Priority: 3},
+			{ID: "b1", OrderingKey: "B"}, {ID: "c1"},
+			// due before x2, which has not started: it takes X
+			{ID: "x1", OrderingKey: "X"},
+		} {
+			mustEnqueue(t, e, "t", j)
+		}
+		if info := mustGet(t, e, "t", "a2"); info.State != dataplane.StateWaiting || !info.Parked || info.Job.OrderingKey != "A" {
+			t.Fatalf("a2: %s parked %v key %q", info.State, info.Parked, info.Job.OrderingKey)
+		}
+		if info := mustGet(t, e, "t", "x2"); !info.Parked || info.Score != info.Job.RunAt {
+			t.Fatalf("x2: parked %v score %d run at %d", info.Parked, info.Score, info.Job.RunAt)
+		}
+		if st, err := e.c.Stats(ctx, "t"); err != nil || st.Parked != 3 || st.Due != 7 || st.DueNow != 4 {
+			t.Fatalf("stats: %+v %v, want 3 parked of 7 due, 4 due now", st, err)
+		}
+		got, jobs := claimIDs(t, e, "t", 10)
+		if !slices.Equal(got, []string{"a1", "b1", "c1", "x1"}) {
+			t.Fatalf("claimed %v, want [a1 b1 c1 x1]", got)
+		}
+		byID := map[string]*dataplane.Job{}
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+		if byID["a1"].OrderingKey != "A" || byID["c1"].OrderingKey != "" {
+			t.Fatalf("claimed keys: a1 %q c1 %q", byID["a1"].OrderingKey, byID["c1"].OrderingKey)
+		}
+		// x1 succeeds: x2 takes X but is not due for an hour.
+		if _, err := e.c.Ack(ctx, []dataplane.Ref{byID["x1"].Ref(), byID["b1"].Ref()}); err != nil {
+			t.Fatal(err)
+		}
+		if info := mustGet(t, e, "t", "x2"); info.Parked {
+			t.Fatal("x2 still parked after x1's ack")
+		}
+		if got, _ := claimIDs(t, e, "t", 10); len(got) != 0 {
+			t.Fatalf("claimed %v while a1 runs", got)
+		}
+		// a1 fails and retries: it holds A.
+		if _, err := e.c.Retry(ctx, []dataplane.RetryRequest{{Ref: byID["a1"].Ref(), Error: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+		got, jobs = claimIDs(t, e, "t", 10)
+		if !slices.Equal(got, []string{"a1"}) {
+			t.Fatalf("after a1's retry claimed %v, want [a1]", got)
+		}
+		// a1 dies: a2 takes A (due order wins over a3's priority).
+		if _, _, err := e.c.Bury(ctx, []dataplane.DeadJob{{Job: jobs[0], Error: "boom"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, jobs = claimIDs(t, e, "t", 10); !slices.Equal(got, []string{"a2"}) {
+			t.Fatalf("after a1's death claimed %v, want [a2]", got)
+		}
+		// The dead a1 requeued waits behind a3.
+		if err := e.c.RequeueDead(ctx, "t", "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Ack(ctx, refs(jobs)); err != nil {
+			t.Fatal(err)
+		}
+		if got, jobs = claimIDs(t, e, "t", 10); !slices.Equal(got, []string{"a3"}) || jobs[0].Priority != 3 {
+			t.Fatalf("after a2 claimed %v, want [a3] at priority 3", got)
+		}
+		if _, err := e.c.Ack(ctx, refs(jobs)); err != nil {
+			t.Fatal(err)
+		}
+		if got, jobs = claimIDs(t, e, "t", 10); !slices.Equal(got, []string{"a1"}) {
+			t.Fatalf("after a3 claimed %v, want [a1], requeued", got)
+		}
+		if _, err := e.c.Ack(ctx, refs(jobs)); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := e.c.Stats(ctx, "t"); err != nil || st.Parked != 0 || st.Due != 1 {
+			t.Fatalf("stats at the end: %+v %v, want x2 alone", st, err)
+		}
+		for _, k := range keysOf(t, e) {
+			if k == e.ns+":{t}:ohold" {
+				if n, _ := e.rdb.HLen(ctx, k).Result(); n != 1 {
+					t.Fatalf("ohold has %d keys, want X's alone", n)
+				}
+			}
+		}
+	})
+}
+
+// A cancelled or rescheduled job of a key keeps the key's order: a parked
+// job cancelled leaves its place, a holder cancelled hands the key on, and
+// a parked job rescheduled before a holder that has not started takes the
+// key.
+func TestOrderingCancelAndReschedule(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	for _, j := range []dataplane.NewJob{
+		{ID: "k1", OrderingKey: "K", Delay: time.Hour},
+		{ID: "k2", OrderingKey: "K", Delay: 2 * time.Hour},
+		{ID: "k3", OrderingKey: "K", Delay: 3 * time.Hour},
+	} {
+		mustEnqueue(t, e.env, "t", j)
+	}
+	if _, err := e.c.Cancel(ctx, l, "t", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	// k3 moved to now: before k1, which has not started, so it takes K.
+	if _, err := e.c.Reschedule(ctx, l, "t", "k3", dataplane.RescheduleIn(0)); err != nil {
+		t.Fatal(err)
+	}
+	if info := mustGet(t, e.env, "t", "k1"); !info.Parked {
+		t.Fatal("k1 not parked behind k3")
+	}
+	got, _ := claimIDs(t, e.env, "t", 10)
+	if !slices.Equal(got, []string{"k3"}) {
+		t.Fatalf("claimed %v, want [k3]", got)
+	}
+	// A parked job rescheduled stays parked, at its new time.
+	r, err := e.c.Reschedule(ctx, l, "t", "k1", dataplane.RescheduleIn(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := mustGet(t, e.env, "t", "k1"); !info.Parked || info.Score != r.RunAt || r.Job.OrderingKey != "K" {
+		t.Fatalf("k1 after its reschedule: parked %v score %d, want %d; key %q", info.Parked, info.Score, r.RunAt, r.Job.OrderingKey)
+	}
+	// The holder cancelled while waiting (enqueue one more behind k1 first).
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "k4", OrderingKey: "K"})
+	if got, _ := claimIDs(t, e.env, "t", 10); len(got) != 0 {
+		t.Fatalf("claimed %v while k3 runs", got)
+	}
+}
+
+// After Redis lost a key's state, the ledger keeps a key's jobs one at a
+// time: a claim of the key's next job while another is in flight in the
+// ledger is not recorded (GoneError.Held), and handed back to wait; the
+// job in flight, restored from its row, takes the key back.
+func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a1", OrderingKey: "A"})
+	cl := mustClaim(t, e.env, "t", 10, time.Minute)
+	if err := l.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	// Redis loses everything; a2 comes (say, the relay's reload).
+	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A"})
+	cl = mustClaim(t, e.env, "t", 10, time.Minute)
+	if !slices.Equal(ids(cl.Jobs), []string{"a2"}) {
+		t.Fatalf("claimed %v, want [a2]", ids(cl.Jobs))
+	}
+	err := l.Record(ctx, cl.Jobs, "w:2")
+	var gone *queue.GoneError
+	if !errors.As(err, &gone) || len(gone.Held) != 1 || gone.Held[0].ID != "a2" || len(gone.Refs) != 0 {
+		t.Fatalf("record of a2 while a1 is in flight in the ledger: %v, want a2 held", err)
+	}
+	if row, err := e.led.Row(ctx, "t", "a2"); err == nil {
+		t.Fatalf("a2 recorded anyway: %+v", row)
+	}
+	if n, err := e.c.ReleaseLater(ctx, gone.Held, time.Hour); err != nil || n != 1 {
+		t.Fatalf("release later: %d %v", n, err)
+	}
+	// a1's worker dies: the recoverer restores its row, and a1 takes the
+	// key back from a2, which has not started.
+	row, err := e.led.Row(ctx, "t", "a1")
+	if err != nil || row.OrderingKey != "A" {
+		t.Fatalf("a1's row: %+v %v, want ordering key A", row, err)
+	}
+	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != dataplane.RestoreCreated {
+		t.Fatalf("restore a1: %v %v", out, err)
+	}
+	if info := mustGet(t, e.env, "t", "a2"); !info.Parked {
+		t.Fatal("a2 not parked behind the restored a1")
+	}
+	cl = mustClaim(t, e.env, "t", 10, time.Minute)
+	if !slices.Equal(ids(cl.Jobs), []string{"a1"}) {
+		t.Fatalf("claimed %v, want [a1]", ids(cl.Jobs))
+	}
+	if err := l.Record(ctx, cl.Jobs, "w:3"); err != nil {
+		t.Fatalf("record of a1 again: %v", err)
+	}
+}

@@ -42,7 +42,7 @@ func (a *app) jobsCmd() *cobra.Command {
 				return err
 			}
 			return a.emit(p, func(w io.Writer) {
-				row(w, "ID", "STATE", "AT", "ATTEMPT", "PRIORITY", "WORKER", "LAST ERROR")
+				row(w, "ID", "STATE", "AT", "ATTEMPT", "PRIORITY", "ORDERING KEY", "WORKER", "LAST ERROR")
 				for _, v := range p.Jobs {
 					at, worker := v.RunAt, ""
 					switch {
@@ -54,7 +54,11 @@ func (a *app) jobsCmd() *cobra.Command {
 					if v.Ledger != nil {
 						worker = v.Ledger.Worker
 					}
-					row(w, v.ID, v.State, ms(at), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.Priority, worker, v.LastError)
+					state := string(v.State)
+					if v.Parked {
+						state += " (parked)"
+					}
+					row(w, v.ID, state, ms(at), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.Priority, v.OrderingKey, worker, v.LastError)
 				}
 				switch {
 				case p.Total >= 0:

@@ -21,7 +21,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	var payload, payloadFile, runAt string
 	var delay time.Duration
 	var maxAttempts, priority decimalInt
-	var partitionKey, traceParent string
+	var partitionKey, orderingKey, traceParent string
 	cmd := &cobra.Command{
 		Use: "enqueue TOPIC ID",
 		Example: `  delayq enqueue emails welcome:42 --payload '{"to":"a@example.com"}' --delay 10m
@@ -41,7 +41,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 			if priority < 0 || priority > queue.MaxPriority {
 				return usageError{fmt.Errorf("--priority %d: want 0 (the default) to %d", priority, queue.MaxPriority)}
 			}
-			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: int(maxAttempts), Priority: int(priority), PartitionKey: partitionKey}
+			j := queue.NewJob{ID: argv[1], Payload: []byte(payload), Delay: delay, MaxAttempts: int(maxAttempts), Priority: int(priority), PartitionKey: partitionKey, OrderingKey: orderingKey}
 			if payloadFile != "" {
 				cfg, err := a.loadConfig(cmd)
 				if err != nil {
@@ -53,6 +53,12 @@ func (a *app) enqueueCmd() *cobra.Command {
 			}
 			if partitionKey != "" && queue.ValidateID(partitionKey) != nil {
 				return usageError{fmt.Errorf("--partition-key %q: want 1-200 characters of [A-Za-z0-9_.:@/-]", partitionKey)}
+			}
+			if cmd.Flags().Changed("ordering-key") && queue.ValidateID(orderingKey) != nil {
+				return usageError{fmt.Errorf("--ordering-key %q: want 1-200 characters of [A-Za-z0-9_.:@/-]", orderingKey)}
+			}
+			if orderingKey != "" && partitionKey != "" && partitionKey != orderingKey {
+				return usageError{errors.New("--partition-key: a job of an ordering key is partitioned by it; leave --partition-key out or give the same")}
 			}
 			if runAt != "" {
 				t, err := parseTime(runAt)
@@ -100,6 +106,7 @@ func (a *app) enqueueCmd() *cobra.Command {
 	f.Var(&maxAttempts, "max-attempts", "attempts before the job goes dead (0 = queue.default_max_attempts)")
 	f.Var(&priority, "priority", fmt.Sprintf("the job's priority within its topic, 0 (default) to %d: due jobs of a higher priority are claimed first", queue.MaxPriority))
 	f.StringVar(&partitionKey, "partition-key", "", "on a topic of several partitions, jobs with the same key land on the same one")
+	f.StringVar(&orderingKey, "ordering-key", "", "jobs of the topic with the same key run one at a time, in due order (a retry holds the key); the partition key too")
 	f.StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the job runs in a span of that trace (needs tracing.enabled where it is enqueued)")
 	return cmd
 }
@@ -302,8 +309,11 @@ func (a *app) getCmd() *cobra.Command {
 				if v.CancelRequestedAt > 0 { // its handler runs on after a cancel
 					state += " (cancel requested " + ms(v.CancelRequestedAt) + ")"
 				}
-				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "PRIORITY", "LAST ERROR", "PAYLOAD")
-				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.Priority, v.LastError, v.PayloadText())
+				if v.Parked { // behind an earlier job of its ordering key
+					state += " (parked)"
+				}
+				row(w, "TOPIC", "ID", "STATE", "AT", "ATTEMPT", "PRIORITY", "ORDERING KEY", "LAST ERROR", "PAYLOAD")
+				row(w, topicCell(v.Topic, v.Partition), v.ID, state, ms(info.Score), fmt.Sprintf("%d/%d", v.Attempt, v.MaxAttempts), v.Priority, v.OrderingKey, v.LastError, v.PayloadText())
 				if v.TraceParent != "" {
 					fmt.Fprintln(w, "trace: "+v.TraceParent+" (its runs are spans of this trace)")
 				}

@@ -65,7 +65,7 @@ func (s *apiStore) Enqueue(ctx context.Context, topic string, j queue.NewJob) (q
 	}
 	// The payload goes as base64: its exact bytes, whatever they are (a
 	// JSON payload would be re-encoded on the way, its spacing lost).
-	req := httpapi.EnqueueRequest{ID: j.ID, PartitionKey: j.PartitionKey}
+	req := httpapi.EnqueueRequest{ID: j.ID, PartitionKey: j.PartitionKey, OrderingKey: j.OrderingKey}
 	if len(j.Payload) > 0 {
 		b64 := base64.StdEncoding.EncodeToString(j.Payload)
 		req.PayloadBase64 = &b64
@@ -302,7 +302,7 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 		return nil, err
 	}
 	j.TraceParent = v.TraceParent
-	info := &queue.JobInfo{State: v.State, Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly, CancelRequestedAt: v.CancelRequestedAt}
+	info := &queue.JobInfo{State: v.State, Score: v.RunAt, Job: j, SQLOnly: v.SQLOnly, CancelRequestedAt: v.CancelRequestedAt, Parked: v.Parked}
 	switch info.State {
 	case queue.StateInFlight:
 		info.Score = v.LeaseUntil
@@ -314,7 +314,7 @@ func infoFromView(v httpapi.JobView) (*queue.JobInfo, error) {
 
 func jobFromView(v httpapi.JobView) (*queue.Job, error) {
 	j := &queue.Job{
-		Topic: v.Topic, ID: v.ID, Attempt: v.Attempt, MaxAttempts: v.MaxAttempts, Priority: v.Priority,
+		Topic: v.Topic, ID: v.ID, Attempt: v.Attempt, MaxAttempts: v.MaxAttempts, Priority: v.Priority, OrderingKey: v.OrderingKey,
 		EnqueuedAt: v.EnqueuedAt, RunAt: v.RunAt, LastError: v.LastError, LeaseUntil: v.LeaseUntil,
 	}
 	switch {
@@ -336,7 +336,7 @@ func entries(p httpapi.LedgerPage) []ledger.Entry {
 		out[i] = ledger.Entry{
 			ID: r.ID, Topic: cmp.Or(r.Partition, r.Topic), JobID: r.JobID, State: r.State, Attempt: r.Attempt,
 			MaxAttempts: r.MaxAttempts, RunAt: r.RunAt, ClaimedAt: r.ClaimedAt, LeaseUntil: r.LeaseUntil,
-			Worker: r.Worker, LastError: r.LastError, UpdatedAt: r.UpdatedAt, Shard: r.Shard,
+			Worker: r.Worker, LastError: r.LastError, UpdatedAt: r.UpdatedAt, Shard: r.Shard, Priority: r.Priority, OrderingKey: r.OrderingKey,
 		}
 	}
 	return out

@@ -207,6 +207,19 @@ func TestJobBrowserInBrowser(t *testing.T) {
 	poll(t, tab, jobShown("mail:urgent", "waiting")+` && document.querySelector('dd[data-field="priority"]').textContent === '3'`,
 		"the urgent job's page with its priority")
 
+	// Jobs of an ordering key show it, in the listing and on the page; the
+	// second waits parked behind the first.
+	mustEnqueue(t, q, "mail", queue.NewJob{ID: "mail:seq:1", OrderingKey: "cust:7", Delay: time.Hour})
+	mustEnqueue(t, q, "mail", queue.NewJob{ID: "mail:seq:2", OrderingKey: "cust:7", Delay: time.Hour})
+	goHash(t, tab, "#/topics/mail/jobs?state=waiting")
+	poll(t, tab, `document.body.dataset.view === 'jobs' && document.body.dataset.viewState === 'ready' &&
+		document.querySelector('#jobs-table tr[data-id="mail:seq:1"] span[data-field="ordering_key"]')?.textContent === 'key cust:7' &&
+		document.querySelector('#jobs-table tr[data-id="mail:seq:2"] span[data-field="ordering_key"]')?.textContent === 'parked · key cust:7'`,
+		"mail's waiting jobs with their ordering key")
+	goHash(t, tab, "#/topics/mail/jobs/mail%3Aseq%3A2")
+	poll(t, tab, jobShown("mail:seq:2", "waiting")+` && document.querySelector('dd[data-field="ordering_key"]').textContent.startsWith('cust:7 (parked')`,
+		"the parked job's page with its ordering key")
+
 	// A large payload is cut, with a note.
 	goHash(t, tab, "#/topics/mail/jobs/mail%3Abig")
 	poll(t, tab, jobShown("mail:big", "waiting")+` &&

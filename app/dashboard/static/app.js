@@ -877,6 +877,10 @@
   function jobRow(topic, j, state) {
     const marks = [];
     if (j.sql_only) marks.push(el('span', { class: 'mark sql', text: 'SQL only' }));
+    if (j.ordering_key) {
+      marks.push(el('span', { class: 'mark key', dataset: { field: 'ordering_key' }, text: (j.parked ? 'parked · ' : '') + 'key ' + j.ordering_key,
+        title: j.parked ? 'waits behind an earlier job of its ordering key' : 'jobs of this ordering key run one at a time, in due order' }));
+    }
     let t = j.run_at;
     if (j.state === 'in_flight') t = j.lease_until;
     if (j.state === 'dead') t = j.died_at;
@@ -967,6 +971,10 @@
     if (j.priority != null) {
       field(f, 'priority', j.priority ? String(j.priority) : '0 (the default)',
         { title: 'of the topic\'s due jobs, those of a higher priority are claimed first; one claim in worker.topics.<t>.oldest_every takes the one due longest' });
+    }
+    if (j.ordering_key) {
+      field(f, 'ordering key', j.ordering_key + (j.parked ? ' (parked: an earlier job of the key runs or waits first)' : ''),
+        { class: 'mono', title: 'jobs of the topic with this key run one at a time, in due order; a retrying job holds the key' });
     }
     field(f, 'due', when(j.run_at), { title: j.run_at ? new Date(j.run_at).toISOString() : '' });
     field(f, 'enqueued', when(j.enqueued_at));

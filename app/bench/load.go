@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -81,6 +82,9 @@ func (s *sandbox) load(ctx context.Context, topic string, l loadSpec, p Progress
 					if s.priorities {
 						j.Priority = k % (queue.MaxPriority + 1)
 					}
+					if s.orderingKeys > 0 {
+						j.OrderingKey = orderingKeyOf(k % s.orderingKeys)
+					}
 					if set != nil {
 						set(k, &j)
 					}
@@ -110,3 +114,6 @@ func (s *sandbox) load(ctx context.Context, topic string, l loadSpec, p Progress
 	}
 	return ctx.Err()
 }
+
+// orderingKeyOf names the k-th ordering key of a run (Env.OrderingKeys).
+func orderingKeyOf(k int) string { return "key:" + strconv.Itoa(k) }

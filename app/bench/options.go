@@ -63,6 +63,10 @@ type Env struct {
 	// claiming by priority costs against jobs of priority 0 alone.
 	// Default off.
 	Priorities bool
+	// OrderingKeys gives the loaded jobs this many ordering keys in turn
+	// (docs/design.md §4.24), to measure per-key ordering against the same
+	// jobs without keys. Default 0: none.
+	OrderingKeys int
 	// Partitions spreads the run's topic over this many partitions
 	// (docs/design.md §7.1), to compare a partitioned topic's costs with
 	// one of a single partition, and on a Redis Cluster to spread it over

@@ -45,6 +45,9 @@ type sandbox struct {
 	pool bool
 	// priorities: loaded jobs take every priority in turn (Env.Priorities).
 	priorities bool
+	// orderingKeys: loaded jobs take this many ordering keys in turn
+	// (Env.OrderingKeys).
+	orderingKeys int
 }
 
 // cleanupTimeout bounds the removal of a sandbox.
@@ -91,6 +94,7 @@ func newSandbox(ctx context.Context, env Env, durable string, horizon time.Durat
 	}
 	s.pool = env.Pool
 	s.priorities = env.Priorities
+	s.orderingKeys = env.OrderingKeys
 	if env.Trace {
 		qc.Trace = true
 		s.tracer = sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))

@@ -26,12 +26,17 @@ type benchFlags struct {
 	trace       bool
 	pool        bool
 	priorities  bool
+	orderKeys   int
 	partitions  int
 	sqlShards   []string
 	stall       time.Duration
 	baselineFor time.Duration
 	cpuProfile  string
 }
+
+// maxBenchOrderingKeys bounds --ordering-keys: a key per job of a large
+// run is as many as a benchmark needs.
+const maxBenchOrderingKeys = 1_000_000
 
 func (a *app) benchCmd() *cobra.Command {
 	f := &benchFlags{}
@@ -63,6 +68,7 @@ report as JSON. "bench all" runs the reference suite of docs/benchmarks.md.`,
 	pf.BoolVar(&f.trace, "trace", false, "tracing on: jobs enqueued in a span, each run in a span of its trace, exported in batches and dropped (to measure what tracing costs)")
 	pf.BoolVar(&f.pool, "pool", false, "run the topic alone in a shared pool of handlers of its concurrency (worker.pools: to measure what a pool costs)")
 	pf.BoolVar(&f.priorities, "priorities", false, "give the loaded jobs every priority, 0 to 3 in turn (to measure what claiming by priority costs)")
+	pf.IntVar(&f.orderKeys, "ordering-keys", 0, "give the loaded jobs this many ordering keys in turn, 0 for none (to measure per-key ordering against the same jobs without keys)")
 	pf.IntVar(&f.partitions, "partitions", 1, "spread the run's topic over this many partitions (1-256), over a Redis Cluster's masters")
 	pf.StringArrayVar(&f.sqlShards, "sql-shard", nil, "MySQL DSN of a further ledger shard, repeated for each (the configured sql.dsn is shard 0), each best on a server of its own (default: the configured sql.shards): enqueue, drain and lateness report each shard's commits and rows")
 	pf.DurationVar(&f.stall, "stall", 20*time.Second, "give up waiting for handlers when no new job ran for this long; the rest count as missing")
@@ -218,6 +224,9 @@ func (a *app) benchAllCmd(f *benchFlags) *cobra.Command {
 // after the other and prints the report. A missing job or a failed run
 // makes it fail.
 func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (err error) {
+	if f.orderKeys < 0 || f.orderKeys > maxBenchOrderingKeys {
+		return usageError{fmt.Errorf("--ordering-keys %d: want 0 (none) to %d", f.orderKeys, maxBenchOrderingKeys)}
+	}
 	if f.partitions < 1 || f.partitions > queue.MaxPartitions {
 		return usageError{fmt.Errorf("--partitions %d: want 1-%d", f.partitions, queue.MaxPartitions)}
 	}
@@ -292,7 +301,7 @@ func (a *app) runBench(cmd *cobra.Command, f *benchFlags, cases []bench.Case) (e
 	}
 	// The durable idle run's relay and recoverer take the configured
 	// settings, as `delayq serve` runs them.
-	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory, Trace: f.trace, Pool: f.pool, Priorities: f.priorities, Partitions: f.partitions,
+	env := bench.Env{Redis: b.Redis, DB: b.DB, Queue: b.Queue.Config(), Logger: log, Keep: f.keep, NoHistory: f.noHistory, Trace: f.trace, Pool: f.pool, Priorities: f.priorities, OrderingKeys: f.orderKeys, Partitions: f.partitions,
 		Shards: shards, ShardsConfigured: configured, Recovery: recoveryConfig(cfg, log), Relay: relayConfig(cfg, log, nil)}
 	rep := bench.Report{Machine: bench.Describe(ctx, env)}
 	if !a.json {

@@ -176,6 +176,7 @@ func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A"})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A", Delay: time.Minute})
 	cl = mustClaim(t, e.env, "t", 10, time.Minute)
 	if !slices.Equal(ids(cl.Jobs), []string{"a2"}) {
 		t.Fatalf("claimed %v, want [a2]", ids(cl.Jobs))
@@ -190,6 +191,11 @@ func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
 	}
 	if n, err := e.c.ReleaseLater(ctx, gone.Held, time.Hour); err != nil || n != 1 {
 		t.Fatalf("release later: %d %v", n, err)
+	}
+	// a2 waits an hour for its key, but a3, due after it, does not pass
+	// it: the key goes by due times, not by the wait.
+	if info := mustGet(t, e.env, "t", "a3"); !info.Parked {
+		t.Fatal("a3 took the key from a2, which waits for a1")
 	}
 	// a1's worker dies: the recoverer restores its row, and a1 takes the
 	// key back from a2, which has not started.

@@ -68,6 +68,10 @@ func (s durableWorkerSpec) redisClient() redis.UniversalClient {
 type durablePayload struct {
 	Due   int64 `json:"due"`
 	Block bool  `json:"block,omitempty"`
+	// Fail: every run fails (after its end is logged).
+	Fail bool `json:"fail,omitempty"`
+	// Sleep: each run works this long before its effect (ms).
+	Sleep int `json:"sleep,omitempty"`
 }
 
 // enqueuerSpec configures an enqueuer process: in one transaction it
@@ -144,8 +148,7 @@ func runDurableWorkerProc(s durableWorkerSpec, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := &durableHandler{rdb: rdb, db: db, worker: s.WorkerID, release: release}
-	h.effect = ledger.Transactional(led, h.writeEffect)
+	h := &durableHandler{rdb: rdb, db: db, worker: s.WorkerID, release: release, led: led}
 	tc := queue.TopicConfig{Concurrency: s.Concurrency, BatchSize: min(s.Concurrency, 100), Lease: s.Lease}
 	if err := w.Handle(s.Topic, h, tc); err != nil {
 		return err
@@ -181,10 +184,15 @@ type durableHandler struct {
 	db      *gorm.DB
 	worker  string
 	release chan struct{}
-	effect  func(ctx context.Context, job *queue.Job) error
+	led     *ledger.Ledger
 }
 
 const insertDurableRun = "INSERT IGNORE INTO durable_runs (token, job_id, attempt, due_ms, start_ms, worker) VALUES (?, ?, ?, ?, ?, ?)"
+
+// endDurableRun logs when a run ended (Redis's clock): for a success in
+// the transaction of its effect, which deletes the job's ledger row, so
+// that no later job of its ordering key can be recorded before it.
+const endDurableRun = "UPDATE durable_runs SET end_ms = ? WHERE token = ?"
 
 func (h *durableHandler) Handle(ctx context.Context, j *queue.Job) error {
 	var start time.Time
@@ -206,6 +214,21 @@ func (h *durableHandler) Handle(ctx context.Context, j *queue.Job) error {
 	if err != nil {
 		return err
 	}
+	ended := false
+	defer func() {
+		// A run cut short (its context ended) logs its end too.
+		if !ended {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = retryUntil(ctx, func() error {
+				end, err := h.rdb.Time(ctx).Result()
+				if err != nil {
+					return err
+				}
+				return h.db.WithContext(ctx).Exec(endDurableRun, end.UnixMilli(), token).Error
+			})
+		}
+	}()
 	if p.Block && j.Attempt == 1 {
 		select {
 		case <-h.release:
@@ -213,7 +236,35 @@ func (h *durableHandler) Handle(ctx context.Context, j *queue.Job) error {
 			return context.Cause(ctx)
 		}
 	}
-	return ledger.RetryDeadlocks(ctx, func() error { return h.effect(ctx, j) })
+	if p.Sleep > 0 {
+		select {
+		case <-time.After(time.Duration(p.Sleep) * time.Millisecond):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	var end time.Time
+	err = retryUntil(ctx, func() (err error) {
+		end, err = h.rdb.Time(ctx).Result()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if p.Fail {
+		err := retryUntil(ctx, func() error { return h.db.WithContext(ctx).Exec(endDurableRun, end.UnixMilli(), token).Error })
+		ended = err == nil
+		return errors.Join(errors.New("fails on purpose"), err)
+	}
+	effect := ledger.Transactional(h.led, func(ctx context.Context, tx *gorm.DB, j *queue.Job) error {
+		if err := h.writeEffect(ctx, tx, j); err != nil {
+			return err
+		}
+		return tx.WithContext(ctx).Exec(endDurableRun, end.UnixMilli(), token).Error
+	})
+	err = ledger.RetryDeadlocks(ctx, func() error { return effect(ctx, j) })
+	ended = err == nil
+	return err
 }
 
 func (h *durableHandler) writeEffect(ctx context.Context, tx *gorm.DB, j *queue.Job) error {

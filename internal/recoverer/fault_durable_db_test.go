@@ -28,7 +28,7 @@ func newDurableDB(t testing.TB) durableDB {
 	dsn := testenv.MySQLDSN(t)
 	db, led := openLedgerDB(t, dsn,
 		"CREATE TABLE durable_runs (token VARCHAR(32) NOT NULL PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
-			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
+			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
 		"CREATE TABLE durable_effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
 			"worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB")
 	return durableDB{dsn: dsn, db: db, led: led}

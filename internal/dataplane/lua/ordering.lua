@@ -82,11 +82,15 @@ local function ordPromote(O, key)
   end
 end
 
--- ordStarted: whether a waiting holder has started (claimed before: a
--- retry, or a lease that ran out). One that has not can give way.
-local function ordStarted(O, id)
+-- ordWaiting reads a waiting holder: whether it has not started (never
+-- claimed to a run: no retry, no lease that ran out), so that it can give
+-- way, and its due time (its envelope's run at, which a release handed
+-- back to wait for its key leaves as it was: its score is later).
+local function ordWaiting(O, id)
   local env = redis.call('HGET', O.job, id)
-  return not env or string.match(env, '^1|(%d+)|') ~= '0'
+  if not env then return false, nil end
+  local attempt, run = string.match(env, '^1|(%d+)|%d+|%d+|(%d+)|')
+  return attempt == '0', tonumber(run)
 end
 
 -- ordBalance settles key after a change: a holder that is gone (debris)
@@ -97,11 +101,12 @@ local function ordBalance(O, key)
   local hs = h and tonumber(redis.call('ZSCORE', O.due, h))
   if h and not hs and redis.call('ZSCORE', O.lease, h) then return end -- in flight: holds
   if not hs or hs >= PARK then return ordPromote(O, key) end
-  if ordStarted(O, h) then return end
+  local fresh, hd = ordWaiting(O, h)
+  if not fresh then return end
   local id, d, m = ordFirst(O, key)
-  if id and d < hs then
+  if id and d < hd then
     local _, seq = ordInfo(O, h)
-    ordPark(O, h, key, seq, hs)
+    ordPark(O, h, key, seq, hd)
     ordTake(O, key, id, d, m)
   end
 end
@@ -122,9 +127,10 @@ local function ordEnter(O, id, key, d, force)
   end
   if force then
     local hs = tonumber(redis.call('ZSCORE', O.due, h))
-    if hs and hs < PARK and not ordStarted(O, h) then
+    local fresh, hd = ordWaiting(O, h)
+    if hs and hs < PARK and fresh then
       local _, hseq = ordInfo(O, h)
-      ordPark(O, h, key, hseq, hs)
+      ordPark(O, h, key, hseq, hd)
       redis.call('HSET', O.ohold, key, id)
       return
     end

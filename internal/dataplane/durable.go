@@ -96,7 +96,7 @@ func (c *Client) EnqueueTx(ctx context.Context, store DurableStore, topic string
 		each = each && l.Current() > 1 && !sharded
 		names = []string{topic}
 		if each {
-			names, subs, idx = c.splitJobs(l, topic, valid)
+			names, subs, idx = c.splitJobs(ctx, l, topic, valid)
 		}
 	}
 	var out []EnqueueResult
@@ -134,7 +134,7 @@ func (c *Client) routePinned(ctx context.Context, topic string, valid []NewJob, 
 		}
 		names, subs, idx = []string{topic}, nil, nil
 		if each && l.Current() > 1 {
-			names, subs, idx = c.splitJobs(l, topic, valid)
+			names, subs, idx = c.splitJobs(ctx, l, topic, valid)
 		}
 		if err = c.checkShard(names, subs, valid, shard); err == nil || fresh {
 			return l, names, subs, idx, err
@@ -315,7 +315,7 @@ func (t durableTopic) enqueue(ctx context.Context, topic string, jobs []NewJob) 
 	if l.Current() == 1 {
 		return t.enqueueOne(ctx, topic, jobs)
 	}
-	names, subs, at := c.splitJobs(l, topic, jobs)
+	names, subs, at := c.splitJobs(ctx, l, topic, jobs)
 	ps, ok := c.cfg.Store.(PartitionStore)
 	if !ok || len(names) == 1 {
 		out := make([]EnqueueResult, len(jobs))

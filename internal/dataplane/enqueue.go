@@ -152,7 +152,7 @@ func (c *Client) enqueued(topic string, jobs []NewJob, reply []int64) ([]Enqueue
 // one node (a Redis that is not a cluster): a batch spread over the
 // partitions costs one call, as on one partition.
 func (t redisTopic) enqueueSpread(ctx context.Context, l Layout, topic string, jobs []NewJob) ([]EnqueueResult, error) {
-	names, groups := t.c.split(l, topic, jobs)
+	names, groups := t.c.split(ctx, l, topic, jobs)
 	if len(names) == 1 {
 		return t.enqueue(ctx, names[0], jobs) // a partition's own call
 	}

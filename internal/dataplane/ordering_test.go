@@ -2,6 +2,7 @@ package dataplane_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -216,4 +217,72 @@ func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
 	if err := l.Record(ctx, cl.Jobs, "w:3"); err != nil {
 		t.Fatalf("record of a1 again: %v", err)
 	}
+}
+
+// On a topic of several partitions a key's jobs share one (the ordering
+// key is the partition key). Across a raise of the partition count, a key
+// held in the old layout keeps its new jobs there, behind the old ones,
+// until it is free; a key free there goes to the new layout.
+func TestOrderingAcrossAPartitionRaise(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		if _, err := e.c.SetPartitions(ctx, "pt", 2); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			mustEnqueue(t, e, "pt", dataplane.NewJob{ID: fmt.Sprintf("a%d", i), OrderingKey: "A"})
+		}
+		// A partition key other than the ordering key is refused.
+		if res, err := e.c.EnqueueBatch(ctx, "pt", []dataplane.NewJob{
+			{ID: "x", OrderingKey: "A", PartitionKey: "B"},
+		}); err != nil || res[0].Status != dataplane.BatchInvalid || !errors.Is(res[0].Err, dataplane.ErrInvalidOrderingKey) {
+			t.Fatalf("a partition key other than the ordering key: %+v %v", res, err)
+		}
+		old, err := e.c.Partitions(ctx, "pt") // the two, and the topic's own
+		if err != nil || len(old) != 3 {
+			t.Fatalf("partitions: %v %v", old, err)
+		}
+		if _, err := e.c.SetPartitions(ctx, "pt", 8); err != nil {
+			t.Fatal(err)
+		}
+		// A is held in the old layout: a3 goes there, behind a0-a2; B,
+		// never used, goes to the new one.
+		if _, err := e.c.EnqueueBatch(ctx, "pt", []dataplane.NewJob{
+			{ID: "a3", OrderingKey: "A"}, {ID: "b0", OrderingKey: "B"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		a3, b0 := mustGet(t, e, "pt", "a3"), mustGet(t, e, "pt", "b0")
+		if !slices.Contains(old, a3.Job.Partition) || !a3.Parked {
+			t.Fatalf("a3 in %q (parked %v), want parked in the old layout %v", a3.Job.Partition, a3.Parked, old)
+		}
+		if slices.Contains(old, b0.Job.Partition) {
+			t.Fatalf("b0 in the old layout's %q", b0.Job.Partition)
+		}
+		// A's jobs run one at a time, in order, from the old partition.
+		for i := range 4 {
+			var got []*dataplane.Job
+			names, _ := e.c.Partitions(ctx, "pt")
+			for _, name := range names {
+				for _, j := range mustClaim(t, e, name, 10, time.Minute).Jobs {
+					if j.OrderingKey == "A" {
+						got = append(got, j)
+					} else if _, err := e.c.Ack(ctx, []dataplane.Ref{j.Ref()}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if len(got) != 1 || got[0].ID != fmt.Sprintf("a%d", i) {
+				t.Fatalf("claim %d of A: %v, want [a%d]", i, ids(got), i)
+			}
+			if _, err := e.c.Ack(ctx, refs(got)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A drained from the old layout: its next job goes to the new one.
+		mustEnqueue(t, e, "pt", dataplane.NewJob{ID: "a4", OrderingKey: "A"})
+		if a4 := mustGet(t, e, "pt", "a4"); slices.Contains(old, a4.Job.Partition) {
+			t.Fatalf("a4 in the old layout's %q after A drained there", a4.Job.Partition)
+		}
+	})
 }

@@ -30,7 +30,7 @@ func (c *Client) enqueue(ctx context.Context, topic string, jobs []NewJob) ([]En
 		// over their partitions (redisTopic.enqueueSpread).
 		return c.enqueuePart(ctx, topic, jobs)
 	}
-	names, groups := c.split(l, topic, jobs)
+	names, groups := c.split(ctx, l, topic, jobs)
 	if len(names) == 1 {
 		return c.enqueuePart(ctx, names[0], jobs)
 	}
@@ -95,8 +95,8 @@ func (c *Client) enqueueLayout(ctx context.Context, topic string) (Layout, error
 }
 
 // splitJobs is split, with each partition's jobs copied out.
-func (c *Client) splitJobs(l Layout, topic string, jobs []NewJob) (names []string, subs [][]NewJob, at [][]int) {
-	names, groups := c.split(l, topic, jobs)
+func (c *Client) splitJobs(ctx context.Context, l Layout, topic string, jobs []NewJob) (names []string, subs [][]NewJob, at [][]int) {
+	names, groups := c.split(ctx, l, topic, jobs)
 	subs, at = make([][]NewJob, len(names)), make([][]int, len(names))
 	for n, name := range names {
 		at[n] = groups[name]
@@ -108,13 +108,18 @@ func (c *Client) splitJobs(l Layout, topic string, jobs []NewJob) (names []strin
 	return names, subs, at
 }
 
-// split sorts jobs by the partition of l's current layout each goes to:
-// the partitions' names in order of first use, and the indexes in jobs of
-// each one's jobs.
-func (c *Client) split(l Layout, topic string, jobs []NewJob) (names []string, groups map[string][]int) {
+// split sorts jobs by the partition of l's current layout each goes to
+// (or of an older one, for a job whose ordering key is busy there:
+// keyHomes): the partitions' names in order of first use, and the indexes
+// in jobs of each one's jobs.
+func (c *Client) split(ctx context.Context, l Layout, topic string, jobs []NewJob) (names []string, groups map[string][]int) {
 	groups = make(map[string][]int)
+	homes := c.keyHomes(ctx, l, topic, jobs)
 	for i := range jobs {
-		name := c.route(l, topic, jobs[i].PartitionKey, jobs[i].ID)
+		name, ok := homes[i]
+		if !ok {
+			name = c.route(l, topic, jobs[i].PartitionKey, jobs[i].ID)
+		}
 		if _, ok := groups[name]; !ok {
 			names = append(names, name)
 		}

@@ -79,7 +79,13 @@ func (c *Client) noteTraces(ctx context.Context, topic string, jobs []NewJob) {
 	defer cancel()
 	nameOf := func(int) string { return topic }
 	if l, err := c.enqueueLayout(ctx, topic); err == nil && l.Current() > 1 {
-		nameOf = func(i int) string { return c.route(l, topic, jobs[i].PartitionKey, jobs[i].ID) }
+		homes := c.keyHomes(ctx, l, topic, jobs)
+		nameOf = func(i int) string {
+			if name, ok := homes[i]; ok {
+				return name
+			}
+			return c.route(l, topic, jobs[i].PartitionKey, jobs[i].ID)
+		}
 	}
 	now := time.Now()
 	pipe := c.rdb.Pipeline()

@@ -286,3 +286,82 @@ func TestOrderingAcrossAPartitionRaise(t *testing.T) {
 		}
 	})
 }
+
+// A job of a key restored from its ledger row in flight (its worker died
+// and Redis lost the key) while the key's next job is being claimed: the
+// claim is refused by the ledger and handed back, and the restored job,
+// due before it, takes the key, whatever the time of its restore.
+func TestOrderingRestoredJobPassesAClaimRefusedForIt(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a1", OrderingKey: "A"})
+	if err := l.Record(ctx, mustClaim(t, e.env, "t", 10, time.Minute).Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A", RunAt: time.Now().Add(-time.Hour).UnixMilli()})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A"})
+	cl := mustClaim(t, e.env, "t", 10, time.Minute) // a2, in lease
+	// a1 restored while a2 is in lease: parked, first in line.
+	row, err := e.led.Row(ctx, "t", "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != dataplane.RestoreCreated {
+		t.Fatalf("restore a1: %v %v", out, err)
+	}
+	var gone *queue.GoneError
+	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
+		t.Fatalf("record of a2: %v, want it held", err)
+	}
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(mustClaim(t, e.env, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("claimed %v, want [a1], restored, before a2 and a3", got)
+	}
+}
+
+// The same with a job retrying in the ledger, due again in an hour: the
+// refused claim gives it the key back, and it keeps its retry time.
+func TestOrderingRestoredRetryTakesItsKeyBack(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a1", OrderingKey: "A"})
+	j := mustClaim(t, e.env, "t", 10, time.Minute).Jobs[0]
+	if err := l.Record(ctx, []*dataplane.Job{j}, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	retryAt := time.Now().Add(time.Hour).UnixMilli()
+	if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: retryAt, LeaseUntil: retryAt + 60_000, Error: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A"})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A", Delay: time.Minute})
+	cl := mustClaim(t, e.env, "t", 10, time.Minute) // a2, in lease
+	row, err := e.led.Row(ctx, "t", "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != dataplane.RestoreCreated {
+		t.Fatalf("restore a1: %v %v", out, err)
+	}
+	var gone *queue.GoneError
+	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
+		t.Fatalf("record of a2: %v, want it held", err)
+	}
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a1, a2 := mustGet(t, e.env, "t", "a1"), mustGet(t, e.env, "t", "a2")
+	if a1.Parked || !a2.Parked || a1.Score != retryAt {
+		t.Fatalf("a1 parked %v due %d (want %d), a2 parked %v: want a1 holding A at its retry time", a1.Parked, a1.Score, retryAt, a2.Parked)
+	}
+}

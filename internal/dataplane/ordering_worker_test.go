@@ -96,10 +96,11 @@ func TestOrderingAcrossWorkers(t *testing.T) {
 	}
 	// Enqueued last index first, each due 1 ms after the one before it
 	// (two share a due time: enqueue order decides), so that due order and
-	// enqueue order differ.
+	// enqueue order differ; in one batch, so that no job is due before
+	// every job is in.
 	base := time.Now().Add(300 * time.Millisecond).UnixMilli()
+	batch := make([]dataplane.NewJob, 0, keys*perKey)
 	for n := perKey; n >= 1; n-- {
-		batch := make([]dataplane.NewJob, 0, keys)
 		for k := range keys {
 			due := base + int64(n)
 			if n == 2 {
@@ -107,9 +108,9 @@ func TestOrderingAcrossWorkers(t *testing.T) {
 			}
 			batch = append(batch, dataplane.NewJob{ID: fmt.Sprintf("j:k%d:%d", k, n), OrderingKey: fmt.Sprintf("k%d", k), RunAt: due})
 		}
-		if _, err := e.c.EnqueueBatch(ctx, "t", batch); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if _, err := e.c.EnqueueBatch(ctx, "t", batch); err != nil {
+		t.Fatal(err)
 	}
 	testenv.WaitFor(ctx, t, "every job to succeed", func() bool { return done.Load() == keys*perKey })
 	runs.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +158,8 @@ func TestFaultOrderingKeys(t *testing.T) {
 			if !seen[r.Job] {
 				seen[r.Job] = true
 				if r.Due < prevDue {
-					fail("key%d: %s (due %d) first started after a job due %d", k, r.Job, r.Due, prevDue)
+					fail("key%d: %s (due %d) first started after a job due %d; the key's runs (ms after the first due time; SIGKILL at %d, Redis back at %d): %s",
+						k, r.Job, r.Due-base, prevDue-base, killedAt-base, restartAt-base, runsText(runs, base))
 				}
 				prevDue = r.Due
 			}
@@ -192,4 +194,13 @@ func TestFaultOrderingKeys(t *testing.T) {
 	}
 	t.Logf("%d jobs over %d keys, %d processes of %d handlers: %d runs from %d to %d ms after the first due time (%.0f jobs/s, faults included)",
 		n, keys, procs, concurrency, len(rows), first-base, last-base, float64(n)*1000/float64(max(last-first, 1)))
+}
+
+// runsText lists runs as job/attempt@start-end(worker), times from base.
+func runsText(runs []orderedRun, base int64) string {
+	var b strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&b, "%s/%d@%d-%d(%s) ", r.Job, r.Attempt, r.Start-base, *r.End-base, r.Worker)
+	}
+	return b.String()
 }

@@ -61,10 +61,14 @@ local function ordFirst(O, key)
   end
 end
 
--- ordTake makes id, parked as oq member m and due at d, the key's holder:
--- back in due (and its level's pri ZSET) at d.
+-- ordTake makes id, parked as oq member m, the key's holder: back in due
+-- (and its level's pri ZSET) at its envelope's run at (the member's due
+-- time d, but for a job that held the key before, parked first in line
+-- with d 0: ordEnter).
 local function ordTake(O, key, id, d, m)
   redis.call('ZREM', O.oq, m)
+  local env = redis.call('HGET', O.job, id)
+  d = env and tonumber(string.match(env, '^1|%d+|%d+|%d+|(%d+)|')) or d
   redis.call('ZADD', O.due, d, id)
   local l = redis.call('HGET', O.prio, id)
   if l then redis.call('ZADD', O.pri[tonumber(l)], d, id) end
@@ -116,7 +120,10 @@ end
 -- key balanced (an earlier job takes it from a holder that has not
 -- started). force: id held the key already when Redis lost it (the
 -- ledger's row of a job in flight or retrying, restored): it takes the key
--- back from a holder that has not started.
+-- back from a holder that has not started; from one in flight (a claim
+-- the ledger will refuse for it, whose hand-back balances the key) it is
+-- parked first in line (due 0 in oq; ordTake puts it back at its own
+-- time).
 local function ordEnter(O, id, key, d, force)
   local seq = string.format('%015d', redis.call('INCR', O.oseq))
   redis.call('HSET', O.okey, id, key .. '|' .. seq)
@@ -135,6 +142,7 @@ local function ordEnter(O, id, key, d, force)
       return
     end
   end
+  if force then d = 0 end
   ordPark(O, id, key, seq, d)
   ordBalance(O, key)
 end

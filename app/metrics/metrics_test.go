@@ -188,7 +188,7 @@ func (f *fakeLedger) CountStale(_ context.Context, olderThan int64) (int64, erro
 func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 	m := metrics.New(testenv.QuietLogger())
 	q := &fakeQueue{stats: map[string]queue.Stats{
-		"a": {Topic: "a", Due: 10, DueNow: 4, InFlight: 3, Dead: 2, OldestOverdueMs: 1500, ByPriority: [queue.MaxPriority + 1]int64{6, 0, 1, 3}},
+		"a": {Topic: "a", Due: 10, DueNow: 4, InFlight: 3, Dead: 2, OldestOverdueMs: 1500, ByPriority: [queue.MaxPriority + 1]int64{6, 0, 1, 3}, Parked: 5},
 		"b": {Topic: "b", Due: 1},
 	}}
 	led := &fakeLedger{}
@@ -198,7 +198,7 @@ func TestStateGaugesReadAtScrapeTime(t *testing.T) {
 	before := time.Now().Add(-time.Minute).UnixMilli()
 	for name, want := range map[string]float64{
 		"delayq_jobs_due": 10, "delayq_jobs_overdue": 4, "delayq_jobs_in_flight": 3, "delayq_jobs_dead": 2,
-		"delayq_oldest_overdue_seconds": 1.5,
+		"delayq_oldest_overdue_seconds": 1.5, "delayq_jobs_parked": 5,
 	} {
 		if got := value(t, m, name, topic("a")); got != want {
 			t.Errorf("%s{topic=a} = %v, want %v", name, got, want)

@@ -107,6 +107,7 @@ type stateCollector struct {
 
 	due, overdue, inFlight, dead, oldest *prometheus.Desc
 	duePriority                          *prometheus.Desc // jobs_due by priority
+	parked                               *prometheus.Desc // jobs parked behind their ordering key
 	paused, consumers, workers           *prometheus.Desc
 	redisUp, ledgerUp, rows, stale       *prometheus.Desc
 	schemaVersion, schemaPending         *prometheus.Desc
@@ -141,6 +142,8 @@ func (m *Metrics) WatchState(cfg StateConfig) error {
 		due: prometheus.NewDesc(name("jobs_due"), "Jobs waiting in Redis, due or not (read at scrape time).", topic, nil),
 		duePriority: prometheus.NewDesc(name("jobs_due_by_priority"),
 			"Jobs waiting in Redis, due or not, by their priority within the topic (0-3; read at scrape time).", []string{"topic", "priority"}, nil),
+		parked: prometheus.NewDesc(name("jobs_parked"),
+			"Jobs waiting in Redis behind an earlier job of their ordering key, which runs or waits first; counted in jobs_due, not in jobs_overdue (read at scrape time).", topic, nil),
 		overdue:  prometheus.NewDesc(name("jobs_overdue"), "Jobs waiting in Redis whose due time has passed: the overdue backlog (read at scrape time).", topic, nil),
 		inFlight: prometheus.NewDesc(name("jobs_in_flight"), "Jobs leased to workers (read at scrape time).", topic, nil),
 		dead:     prometheus.NewDesc(name("jobs_dead"), "Jobs in the dead set (read at scrape time).", topic, nil),
@@ -249,7 +252,7 @@ func (c *stateCollector) readSchema(ctx context.Context, now time.Time) *ledger.
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.due, c.duePriority, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.consumers, c.workers, c.redisUp, c.ledgerUp, c.rows, c.stale,
+	for _, d := range []*prometheus.Desc{c.due, c.duePriority, c.parked, c.overdue, c.inFlight, c.dead, c.oldest, c.paused, c.consumers, c.workers, c.redisUp, c.ledgerUp, c.rows, c.stale,
 		c.schemaVersion, c.schemaPending} {
 		ch <- d
 	}
@@ -267,6 +270,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			for l, n := range t.ByPriority {
 				gauge(c.duePriority, float64(n), t.Topic, strconv.Itoa(l))
 			}
+			gauge(c.parked, float64(t.Parked), t.Topic)
 			gauge(c.overdue, float64(t.DueNow), t.Topic)
 			gauge(c.inFlight, float64(t.InFlight), t.Topic)
 			gauge(c.dead, float64(t.Dead), t.Topic)

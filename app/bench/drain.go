@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"time"
+
+	"github.com/delayq/delayq/queue"
 )
 
 // Drain measures the worker's throughput: Jobs jobs already due, then a
@@ -40,6 +42,9 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 		return err
 	}
 	defer stopTarget()
+	if o.HandlerTime > 0 && !target {
+		h = workFor(o.HandlerTime, h)
+	}
 	before := s.probe(ctx)
 	start := time.Now()
 	w, err := s.startWorker(ctx, topic, h, o.topicConfig(o.Concurrency))
@@ -72,4 +77,16 @@ func drainPhase(ctx context.Context, s *sandbox, o Options, topic string, target
 	left, err := s.leftover(ctx, topic)
 	r.Leftover = left
 	return err
+}
+
+// workFor is h after d of work (a sleep, cut short by the run's end).
+func workFor(d time.Duration, h queue.Handler) queue.Handler {
+	return queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return h.Handle(ctx, j)
+	})
 }

@@ -105,6 +105,9 @@ type Options struct {
 	// (queue.TopicConfig.ClaimAhead). Default 0: the worker's default;
 	// negative: none.
 	ClaimAhead time.Duration
+	// HandlerTime is how long each drain handler works (sleeps) before it
+	// succeeds; default 0: a no-op. At most 10s.
+	HandlerTime time.Duration
 	// Window spreads the jobs' due times uniformly over this long, and
 	// Lead is how far ahead of now the window starts (lateness).
 	Window, Lead time.Duration
@@ -199,6 +202,8 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 		return bad("%v (negative: none)", err)
 	}
 	switch {
+	case o.HandlerTime < 0 || o.HandlerTime > 10*time.Second:
+		return bad("handler time %s: want 0 to 10s", o.HandlerTime)
 	case o.Env.Redis == nil || o.Env.DB == nil:
 		return bad("Env.Redis and Env.DB are required")
 	case o.Jobs < 1:

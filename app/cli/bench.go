@@ -130,6 +130,7 @@ func (a *app) benchScenarioCmd(f *benchFlags, sc bench.Scenario) *cobra.Command 
 		fl.IntVarP(&o.Concurrency, "concurrency", "c", d.Concurrency, "handlers")
 		fl.IntVar(&o.ClaimBatch, "claim-batch", 100, "most jobs per claim")
 		fl.DurationVar(&o.ClaimAhead, "claim-ahead", 0, claimAheadUsage())
+		fl.DurationVar(&o.HandlerTime, "handler-time", 0, "each handler works this long before it succeeds (0: a no-op; at most 10s)")
 	case "lateness":
 		fl.IntVarP(&o.Jobs, "jobs", "n", d.Jobs, "jobs")
 		fl.DurationVar(&o.Window, "window", d.Window, "due times spread uniformly over this window")

@@ -98,12 +98,13 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 	// gone is the last run's: a write tried again (a deadlock, a group
 	// that failed) runs its spans again from the first.
 	var gone, dead, held []queue.Ref
+	var heldBy []string
 	w := l.inBatches(len(rows), entryColumns, 0, bytes, func(db *gorm.DB, lo, hi int) error {
 		if lo == 0 {
-			gone, dead, held = gone[:0], dead[:0], held[:0]
+			gone, dead, held, heldBy = gone[:0], dead[:0], held[:0], heldBy[:0]
 		}
-		g, d, h, err := l.recordOn(db, rows[lo:hi])
-		gone, dead, held = append(gone, g...), append(dead, d...), append(held, h...)
+		g, d, h, b, err := l.recordOn(db, rows[lo:hi])
+		gone, dead, held, heldBy = append(gone, g...), append(dead, d...), append(held, h...), append(heldBy, b...)
 		return err
 	})
 	w.urgent = true // handlers wait for it
@@ -112,7 +113,7 @@ func (l ops) Record(ctx context.Context, jobs []*queue.Job, worker string) error
 		return fmt.Errorf("ledger: record %d jobs: %w", len(rows), err)
 	}
 	if len(gone) > 0 || len(held) > 0 {
-		return &queue.GoneError{Refs: gone, Dead: dead, Held: held}
+		return &queue.GoneError{Refs: gone, Dead: dead, Held: held, HeldBy: heldBy}
 	}
 	return nil
 }

@@ -58,9 +58,9 @@ const (
 // between them leaves the UPDATE's rows as this claim's, which is what an
 // ambiguous failure of a single statement can leave too, and what the
 // worker's release and the recoverer handle (fenced by attempt).
-func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queue.Ref, err error) {
-	if rows, held, err = l.heldOn(db, rows); err != nil || len(rows) == 0 {
-		return nil, nil, held, err
+func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queue.Ref, by []string, err error) {
+	if rows, held, by, err = l.heldOn(db, rows); err != nil || len(rows) == 0 {
+		return nil, nil, held, by, err
 	}
 	// ask: claims whose rows may be missing. A claim after the first that
 	// the UPDATE does not take (a redis topic's, or a durable one's with a
@@ -85,7 +85,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queu
 	if len(known) > 0 {
 		n, err := l.updateClaims(db, known)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		if n < int64(len(known)) {
 			ask = append(ask, known...)
@@ -95,15 +95,15 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queu
 		// One SELECT for them all, a second when a row is missing.
 		var written []Entry
 		if written, gone, dead, err = l.splitGone(db, ask); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		fresh = append(fresh, written...)
 		sortEntries(fresh)
 	}
 	if len(fresh) == 0 {
-		return gone, dead, held, nil
+		return gone, dead, held, by, nil
 	}
-	return gone, dead, held, l.upsertOn(db, fresh)
+	return gone, dead, held, by, l.upsertOn(db, fresh)
 }
 
 // heldOn takes out of rows the claims whose ordering key another job of
@@ -112,7 +112,7 @@ func (l *Ledger) recordOn(db *gorm.DB, rows []claimRow) (gone, dead, held []queu
 // key; the ledger, which keeps every claimed job, says no. A second claim
 // of one key in the batch is held too. It returns the rows to write and
 // the held claims; rows without a key cost nothing.
-func (l *Ledger) heldOn(db *gorm.DB, rows []claimRow) ([]claimRow, []queue.Ref, error) {
+func (l *Ledger) heldOn(db *gorm.DB, rows []claimRow) ([]claimRow, []queue.Ref, []string, error) {
 	keysOf := make(map[string][]string) // topic -> its claims' keys
 	for i := range rows {
 		if k := rows[i].OrderingKey; k != "" {
@@ -120,7 +120,7 @@ func (l *Ledger) heldOn(db *gorm.DB, rows []claimRow) ([]claimRow, []queue.Ref, 
 		}
 	}
 	if len(keysOf) == 0 {
-		return rows, nil, nil
+		return rows, nil, nil, nil
 	}
 	type topicKey struct{ topic, key string }
 	holder := make(map[topicKey]string)
@@ -128,34 +128,36 @@ func (l *Ledger) heldOn(db *gorm.DB, rows []claimRow) ([]claimRow, []queue.Ref, 
 	for topic, keys := range keysOf {
 		found, err := db.Raw(q, topic, keys, queue.StateInFlight.Column(), queue.StateRetrying.Column()).Rows()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for found.Next() {
 			var k, id string
 			if err := found.Scan(&k, &id); err != nil {
 				_ = found.Close()
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			holder[topicKey{topic, k}] = id
 		}
 		if err := found.Close(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	keep := rows[:0:0]
 	var held []queue.Ref
+	var by []string
 	for _, r := range rows {
 		tk := topicKey{r.Topic, r.OrderingKey}
 		if r.OrderingKey != "" {
 			if h, ok := holder[tk]; ok && h != r.JobID {
 				held = append(held, queue.Ref{Topic: r.Topic, ID: r.JobID, Attempt: r.Attempt})
+				by = append(by, h)
 				continue
 			}
 			holder[tk] = r.JobID
 		}
 		keep = append(keep, r)
 	}
-	return keep, held, nil
+	return keep, held, by, nil
 }
 
 // splitGone sorts claims whose rows may be missing (a durable topic's that

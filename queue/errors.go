@@ -98,6 +98,9 @@ type GoneError struct {
 	// the key's state (docs/design.md §4.24). They were not recorded; the
 	// worker hands them back to wait (WorkerConfig.KeyWait).
 	Held []Ref
+	// HeldBy is, per Held (same index), the id of the job the ledger has
+	// in flight or retrying for its key.
+	HeldBy []string
 }
 
 func (e *GoneError) Error() string {

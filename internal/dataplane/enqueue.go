@@ -245,7 +245,7 @@ func (t redisTopic) enqueueGroups(ctx context.Context, topic string, parts []enq
 			args = append(args, part...)
 			if ordered {
 				for _, i := range at {
-					args = append(args, jobs[i].OrderingKey)
+					args = append(args, jobs[i].OrderingKey, i)
 				}
 			}
 		}

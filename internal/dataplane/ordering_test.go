@@ -190,7 +190,7 @@ func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
 	if row, err := e.led.Row(ctx, "t", "a2"); err == nil {
 		t.Fatalf("a2 recorded anyway: %+v", row)
 	}
-	if n, err := e.c.ReleaseLater(ctx, gone.Held, time.Hour); err != nil || n != 1 {
+	if n, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Hour); err != nil || n != 1 {
 		t.Fatalf("release later: %d %v", n, err)
 	}
 	// a2 waits an hour for its key, but a3, due after it, does not pass
@@ -317,7 +317,7 @@ func TestOrderingRestoredJobPassesAClaimRefusedForIt(t *testing.T) {
 	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
 		t.Fatalf("record of a2: %v, want it held", err)
 	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, time.Second); err != nil {
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(mustClaim(t, e.env, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"a1"}) {
@@ -357,11 +357,194 @@ func TestOrderingRestoredRetryTakesItsKeyBack(t *testing.T) {
 	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
 		t.Fatalf("record of a2: %v, want it held", err)
 	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, time.Second); err != nil {
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	a1, a2 := mustGet(t, e.env, "t", "a1"), mustGet(t, e.env, "t", "a2")
 	if a1.Parked || !a2.Parked || a1.Score != retryAt {
 		t.Fatalf("a1 parked %v due %d (want %d), a2 parked %v: want a1 holding A at its retry time", a1.Parked, a1.Score, retryAt, a2.Parked)
+	}
+}
+
+// A duplicate enqueue of a parked job answers as a duplicate of a waiting
+// job, due at its own time (its score is 2^51 + that), on the plain path
+// and the grouped one.
+func TestOrderingDuplicateOfAParkedJob(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		mustEnqueue(t, e, "t", dataplane.NewJob{ID: "k1", OrderingKey: "K"})
+		r2 := mustEnqueue(t, e, "t", dataplane.NewJob{ID: "k2", OrderingKey: "K", Delay: time.Hour})
+		for _, j := range []dataplane.NewJob{{ID: "k2"}, {ID: "k2", OrderingKey: "K"}} {
+			r, err := e.c.Enqueue(ctx, "t", j)
+			if err != nil || !r.Duplicate || r.Finished != nil || r.RunAt != r2.RunAt {
+				t.Errorf("duplicate of the parked k2 (key %q): %+v %v, want a waiting duplicate due at %d", j.OrderingKey, r, err, r2.RunAt)
+			}
+		}
+	})
+}
+
+// A batch of one key's jobs of several priorities and one due time keeps
+// their enqueue order (the script enters them in the caller's order, not
+// by priority group).
+func TestOrderingBatchAcrossPrioritiesKeepsEnqueueOrder(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		at := time.Now().Add(-time.Second).UnixMilli()
+		if _, err := e.c.EnqueueBatch(ctx, "t", []dataplane.NewJob{
+			{ID: "first", OrderingKey: "K", Priority: 2, RunAt: at}, {ID: "second", OrderingKey: "K", RunAt: at},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(mustClaim(t, e, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"first"}) {
+			t.Fatalf("claimed %v, want [first]: enqueued first, at the same due time", got)
+		}
+	})
+}
+
+// expireLease sets job id's lease deadline in the past, as a dead
+// worker's would be.
+func expireLease(t *testing.T, e env, topic, id string) {
+	t.Helper()
+	if err := e.rdb.ZAdd(testenv.Context(t), e.ns+":{"+topic+"}:lease", redisZ(1, id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With Redis intact: the claim buries a poison job and hands its key on at
+// once, while the job's ledger row waits for its burial to be settled; a
+// claim of the key's next job meanwhile is held and handed back to wait.
+// It keeps the key: a later job of the key does not pass it.
+func TestOrderingHeldClaimKeepsItsPlace(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "x", OrderingKey: "K", MaxAttempts: 1})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "j", OrderingKey: "K"})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "p", OrderingKey: "K", Delay: 200 * time.Millisecond})
+	cl := mustClaim(t, e.env, "t", 10, time.Minute)
+	if err := l.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	expireLease(t, e.env, "t", "x") // w:1 died
+	if cl := mustClaim(t, e.env, "t", 10, time.Minute); len(cl.Buried) != 1 || cl.Buried[0].ID != "x" {
+		t.Fatalf("buried %v, want [x]", ids(cl.Buried))
+	}
+	cl2 := mustClaim(t, e.env, "t", 10, time.Minute)
+	if !slices.Equal(ids(cl2.Jobs), []string{"j"}) {
+		t.Fatalf("claimed %v, want [j]", ids(cl2.Jobs))
+	}
+	var gone *queue.GoneError
+	if err := l.Record(ctx, cl2.Jobs, "w:3"); !errors.As(err, &gone) || len(gone.Held) != 1 || gone.HeldBy[0] != "x" {
+		t.Fatalf("record of j: %v, want j held for x", err)
+	}
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if j, p := mustGet(t, e.env, "t", "j"), mustGet(t, e.env, "t", "p"); j.Parked || !p.Parked {
+		t.Fatalf("j parked %v, p parked %v: want j keeping K", j.Parked, p.Parked)
+	}
+}
+
+// After a failover to a replica that missed the last writes: the
+// replica's holder x (succeeded on the primary; started, so it holds) is
+// claimed again and held by the ledger, whose holder h (retrying) the
+// replica has parked. Handed back, x gives h the key.
+func TestOrderingFailoverHandsTheKeyToTheLedgersHolder(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "x", OrderingKey: "K"})
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "h", OrderingKey: "K"})
+	cl := mustClaim(t, e.env, "t", 10, time.Minute)
+	if err := l.Record(ctx, cl.Jobs, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	snap := map[string]string{} // the replica's copy, taken now
+	for _, k := range keysOf(t, e.env) {
+		d, err := e.rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap[k] = d
+	}
+	// The primary goes on: x succeeds, h runs and fails.
+	if err := l.Complete(ctx, refs(cl.Jobs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Ack(ctx, refs(cl.Jobs)); err != nil {
+		t.Fatal(err)
+	}
+	hc := mustClaim(t, e.env, "t", 10, time.Minute)
+	if err := l.Record(ctx, hc.Jobs, "w:2"); err != nil {
+		t.Fatal(err)
+	}
+	runAt := time.Now().Add(-time.Second).UnixMilli()
+	if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: hc.Jobs[0].Ref(), RunAt: runAt, LeaseUntil: runAt + 50, Error: "boom"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Failover: the replica's copy is all Redis has; x's lease runs out.
+	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, d := range snap {
+		if err := e.rdb.Restore(ctx, k, 0, d).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expireLease(t, e.env, "t", "x")
+	row, err := e.led.Row(ctx, "t", "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cl = mustClaim(t, e.env, "t", 10, time.Minute)
+	if !slices.Equal(ids(cl.Jobs), []string{"x"}) {
+		t.Fatalf("claimed %v, want x again (the replica's holder)", ids(cl.Jobs))
+	}
+	var gone *queue.GoneError
+	if err := l.Record(ctx, cl.Jobs, "w:3"); !errors.As(err, &gone) || len(gone.Held) != 1 || gone.HeldBy[0] != "h" {
+		t.Fatalf("record of x: %v, want x held for h", err)
+	}
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(mustClaim(t, e.env, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"h"}) {
+		t.Fatalf("claimed %v, want [h], the ledger's holder", got)
+	}
+}
+
+// A job settled by its old claim while a restore had it parked (its worker
+// lived on through a Redis loss) leaves the key's queue too.
+func TestOrderingParkedJobSettledByItsOldClaim(t *testing.T) {
+	e := newWEnv(t)
+	ctx := testenv.Context(t)
+	l := ledgerops.Of(e.led)
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "j1", OrderingKey: "K"})
+	j1 := mustClaim(t, e.env, "t", 10, time.Minute).Jobs
+	if err := l.Record(ctx, j1, "w:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "j2", OrderingKey: "K"})
+	mustClaim(t, e.env, "t", 10, time.Minute) // j2, in lease
+	row, err := e.led.Row(ctx, "t", "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !mustGet(t, e.env, "t", "j1").Parked {
+		t.Fatal("j1 not parked behind j2 in lease")
+	}
+	if n, err := e.c.Ack(ctx, refs(j1)); err != nil || n != 1 {
+		t.Fatalf("the old claim's ack of j1: %d %v", n, err)
+	}
+	if st, err := e.c.Stats(ctx, "t"); err != nil || st.Parked != 0 {
+		t.Fatalf("stats after j1's ack: %+v %v, want nothing parked", st, err)
 	}
 }

@@ -59,14 +59,25 @@ func (c *Client) Release(ctx context.Context, refs []Ref) (int, error) {
 }
 
 // ReleaseLater hands claimed jobs back as Release does, but due wait from
-// now, and balances their ordering keys: the ledger said another job of
-// their key is in flight or retrying (queue.GoneError.Held, docs/design.md
-// §4.24), so a job of the key parked due earlier takes it meanwhile.
+// now: the ledger said another job of their ordering key is in flight or
+// retrying (queue.GoneError.Held, docs/design.md §4.24). by gives, per ref
+// (same index; "" or short for none), the id of that job
+// (GoneError.HeldBy): if Redis has it parked, it takes the key back and
+// the released job waits in the key's order at its own due time; else the
+// released job keeps the key.
 //
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
-func (c *Client) ReleaseLater(ctx context.Context, refs []Ref, wait time.Duration) (int, error) {
-	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(_ string, k keys) ([]string, []any) {
-		return releaseKeys(k), []any{"@", wait.Milliseconds()}
+func (c *Client) ReleaseLater(ctx context.Context, refs []Ref, by []string, wait time.Duration) (int, error) {
+	return c.settleRefs(ctx, "release", c.scripts.release, refs, func(topic string, k keys) ([]string, []any) {
+		head := []any{"@", wait.Milliseconds()}
+		var pairs []any
+		for i, r := range refs {
+			if r.Topic == topic && i < len(by) && by[i] != "" {
+				pairs = append(pairs, r.ID, by[i])
+			}
+		}
+		head = append(head, len(pairs)/2)
+		return releaseKeys(k), append(head, pairs...)
 	})
 }
 

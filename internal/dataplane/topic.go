@@ -590,8 +590,12 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 		died[r] = true
 	}
 	held := make(map[Ref]bool, len(gone.Held))
-	for _, r := range gone.Held {
+	heldBy := make(map[Ref]string, len(gone.Held))
+	for i, r := range gone.Held {
 		held[r] = true
+		if i < len(gone.HeldBy) {
+			heldBy[r] = gone.HeldBy[i]
+		}
 	}
 	keep := jobs[:0:0]
 	var dropped []*Job
@@ -624,7 +628,11 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 		o.Gone(tr.topic, len(dropped))
 	}
 	if len(waits) > 0 {
-		if _, err := tr.w.c.ReleaseLater(ctx, waits, tr.w.cfg.KeyWait); err != nil {
+		by := make([]string, len(waits))
+		for i, r := range waits {
+			by[i] = heldBy[r]
+		}
+		if _, err := tr.w.c.ReleaseLater(ctx, waits, by, tr.w.cfg.KeyWait); err != nil {
 			tr.log.WithError(err).WithField("jobs", len(waits)).Warn("handing back jobs that wait for their ordering key failed: their leases expire")
 		}
 	}

@@ -50,6 +50,7 @@ for i = 4, #ARGV, 2 do
   local id = ARGV[i]
   local env = redis.call('HGET', KEYS[3], id)
   if env and string.match(env, '^1|(%d+)|') == ARGV[i + 1] then
+    local score = ordered and tonumber(redis.call('ZSCORE', KEYS[2], id))
     local n = redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id)
     if n > 0 then
       redis.call('HDEL', KEYS[3], id)
@@ -62,7 +63,7 @@ for i = 4, #ARGV, 2 do
       if ttl > 0 then redis.call('ZADD', KEYS[4], now, id) end
       if cancelled then redis.call('HDEL', KEYS[6], id) end
       if takenScore then redis.call('ZADD', KEYS[7], takenScore, id) end
-      if ordered then ordLeave(O, id, false) end
+      if ordered then ordLeave(O, id, false, score) end
       done = done + 1
     end
   end

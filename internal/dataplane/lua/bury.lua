@@ -30,6 +30,7 @@ for i = 1, #ARGV, 3 do
   local env = redis.call('HGET', KEYS[3], id)
   if env then
     local attempt, max, enq, run, elen, p = string.match(env, '^1|(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|()')
+    local score = ordered and attempt == ARGV[i + 1] and tonumber(redis.call('ZSCORE', KEYS[2], id))
     if attempt == ARGV[i + 1] and redis.call('ZREM', KEYS[1], id) + redis.call('ZREM', KEYS[2], id) > 0 then
       local err = ARGV[i + 2]
       redis.call('HSET', KEYS[3], id, '1|' .. attempt .. '|' .. max .. '|' .. enq .. '|' .. run .. '|' ..
@@ -38,7 +39,7 @@ for i = 1, #ARGV, 3 do
       local l = prios and redis.call('HGET', KEYS[6], id)
       if l then redis.call('ZREM', KEYS[6 + tonumber(l)], id) end
       if attempt ~= '1' then redis.call('HDEL', KEYS[5], id) end
-      if ordered then ordLeave(O, id, true) end
+      if ordered then ordLeave(O, id, true, score) end
       n = n + 1
     end
   end

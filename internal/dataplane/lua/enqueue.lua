@@ -47,6 +47,14 @@ local FINISHED = 1125899906842624
 -- takenFloor: a taken score at or above it is a window still open.
 local takenFloor = (now + 1) * 4
 
+-- waitingDue is the due time of a known id (0 when not waiting): a job
+-- parked behind its ordering key's holder is in due at PARK + its due time.
+local function waitingDue(dueKey, id)
+  local s = tonumber(redis.call('ZSCORE', dueKey, id)) or 0
+  if s >= PARK then s = s - PARK end
+  return s
+end
+
 -- due returns the due time of a job and the same as a string.
 local function due(when, whens)
   if when <= 0 then
@@ -91,7 +99,7 @@ local function enqueue(dueKey, jobKey, wakeKey, takenKey, o, n, out, prioKey, pr
     if p then
       out[base + k] = -p
     elseif known[k] then
-      out[base + k] = -(tonumber(redis.call('ZSCORE', dueKey, id)) or 0)
+      out[base + k] = -waitingDue(dueKey, id)
     elseif taken[k] then
       out[base + k] = -(FINISHED + taken[k])
     else
@@ -151,7 +159,7 @@ local function one(dueKey, jobKey, wakeKey, takenKey, o)
   -- envelope: version|attempt|max|enqueued|run|errlen|err|payload
   if redis.call('HSETNX', jobKey, ARGV[o + 1],
       '1|0|' .. ARGV[o + 3] .. '|' .. nows .. '|' .. ds .. '|0||' .. ARGV[o + 4]) == 0 then
-    return -(tonumber(redis.call('ZSCORE', dueKey, ARGV[o + 1])) or 0)
+    return -waitingDue(dueKey, ARGV[o + 1])
   end
   redis.call('ZADD', dueKey, ds, ARGV[o + 1])
   -- First in the ZSET and no other entry at the same time: it is earlier
@@ -170,6 +178,7 @@ if ARGV[1] == '+' or ARGV[1] == '~' or ARGV[1] == '%' then
   local ordered = ARGV[1] == '%'
   local levels = ordered or ARGV[1] == '~'
   local step = ordered and 13 or (levels and 8 or 4)
+  local entries = {}
   for g = 1, #KEYS, step do
     local n = tonumber(ARGV[o])
     local prioKey, priKey, level = nil, nil, nil
@@ -189,14 +198,20 @@ if ARGV[1] == '+' or ARGV[1] == '~' or ARGV[1] == '%' then
         pri = {KEYS[g + 5], KEYS[g + 6], KEYS[g + 7]}, lease = KEYS[g + 8], okey = KEYS[g + 9],
         ohold = KEYS[g + 10], oq = KEYS[g + 11], oseq = KEYS[g + 12]}
       for k = 1, n do
-        local key = ARGV[o + k - 1]
+        local key = ARGV[o + 2 * k - 2]
         -- created (a due time) and of a key; a duplicate within the batch
-        -- answers -due, so each id enters once
-        if key ~= '' and out[base + k] > 0 then ordEnter(O, ARGV[o - 4 * n + k - 1], key, out[base + k]) end
+        -- answers -due, so each id enters once. Entered once every group
+        -- is written, in the caller's order (ARGV[o + 2k - 1]), so that a
+        -- key's jobs of several priorities keep their enqueue order.
+        if key ~= '' and out[base + k] > 0 then
+          entries[#entries + 1] = {tonumber(ARGV[o + 2 * k - 1]), O, ARGV[o - 4 * n + k - 1], key, out[base + k]}
+        end
       end
-      o = o + n
+      o = o + 2 * n
     end
   end
+  table.sort(entries, function(a, b) return a[1] < b[1] end)
+  for _, e in ipairs(entries) do ordEnter(e[2], e[3], e[4], e[5]) end
   return out
 end
 

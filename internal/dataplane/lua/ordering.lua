@@ -149,10 +149,13 @@ end
 
 -- ordLeave: id ended for good (succeeded, cancelled or dead); if it held
 -- its key, the key's next job takes it. keep: its okey field stays (a dead
--- job's, for a requeue).
-local function ordLeave(O, id, keep)
-  local key = ordInfo(O, id)
+-- job's, for a requeue). score: its due score before it left due, if it
+-- was there: a job settled while parked (its old claim's settlement, after
+-- a restore parked it) leaves its oq entry too.
+local function ordLeave(O, id, keep, score)
+  local key, seq = ordInfo(O, id)
   if not key then return end
+  if score and score >= PARK then ordUnpark(O, id, key, seq, score) end
   if not keep then redis.call('HDEL', O.okey, id) end
   if redis.call('HGET', O.ohold, key) == id then ordPromote(O, key) end
 end

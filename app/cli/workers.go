@@ -27,6 +27,7 @@ func engineConfig(cfg config.Config, log logrus.FieldLogger, p parts, m *metrics
 			ShutdownTimeout: wc.ShutdownTimeout,
 			RegistryEvery:   wc.RegistryEvery,
 			LedgerHold:      wc.LedgerHold,
+			KeyWait:         wc.KeyWait,
 			MaxIdle:         wc.MaxIdle,
 			Logger:          log,
 			Observer:        m,

@@ -373,6 +373,11 @@ type Worker struct {
 	// ledger does not answer, before it lets them go for a worker that
 	// reaches the ledger (queue.WorkerConfig.LedgerHold). Default 1m.
 	LedgerHold time.Duration `koanf:"ledger_hold"`
+	// KeyWait is how long a claimed job of an ordering key waits to be
+	// claimed again when the ledger says another job of its key is in
+	// flight or retrying (queue.WorkerConfig.KeyWait; docs/design.md
+	// §4.24). Default 1s.
+	KeyWait time.Duration `koanf:"key_wait"`
 	// Defaults of every topic; Topics overrides them per topic.
 	Concurrency int `koanf:"concurrency"` // Default 10.
 	BatchSize   int `koanf:"batch_size"`  // Default 100.
@@ -713,7 +718,7 @@ func Defaults() Config {
 		HTTP: HTTP{Enabled: true, Listen: "127.0.0.1:8080", ReadHeaderTimeout: 5 * time.Second,
 			ReadTimeout: 15 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
 			MaxConcurrent: 1024, MaxBodyBytes: 2 << 20},
-		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, LedgerHold: queue.DefaultLedgerHold, Concurrency: 10, BatchSize: 100,
+		Worker: Worker{Enabled: true, ShutdownTimeout: 30 * time.Second, RegistryEvery: 5 * time.Second, LedgerHold: queue.DefaultLedgerHold, KeyWait: time.Second, Concurrency: 10, BatchSize: 100,
 			Lease: 30 * time.Second, MaxIdle: time.Second, BackoffBase: time.Second, BackoffCap: time.Hour,
 			OldestEvery: queue.DefaultOldestEvery, Topics: map[string]Topic{}, Pools: map[string]Pool{}, TargetAllowHosts: []string{}},
 		Recovery: Recovery{Enabled: true, Spec: "@every 30s", Grace: time.Minute, LockTTL: time.Minute,

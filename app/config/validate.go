@@ -258,6 +258,9 @@ func (w Worker) validate(p *problems) {
 	if w.LedgerHold < time.Second {
 		p.bad("worker.ledger_hold", w.LedgerHold, "want at least 1s")
 	}
+	if w.KeyWait < 10*time.Millisecond || w.KeyWait > time.Minute {
+		p.bad("worker.key_wait", w.KeyWait, "want 10ms to 1m")
+	}
 	if w.RegistryEvery < 10*time.Millisecond {
 		p.bad("worker.registry_every", w.RegistryEvery, "want at least 10ms")
 	}

@@ -173,9 +173,7 @@ func TestOrderingLedgerHoldsAKeyAfterRedisLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Redis loses everything; a2 comes (say, the relay's reload).
-	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	wipeRedis(t, e.env)
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A"})
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A", Delay: time.Minute})
 	cl = mustClaim(t, e.env, "t", 10, time.Minute)
@@ -299,27 +297,13 @@ func TestOrderingRestoredJobPassesAClaimRefusedForIt(t *testing.T) {
 	if err := l.Record(ctx, mustClaim(t, e.env, "t", 10, time.Minute).Jobs, "w:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	wipeRedis(t, e.env)
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A", RunAt: time.Now().Add(-time.Hour).UnixMilli()})
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A"})
 	cl := mustClaim(t, e.env, "t", 10, time.Minute) // a2, in lease
 	// a1 restored while a2 is in lease: parked, first in line.
-	row, err := e.led.Row(ctx, "t", "a1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != dataplane.RestoreCreated {
-		t.Fatalf("restore a1: %v %v", out, err)
-	}
-	var gone *queue.GoneError
-	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
-		t.Fatalf("record of a2: %v, want it held", err)
-	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	restoreRow(t, e, "t", "a1", dataplane.RestoreCreated)
+	handBack(t, e, cl.Jobs, "w:2", "", time.Second)
 	if got := ids(mustClaim(t, e.env, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"a1"}) {
 		t.Fatalf("claimed %v, want [a1], restored, before a2 and a3", got)
 	}
@@ -340,26 +324,12 @@ func TestOrderingRestoredRetryTakesItsKeyBack(t *testing.T) {
 	if err := l.MarkRetrying(ctx, []dataplane.RetryRequest{{Ref: j.Ref(), RunAt: retryAt, LeaseUntil: retryAt + 60_000, Error: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	wipeRedis(t, e.env)
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a2", OrderingKey: "A"})
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "a3", OrderingKey: "A", Delay: time.Minute})
 	cl := mustClaim(t, e.env, "t", 10, time.Minute) // a2, in lease
-	row, err := e.led.Row(ctx, "t", "a1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != dataplane.RestoreCreated {
-		t.Fatalf("restore a1: %v %v", out, err)
-	}
-	var gone *queue.GoneError
-	if err := l.Record(ctx, cl.Jobs, "w:2"); !errors.As(err, &gone) || len(gone.Held) != 1 {
-		t.Fatalf("record of a2: %v, want it held", err)
-	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	restoreRow(t, e, "t", "a1", dataplane.RestoreCreated)
+	handBack(t, e, cl.Jobs, "w:2", "", time.Second)
 	a1, a2 := mustGet(t, e.env, "t", "a1"), mustGet(t, e.env, "t", "a2")
 	if a1.Parked || !a2.Parked || a1.Score != retryAt {
 		t.Fatalf("a1 parked %v due %d (want %d), a2 parked %v: want a1 holding A at its retry time", a1.Parked, a1.Score, retryAt, a2.Parked)
@@ -433,13 +403,7 @@ func TestOrderingHeldClaimKeepsItsPlace(t *testing.T) {
 	if !slices.Equal(ids(cl2.Jobs), []string{"j"}) {
 		t.Fatalf("claimed %v, want [j]", ids(cl2.Jobs))
 	}
-	var gone *queue.GoneError
-	if err := l.Record(ctx, cl2.Jobs, "w:3"); !errors.As(err, &gone) || len(gone.Held) != 1 || gone.HeldBy[0] != "x" {
-		t.Fatalf("record of j: %v, want j held for x", err)
-	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	handBack(t, e, cl2.Jobs, "w:3", "x", time.Hour)
 	if j, p := mustGet(t, e.env, "t", "j"), mustGet(t, e.env, "t", "p"); j.Parked || !p.Parked {
 		t.Fatalf("j parked %v, p parked %v: want j keeping K", j.Parked, p.Parked)
 	}
@@ -483,33 +447,19 @@ func TestOrderingFailoverHandsTheKeyToTheLedgersHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Failover: the replica's copy is all Redis has; x's lease runs out.
-	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	wipeRedis(t, e.env)
 	for k, d := range snap {
 		if err := e.rdb.Restore(ctx, k, 0, d).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	expireLease(t, e.env, "t", "x")
-	row, err := e.led.Row(ctx, "t", "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	restoreRow(t, e, "t", "h", dataplane.RestoreTracked) // parked on the replica
 	cl = mustClaim(t, e.env, "t", 10, time.Minute)
 	if !slices.Equal(ids(cl.Jobs), []string{"x"}) {
 		t.Fatalf("claimed %v, want x again (the replica's holder)", ids(cl.Jobs))
 	}
-	var gone *queue.GoneError
-	if err := l.Record(ctx, cl.Jobs, "w:3"); !errors.As(err, &gone) || len(gone.Held) != 1 || gone.HeldBy[0] != "h" {
-		t.Fatalf("record of x: %v, want x held for h", err)
-	}
-	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, 0); err != nil {
-		t.Fatal(err)
-	}
+	handBack(t, e, cl.Jobs, "w:3", "h", 0)
 	if got := ids(mustClaim(t, e.env, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"h"}) {
 		t.Fatalf("claimed %v, want [h], the ledger's holder", got)
 	}
@@ -526,18 +476,10 @@ func TestOrderingParkedJobSettledByItsOldClaim(t *testing.T) {
 	if err := l.Record(ctx, j1, "w:1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Del(ctx, keysOf(t, e.env)...).Err(); err != nil {
-		t.Fatal(err)
-	}
+	wipeRedis(t, e.env)
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "j2", OrderingKey: "K"})
 	mustClaim(t, e.env, "t", 10, time.Minute) // j2, in lease
-	row, err := e.led.Row(ctx, "t", "j1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	restoreRow(t, e, "t", "j1", dataplane.RestoreCreated)
 	if !mustGet(t, e.env, "t", "j1").Parked {
 		t.Fatal("j1 not parked behind j2 in lease")
 	}
@@ -546,5 +488,43 @@ func TestOrderingParkedJobSettledByItsOldClaim(t *testing.T) {
 	}
 	if st, err := e.c.Stats(ctx, "t"); err != nil || st.Parked != 0 {
 		t.Fatalf("stats after j1's ack: %+v %v, want nothing parked", st, err)
+	}
+}
+
+// wipeRedis deletes every key of the test's namespace: Redis lost its data.
+func wipeRedis(t *testing.T, e env) {
+	t.Helper()
+	if err := e.rdb.Del(testenv.Context(t), keysOf(t, e)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restoreRow puts job id of topic back into Redis from its ledger row, as
+// the recoverer does, and fails unless the outcome is want.
+func restoreRow(t *testing.T, e wenv, topic, id string, want dataplane.RestoreOutcome) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	row, err := e.led.Row(ctx, topic, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.c.Restore(ctx, []dataplane.RestoreRow{row.RestoreRow()}, dataplane.RestoreOptions{}); err != nil || out[0] != want {
+		t.Fatalf("restore %s: %v %v, want %s", id, out, err, want)
+	}
+}
+
+// handBack records claimed jobs as worker, wants exactly one of them held
+// by the ledger for another job of its key (heldFor, if not ""), and hands
+// it back to wait as the worker does.
+func handBack(t *testing.T, e wenv, jobs []*dataplane.Job, worker, heldFor string, wait time.Duration) {
+	t.Helper()
+	ctx := testenv.Context(t)
+	var gone *queue.GoneError
+	err := ledgerops.Of(e.led).Record(ctx, jobs, worker)
+	if !errors.As(err, &gone) || len(gone.Held) != 1 || (heldFor != "" && gone.HeldBy[0] != heldFor) {
+		t.Fatalf("record of %v: %v, want one held for %q", ids(jobs), err, heldFor)
+	}
+	if _, err := e.c.ReleaseLater(ctx, gone.Held, gone.HeldBy, wait); err != nil {
+		t.Fatal(err)
 	}
 }

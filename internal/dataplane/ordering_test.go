@@ -528,3 +528,22 @@ func handBack(t *testing.T, e wenv, jobs []*dataplane.Job, worker, heldFor strin
 		t.Fatal(err)
 	}
 }
+
+// A holder whose envelope is gone (debris of a partial delete) hands its
+// key on when a claim meets it; a parked entry without an envelope is
+// skipped.
+func TestOrderingDebrisHandsTheKeyOn(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		for _, id := range []string{"k1", "k2", "k3"} {
+			mustEnqueue(t, e, "t", dataplane.NewJob{ID: id, OrderingKey: "K"})
+		}
+		if err := e.rdb.HDel(ctx, e.ns+":{t}:job", "k1", "k2").Err(); err != nil {
+			t.Fatal(err)
+		}
+		mustClaim(t, e, "t", 10, time.Minute) // meets k1's debris
+		if got := ids(mustClaim(t, e, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"k3"}) {
+			t.Fatalf("claimed %v, want [k3]: k1 and k2 are debris", got)
+		}
+	})
+}

@@ -264,8 +264,11 @@ for _, id in ipairs(ids) do
     end
   end
   -- a due entry without an envelope is debris of a partial delete: dropped,
-  -- with its priority
-  if inDue and not env then redis.call('HDEL', KEYS[9], id) end
+  -- with its priority, and its key handed on if it held one
+  if inDue and not env then
+    redis.call('HDEL', KEYS[9], id)
+    if ordered then ordLeave(O, id, false) end
+  end
 end
 
 local nextDue, nextLease = -1, -1

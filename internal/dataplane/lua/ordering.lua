@@ -48,15 +48,17 @@ local function ordUnpark(O, id, key, seq, score)
 end
 
 -- ordFirst returns the key's earliest parked job: id, due time, oq
--- member; or nil. An entry whose job is not parked at that time (debris
--- of a path that missed it) goes.
+-- member; or nil. An entry whose job is not parked at that time, or has no
+-- envelope (debris of a path that missed it), goes.
 local function ordFirst(O, key)
   while true do
     local m = redis.call('ZRANGEBYLEX', O.oq, '[' .. key .. '|', '(' .. key .. '}', 'LIMIT', 0, 1)[1]
     if not m then return nil end
     local d, id = string.match(m, '|(%d+)|%d+|([^|]*)$')
     d = tonumber(d)
-    if tonumber(redis.call('ZSCORE', O.due, id)) == PARK + d then return id, d, m end
+    if tonumber(redis.call('ZSCORE', O.due, id)) == PARK + d and redis.call('HEXISTS', O.job, id) == 1 then
+      return id, d, m
+    end
     redis.call('ZREM', O.oq, m)
   end
 end

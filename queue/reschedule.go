@@ -64,6 +64,10 @@ type Rescheduled struct {
 	// State is the state the job waits in: waiting, or retrying when it
 	// ran before.
 	State State
+	// Parked: the job waits behind an earlier job of its ordering key,
+	// which runs or waits first (docs/design.md §4.24); it runs at its new
+	// time or once its key is free, whichever is later.
+	Parked bool
 }
 
 // RescheduleResult names the outcome of a Reschedule for metrics and logs:

@@ -53,6 +53,10 @@ type Report struct {
 	// EpochsWritten lists the topics whose epoch marker this run wrote
 	// (new topics, and topics that lost data).
 	EpochsWritten []string `json:"epochs_written,omitempty"`
+	// KeysHandedOn is how many ordering keys held by a job that is gone
+	// from Redis (a path that knows nothing of ordering keys removed it)
+	// the run handed on to their next jobs (docs/design.md §4.24).
+	KeysHandedOn int `json:"keys_handed_on,omitempty"`
 	// Err joins every error of the run (ErrorMessages keeps the first few
 	// as text).
 	Err error `json:"-"`

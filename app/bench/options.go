@@ -204,6 +204,8 @@ func (o Options) withDefaults(sc Scenario) (Options, error) {
 	switch {
 	case o.HandlerTime < 0 || o.HandlerTime > 10*time.Second:
 		return bad("handler time %s: want 0 to 10s", o.HandlerTime)
+	case o.HandlerTime > 0 && o.HTTPTarget:
+		return bad("handler time with an HTTP target: the target's receiver answers at once")
 	case o.Env.Redis == nil || o.Env.DB == nil:
 		return bad("Env.Redis and Env.DB are required")
 	case o.Jobs < 1:

@@ -41,7 +41,14 @@ func Scenarios() []Scenario {
 			Defaults: Options{Jobs: 50_000, Concurrency: 50, Batch: 1},
 			Run:      Drain,
 			params: func(o Options) string {
-				return fmt.Sprintf("jobs=%d concurrency=%d claim-batch=%d claim-ahead=%s", o.Jobs, o.Concurrency, o.ClaimBatch, claimAhead(o))
+				p := fmt.Sprintf("jobs=%d concurrency=%d claim-batch=%d claim-ahead=%s", o.Jobs, o.Concurrency, o.ClaimBatch, claimAhead(o))
+				if o.HandlerTime > 0 {
+					p += " handler-time=" + o.HandlerTime.String()
+				}
+				if o.Env.OrderingKeys > 0 {
+					p += fmt.Sprintf(" ordering-keys=%d", o.Env.OrderingKeys)
+				}
+				return p
 			},
 		},
 		{

@@ -239,6 +239,9 @@ the new one or after it, never before.`,
 			return a.emit(httpapi.NewRescheduledView(r), func(w io.Writer) {
 				row(w, "TOPIC", "ID", "WAS DUE", "DUE")
 				row(w, r.Job.Topic, r.Job.ID, ms(r.OldRunAt), ms(r.RunAt))
+				if r.Parked {
+					fmt.Fprintf(w, "parked behind an earlier job of its ordering key %s: it runs once the key is free\n", r.Job.OrderingKey)
+				}
 			})
 		},
 	}
@@ -353,7 +356,7 @@ handle the topic (delayq workers); a topic with jobs due and none says so. --jso
 				return err
 			}
 			return a.emit(all, func(w io.Writer) {
-				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT", "UNIQUE FOR", "WORKERS")
+				row(w, "TOPIC", "DURABILITY", "PAUSED", "DUE", "OVERDUE", "PARKED", "OLDEST OVERDUE", "IN FLIGHT", "DEAD", "NEXT DUE", "SQL", "BEYOND", "RATE LIMIT", "UNIQUE FOR", "WORKERS")
 				for _, s := range all {
 					unique := "-"
 					if s.UniqueForMs > 0 {
@@ -371,7 +374,7 @@ handle the topic (delayq workers); a topic with jobs due and none says so. --jso
 					if s.Unconsumed {
 						consumers += " (none: its due jobs wait)"
 					}
-					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, time.Duration(s.OldestOverdueMs)*time.Millisecond,
+					row(w, s.Topic, s.Durability, paused, s.Due, s.DueNow, s.Parked, time.Duration(s.OldestOverdueMs)*time.Millisecond,
 						s.InFlight, s.Dead, ms(s.NextDue), inSQL, beyond, rateLimitCell(s.RateLimit), unique, consumers)
 				}
 			})

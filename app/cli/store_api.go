@@ -125,7 +125,7 @@ func (s *apiStore) Reschedule(ctx context.Context, topic, id string, to queue.Wh
 	if err != nil {
 		return nil, err
 	}
-	return &queue.Rescheduled{Job: j, OldRunAt: v.PreviousRunAt, RunAt: v.RunAt, State: v.State}, nil
+	return &queue.Rescheduled{Job: j, OldRunAt: v.PreviousRunAt, RunAt: v.RunAt, State: v.State, Parked: v.Parked}, nil
 }
 
 func (s *apiStore) Get(ctx context.Context, topic, id string) (*queue.JobInfo, error) {

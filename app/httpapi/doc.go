@@ -207,7 +207,7 @@
 // and, on a durable topic, a Redis data loss; every job view shows it.
 // Out of range is 400 invalid_priority naming the field.
 //
-// An enqueue's "ordering_key" (the characters of an id) makes the job one
+// An enqueue's "ordering_key" (the characters of an id; "" is none) makes the job one
 // of a sequence (docs/design.md §4.24): jobs of the topic with the same
 // key run one at a time, in due order (enqueue order among equal due
 // times), whatever their priorities, while other keys run beside them. A

@@ -273,7 +273,7 @@ type RescheduledView struct {
 // NewRescheduledView renders what a Reschedule returned: the job waiting
 // at its new due time, and the one it had.
 func NewRescheduledView(r *queue.Rescheduled) RescheduledView {
-	v := NewJobView(&queue.JobInfo{State: r.State, Score: r.RunAt, Job: r.Job}, true)
+	v := NewJobView(&queue.JobInfo{State: r.State, Score: r.RunAt, Job: r.Job, Parked: r.Parked}, true)
 	return RescheduledView{JobView: v, PreviousRunAt: r.OldRunAt}
 }
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -66,4 +67,40 @@ func (c *Client) keyHomes(ctx context.Context, l Layout, topic string, jobs []Ne
 		}
 	}
 	return homes
+}
+
+// orderHealPage is how many held keys one orderheal.lua call looks at.
+const orderHealPage = 500
+
+// HealOrdering settles the held ordering keys of names (topics' or
+// partitions' names, as AllPartitions lists them): a key whose holder is
+// gone from Redis (a path that knows nothing of ordering keys, such as a
+// worker of an older release, acked or buried it) goes to its earliest
+// parked job, and a holder that has not started gives way to a parked job
+// due before it (docs/design.md §4.24). It returns how many keys changed
+// hands. The recoverer calls it every run.
+func (c *Client) HealOrdering(ctx context.Context, names []string) (int, error) {
+	healed := 0
+	for _, name := range names {
+		k, err := c.keysFor(name)
+		if err != nil {
+			return healed, err
+		}
+		keys := append(append([]string{k.due, k.lease, k.job, k.wake}, k.levels()...), k.order()...)
+		for cursor := "0"; ; {
+			reply, err := c.scripts.orderHeal.Run(ctx, c.rdb, keys, cursor, orderHealPage).Slice()
+			if err != nil {
+				return healed, fmt.Errorf("queue: heal ordering keys of %s: %w", name, err)
+			}
+			if len(reply) != 2 {
+				return healed, fmt.Errorf("queue: heal ordering keys of %s: reply of %d values", name, len(reply))
+			}
+			cursor, _ = reply[0].(string)
+			healed += int(asInt64(reply[1]))
+			if cursor == "0" || cursor == "" {
+				break
+			}
+		}
+	}
+	return healed, nil
 }

@@ -149,8 +149,8 @@ func TestOrderingCancelAndReschedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info := mustGet(t, e.env, "t", "k1"); !info.Parked || info.Score != r.RunAt || r.Job.OrderingKey != "K" {
-		t.Fatalf("k1 after its reschedule: parked %v score %d, want %d; key %q", info.Parked, info.Score, r.RunAt, r.Job.OrderingKey)
+	if info := mustGet(t, e.env, "t", "k1"); !info.Parked || !r.Parked || info.Score != r.RunAt || r.Job.OrderingKey != "K" {
+		t.Fatalf("k1 after its reschedule: parked %v (answer %v) score %d, want %d; key %q", info.Parked, r.Parked, info.Score, r.RunAt, r.Job.OrderingKey)
 	}
 	// The holder cancelled while waiting (enqueue one more behind k1 first).
 	mustEnqueue(t, e.env, "t", dataplane.NewJob{ID: "k4", OrderingKey: "K"})

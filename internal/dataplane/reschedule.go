@@ -217,7 +217,7 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 	}
 	switch asInt64(reply[0]) {
 	case 1:
-		if len(reply) != 6 {
+		if len(reply) != 7 {
 			return nil, fmt.Errorf("queue: reschedule %s/%s: reply of %d values", topic, id, len(reply))
 		}
 		j := &Job{Topic: topic, ID: id}
@@ -227,7 +227,8 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 		}
 		j.Priority = int(asInt64(reply[4]))
 		j.OrderingKey, _ = reply[5].(string)
-		return &Rescheduled{Job: j, OldRunAt: asInt64(reply[1]), RunAt: asInt64(reply[2]), State: stateInRedis(inDue, j.Attempt)}, nil
+		return &Rescheduled{Job: j, OldRunAt: asInt64(reply[1]), RunAt: asInt64(reply[2]), State: stateInRedis(inDue, j.Attempt),
+			Parked: asInt64(reply[6]) == 1}, nil
 	case -1:
 		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, ErrInFlight)
 	case -2:

@@ -64,6 +64,8 @@ var (
 	minutesLua string
 	//go:embed lua/ratetake.lua
 	rateTakeLua string
+	//go:embed lua/orderheal.lua
+	orderHealLua string
 )
 
 // scripts holds the compiled scripts of one Client (no package-level state).
@@ -73,6 +75,7 @@ type scripts struct {
 	restore, resume, reschedule, periodic             *redis.Script
 	relayNext, relayUnnote, relayMark                 *redis.Script
 	deleteDead, minuteAdd, minutes, rateTake          *redis.Script
+	orderHeal                                         *redis.Script
 }
 
 func newScripts() scripts {
@@ -101,6 +104,7 @@ func newScripts() scripts {
 		minuteAdd:   redis.NewScript(minuteAddLua),
 		minutes:     redis.NewScript(minutesLua),
 		rateTake:    redis.NewScript(rateTakeLua),
+		orderHeal:   redis.NewScript(orderingLua + orderHealLua),
 	}
 }
 

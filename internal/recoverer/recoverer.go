@@ -244,6 +244,14 @@ func (r *Recoverer) run(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rep.EpochsWritten = written
+	// The safety net of ordering keys: a key a path that knows nothing of
+	// them left held by a job that is gone goes to its next job.
+	if rep.KeysHandedOn, err = r.q.HealOrdering(ctx, topics); err != nil {
+		return err
+	}
+	if rep.KeysHandedOn > 0 {
+		r.log.WithField("keys", rep.KeysHandedOn).Warn("ordering keys held by jobs that are gone, handed on to their next jobs")
+	}
 	return r.purgeHistory(ctx, redisNow, rep)
 }
 

@@ -192,6 +192,7 @@ func sumReports(reps []recovery.Report) recovery.Report {
 		out.Sample = append(out.Sample, r.Sample...)
 		out.HistoryDeleted += r.HistoryDeleted
 		out.EpochsWritten = append(out.EpochsWritten, r.EpochsWritten...)
+		out.KeysHandedOn += r.KeysHandedOn
 		for t, c := range r.ByTopic {
 			if out.ByTopic == nil {
 				out.ByTopic = map[string]recovery.TopicCounts{}

@@ -1234,7 +1234,7 @@
     'run-now': {
       ask: (b) => 'Run job ' + b.dataset.id + ' of ' + b.dataset.topic + ' now? It becomes due at once.',
       run: (b) => api('PATCH', jobPath(b.dataset.topic, b.dataset.id), { delay_ms: 0 }),
-      done: (r, b) => 'job ' + b.dataset.id + ' is due now',
+      done: (r, b) => 'job ' + b.dataset.id + (r.parked ? ' is due now, parked behind an earlier job of its ordering key ' + r.ordering_key : ' is due now'),
     },
     reschedule: {
       check: () => rescheduleBody() !== null || 'Give a time in UTC (YYYY-MM-DD HH:MM:SS) or a number of minutes to reschedule to.',
@@ -1244,7 +1244,7 @@
         return 'Reschedule job ' + b.dataset.id + ' of ' + b.dataset.topic + ' to ' + utc(at) + '?';
       },
       run: (b) => api('PATCH', jobPath(b.dataset.topic, b.dataset.id), rescheduleBody()),
-      done: (r, b) => 'rescheduled ' + b.dataset.id,
+      done: (r, b) => 'rescheduled ' + b.dataset.id + (r.parked ? ', parked behind an earlier job of its ordering key ' + r.ordering_key : ''),
     },
     'run-recovery': {
       ask: () => 'Run recovery now? Jobs the ledger holds and Redis lost are put back.',

@@ -22,7 +22,8 @@
 --          already, and the two stores must agree (a time in the past is
 --          simply due)
 --
--- Returns  {1, old due, new due, envelope, priority, ordering key} moved (the envelope's run at is
+-- Returns  {1, old due, new due, envelope, priority, ordering key, parked
+--          (1: behind an earlier job of its key, after the key's balance)} moved (the envelope's run at is
 --          the new due time); {0} unknown; {-1} in flight (refused: its
 --          handler may be running); {-2} dead (refused); {-3} waiting at
 --          another attempt or due time than the caller saw (claimed and
@@ -61,4 +62,5 @@ else
   end
 end
 if key then ordBalance(O, key) end
-return {1, old, due, env, prio, key or ''}
+local parked = key and tonumber(redis.call('ZSCORE', KEYS[1], id)) >= PARK and 1 or 0
+return {1, old, due, env, prio, key or '', parked}

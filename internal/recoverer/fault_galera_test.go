@@ -50,7 +50,7 @@ func testFaultGaleraNodeKilled(t *testing.T, partitions int) {
 	}
 	db, led := openLedgerDB(t, dsn(0),
 		"CREATE TABLE durable_runs (token VARCHAR(32) NOT NULL PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
-			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
+			"due_ms BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NULL, worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
 		"CREATE TABLE durable_effect (id BIGINT AUTO_INCREMENT PRIMARY KEY, job_id VARCHAR(64) NOT NULL, attempt INT NOT NULL, "+
 			"worker VARCHAR(64) NOT NULL, KEY (job_id)) ENGINE=InnoDB",
 		"CREATE TABLE galera_probe (id INT PRIMARY KEY, n INT NOT NULL) ENGINE=InnoDB",

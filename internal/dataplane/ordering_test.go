@@ -547,3 +547,32 @@ func TestOrderingDebrisHandsTheKeyOn(t *testing.T) {
 		}
 	})
 }
+
+// A pause holds a key as it is: the ack of a run that goes on during the
+// pause hands the key on, nothing is claimed, and after the resume the
+// key's next job alone is.
+func TestOrderingThroughAPause(t *testing.T) {
+	forEachBackend(t, dataplane.Config{}, func(t *testing.T, e env) {
+		ctx := testenv.Context(t)
+		store := &memPauses{}
+		for _, id := range []string{"k1", "k2", "k3"} {
+			mustEnqueue(t, e, "t", dataplane.NewJob{ID: id, OrderingKey: "K"})
+		}
+		k1 := mustClaim(t, e, "t", 10, time.Minute).Jobs
+		if _, err := e.c.Pause(ctx, store, "t", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Ack(ctx, refs(k1)); err != nil {
+			t.Fatal(err)
+		}
+		if cl := mustClaim(t, e, "t", 10, time.Minute); !cl.Paused || len(cl.Jobs) != 0 {
+			t.Fatalf("claim while paused: %+v", cl)
+		}
+		if _, err := e.c.Resume(ctx, store, "t", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(mustClaim(t, e, "t", 10, time.Minute).Jobs); !slices.Equal(got, []string{"k2"}) {
+			t.Fatalf("claimed %v after the resume, want [k2]", got)
+		}
+	})
+}

@@ -589,10 +589,9 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 	for _, r := range gone.Dead {
 		died[r] = true
 	}
-	held := make(map[Ref]bool, len(gone.Held))
-	heldBy := make(map[Ref]string, len(gone.Held))
+	heldBy := make(map[Ref]string, len(gone.Held)) // held ref -> the ledger's holder of its key
 	for i, r := range gone.Held {
-		held[r] = true
+		heldBy[r] = ""
 		if i < len(gone.HeldBy) {
 			heldBy[r] = gone.HeldBy[i]
 		}
@@ -604,11 +603,12 @@ func (tr *topicRunner) forgetGone(ctx context.Context, jobs []*Job, gone *queue.
 	for _, j := range jobs {
 		r := j.Ref()
 		d, ok := died[r]
+		_, held := heldBy[r]
 		switch {
-		case held[r]:
+		case held:
 			// Not run, not a finish: it waits for its key (§4.24).
-			tr.w.jobLog(j).WithField("ordering_key", j.OrderingKey).
-				Info("another job of the ordering key is in flight or retrying in the ledger (Redis lost the key's state): handed back to wait")
+			tr.w.jobLog(j).WithFields(logrus.Fields{"ordering_key": j.OrderingKey, "held_by": heldBy[r]}).
+				Info("another job of the ordering key is in flight or retrying in the ledger: handed back to wait")
 			waits = append(waits, r)
 			continue
 		case !ok:

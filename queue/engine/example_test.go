@@ -413,6 +413,46 @@ func Example_pool() {
 	// 40 jobs, at most 4 at once: true
 }
 
+// Jobs with one ordering key run one at a time, in due order, whatever
+// the handlers free: an order's refund never runs before (or beside) its
+// close, though enqueued first and with a higher priority.
+func Example_orderingKey() {
+	eng, closeAll := newEngine(engine.Config{})
+	defer closeAll()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var ran []string
+	var wg sync.WaitGroup
+	err := eng.Handle("orders", queue.HandlerFunc(func(ctx context.Context, j *queue.Job) error {
+		defer wg.Done()
+		mu.Lock()
+		ran = append(ran, j.ID)
+		mu.Unlock()
+		return nil
+	}), queue.TopicConfig{Concurrency: 8})
+	if err != nil {
+		panic(err)
+	}
+	// Due times in the future: one in the past is due at its enqueue.
+	now := time.Now().UnixMilli()
+	for i, j := range []queue.NewJob{
+		{ID: "refund:42", OrderingKey: "order:42", RunAt: now + 550, Priority: 3},
+		{ID: "notify:42", OrderingKey: "order:42", RunAt: now + 600},
+		{ID: "close:42", OrderingKey: "order:42", RunAt: now + 500},
+	} {
+		wg.Add(1)
+		if _, err := eng.Enqueue(ctx, "orders", j); err != nil {
+			panic(fmt.Sprint(i, err))
+		}
+	}
+	stop := start(eng)
+	wg.Wait()
+	stop()
+	fmt.Println(strings.Join(ran, ", "))
+	// Output:
+	// close:42, refund:42, notify:42
+}
+
 // An HTTP target: the handler of a topic is an endpoint of another
 // service, called with the job's payload and headers naming it; its
 // answer decides the outcome.

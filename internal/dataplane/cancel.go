@@ -127,7 +127,7 @@ func (c *Client) cancelWaiting(ctx context.Context, topic, id string, attempt in
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.cancel.Run(ctx, c.rdb, append(append(append([]string{k.due, k.lease, k.job, k.dead, k.gone, k.runs, k.taken}, k.levels()...), k.order()...), k.wake),
+	reply, err := c.scripts.cancel.Run(ctx, c.rdb, append(append([]string{k.due, k.lease, k.job, k.dead, k.gone, k.runs, k.taken}, k.ordered()...), k.wake),
 		id, strconv.Itoa(attempt), c.cfg.TombstoneTTL.Milliseconds(), c.lifecycle(topic).takenFor(topic).Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: cancel %s/%s: %w", topic, id, err)

@@ -27,7 +27,7 @@ func (c *Client) RequeueDead(ctx context.Context, topic, id string) error {
 
 // requeueKeys are requeue.lua's keys.
 func requeueKeys(k keys) []string {
-	return append(append(append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.levels()...), k.order()...), k.lease)
+	return append(append([]string{k.dead, k.due, k.job, k.wake, k.cancel}, k.ordered()...), k.lease)
 }
 
 // requeueDead requeues a dead job of a redis topic: one script.

@@ -51,6 +51,10 @@ type keys struct {
 // order are the keys scripts take for per-key ordering, in this order.
 func (k keys) order() []string { return []string{k.okey, k.ohold, k.oq, k.oseq} }
 
+// ordered are levels then order: the keys of the scripts that move a job
+// of a priority and an ordering key, after their own.
+func (k keys) ordered() []string { return append(k.levels(), k.order()...) }
+
 // levels are the keys scripts take for priorities, in this order: prio,
 // then pri of priority 1 to MaxPriority (a script finds the ZSET of
 // priority l at prio's index + l).

@@ -40,11 +40,14 @@ func (c *Client) keyHomes(ctx context.Context, l Layout, topic string, jobs []Ne
 		held *redis.BoolCmd
 	}
 	var probes []probe
-	pipe := c.rdb.Pipeline()
+	var pipe redis.Pipeliner // made for the first job of a key
 	for i := range jobs {
 		key := jobs[i].OrderingKey
 		if key == "" {
 			continue
+		}
+		if pipe == nil {
+			pipe = c.rdb.Pipeline()
 		}
 		// The newest older layout first: a key only ever moves on to a
 		// newer one.
@@ -86,7 +89,7 @@ func (c *Client) HealOrdering(ctx context.Context, names []string) (int, error) 
 		if err != nil {
 			return healed, err
 		}
-		keys := append(append([]string{k.due, k.lease, k.job, k.wake}, k.levels()...), k.order()...)
+		keys := releaseKeys(k) // the same keys, in the same order
 		for cursor := "0"; ; {
 			reply, err := c.scripts.orderHeal.Run(ctx, c.rdb, keys, cursor, orderHealPage).Slice()
 			if err != nil {

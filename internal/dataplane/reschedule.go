@@ -210,7 +210,7 @@ func (c *Client) rescheduleWaiting(ctx context.Context, topic, id string, attemp
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.scripts.reschedule.Run(ctx, c.rdb, append(append([]string{k.due, k.lease, k.job, k.dead, k.wake}, k.levels()...), k.order()...),
+	reply, err := c.scripts.reschedule.Run(ctx, c.rdb, append([]string{k.due, k.lease, k.job, k.dead, k.wake}, k.ordered()...),
 		id, strconv.Itoa(attempt), cur, target).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: reschedule %s/%s: %w", topic, id, err)

@@ -289,8 +289,7 @@ func (c *Client) restoreScriptCalls(calls []restoreCall, groups [][]int, head []
 				break
 			}
 			keys = append(keys, k.due, k.lease, k.job, k.wake, k.dead, k.gone)
-			keys = append(keys, k.levels()...)
-			keys = append(keys, k.order()...)
+			keys = append(keys, k.ordered()...)
 			args = append(args, len(calls[g].rows))
 			args = append(args, calls[g].args...)
 		}

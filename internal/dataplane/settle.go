@@ -24,8 +24,7 @@ import (
 func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
 		lc := c.lifecycle(topic)
-		return append(append(append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...), k.order()...), k.wake),
-			[]any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
+		return ackKeys(k), []any{lc.tombstone().Milliseconds(), "s", lc.takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
 	return n, err
@@ -39,8 +38,7 @@ func (c *Client) Ack(ctx context.Context, refs []Ref) (int, error) {
 // Plumbing: a step of the Worker's, exported for delayq's own packages.
 func (c *Client) AckCancelled(ctx context.Context, refs []Ref) (int, error) {
 	n, err := c.settleRefs(ctx, "ack cancelled", c.scripts.ack, refs, func(topic string, k keys) ([]string, []any) {
-		return append(append(append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.levels()...), k.order()...), k.wake),
-			[]any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
+		return ackKeys(k), []any{c.cfg.TombstoneTTL.Milliseconds(), "c", c.lifecycle(topic).takenFor(topic).Milliseconds()}
 	})
 	c.forgetTraces(ctx, refs...)
 	return n, err
@@ -83,7 +81,12 @@ func (c *Client) ReleaseLater(ctx context.Context, refs []Ref, by []string, wait
 
 // releaseKeys are release.lua's keys.
 func releaseKeys(k keys) []string {
-	return append(append([]string{k.lease, k.due, k.job, k.wake}, k.levels()...), k.order()...)
+	return append([]string{k.lease, k.due, k.job, k.wake}, k.ordered()...)
+}
+
+// ackKeys are ack.lua's keys.
+func ackKeys(k keys) []string {
+	return append(append([]string{k.lease, k.due, k.job, k.gone, k.runs, k.cancel, k.taken}, k.ordered()...), k.wake)
 }
 
 // settleRefs runs script once per topic with the keys and leading
@@ -194,7 +197,7 @@ func (c *Client) Bury(ctx context.Context, dead []DeadJob) (int, int64, error) {
 		for _, d := range ds {
 			args = append(args, d.Job.ID, d.Job.Attempt, d.Error)
 		}
-		reply, err := c.scripts.bury.Run(ctx, c.rdb, append(append(append([]string{k.lease, k.due, k.job, k.dead, k.runs}, k.levels()...), k.order()...), k.wake), args...).Int64Slice()
+		reply, err := c.scripts.bury.Run(ctx, c.rdb, append(append([]string{k.lease, k.due, k.job, k.dead, k.runs}, k.ordered()...), k.wake), args...).Int64Slice()
 		if err != nil {
 			return n, at, fmt.Errorf("queue: bury on %s: %w", topic, err)
 		}

@@ -4,8 +4,8 @@
 -- ordering keys that acked or buried a key's holder, a partial delete).
 -- ordering.lua is put before it.
 --
--- KEYS[1]  due ZSET
--- KEYS[2]  lease ZSET
+-- KEYS[1]  lease ZSET
+-- KEYS[2]  due ZSET
 -- KEYS[3]  job HASH
 -- KEYS[4]  wake channel
 -- KEYS[5]  prio HASH, KEYS[6..8] pri ZSETs of priority 1-3
@@ -17,7 +17,7 @@
 --          neither waiting nor in flight goes to its earliest parked job (or
 --          is freed); a holder that has not started gives way to a parked
 --          job due before it (ordBalance).
-local O = {due = KEYS[1], lease = KEYS[2], job = KEYS[3], wake = KEYS[4], prio = KEYS[5],
+local O = {due = KEYS[2], lease = KEYS[1], job = KEYS[3], wake = KEYS[4], prio = KEYS[5],
   pri = {KEYS[6], KEYS[7], KEYS[8]}, okey = KEYS[9], ohold = KEYS[10], oq = KEYS[11], oseq = KEYS[12]}
 local page = redis.call('HSCAN', O.ohold, ARGV[1], 'COUNT', tonumber(ARGV[2]))
 local healed = 0

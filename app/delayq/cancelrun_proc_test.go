@@ -107,7 +107,14 @@ worker:
 	if len(rows) != 1 || rows[0].Outcome != ledger.OutcomeCancelled || rows[0].Attempts != 1 {
 		t.Fatalf("history of c1: %+v; want one row, cancelled at attempt 1", rows)
 	}
-	if info, err := q.Get(ctx, "hooks", "c1"); err != nil || info.State != queue.StateUnknown {
+	// The completer settles the ledger first and Redis after it: the
+	// history row can be there a moment before the Redis ack.
+	var info *queue.JobInfo
+	testenv.WaitFor(ctx, t, "c1 gone from Redis", func() bool {
+		info, err = q.Get(ctx, "hooks", "c1")
+		return err != nil || info.State == queue.StateUnknown
+	})
+	if err != nil || info.State != queue.StateUnknown {
 		t.Fatalf("c1 in Redis after its cancel: %+v, %v; want no trace", info, err)
 	}
 	if _, err := led.Row(ctx, "hooks", "c1"); err == nil {
